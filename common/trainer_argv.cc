@@ -1,0 +1,46 @@
+#include "common/trainer_argv.h"
+
+#include <sstream>
+
+namespace convoy {
+namespace {
+
+std::string FormatDouble(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<std::string> BuildArgv(const v1::JobSpec& spec, const std::string& trainer_path) {
+  if (!spec.has_trainer()) {
+    return {spec.command().begin(), spec.command().end()};
+  }
+  const v1::TrainerSpec& t = spec.trainer();
+  std::vector<std::string> argv{trainer_path};
+  auto add = [&argv](const char* flag, const std::string& value) {
+    argv.emplace_back(flag);
+    argv.push_back(value);
+  };
+  if (!t.model().empty()) add("--model", t.model());
+  if (t.epochs() > 0) add("--epochs", std::to_string(t.epochs()));
+  if (t.max_steps() > 0) add("--max-steps", std::to_string(t.max_steps()));
+  if (t.batch_size() > 0) add("--batch-size", std::to_string(t.batch_size()));
+  if (t.lr() > 0) add("--lr", FormatDouble(t.lr()));
+  if (t.momentum() > 0) add("--momentum", FormatDouble(t.momentum()));
+  if (!t.optimizer().empty()) add("--optimizer", t.optimizer());
+  if (!t.lr_schedule().empty()) add("--lr-schedule", t.lr_schedule());
+  if (t.clip_grad_norm() > 0) add("--clip-grad-norm", FormatDouble(t.clip_grad_norm()));
+  if (t.accumulate() > 0) add("--accumulate", std::to_string(t.accumulate()));
+  if (t.bucket_mb() > 0) add("--bucket-mb", FormatDouble(t.bucket_mb()));
+  if (t.checkpoint_every() > 0) add("--checkpoint-every", std::to_string(t.checkpoint_every()));
+  if (!t.data_dir().empty()) add("--data-dir", t.data_dir());
+  if (t.seed() != 0) add("--seed", std::to_string(t.seed()));
+  add("--backend", spec.backend().empty() ? "gloo" : spec.backend());
+  argv.insert(argv.end(), t.extra_args().begin(), t.extra_args().end());
+  return argv;
+}
+
+}  // namespace convoy

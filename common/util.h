@@ -1,0 +1,22 @@
+// Small helpers shared by the daemons and the CLI.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+
+namespace convoy {
+
+// Splits "HOST:PORT" (or "[v6]:PORT"). Error names `flag` when the text is malformed.
+StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
+                                                    const std::string& flag);
+
+// "SIGKILL" for 9, "signal 64" for an unknown number.
+std::string SignalName(int signal);
+
+// True when `name` is a valid job or worker name: [A-Za-z0-9._-], 1..63 characters, not
+// starting with '.' or '-'.
+bool IsValidName(const std::string& name);
+
+}  // namespace convoy

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything Convoy needs from Debian's archive and selects OpenBLAS as the
+# libblas.so.3 alternative (the reference BLAS makes training about 3x slower).
+# Idempotent; skips apt when every package is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  cmake g++ make ninja-build pkg-config clang-format
+  libtorch-dev libgloo-dev libopenblas0-openmp zlib1g-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  prometheus-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
+  dataset-fashion-mnist python3-torch python3-pytest prometheus
+  iproute2 procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
+if [ -e "$OPENBLAS" ]; then
+  current=$(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || true)
+  if [ "$current" != "$(readlink -f $OPENBLAS)" ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "install-deps: selecting OpenBLAS for libblas.so.3"
+    $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$OPENBLAS"
+  fi
+fi
