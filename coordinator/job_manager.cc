@@ -1,0 +1,437 @@
+// JobManager: the client API, transitions, placement and teardown.
+// Worker events and timeouts are in job_manager_workers.cc.
+#include "coordinator/job_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/job_spec_validation.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/rendezvous_planner.h"
+#include "coordinator/scheduler.h"
+
+namespace convoy {
+
+JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& workers,
+                       WorkerChannel& channel, JobManagerOptions options)
+    : clock_(clock), store_(store), workers_(workers), channel_(channel), options_(options) {}
+
+JobManager::JobRecord* JobManager::Find(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const JobManager::JobRecord* JobManager::Find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
+  if (r.job.attempts_size() == 0) return nullptr;
+  v1::Attempt* last = r.job.mutable_attempts(r.job.attempts_size() - 1);
+  return last->attempt() == r.rt.attempt ? last : nullptr;
+}
+
+Status JobManager::Recover() {
+  auto workers = store_.LoadWorkers();
+  if (!workers.ok()) return workers.status();
+  for (const v1::WorkerInfo& w : *workers) workers_.Restore(w);
+
+  auto jobs = store_.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  const int64_t now = clock_.NowMonotonicMs();
+  for (v1::Job& job : *jobs) {
+    JobRecord& r = jobs_[job.id()];
+    r.job = std::move(job);
+    int number = 0;
+    if (std::sscanf(r.job.id().c_str(), "j-%d", &number) == 1 && number >= next_job_number_) {
+      next_job_number_ = number + 1;
+    }
+    AttemptRuntime& rt = r.rt;
+    rt.released = true;
+    if (!HoldsWorkers(r.job.state()) || r.job.attempts_size() == 0) continue;
+    const v1::Attempt& a = r.job.attempts(r.job.attempts_size() - 1);
+    rt.attempt = a.attempt();
+    rt.released = false;
+    rt.recovering = true;
+    rt.launched = a.master_port() != 0;
+    rt.tearing_down = r.job.state() == v1::RESTARTING;
+    rt.deadline_mono_ms = now + workers_.worker_timeout_ms() + options_.rendezvous_timeout_ms;
+    for (const v1::NodeAssignment& n : a.nodes()) {
+      for (int i = 0; i < n.ranks_size(); ++i) {
+        RankRuntime& rr = rt.ranks[n.ranks(i)];
+        rr.worker = n.worker();
+        rr.local_rank = i;
+        rr.started = r.job.state() == v1::RUNNING;
+        rr.last_progress_mono_ms = now;
+      }
+    }
+    for (const v1::ProcessExited& e : a.exits()) {
+      auto it = rt.ranks.find(e.rank());
+      if (it != rt.ranks.end()) it->second.gone = true;
+    }
+    spdlog::info("recovered job {} in {} (attempt {}); waiting for its workers", r.job.id(),
+                 StateName(r.job.state()), rt.attempt);
+  }
+  spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
+  return Status::Ok();
+}
+
+StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
+  CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  char id[32];
+  std::snprintf(id, sizeof(id), "j-%06lld", static_cast<long long>(next_job_number_));
+  v1::Job job;
+  job.set_id(id);
+  *job.mutable_spec() = spec;
+  job.set_state(v1::PENDING);
+  job.set_created_unix_ms(clock_.NowUnixMs());
+  job.set_updated_unix_ms(job.created_unix_ms());
+  job.set_message("submitted");
+  v1::JobEvent event;
+  event.set_time_unix_ms(job.created_unix_ms());
+  event.set_to(v1::PENDING);
+  event.set_reason("submitted");
+  Status st = store_.SaveJob(job, &event);
+  if (!st.ok()) return Status::Unavailable("cannot persist the job: " + st.message());
+  ++next_job_number_;
+  *job.add_events() = event;
+  JobRecord& r = jobs_[id];
+  r.job = std::move(job);
+  spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(), spec.nodes());
+  TrySchedule();
+  return std::string(id);
+}
+
+StatusOr<v1::Job> JobManager::Get(const std::string& id) const {
+  const JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  return r->job;
+}
+
+std::vector<v1::Job> JobManager::List() const {
+  std::vector<v1::Job> out;
+  for (const auto& [id, r] : jobs_) out.push_back(r.job);
+  return out;
+}
+
+StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason) {
+  JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  if (IsTerminal(r->job.state())) {
+    return Status::FailedPrecondition("job " + id + " already " + StateName(r->job.state()));
+  }
+  const std::string why = reason.empty() ? "cancelled by user" : "cancelled: " + reason;
+  CONVOY_RETURN_IF_ERROR(Transition(*r, v1::CANCELLED, why));
+  if (r->rt.attempt >= 0 && !r->rt.released) SendKill(*r, why);
+  MaybeFinishTeardown(*r);
+  return r->job;
+}
+
+StatusOr<uint64_t> JobManager::Watch(const std::string& id, WatchFn fn) {
+  JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  v1::WatchJobResponse snapshot;
+  *snapshot.mutable_job() = r->job;
+  const bool done = IsTerminal(r->job.state());
+  fn(snapshot, done);
+  const uint64_t watch_id = next_watch_id_++;
+  if (!done) {
+    r->watchers[watch_id] = std::move(fn);
+    watch_owner_[watch_id] = id;
+  }
+  return watch_id;
+}
+
+void JobManager::Unwatch(uint64_t watch_id) {
+  auto it = watch_owner_.find(watch_id);
+  if (it == watch_owner_.end()) return;
+  if (JobRecord* r = Find(it->second)) r->watchers.erase(watch_id);
+  watch_owner_.erase(it);
+}
+
+StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt,
+                                      int64_t offset, int max_bytes, LogFn fn) {
+  JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  if (attempt < 0) attempt = r->job.attempts_size() == 0 ? -1 : r->job.attempt();
+  const v1::Attempt* found = nullptr;
+  for (const v1::Attempt& a : r->job.attempts()) {
+    if (a.attempt() == attempt) found = &a;
+  }
+  if (found == nullptr) {
+    return Status::NotFound("job " + id + " has no attempt " + std::to_string(attempt) +
+                            (attempt < 0 ? " (it has not been placed yet)" : ""));
+  }
+  std::string worker;
+  for (const v1::NodeAssignment& n : found->nodes()) {
+    for (int rk : n.ranks()) {
+      if (rk == rank) worker = n.worker();
+    }
+  }
+  if (worker.empty()) {
+    return Status::NotFound("rank " + std::to_string(rank) + " is not part of attempt " +
+                            std::to_string(attempt) + " of job " + id);
+  }
+  const int64_t request_id = next_log_request_++;
+  v1::CoordinatorMessage msg;
+  v1::ReadLogs* read = msg.mutable_read_logs();
+  read->set_request_id(request_id);
+  read->set_job_id(id);
+  read->set_attempt(attempt);
+  read->set_rank(rank);
+  read->set_offset(offset);
+  read->set_max_bytes(max_bytes);
+  if (!channel_.Send(worker, msg)) {
+    return Status::Unavailable("worker " + worker + " that ran rank " + std::to_string(rank) +
+                               " is not connected");
+  }
+  pending_logs_[request_id] =
+      PendingLog{std::move(fn), clock_.NowMonotonicMs() + options_.log_request_timeout_ms};
+  return attempt;
+}
+
+std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
+  std::vector<v1::WorkerInfo> out = workers_.List();
+  for (v1::WorkerInfo& w : out) {
+    w.set_used_slots(UsedSlots(w.name()));
+    for (const auto& [id, r] : jobs_) {
+      if (r.rt.released) continue;
+      for (const auto& [rank, rr] : r.rt.ranks) {
+        if (rr.worker == w.name() && !rr.gone) {
+          w.add_jobs(id);
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& reason,
+                              const v1::RankFailure* failure) {
+  const v1::JobState from = r.job.state();
+  CONVOY_RETURN_IF_ERROR(CheckTransition(from, to));
+  v1::JobEvent event;
+  event.set_time_unix_ms(clock_.NowUnixMs());
+  event.set_from(from);
+  event.set_to(to);
+  event.set_attempt(r.job.attempt());
+  event.set_reason(reason);
+  if (failure != nullptr) *event.mutable_failure() = *failure;
+
+  v1::Job next = r.job;
+  next.set_state(to);
+  next.set_updated_unix_ms(event.time_unix_ms());
+  next.set_message(reason);
+  next.clear_events();
+  Status st = store_.SaveJob(next, &event);
+  if (!st.ok()) {
+    spdlog::error("job {}: cannot persist {} -> {} ({}); not acting on it: {}", r.job.id(),
+                  StateName(from), StateName(to), reason, st.message());
+    return Status::Unavailable("cannot persist the transition: " + st.message());
+  }
+  *next.mutable_events() = std::move(*r.job.mutable_events());
+  *next.add_events() = event;
+  r.job = std::move(next);
+  spdlog::info("job {}: {} -> {}: {}", r.job.id(), StateName(from), StateName(to), reason);
+
+  v1::WatchJobResponse ev;
+  *ev.mutable_event() = event;
+  Notify(r, ev);
+  v1::WatchJobResponse snap;
+  *snap.mutable_job() = r.job;
+  Notify(r, snap);
+  if (IsTerminal(to)) {
+    for (auto& [id, fn] : r.watchers) {
+      fn(snap, true);
+      watch_owner_.erase(id);
+    }
+    r.watchers.clear();
+  }
+  return Status::Ok();
+}
+
+void JobManager::Persist(JobRecord& r) {
+  r.job.set_updated_unix_ms(clock_.NowUnixMs());
+  v1::Job copy = r.job;
+  copy.clear_events();
+  Status st = store_.SaveJob(copy, nullptr);
+  if (!st.ok()) spdlog::error("job {}: cannot persist: {}", r.job.id(), st.message());
+}
+
+void JobManager::Notify(JobRecord& r, const v1::WatchJobResponse& update) {
+  for (auto& [id, fn] : r.watchers) fn(update, false);
+}
+
+int JobManager::UsedSlots(const std::string& worker) const {
+  int used = 0;
+  for (const auto& [id, r] : jobs_) {
+    if (r.rt.released || r.rt.attempt < 0) continue;
+    for (const auto& [rank, rr] : r.rt.ranks) {
+      if (rr.worker == worker && !rr.gone) ++used;
+    }
+  }
+  return used;
+}
+
+void JobManager::TrySchedule() {
+  for (auto& [id, r] : jobs_) {
+    const v1::JobState s = r.job.state();
+    if (s == v1::PENDING || (s == v1::RESTARTING && r.rt.released)) TryPlace(r);
+  }
+}
+
+bool JobManager::TryPlace(JobRecord& r) {
+  std::vector<WorkerCapacity> capacity;
+  for (const v1::WorkerInfo* w : workers_.Ready()) {
+    capacity.push_back({w->name(), w->slots() - UsedSlots(w->name()), w->gpus_size()});
+  }
+  std::vector<std::string> preferred;
+  if (r.job.attempts_size() > 0) {
+    for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
+      preferred.push_back(n.worker());
+    }
+  }
+  const v1::JobSpec& spec = r.job.spec();
+  auto chosen = PlaceGang(spec, capacity, preferred);
+  if (!chosen) {
+    if (r.job.state() == v1::RESTARTING) {
+      (void)Transition(r, v1::PENDING,
+                       "waiting for " + std::to_string(spec.nodes()) +
+                           " workers with free slots to restart");
+    }
+    return false;
+  }
+  std::vector<PlannedNode> planned;
+  std::string names;
+  for (const std::string& name : *chosen) {
+    const v1::WorkerInfo* w = workers_.Find(name);
+    planned.push_back({name, w->address(), ProcsPerNode(spec, w->gpus_size())});
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  const int attempt =
+      r.job.attempts_size() == 0 ? 0 : r.job.attempts(r.job.attempts_size() - 1).attempt() + 1;
+  const v1::Job before = r.job;
+  v1::Attempt* a = r.job.add_attempts();
+  a->set_attempt(attempt);
+  for (auto& n : PlanRanks(planned)) *a->add_nodes() = std::move(n);
+  a->set_started_unix_ms(clock_.NowUnixMs());
+  r.job.set_attempt(attempt);
+  if (!Transition(r, v1::SCHEDULED, "attempt " + std::to_string(attempt) + " placed on " + names)
+           .ok()) {
+    r.job = before;
+    return false;
+  }
+  AttemptRuntime rt;
+  rt.attempt = attempt;
+  const int64_t now = clock_.NowMonotonicMs();
+  rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
+  for (const v1::NodeAssignment& n : a->nodes()) {
+    for (int i = 0; i < n.ranks_size(); ++i) {
+      RankRuntime& rr = rt.ranks[n.ranks(i)];
+      rr.worker = n.worker();
+      rr.local_rank = i;
+      rr.last_progress_mono_ms = now;
+    }
+  }
+  r.rt = std::move(rt);
+  const std::string& master = (*chosen)[0];
+  if (!Transition(r, v1::RENDEZVOUS, "reserving the master port on " + master).ok()) return true;
+  v1::CoordinatorMessage msg;
+  msg.mutable_reserve_port()->set_job_id(r.job.id());
+  msg.mutable_reserve_port()->set_attempt(attempt);
+  if (!channel_.Send(master, msg)) {
+    ReportFailure(r, FailureFor(r, 0, master));
+  }
+  return true;
+}
+
+void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
+  if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
+  if (v1::Attempt* a = CurrentAttempt(r)) {
+    *a->mutable_failure() = cause;
+    a->set_ended_unix_ms(clock_.NowUnixMs());
+  }
+  const v1::JobSpec& spec = r.job.spec();
+  Status st;
+  if (r.job.restarts() < spec.max_restarts()) {
+    r.job.set_restarts(r.job.restarts() + 1);
+    st = Transition(r, v1::RESTARTING,
+                    cause.reason() + "; restarting (restart " + std::to_string(r.job.restarts()) +
+                        " of " + std::to_string(spec.max_restarts()) + ")",
+                    &cause);
+    if (!st.ok()) r.job.set_restarts(r.job.restarts() - 1);
+  } else {
+    st = Transition(r, v1::FAILED,
+                    cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""),
+                    &cause);
+  }
+  if (!st.ok()) return;
+  SendKill(r, cause.reason());
+  MaybeFinishTeardown(r);
+}
+
+void JobManager::SendKill(JobRecord& r, const std::string& reason) {
+  AttemptRuntime& rt = r.rt;
+  rt.tearing_down = true;
+  rt.pending_failures.clear();
+  rt.deadline_mono_ms =
+      clock_.NowMonotonicMs() + options_.kill_grace_ms + options_.teardown_slack_ms;
+  std::vector<std::string> sent;
+  for (const auto& [rank, rr] : rt.ranks) {
+    if (rr.gone) continue;
+    if (std::find(sent.begin(), sent.end(), rr.worker) != sent.end()) continue;
+    sent.push_back(rr.worker);
+    v1::CoordinatorMessage msg;
+    v1::Kill* kill = msg.mutable_kill();
+    kill->set_job_id(r.job.id());
+    kill->set_attempt(rt.attempt);
+    kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
+    kill->set_reason(reason);
+    if (!channel_.Send(rr.worker, msg)) {
+      spdlog::warn("job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "
+                   "itself when it reconnects or loses the coordinator",
+                   r.job.id(), rr.worker, rt.attempt);
+    }
+  }
+}
+
+void JobManager::MaybeFinishTeardown(JobRecord& r) {
+  AttemptRuntime& rt = r.rt;
+  if (rt.released || rt.attempt < 0) return;
+  bool all_gone = true;
+  for (const auto& [rank, rr] : rt.ranks) all_gone = all_gone && rr.gone;
+  const bool expired = rt.tearing_down && clock_.NowMonotonicMs() >= rt.deadline_mono_ms;
+  if (!all_gone && !expired) return;
+  if (!all_gone) {
+    spdlog::warn("job {}: ranks of attempt {} not reported gone by the teardown deadline; "
+                 "releasing their slots",
+                 r.job.id(), rt.attempt);
+    for (auto& [rank, rr] : rt.ranks) rr.gone = true;
+  }
+  rt.released = true;
+  if (v1::Attempt* a = CurrentAttempt(r); a != nullptr && a->ended_unix_ms() == 0) {
+    a->set_ended_unix_ms(clock_.NowUnixMs());
+  }
+  Persist(r);
+  TrySchedule();
+}
+
+v1::RankFailure JobManager::FailureFor(const JobRecord& r, int rank,
+                                       const std::string& worker) const {
+  v1::RankFailure f;
+  f.set_rank(rank);
+  auto it = r.rt.ranks.find(rank);
+  if (it != r.rt.ranks.end()) f.set_local_rank(it->second.local_rank);
+  f.set_worker(worker);
+  if (const v1::WorkerInfo* w = workers_.Find(worker)) {
+    f.set_host(w->hostname().empty() ? w->address() : w->hostname() + " (" + w->address() + ")");
+  }
+  f.set_reason("rank " + std::to_string(rank) + " on worker " + worker + " is not reachable");
+  return f;
+}
+
+}  // namespace convoy

@@ -1,0 +1,183 @@
+// The job registry and the driver of every job's state machine: placement, rendezvous,
+// launch, failure attribution, teardown, restarts, hang detection, and recovery after a
+// coordinator restart. Plain C++: it speaks to workers through WorkerChannel, to disk
+// through JobStore, and reads time from Clock; no gRPC or SQLite types.
+//
+// Threading: not thread-safe. The owner (coordinator/coordinator.h) calls every method with
+// its one state lock held. Callbacks given to Watch and RequestLogs are invoked with that
+// lock held and must only enqueue.
+//
+// Persistence rule: every transition is written to the JobStore (with its event) before any
+// message that acts on it is sent. When the write fails, the transition does not happen.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "convoy/v1/job.pb.h"
+#include "convoy/v1/worker.pb.h"
+#include "coordinator/job_store.h"
+#include "coordinator/worker_registry.h"
+
+namespace convoy {
+
+// Sends messages to connected workers.
+class WorkerChannel {
+ public:
+  virtual ~WorkerChannel() = default;
+  // Queues `msg` for worker `name`. Returns false when no stream to it is open. Never blocks.
+  virtual bool Send(const std::string& name, const v1::CoordinatorMessage& msg) = 0;
+};
+
+struct JobManagerOptions {
+  // SIGTERM-to-SIGKILL grace given to workers when an attempt is torn down. Training ranks
+  // die on SIGTERM at once; the grace is for user scripts that save state on SIGTERM.
+  int64_t kill_grace_ms = 3000;
+  // After a Kill, ranks not reported gone within grace + this are assumed gone (their worker
+  // will be declared lost if it really is unreachable).
+  int64_t teardown_slack_ms = 10000;
+  // From placement until every rank has started.
+  int64_t rendezvous_timeout_ms = 60000;
+  // How long failures of one attempt are collected before the root cause is chosen: a rank
+  // killed by a signal makes its peers fail within milliseconds, in either order of arrival.
+  int64_t failure_window_ms = 300;
+  // Unanswered ReadLogs requests fail after this long.
+  int64_t log_request_timeout_ms = 10000;
+  // Sent to workers in RegisterAck.
+  int32_t heartbeat_interval_ms = 1000;
+};
+
+class JobManager {
+ public:
+  JobManager(const Clock& clock, JobStore& store, WorkerRegistry& workers, WorkerChannel& channel,
+             JobManagerOptions options);
+
+  // Loads jobs and workers from the store (after a restart). Jobs that held workers wait for
+  // them to reconnect and report; workers get the usual timeout to come back.
+  Status Recover();
+
+  // ---- Client API
+  // Validates `spec` (INVALID_ARGUMENT naming the field), persists the job as PENDING and
+  // tries to place it. Returns the new job's id.
+  StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // NOT_FOUND for an unknown id.
+  StatusOr<v1::Job> Get(const std::string& id) const;
+  // Every job, oldest first.
+  std::vector<v1::Job> List() const;
+  // FAILED_PRECONDITION when the job already finished.
+  StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason);
+
+  // Calls `fn` at once with the job's snapshot, then with every event, metric and new
+  // snapshot; with done = true after the job reached a terminal state (no call follows).
+  using WatchFn = std::function<void(const v1::WatchJobResponse& update, bool done)>;
+  StatusOr<uint64_t> Watch(const std::string& id, WatchFn fn);
+  void Unwatch(uint64_t watch_id);
+
+  // Asks the worker that runs `rank` of the job's attempt (`attempt` < 0: the latest) for its
+  // log from `offset`. `fn` gets the answer, or an error when the worker is not connected or
+  // does not answer in time. Returns the attempt asked for.
+  using LogFn = std::function<void(const StatusOr<v1::LogData>& data)>;
+  StatusOr<int> RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
+                            int max_bytes, LogFn fn);
+
+  // Every worker with its used slots and jobs.
+  std::vector<v1::WorkerInfo> ListWorkers() const;
+
+  // ---- Worker API (the worker's name comes from its stream's Register)
+  // A worker (re)registered: reconciles the attempts it reports (adopts the current ones,
+  // kills stale ones) and returns the acknowledgement to send first.
+  v1::RegisterAck OnRegister(const v1::Register& reg);
+  void OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg);
+  void OnDisconnect(const std::string& worker);
+
+  // Advances timeouts: lost workers, hung attempts, rendezvous and teardown deadlines, the
+  // failure window, log requests. Call it often (every 50-100 ms).
+  void Tick();
+
+ private:
+  struct RankRuntime {
+    std::string worker;
+    int local_rank = 0;
+    bool started = false;
+    bool gone = false;  // exited, or its worker was lost
+    int pid = 0;
+    int64_t last_progress_mono_ms = 0;
+  };
+  // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
+  struct AttemptRuntime {
+    int attempt = -1;
+    std::map<int, RankRuntime> ranks;
+    bool launched = false;   // Launch messages sent
+    bool tearing_down = false;
+    bool released = false;   // slots free again
+    bool recovering = false; // reloaded after a coordinator restart, not yet re-confirmed
+    int64_t deadline_mono_ms = 0;
+    // Failures collected during the failure window, in arrival order.
+    std::vector<v1::RankFailure> pending_failures;
+    int64_t failure_window_end_mono_ms = 0;
+  };
+  struct JobRecord {
+    v1::Job job;
+    AttemptRuntime rt;
+    std::map<uint64_t, WatchFn> watchers;
+  };
+  struct PendingLog {
+    LogFn fn;
+    int64_t deadline_mono_ms = 0;
+  };
+
+  JobRecord* Find(const std::string& id);
+  const JobRecord* Find(const std::string& id) const;
+  v1::Attempt* CurrentAttempt(JobRecord& r);
+
+  // Persists the job with a new state and event, then updates memory and tells watchers.
+  Status Transition(JobRecord& r, v1::JobState to, const std::string& reason,
+                    const v1::RankFailure* failure = nullptr);
+  // Persists the job as it is (no event). Logs on failure.
+  void Persist(JobRecord& r);
+  void Notify(JobRecord& r, const v1::WatchJobResponse& update);
+
+  // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
+  void TrySchedule();
+  bool TryPlace(JobRecord& r);
+  int UsedSlots(const std::string& worker) const;
+  void OnPortReserved(const std::string& worker, const v1::PortReserved& msg);
+  void OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg);
+  void OnProcessExited(const std::string& worker, const v1::ProcessExited& msg);
+  void OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg);
+  void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
+  void OnLogData(const v1::LogData& msg);
+  void OnWorkerLost(const std::string& worker);
+  void MaybeRunning(JobRecord& r);
+
+  // A failure observed now; the root cause is chosen when the failure window closes.
+  void ReportFailure(JobRecord& r, v1::RankFailure failure);
+  // Decides the attempt failed with `cause`: RESTARTING or FAILED, then tears it down.
+  void FailAttempt(JobRecord& r, const v1::RankFailure& cause);
+  void SendKill(JobRecord& r, const std::string& reason);
+  // Frees the attempt's slots once every rank is gone or the teardown deadline passed, and
+  // moves a RESTARTING job on.
+  void MaybeFinishTeardown(JobRecord& r);
+  v1::RankFailure FailureFor(const JobRecord& r, int rank, const std::string& worker) const;
+
+  const Clock& clock_;
+  JobStore& store_;
+  WorkerRegistry& workers_;
+  WorkerChannel& channel_;
+  const JobManagerOptions options_;
+
+  std::map<std::string, JobRecord> jobs_;  // by id; ids sort by submission order
+  int64_t next_job_number_ = 1;
+  uint64_t next_watch_id_ = 1;
+  std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
+  int64_t next_log_request_ = 1;
+  std::map<int64_t, PendingLog> pending_logs_;
+};
+
+}  // namespace convoy

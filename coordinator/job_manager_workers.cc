@@ -1,0 +1,403 @@
+// JobManager: what workers report, and what time does (lost workers, hangs, deadlines).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/util.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/rendezvous_planner.h"
+
+namespace convoy {
+namespace {
+
+std::string DescribeExit(const v1::ProcessExit& e) {
+  if (e.signal() != 0) {
+    return "killed by " + (e.signal_name().empty() ? SignalName(e.signal()) : e.signal_name());
+  }
+  return "exited with code " + std::to_string(e.exit_code());
+}
+
+bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }
+
+// Lower is a likelier root cause: a rank killed by a signal nobody in Convoy sent (SIGKILL
+// from outside, SIGSEGV...) makes its peers exit with errors, never the other way round.
+int CauseClass(const v1::RankFailure& f) {
+  return f.exit().signal() != 0 && !f.exit().killed_by_worker() ? 0 : 1;
+}
+
+}  // namespace
+
+v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
+  workers_.OnRegister(reg);
+  const v1::WorkerInfo* info = workers_.Find(reg.name());
+  if (info != nullptr) {
+    Status st = store_.SaveWorker(*info);
+    if (!st.ok()) spdlog::error("cannot persist worker {}: {}", reg.name(), st.message());
+  }
+  spdlog::info("worker {} registered: {} ({}), {} cores, {} GPUs, {} slots, {} attempt(s)",
+               reg.name(), reg.address(), reg.hostname(), reg.cores(), reg.gpus_size(),
+               reg.slots(), reg.attempts_size());
+
+  for (const v1::AttemptStatus& as : reg.attempts()) {
+    JobRecord* r = Find(as.job_id());
+    const bool current = r != nullptr && r->rt.attempt == as.attempt() && !r->rt.released;
+    bool any_running = false;
+    for (const v1::RankStatus& rs : as.ranks()) any_running = any_running || rs.running();
+    if (current) {
+      for (const v1::RankStatus& rs : as.ranks()) {
+        auto it = r->rt.ranks.find(rs.rank());
+        if (it == r->rt.ranks.end() || it->second.worker != reg.name()) continue;
+        if (rs.running()) {
+          it->second.started = true;
+          it->second.pid = rs.pid();
+        } else {
+          v1::ProcessExited exited;
+          exited.set_job_id(as.job_id());
+          exited.set_attempt(as.attempt());
+          exited.set_rank(rs.rank());
+          exited.set_local_rank(rs.local_rank());
+          exited.set_pid(rs.pid());
+          *exited.mutable_exit() = rs.exit();
+          OnProcessExited(reg.name(), exited);
+        }
+      }
+    }
+    const bool wanted = current && !r->rt.tearing_down && !IsTerminal(r->job.state());
+    if (!wanted && any_running) {
+      spdlog::info("worker {} still runs attempt {} of job {}, which is no longer wanted: killing",
+                   reg.name(), as.attempt(), as.job_id());
+      v1::CoordinatorMessage msg;
+      v1::Kill* kill = msg.mutable_kill();
+      kill->set_job_id(as.job_id());
+      kill->set_attempt(as.attempt());
+      kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
+      kill->set_reason("stale attempt");
+      channel_.Send(reg.name(), msg);
+    }
+  }
+
+  // Ranks this worker should run but no longer knows of: they died with a worker restart.
+  for (auto& [id, r] : jobs_) {
+    if (r.rt.released || r.rt.tearing_down || IsTerminal(r.job.state()) || !r.rt.launched) {
+      continue;
+    }
+    const v1::AttemptStatus* reported = nullptr;
+    for (const v1::AttemptStatus& as : reg.attempts()) {
+      if (as.job_id() == id && as.attempt() == r.rt.attempt) reported = &as;
+    }
+    for (auto& [rank, rr] : r.rt.ranks) {
+      if (rr.worker != reg.name() || rr.gone) continue;
+      bool known = false;
+      if (reported != nullptr) {
+        for (const v1::RankStatus& rs : reported->ranks()) known = known || rs.rank() == rank;
+      }
+      if (known) continue;
+      if (!rr.started && !r.rt.recovering) continue;  // its launch may still be in flight
+      rr.gone = true;
+      v1::RankFailure f = FailureFor(r, rank, reg.name());
+      f.set_reason("rank " + std::to_string(rank) + " on worker " + reg.name() +
+                   " vanished: the worker came back without it");
+      ReportFailure(r, f);
+    }
+    // A rendezvous cut short by a coordinator restart: ask node 0 for its port again.
+    v1::Attempt* a = CurrentAttempt(r);
+    if (r.rt.recovering && !r.rt.launched && a != nullptr && a->nodes_size() > 0 &&
+        a->nodes(0).worker() == reg.name() && r.rt.pending_failures.empty()) {
+      if (r.job.state() == v1::SCHEDULED) {
+        (void)Transition(r, v1::RENDEZVOUS, "reserving the master port on " + reg.name());
+      }
+      v1::CoordinatorMessage msg;
+      msg.mutable_reserve_port()->set_job_id(id);
+      msg.mutable_reserve_port()->set_attempt(r.rt.attempt);
+      channel_.Send(reg.name(), msg);
+    }
+    bool confirmed = true;
+    for (const auto& [rank, rr] : r.rt.ranks) {
+      confirmed = confirmed && (rr.gone || workers_.IsReady(rr.worker));
+    }
+    if (confirmed && r.rt.recovering) {
+      r.rt.recovering = false;
+      spdlog::info("job {}: every worker of attempt {} is back", id, r.rt.attempt);
+    }
+    MaybeRunning(r);
+  }
+  TrySchedule();
+  v1::RegisterAck ack;
+  ack.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  return ack;
+}
+
+void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
+  workers_.OnHeard(worker);
+  switch (msg.msg_case()) {
+    case v1::WorkerMessage::kHeartbeat:
+      break;
+    case v1::WorkerMessage::kPortReserved:
+      OnPortReserved(worker, msg.port_reserved());
+      break;
+    case v1::WorkerMessage::kProcessStarted:
+      OnProcessStarted(worker, msg.process_started());
+      break;
+    case v1::WorkerMessage::kLaunchFailed:
+      OnLaunchFailed(worker, msg.launch_failed());
+      break;
+    case v1::WorkerMessage::kProcessExited:
+      OnProcessExited(worker, msg.process_exited());
+      break;
+    case v1::WorkerMessage::kMetrics:
+      OnMetrics(worker, msg.metrics());
+      break;
+    case v1::WorkerMessage::kLogData:
+      OnLogData(msg.log_data());
+      break;
+    default:
+      spdlog::warn("worker {}: unexpected message (case {}); ignored", worker,
+                   static_cast<int>(msg.msg_case()));
+  }
+}
+
+void JobManager::OnDisconnect(const std::string& worker) { workers_.OnDisconnect(worker); }
+
+void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserved& msg) {
+  JobRecord* r = Find(msg.job_id());
+  if (r == nullptr || r->rt.attempt != msg.attempt() || r->job.state() != v1::RENDEZVOUS ||
+      r->rt.launched || r->rt.tearing_down) {
+    return;
+  }
+  v1::Attempt* a = CurrentAttempt(*r);
+  if (a == nullptr || a->nodes_size() == 0 || a->nodes(0).worker() != worker) return;
+  if (msg.port() <= 0 || msg.port() > 65535) {
+    v1::RankFailure f = FailureFor(*r, 0, worker);
+    f.set_reason("worker " + worker + " could not reserve a master port: " + msg.error());
+    ReportFailure(*r, f);
+    return;
+  }
+  a->set_master_addr(a->nodes(0).address());
+  a->set_master_port(msg.port());
+  Persist(*r);
+  r->rt.launched = true;
+  std::vector<v1::NodeAssignment> nodes(a->nodes().begin(), a->nodes().end());
+  for (const v1::NodeAssignment& n : nodes) {
+    v1::CoordinatorMessage out;
+    *out.mutable_launch() =
+        PlanLaunch(r->job.id(), r->rt.attempt, r->job.spec(), nodes, n.group_rank(), msg.port());
+    if (!channel_.Send(n.worker(), out)) {
+      ReportFailure(*r, FailureFor(*r, n.ranks_size() > 0 ? n.ranks(0) : 0, n.worker()));
+      return;
+    }
+  }
+  spdlog::info("job {}: attempt {} launched, master {}:{}", r->job.id(), r->rt.attempt,
+               a->master_addr(), msg.port());
+}
+
+void JobManager::OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg) {
+  JobRecord* r = Find(msg.job_id());
+  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
+  auto it = r->rt.ranks.find(msg.rank());
+  if (it == r->rt.ranks.end() || it->second.worker != worker) return;
+  it->second.started = true;
+  it->second.pid = msg.pid();
+  it->second.last_progress_mono_ms = clock_.NowMonotonicMs();
+  MaybeRunning(*r);
+}
+
+void JobManager::MaybeRunning(JobRecord& r) {
+  if (r.job.state() != v1::RENDEZVOUS || r.rt.tearing_down) return;
+  for (const auto& [rank, rr] : r.rt.ranks) {
+    if (!rr.started) return;
+  }
+  const int64_t now = clock_.NowMonotonicMs();
+  for (auto& [rank, rr] : r.rt.ranks) rr.last_progress_mono_ms = now;
+  (void)Transition(r, v1::RUNNING,
+                   "all " + std::to_string(r.rt.ranks.size()) + " ranks of attempt " +
+                       std::to_string(r.rt.attempt) + " started");
+}
+
+void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg) {
+  JobRecord* r = Find(msg.job_id());
+  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
+  auto it = r->rt.ranks.find(msg.rank());
+  if (it != r->rt.ranks.end()) it->second.gone = true;
+  v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
+  f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker +
+               " could not start: " + msg.error());
+  ReportFailure(*r, f);
+  MaybeFinishTeardown(*r);
+}
+
+void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExited& msg) {
+  JobRecord* r = Find(msg.job_id());
+  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
+  auto it = r->rt.ranks.find(msg.rank());
+  if (it == r->rt.ranks.end() || it->second.worker != worker || it->second.gone) return;
+  RankRuntime& rr = it->second;
+  rr.gone = true;
+  rr.started = true;
+  if (v1::Attempt* a = CurrentAttempt(*r)) *a->add_exits() = msg;
+  spdlog::info("job {}: rank {} on {} {}", r->job.id(), msg.rank(), worker,
+               DescribeExit(msg.exit()));
+
+  if (IsTerminal(r->job.state()) || r->rt.tearing_down) {
+    Persist(*r);
+    MaybeFinishTeardown(*r);
+    return;
+  }
+  if (!ExitOk(msg.exit())) {
+    v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
+    *f.mutable_exit() = msg.exit();
+    f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker + " (" +
+                 f.host() + ") " + DescribeExit(msg.exit()));
+    ReportFailure(*r, f);
+    return;
+  }
+  MaybeRunning(*r);
+  bool all_ok = true;
+  for (const auto& [rank, other] : r->rt.ranks) all_ok = all_ok && other.gone;
+  if (!all_ok || !r->rt.pending_failures.empty()) {
+    Persist(*r);
+    return;
+  }
+  if (Transition(*r, v1::SUCCEEDED,
+                 "all " + std::to_string(r->rt.ranks.size()) + " ranks exited with code 0")
+          .ok()) {
+    if (v1::Attempt* a = CurrentAttempt(*r)) a->set_ended_unix_ms(clock_.NowUnixMs());
+    MaybeFinishTeardown(*r);
+  }
+}
+
+void JobManager::ReportFailure(JobRecord& r, v1::RankFailure failure) {
+  if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
+  if (r.rt.pending_failures.empty()) {
+    r.rt.failure_window_end_mono_ms = clock_.NowMonotonicMs() + options_.failure_window_ms;
+  }
+  r.rt.pending_failures.push_back(std::move(failure));
+}
+
+void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& batch) {
+  JobRecord* r = Find(batch.job_id());
+  if (r == nullptr || r->rt.attempt != batch.attempt()) return;
+  const int64_t now = clock_.NowMonotonicMs();
+  for (const v1::MetricRecord& rec0 : batch.records()) {
+    auto it = r->rt.ranks.find(rec0.rank());
+    if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
+    it->second.last_progress_mono_ms = now;
+    v1::MetricRecord rec = rec0;
+    rec.set_attempt(batch.attempt());
+    bool replaced = false;
+    for (v1::MetricRecord& old : *r->job.mutable_latest()) {
+      if (old.rank() != rec.rank()) continue;
+      // Keep values (e.g. test_accuracy) of earlier records unless this one updates them.
+      for (const auto& [k, v] : old.values()) rec.mutable_values()->insert({k, v});
+      if (old.attempt() != rec.attempt()) rec.mutable_values()->clear();
+      for (const auto& [k, v] : rec0.values()) (*rec.mutable_values())[k] = v;
+      old = rec;
+      replaced = true;
+    }
+    if (!replaced) *r->job.add_latest() = rec;
+    v1::WatchJobResponse update;
+    *update.mutable_metric() = rec;
+    Notify(*r, update);
+  }
+}
+
+void JobManager::OnLogData(const v1::LogData& msg) {
+  auto it = pending_logs_.find(msg.request_id());
+  if (it == pending_logs_.end()) return;
+  LogFn fn = std::move(it->second.fn);
+  pending_logs_.erase(it);
+  fn(msg);
+}
+
+void JobManager::OnWorkerLost(const std::string& worker) {
+  const v1::WorkerInfo* info = workers_.Find(worker);
+  if (info != nullptr) (void)store_.SaveWorker(*info);
+  spdlog::warn("worker {} lost: not heard from for {} ms", worker, workers_.worker_timeout_ms());
+  for (auto& [id, r] : jobs_) {
+    if (r.rt.released || r.rt.attempt < 0) continue;
+    int first_rank = -1;
+    for (auto& [rank, rr] : r.rt.ranks) {
+      if (rr.worker != worker || rr.gone) continue;
+      rr.gone = true;
+      if (first_rank < 0) first_rank = rank;
+    }
+    if (first_rank < 0) continue;
+    if (!r.rt.tearing_down && !IsTerminal(r.job.state())) {
+      v1::RankFailure f = FailureFor(r, first_rank, worker);
+      f.set_reason("worker " + worker + " (" + f.host() + ") lost: no heartbeat for " +
+                   std::to_string(workers_.worker_timeout_ms() / 1000) + " s");
+      // Decided at once: the peers' errors were caused by this loss, not the other way round.
+      r.rt.pending_failures.insert(r.rt.pending_failures.begin(), f);
+      FailAttempt(r, f);
+    }
+    MaybeFinishTeardown(r);
+  }
+}
+
+void JobManager::Tick() {
+  for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
+  const int64_t now = clock_.NowMonotonicMs();
+  for (auto& [id, r] : jobs_) {
+    AttemptRuntime& rt = r.rt;
+    if (rt.released || rt.attempt < 0) continue;
+    const v1::JobState s = r.job.state();
+    if (!rt.pending_failures.empty() && now >= rt.failure_window_end_mono_ms) {
+      auto best = std::min_element(
+          rt.pending_failures.begin(), rt.pending_failures.end(),
+          [](const v1::RankFailure& a, const v1::RankFailure& b) {
+            return CauseClass(a) < CauseClass(b);
+          });
+      v1::RankFailure cause = *best;
+      FailAttempt(r, cause);
+    } else if ((s == v1::SCHEDULED || s == v1::RENDEZVOUS) && !rt.tearing_down &&
+               now >= rt.deadline_mono_ms && rt.pending_failures.empty()) {
+      std::string missing;
+      int first = -1;
+      for (const auto& [rank, rr] : rt.ranks) {
+        if (rr.started) continue;
+        if (first < 0) first = rank;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+      }
+      v1::RankFailure f = FailureFor(r, first < 0 ? 0 : first, rt.ranks[first < 0 ? 0 : first].worker);
+      f.set_reason("rendezvous timed out: rank(s) " + missing + " did not start");
+      FailAttempt(r, f);
+    } else if (s == v1::RUNNING && !rt.tearing_down && r.job.spec().hang_timeout_s() > 0 &&
+               rt.pending_failures.empty()) {
+      const int64_t limit = int64_t{r.job.spec().hang_timeout_s()} * 1000;
+      std::vector<int> silent;
+      int alive = 0;
+      for (const auto& [rank, rr] : rt.ranks) {
+        if (rr.gone) continue;
+        ++alive;
+        if (now - rr.last_progress_mono_ms >= limit) silent.push_back(rank);
+      }
+      if (!silent.empty()) {
+        std::string reason =
+            "hung: no progress for " + std::to_string(r.job.spec().hang_timeout_s()) + " s";
+        if (static_cast<int>(silent.size()) < alive) {
+          reason += " from rank";
+          if (silent.size() > 1) reason += "s";
+          for (size_t i = 0; i < silent.size(); ++i) {
+            reason += (i == 0 ? " " : ", ") + std::to_string(silent[i]);
+          }
+        }
+        v1::RankFailure f = FailureFor(r, silent[0], rt.ranks[silent[0]].worker);
+        f.set_reason(reason);
+        FailAttempt(r, f);
+      }
+    }
+    MaybeFinishTeardown(r);
+  }
+  for (auto it = pending_logs_.begin(); it != pending_logs_.end();) {
+    if (now < it->second.deadline_mono_ms) {
+      ++it;
+      continue;
+    }
+    LogFn fn = std::move(it->second.fn);
+    it = pending_logs_.erase(it);
+    fn(Status::Unavailable("the worker did not answer the log request in time"));
+  }
+  TrySchedule();
+}
+
+}  // namespace convoy

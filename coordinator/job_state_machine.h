@@ -1,0 +1,27 @@
+// The legal transitions of a job (DESIGN.md "Job states"). Pure functions, no state.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "convoy/v1/common.pb.h"
+
+namespace convoy {
+
+// True for SUCCEEDED, FAILED and CANCELLED: nothing follows them.
+bool IsTerminal(v1::JobState state);
+
+// True while the job holds or is acquiring workers (SCHEDULED, RENDEZVOUS, RUNNING,
+// RESTARTING).
+bool HoldsWorkers(v1::JobState state);
+
+// OK when `from -> to` is a legal transition; otherwise FAILED_PRECONDITION naming both.
+// Legal: PENDING->SCHEDULED; SCHEDULED->RENDEZVOUS; RENDEZVOUS->RUNNING;
+// RUNNING->SUCCEEDED; {SCHEDULED,RENDEZVOUS,RUNNING}->RESTARTING;
+// RESTARTING->{SCHEDULED,PENDING}; any non-terminal -> FAILED | CANCELLED.
+Status CheckTransition(v1::JobState from, v1::JobState to);
+
+// "RUNNING" for RUNNING, etc.
+std::string StateName(v1::JobState state);
+
+}  // namespace convoy

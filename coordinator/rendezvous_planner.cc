@@ -1,0 +1,41 @@
+#include "coordinator/rendezvous_planner.h"
+
+namespace convoy {
+
+std::vector<v1::NodeAssignment> PlanRanks(const std::vector<PlannedNode>& nodes) {
+  std::vector<v1::NodeAssignment> out;
+  for (size_t g = 0; g < nodes.size(); ++g) {
+    v1::NodeAssignment a;
+    a.set_group_rank(static_cast<int>(g));
+    a.set_worker(nodes[g].worker);
+    a.set_address(nodes[g].address);
+    for (int l = 0; l < nodes[g].procs; ++l) {
+      a.add_ranks(static_cast<int>(g) * nodes[g].procs + l);
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+v1::Launch PlanLaunch(const std::string& job_id, int attempt, const v1::JobSpec& spec,
+                      const std::vector<v1::NodeAssignment>& nodes, int group_rank,
+                      int master_port) {
+  v1::Launch launch;
+  launch.set_job_id(job_id);
+  launch.set_attempt(attempt);
+  *launch.mutable_spec() = spec;
+  launch.set_group_rank(group_rank);
+  launch.set_num_nodes(static_cast<int>(nodes.size()));
+  launch.set_local_world_size(nodes[group_rank].ranks_size());
+  int world = 0;
+  for (const auto& n : nodes) world += n.ranks_size();
+  launch.set_world_size(world);
+  launch.set_master_addr(nodes[0].address());
+  launch.set_master_port(master_port);
+  launch.set_restart_count(attempt);
+  launch.set_max_restarts(spec.max_restarts());
+  launch.set_run_id(job_id);
+  return launch;
+}
+
+}  // namespace convoy

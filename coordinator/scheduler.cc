@@ -1,0 +1,43 @@
+#include "coordinator/scheduler.h"
+
+#include <algorithm>
+
+namespace convoy {
+
+int ProcsPerNode(const v1::JobSpec& spec, int gpus) {
+  return spec.procs_per_node_gpu() ? gpus : spec.procs_per_node();
+}
+
+std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
+                                                  const std::vector<WorkerCapacity>& workers,
+                                                  const std::vector<std::string>& preferred) {
+  const int nodes = spec.nodes();
+  if (nodes <= 0) return std::nullopt;
+  auto fits = [&spec](const WorkerCapacity& w) {
+    int procs = ProcsPerNode(spec, w.gpus);
+    return procs > 0 && w.free_slots >= procs;
+  };
+  std::vector<const WorkerCapacity*> ordered;
+  for (const std::string& name : preferred) {
+    for (const WorkerCapacity& w : workers) {
+      if (w.name == name && fits(w)) ordered.push_back(&w);
+    }
+  }
+  std::vector<const WorkerCapacity*> rest;
+  for (const WorkerCapacity& w : workers) {
+    if (!fits(w)) continue;
+    if (std::find(preferred.begin(), preferred.end(), w.name) != preferred.end()) continue;
+    rest.push_back(&w);
+  }
+  std::sort(rest.begin(), rest.end(), [](const WorkerCapacity* a, const WorkerCapacity* b) {
+    if (a->free_slots != b->free_slots) return a->free_slots > b->free_slots;
+    return a->name < b->name;
+  });
+  ordered.insert(ordered.end(), rest.begin(), rest.end());
+  if (static_cast<int>(ordered.size()) < nodes) return std::nullopt;
+  std::vector<std::string> chosen;
+  for (int i = 0; i < nodes; ++i) chosen.push_back(ordered[i]->name);
+  return chosen;
+}
+
+}  // namespace convoy

@@ -1,0 +1,448 @@
+// JobManager with a fake clock, an in-memory store and a fake worker channel: the whole
+// life of jobs, failures, restarts and recovery, without processes or sockets.
+#include "coordinator/job_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+
+#include "coordinator/memory_job_store.h"
+
+namespace convoy {
+namespace {
+
+class FakeChannel : public WorkerChannel {
+ public:
+  bool Send(const std::string& name, const v1::CoordinatorMessage& msg) override {
+    if (connected.count(name) == 0) return false;
+    sent.emplace_back(name, msg);
+    return true;
+  }
+  // Removes and returns the messages of one kind sent so far.
+  std::vector<std::pair<std::string, v1::CoordinatorMessage>> Take(
+      v1::CoordinatorMessage::MsgCase kind) {
+    std::vector<std::pair<std::string, v1::CoordinatorMessage>> out, rest;
+    for (auto& m : sent) (m.second.msg_case() == kind ? out : rest).push_back(m);
+    sent = rest;
+    return out;
+  }
+  std::set<std::string> connected;
+  std::vector<std::pair<std::string, v1::CoordinatorMessage>> sent;
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Restart(); }
+
+  // A fresh JobManager over the same store, as after a coordinator restart.
+  void Restart() {
+    registry_ = std::make_unique<WorkerRegistry>(clock_, 10000);
+    jm_ = std::make_unique<JobManager>(clock_, store_, *registry_, channel_, options_);
+    ASSERT_TRUE(jm_->Recover().ok());
+  }
+
+  void AddWorker(const std::string& name, int slots,
+                 const std::vector<v1::AttemptStatus>& attempts = {}) {
+    channel_.connected.insert(name);
+    v1::Register reg;
+    reg.set_name(name);
+    reg.set_address("10.0.0." + name.substr(1));
+    reg.set_hostname("host-" + name);
+    reg.set_cores(slots);
+    reg.set_slots(slots);
+    for (const auto& a : attempts) *reg.add_attempts() = a;
+    live_.insert(name);
+    v1::RegisterAck ack = jm_->OnRegister(reg);
+    EXPECT_GT(ack.heartbeat_interval_ms(), 0);
+  }
+
+  void KillWorker(const std::string& name) {
+    channel_.connected.erase(name);
+    live_.erase(name);
+    jm_->OnDisconnect(name);
+  }
+
+  // Moves time on in 500 ms steps; live workers heartbeat at every step.
+  void Advance(int64_t ms) {
+    for (int64_t done = 0; done < ms; done += 500) {
+      clock_.AdvanceMs(std::min<int64_t>(500, ms - done));
+      for (const std::string& w : live_) {
+        v1::WorkerMessage hb;
+        hb.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
+        jm_->OnWorkerMessage(w, hb);
+      }
+      jm_->Tick();
+    }
+  }
+
+  std::string Submit(int nodes, int procs, int max_restarts = 0, int hang_timeout_s = 0) {
+    v1::JobSpec spec;
+    spec.set_name("job");
+    spec.set_nodes(nodes);
+    spec.set_procs_per_node(procs);
+    spec.add_command("train");
+    spec.set_max_restarts(max_restarts);
+    spec.set_hang_timeout_s(hang_timeout_s);
+    auto id = jm_->Submit(spec);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : "";
+  }
+
+  // Answers the port reservation and starts every launched rank. Returns the launches.
+  std::vector<std::pair<std::string, v1::Launch>> StartAttempt(const std::string& job) {
+    auto ports = channel_.Take(v1::CoordinatorMessage::kReservePort);
+    EXPECT_EQ(ports.size(), 1u);
+    std::vector<std::pair<std::string, v1::Launch>> launches;
+    if (ports.size() != 1) return launches;
+    v1::WorkerMessage reply;
+    reply.mutable_port_reserved()->set_job_id(job);
+    reply.mutable_port_reserved()->set_attempt(ports[0].second.reserve_port().attempt());
+    reply.mutable_port_reserved()->set_port(40000);
+    jm_->OnWorkerMessage(ports[0].first, reply);
+    for (auto& [worker, msg] : channel_.Take(v1::CoordinatorMessage::kLaunch)) {
+      launches.emplace_back(worker, msg.launch());
+      for (int l = 0; l < msg.launch().local_world_size(); ++l) {
+        v1::WorkerMessage started;
+        auto* s = started.mutable_process_started();
+        s->set_job_id(job);
+        s->set_attempt(msg.launch().attempt());
+        s->set_rank(msg.launch().group_rank() * msg.launch().local_world_size() + l);
+        s->set_local_rank(l);
+        s->set_pid(1000 + s->rank());
+        jm_->OnWorkerMessage(worker, started);
+      }
+    }
+    return launches;
+  }
+
+  void Exit(const std::string& worker, const std::string& job, int attempt, int rank, int code,
+            int signal = 0, bool by_worker = false) {
+    v1::WorkerMessage msg;
+    auto* e = msg.mutable_process_exited();
+    e->set_job_id(job);
+    e->set_attempt(attempt);
+    e->set_rank(rank);
+    e->mutable_exit()->set_exit_code(code);
+    e->mutable_exit()->set_signal(signal);
+    e->mutable_exit()->set_signal_name(signal == 9 ? "SIGKILL" : signal == 15 ? "SIGTERM" : "");
+    e->mutable_exit()->set_killed_by_worker(by_worker);
+    e->mutable_exit()->add_stderr_tail("last words of rank " + std::to_string(rank));
+    jm_->OnWorkerMessage(worker, msg);
+  }
+
+  void Metric(const std::string& worker, const std::string& job, int attempt, int rank,
+              int64_t step) {
+    v1::WorkerMessage msg;
+    auto* b = msg.mutable_metrics();
+    b->set_job_id(job);
+    b->set_attempt(attempt);
+    auto* r = b->add_records();
+    r->set_rank(rank);
+    r->set_step(step);
+    r->set_has_step(true);
+    r->set_loss(0.5);
+    r->set_has_loss(true);
+    jm_->OnWorkerMessage(worker, msg);
+  }
+
+  v1::Job Job(const std::string& id) {
+    auto job = jm_->Get(id);
+    EXPECT_TRUE(job.ok());
+    return job.ok() ? *job : v1::Job();
+  }
+
+  FakeClock clock_;
+  MemoryJobStore store_;
+  FakeChannel channel_;
+  JobManagerOptions options_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<JobManager> jm_;
+  std::set<std::string> live_;
+};
+
+TEST_F(JobManagerTest, HappyPathThroughEveryState) {
+  AddWorker("w1", 2);
+  AddWorker("w2", 2);
+  const std::string id = Submit(2, 2);
+  EXPECT_EQ(Job(id).state(), v1::RENDEZVOUS);
+  auto launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto& [worker, l] : launches) {
+    EXPECT_EQ(l.world_size(), 4);
+    EXPECT_EQ(l.local_world_size(), 2);
+    EXPECT_EQ(l.master_addr(), "10.0.0.1");
+    EXPECT_EQ(l.master_port(), 40000);
+    EXPECT_EQ(worker, l.group_rank() == 0 ? "w1" : "w2");
+  }
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
+  Exit("w1", id, 0, 0, 0);
+  Exit("w1", id, 0, 1, 0);
+  Exit("w2", id, 0, 2, 0);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
+  Exit("w2", id, 0, 3, 0);
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  std::vector<v1::JobState> states;
+  for (const auto& e : job.events()) states.push_back(e.to());
+  EXPECT_EQ(states, (std::vector<v1::JobState>{v1::PENDING, v1::SCHEDULED, v1::RENDEZVOUS,
+                                               v1::RUNNING, v1::SUCCEEDED}));
+  // Every transition reached the store with its event.
+  auto stored = store_.LoadJobs();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].state(), v1::SUCCEEDED);
+  EXPECT_EQ((*stored)[0].events_size(), 5);
+}
+
+TEST_F(JobManagerTest, WaitsInPendingUntilTheWholeGangFits) {
+  AddWorker("w1", 1);
+  const std::string id = Submit(2, 1);
+  EXPECT_EQ(Job(id).state(), v1::PENDING);
+  EXPECT_TRUE(channel_.sent.empty());  // nothing half-placed
+  AddWorker("w2", 1);
+  EXPECT_EQ(Job(id).state(), v1::RENDEZVOUS);
+}
+
+TEST_F(JobManagerTest, InvalidSpecIsRefusedAndNothingIsStored) {
+  v1::JobSpec spec;
+  spec.set_name("bad");
+  spec.set_nodes(0);
+  spec.set_procs_per_node(1);
+  spec.add_command("x");
+  auto id = jm_->Submit(spec);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(id.status().message().find("nodes"), std::string::npos);
+  EXPECT_TRUE(jm_->List().empty());
+  EXPECT_TRUE(store_.LoadJobs()->empty());
+}
+
+TEST_F(JobManagerTest, RankFailureTearsDownAndRestartsOnTheSameWorkers) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  AddWorker("w3", 1);
+  const std::string id = Submit(2, 1, /*max_restarts=*/1);
+  StartAttempt(id);
+  Exit("w2", id, 0, 1, 1);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);  // the failure window is still open
+  Advance(options_.failure_window_ms);
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_EQ(job.attempts(0).failure().rank(), 1);
+  EXPECT_EQ(job.attempts(0).failure().worker(), "w2");
+  EXPECT_EQ(job.attempts(0).failure().exit().exit_code(), 1);
+  EXPECT_EQ(job.attempts(0).failure().exit().stderr_tail(0), "last words of rank 1");
+  auto kills = channel_.Take(v1::CoordinatorMessage::kKill);
+  ASSERT_EQ(kills.size(), 1u);  // rank 1 is already gone; only w1 has a rank left
+  EXPECT_EQ(kills[0].first, "w1");
+  // The teardown finishes when rank 0 is reported gone; the next attempt is placed where
+  // the previous one ran.
+  Exit("w1", id, 0, 0, 0, 15, /*by_worker=*/true);
+  job = Job(id);
+  EXPECT_EQ(job.state(), v1::RENDEZVOUS);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.attempts(1).nodes(0).worker(), "w1");
+  EXPECT_EQ(job.attempts(1).nodes(1).worker(), "w2");
+  auto launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].second.restart_count(), 1);
+  Exit("w1", id, 1, 0, 0);
+  Exit("w2", id, 1, 1, 0);
+  EXPECT_EQ(Job(id).state(), v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, RootCauseIsTheKilledRankNotThePeerThatFailedFirst) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1);
+  StartAttempt(id);
+  // Rank 0's collective broke because rank 1 was SIGKILLed; its report arrives first.
+  Exit("w1", id, 0, 0, 1);
+  Exit("w2", id, 0, 1, 0, 9);
+  Advance(options_.failure_window_ms);
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.attempts(0).failure().rank(), 1);
+  EXPECT_EQ(job.attempts(0).failure().exit().signal_name(), "SIGKILL");
+  EXPECT_NE(job.message().find("SIGKILL"), std::string::npos);
+  // The teardown's own kills are never reported as causes.
+  int causes = 0;
+  for (const auto& e : job.events()) causes += e.has_failure() ? 1 : 0;
+  EXPECT_EQ(causes, 1);
+}
+
+TEST_F(JobManagerTest, AlwaysFailingJobUsesItsRestartsThenFails) {
+  AddWorker("w1", 1);
+  const std::string id = Submit(1, 1, /*max_restarts=*/2);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    StartAttempt(id);
+    Exit("w1", id, attempt, 0, 7);
+    Advance(options_.failure_window_ms);
+  }
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 2);
+  EXPECT_EQ(job.attempts(2).failure().exit().exit_code(), 7);
+  EXPECT_NE(job.message().find("no restarts left"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, LostWorkerRestartsTheJobOnTheWorkersLeft) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  AddWorker("w3", 1);
+  const std::string id = Submit(2, 1, 1);
+  StartAttempt(id);
+  KillWorker("w2");
+  Advance(9000);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);  // not lost yet
+  Advance(1500);
+  v1::Job job = Job(id);
+  ASSERT_GE(job.attempts_size(), 1);
+  EXPECT_NE(job.attempts(0).failure().reason().find("worker w2"), std::string::npos);
+  EXPECT_NE(job.attempts(0).failure().reason().find("lost"), std::string::npos);
+  // w1 confirms its rank is gone; the new attempt avoids w2.
+  Exit("w1", id, 0, 0, 0, 15, true);
+  job = Job(id);
+  EXPECT_EQ(job.state(), v1::RENDEZVOUS);
+  ASSERT_EQ(job.attempts_size(), 2);
+  EXPECT_EQ(job.attempts(1).nodes(0).worker(), "w1");
+  EXPECT_EQ(job.attempts(1).nodes(1).worker(), "w3");
+}
+
+TEST_F(JobManagerTest, RestartWaitsInPendingWhenTooFewWorkersAreLeft) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1, 1);
+  StartAttempt(id);
+  KillWorker("w2");
+  Advance(10500);
+  Exit("w1", id, 0, 0, 0, 15, true);
+  EXPECT_EQ(Job(id).state(), v1::PENDING);
+  AddWorker("w3", 1);
+  EXPECT_EQ(Job(id).state(), v1::RENDEZVOUS);
+}
+
+TEST_F(JobManagerTest, SilentRankIsHung) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1, 1, /*hang_timeout_s=*/5);
+  StartAttempt(id);
+  for (int i = 1; i <= 10; ++i) {
+    Metric("w1", id, 0, 0, i);  // rank 0 keeps making progress, rank 1 is silent
+    Advance(500);
+    if (Job(id).state() != v1::RUNNING) break;
+  }
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_EQ(job.attempts(0).failure().reason(), "hung: no progress for 5 s from rank 1");
+  EXPECT_EQ(job.attempts(0).failure().rank(), 1);
+}
+
+TEST_F(JobManagerTest, MetricsKeepTheLatestRecordPerRank) {
+  AddWorker("w1", 2);
+  const std::string id = Submit(1, 2);
+  StartAttempt(id);
+  Metric("w1", id, 0, 0, 1);
+  Metric("w1", id, 0, 1, 1);
+  Metric("w1", id, 0, 0, 2);
+  Metric("w1", id, 0, 3, 1);  // not a rank of this attempt on w1: dropped
+  v1::Job job = Job(id);
+  ASSERT_EQ(job.latest_size(), 2);
+  for (const auto& m : job.latest()) EXPECT_EQ(m.step(), m.rank() == 0 ? 2 : 1);
+}
+
+TEST_F(JobManagerTest, CancelKillsTheAttempt) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1);
+  StartAttempt(id);
+  auto cancelled = jm_->Cancel(id, "");
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  EXPECT_EQ(channel_.Take(v1::CoordinatorMessage::kKill).size(), 2u);
+  EXPECT_EQ(jm_->Cancel(id, "").status().code(), StatusCode::kFailedPrecondition);
+  // Slots come back once the ranks are gone.
+  Exit("w1", id, 0, 0, 0, 15, true);
+  Exit("w2", id, 0, 1, 0, 15, true);
+  for (const auto& w : jm_->ListWorkers()) EXPECT_EQ(w.used_slots(), 0) << w.name();
+}
+
+TEST_F(JobManagerTest, NothingIsSentWhenTheTransitionCannotBePersisted) {
+  AddWorker("w1", 1);
+  store_.FailNextWrite();
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("x");
+  EXPECT_FALSE(jm_->Submit(spec).ok());
+  EXPECT_TRUE(jm_->List().empty());
+  EXPECT_TRUE(channel_.sent.empty());
+
+  const std::string id = Submit(1, 1);
+  StartAttempt(id);
+  Exit("w1", id, 0, 0, 3);
+  store_.FailNextWrite();
+  Advance(options_.failure_window_ms);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);  // the FAILED transition did not happen...
+  EXPECT_TRUE(channel_.Take(v1::CoordinatorMessage::kKill).empty());  // ...so no teardown
+}
+
+TEST_F(JobManagerTest, CoordinatorRestartAdoptsRunningRanks) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1);
+  StartAttempt(id);
+  Restart();  // the coordinator died; its memory is gone, the store is not
+  channel_.sent.clear();
+  ASSERT_EQ(Job(id).state(), v1::RUNNING);
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::AttemptStatus as;
+    as.set_job_id(id);
+    as.set_attempt(0);
+    auto* rs = as.add_ranks();
+    rs->set_rank(rank);
+    rs->set_pid(1000 + rank);
+    rs->set_running(rank == 0);
+    if (rank == 1) rs->mutable_exit()->set_exit_code(0);  // finished while we were down
+    AddWorker(rank == 0 ? "w1" : "w2", 1, {as});
+  }
+  EXPECT_TRUE(channel_.Take(v1::CoordinatorMessage::kKill).empty());
+  Advance(20000);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
+  Exit("w1", id, 0, 0, 0);
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.restarts(), 0);
+}
+
+TEST_F(JobManagerTest, WorkerReportingAStaleAttemptIsToldToKillIt) {
+  AddWorker("w1", 1);
+  v1::AttemptStatus as;
+  as.set_job_id("j-999999");
+  as.set_attempt(0);
+  as.add_ranks()->set_running(true);
+  AddWorker("w2", 1, {as});
+  auto kills = channel_.Take(v1::CoordinatorMessage::kKill);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].first, "w2");
+  EXPECT_EQ(kills[0].second.kill().job_id(), "j-999999");
+}
+
+TEST_F(JobManagerTest, RendezvousThatNeverCompletesTimesOut) {
+  options_.rendezvous_timeout_ms = 5000;
+  Restart();
+  AddWorker("w1", 1);
+  const std::string id = Submit(1, 1);
+  channel_.sent.clear();  // the port request is never answered
+  Advance(5500);
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.message().find("rendezvous timed out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,80 @@
+#include "coordinator/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/rendezvous_planner.h"
+
+namespace convoy {
+namespace {
+
+v1::JobSpec Spec(int nodes, int procs) {
+  v1::JobSpec spec;
+  spec.set_name("t");
+  spec.set_nodes(nodes);
+  spec.set_procs_per_node(procs);
+  return spec;
+}
+
+TEST(PlaceGangTest, AllOrNothing) {
+  std::vector<WorkerCapacity> workers{{"a", 2, 0}, {"b", 1, 0}, {"c", 0, 0}};
+  EXPECT_FALSE(PlaceGang(Spec(3, 1), workers, {}).has_value());  // c has no room
+  EXPECT_FALSE(PlaceGang(Spec(2, 2), workers, {}).has_value());  // b has 1 slot
+  auto two = PlaceGang(Spec(2, 1), workers, {});
+  ASSERT_TRUE(two.has_value());
+  EXPECT_EQ(*two, (std::vector<std::string>{"a", "b"}));  // most free slots first
+  auto one = PlaceGang(Spec(1, 2), workers, {});
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(*one, std::vector<std::string>{"a"});
+}
+
+TEST(PlaceGangTest, NodesAreDistinctWorkers) {
+  std::vector<WorkerCapacity> workers{{"a", 8, 0}};
+  EXPECT_FALSE(PlaceGang(Spec(2, 1), workers, {}).has_value());
+}
+
+TEST(PlaceGangTest, PreferredWorkersKeepTheirOrder) {
+  std::vector<WorkerCapacity> workers{{"a", 4, 0}, {"b", 1, 0}, {"c", 1, 0}};
+  auto chosen = PlaceGang(Spec(2, 1), workers, {"c", "b"});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(*chosen, (std::vector<std::string>{"c", "b"}));
+  // A preferred worker that is gone is replaced by the best other one.
+  workers = {{"a", 4, 0}, {"b", 1, 0}};
+  chosen = PlaceGang(Spec(2, 1), workers, {"c", "b"});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(*chosen, (std::vector<std::string>{"b", "a"}));
+}
+
+TEST(PlaceGangTest, GpuProcsPerNode) {
+  v1::JobSpec spec = Spec(1, 0);
+  spec.set_procs_per_node_gpu(true);
+  EXPECT_FALSE(PlaceGang(spec, {{"cpu", 8, 0}}, {}).has_value());
+  auto chosen = PlaceGang(spec, {{"cpu", 8, 0}, {"gpu", 4, 4}}, {});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(*chosen, std::vector<std::string>{"gpu"});
+}
+
+TEST(RendezvousPlannerTest, RanksAreGroupRankTimesProcsPlusLocalRank) {
+  auto nodes = PlanRanks({{"w1", "10.0.0.1", 2}, {"w2", "10.0.0.2", 2}, {"w3", "10.0.0.3", 2}});
+  ASSERT_EQ(nodes.size(), 3u);
+  for (int g = 0; g < 3; ++g) {
+    EXPECT_EQ(nodes[g].group_rank(), g);
+    ASSERT_EQ(nodes[g].ranks_size(), 2);
+    EXPECT_EQ(nodes[g].ranks(0), g * 2);
+    EXPECT_EQ(nodes[g].ranks(1), g * 2 + 1);
+  }
+  v1::JobSpec spec = Spec(3, 2);
+  spec.set_max_restarts(4);
+  v1::Launch launch = PlanLaunch("j-000001", 2, spec, nodes, 1, 41234);
+  EXPECT_EQ(launch.group_rank(), 1);
+  EXPECT_EQ(launch.num_nodes(), 3);
+  EXPECT_EQ(launch.local_world_size(), 2);
+  EXPECT_EQ(launch.world_size(), 6);
+  EXPECT_EQ(launch.master_addr(), "10.0.0.1");  // node 0's address
+  EXPECT_EQ(launch.master_port(), 41234);
+  EXPECT_EQ(launch.restart_count(), 2);
+  EXPECT_EQ(launch.max_restarts(), 4);
+  EXPECT_EQ(launch.run_id(), "j-000001");
+}
+
+}  // namespace
+}  // namespace convoy
