@@ -67,5 +67,5 @@ END=$(date +%s.%N)
 JOB=$("$BIN/convoy" list --output json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][-1]["id"])')
 echo
 "$BIN/convoy" status "$JOB" | tail -n 25
-printf 'demo: job %s finished in %.1f s (exit code %d)\n' "$JOB" "$(echo "$END - $START" | bc)" "$rc"
+awk -v s="$START" -v e="$END" -v j="$JOB" -v rc="$rc" 'BEGIN { printf "demo: job %s finished in %.1f s (exit code %d)\n", j, e - s, rc }'
 exit $rc
