@@ -1,15 +1,15 @@
 #include "common/trainer_argv.h"
 
-#include <sstream>
+#include <charconv>
 
 namespace convoy {
 namespace {
 
+// The shortest text that reads back as the same double ("0.1", not "0.10000000000000001").
 std::string FormatDouble(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
+  char buf[64];
+  auto result = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, result.ptr);
 }
 
 }  // namespace
