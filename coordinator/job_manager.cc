@@ -329,6 +329,8 @@ bool JobManager::TryPlace(JobRecord& r) {
   rt.attempt = attempt;
   const int64_t now = clock_.NowMonotonicMs();
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
+  // Transition replaced r.job: `a` points into the old copy.
+  a = r.job.mutable_attempts(r.job.attempts_size() - 1);
   for (const v1::NodeAssignment& n : a->nodes()) {
     for (int i = 0; i < n.ranks_size(); ++i) {
       RankRuntime& rr = rt.ranks[n.ranks(i)];

@@ -348,6 +348,17 @@ void JobManager::Tick() {
             return CauseClass(a) < CauseClass(b);
           });
       v1::RankFailure cause = *best;
+      if (CauseClass(cause) > 0) {
+        // No rank was killed from outside. A peer whose worker's stream just broke (the
+        // worker died or its link was cut) explains the others' broken collectives.
+        for (const auto& [rank, rr] : rt.ranks) {
+          if (rr.gone || workers_.IsReady(rr.worker)) continue;
+          cause = FailureFor(r, rank, rr.worker);
+          cause.set_reason("worker " + rr.worker + " (" + cause.host() +
+                           ") became unreachable while its peers failed");
+          break;
+        }
+      }
       FailAttempt(r, cause);
     } else if ((s == v1::SCHEDULED || s == v1::RENDEZVOUS) && !rt.tearing_down &&
                now >= rt.deadline_mono_ms && rt.pending_failures.empty()) {
