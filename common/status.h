@@ -24,7 +24,9 @@ class Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status FailedPrecondition(std::string m) {
@@ -65,10 +67,10 @@ class StatusOr {
   std::optional<T> value_;
 };
 
-#define CONVOY_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    ::convoy::Status _st = (expr);     \
-    if (!_st.ok()) return _st;         \
+#define CONVOY_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::convoy::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 }  // namespace convoy

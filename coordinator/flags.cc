@@ -14,18 +14,22 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
       ->required();
   app.add_option("--metrics-listen", f->metrics_listen, "HOST:PORT of the Prometheus /metrics");
   app.add_flag("--insecure", f->insecure, "plain-text gRPC without authentication (local only)");
-  app.add_option("--worker-timeout", f->worker_timeout_s, "seconds without heartbeat before a "
-                 "worker is lost")->check(CLI::Range(0.5, 3600.0))->capture_default_str();
+  app.add_option("--worker-timeout", f->worker_timeout_s,
+                 "seconds without heartbeat before a "
+                 "worker is lost")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
   app.add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM to SIGKILL grace on teardown")
-      ->check(CLI::Range(0, 600000))->capture_default_str();
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
   app.add_option("--rendezvous-timeout", f->rendezvous_timeout_s,
                  "seconds from placement until every rank must have started")
-      ->check(CLI::Range(1.0, 86400.0))->capture_default_str();
-  app.add_option("--heartbeat-interval-ms", f->heartbeat_interval_ms,
-                 "how often workers heartbeat")->check(CLI::Range(50, 60000))
+      ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
-  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
+  app.add_option("--heartbeat-interval-ms", f->heartbeat_interval_ms, "how often workers heartbeat")
+      ->check(CLI::Range(50, 60000))
       ->capture_default_str();
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

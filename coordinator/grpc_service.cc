@@ -201,8 +201,7 @@ struct WatchQueue {
 
 }  // namespace
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
-                                      const v1::WatchJobRequest* req,
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* req,
                                       grpc::ServerWriter<v1::WatchJobResponse>* writer) {
   auto q = std::make_shared<WatchQueue>();
   uint64_t watch_id = 0;

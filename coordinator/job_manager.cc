@@ -152,8 +152,8 @@ void JobManager::Unwatch(uint64_t watch_id) {
   watch_owner_.erase(it);
 }
 
-StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt,
-                                      int64_t offset, int max_bytes, LogFn fn) {
+StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
+                                      int max_bytes, LogFn fn) {
   JobRecord* r = Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (attempt < 0) attempt = r->job.attempts_size() == 0 ? -1 : r->job.attempt();
@@ -299,9 +299,9 @@ bool JobManager::TryPlace(JobRecord& r) {
   auto chosen = PlaceGang(spec, capacity, preferred);
   if (!chosen) {
     if (r.job.state() == v1::RESTARTING) {
-      (void)Transition(r, v1::PENDING,
-                       "waiting for " + std::to_string(spec.nodes()) +
-                           " workers with free slots to restart");
+      (void)Transition(
+          r, v1::PENDING,
+          "waiting for " + std::to_string(spec.nodes()) + " workers with free slots to restart");
     }
     return false;
   }
@@ -368,8 +368,7 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
     if (!st.ok()) r.job.set_restarts(r.job.restarts() - 1);
   } else {
     st = Transition(r, v1::FAILED,
-                    cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""),
-                    &cause);
+                    cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""), &cause);
   }
   if (!st.ok()) return;
   SendKill(r, cause.reason());
@@ -394,9 +393,10 @@ void JobManager::SendKill(JobRecord& r, const std::string& reason) {
     kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
     kill->set_reason(reason);
     if (!channel_.Send(rr.worker, msg)) {
-      spdlog::warn("job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "
-                   "itself when it reconnects or loses the coordinator",
-                   r.job.id(), rr.worker, rt.attempt);
+      spdlog::warn(
+          "job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "
+          "itself when it reconnects or loses the coordinator",
+          r.job.id(), rr.worker, rt.attempt);
     }
   }
 }
@@ -409,9 +409,10 @@ void JobManager::MaybeFinishTeardown(JobRecord& r) {
   const bool expired = rt.tearing_down && clock_.NowMonotonicMs() >= rt.deadline_mono_ms;
   if (!all_gone && !expired) return;
   if (!all_gone) {
-    spdlog::warn("job {}: ranks of attempt {} not reported gone by the teardown deadline; "
-                 "releasing their slots",
-                 r.job.id(), rt.attempt);
+    spdlog::warn(
+        "job {}: ranks of attempt {} not reported gone by the teardown deadline; "
+        "releasing their slots",
+        r.job.id(), rt.attempt);
     for (auto& [rank, rr] : rt.ranks) rr.gone = true;
   }
   rt.released = true;

@@ -113,10 +113,10 @@ class JobManager {
   struct AttemptRuntime {
     int attempt = -1;
     std::map<int, RankRuntime> ranks;
-    bool launched = false;   // Launch messages sent
+    bool launched = false;  // Launch messages sent
     bool tearing_down = false;
-    bool released = false;   // slots free again
-    bool recovering = false; // reloaded after a coordinator restart, not yet re-confirmed
+    bool released = false;    // slots free again
+    bool recovering = false;  // reloaded after a coordinator restart, not yet re-confirmed
     int64_t deadline_mono_ms = 0;
     // Failures collected during the failure window, in arrival order.
     std::vector<v1::RankFailure> pending_failures;

@@ -36,8 +36,8 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
     if (!st.ok()) spdlog::error("cannot persist worker {}: {}", reg.name(), st.message());
   }
   spdlog::info("worker {} registered: {} ({}), {} cores, {} GPUs, {} slots, {} attempt(s)",
-               reg.name(), reg.address(), reg.hostname(), reg.cores(), reg.gpus_size(),
-               reg.slots(), reg.attempts_size());
+               reg.name(), reg.address(), reg.hostname(), reg.cores(), reg.gpus_size(), reg.slots(),
+               reg.attempts_size());
 
   for (const v1::AttemptStatus& as : reg.attempts()) {
     JobRecord* r = Find(as.job_id());
@@ -246,8 +246,8 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
   if (!ExitOk(msg.exit())) {
     v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
     *f.mutable_exit() = msg.exit();
-    f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker + " (" +
-                 f.host() + ") " + DescribeExit(msg.exit()));
+    f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker + " (" + f.host() +
+                 ") " + DescribeExit(msg.exit()));
     ReportFailure(*r, f);
     return;
   }
@@ -342,11 +342,10 @@ void JobManager::Tick() {
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
     if (!rt.pending_failures.empty() && now >= rt.failure_window_end_mono_ms) {
-      auto best = std::min_element(
-          rt.pending_failures.begin(), rt.pending_failures.end(),
-          [](const v1::RankFailure& a, const v1::RankFailure& b) {
-            return CauseClass(a) < CauseClass(b);
-          });
+      auto best = std::min_element(rt.pending_failures.begin(), rt.pending_failures.end(),
+                                   [](const v1::RankFailure& a, const v1::RankFailure& b) {
+                                     return CauseClass(a) < CauseClass(b);
+                                   });
       v1::RankFailure cause = *best;
       if (CauseClass(cause) > 0) {
         // No rank was killed from outside. A peer whose worker's stream just broke (the
@@ -369,7 +368,8 @@ void JobManager::Tick() {
         if (first < 0) first = rank;
         missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
       }
-      v1::RankFailure f = FailureFor(r, first < 0 ? 0 : first, rt.ranks[first < 0 ? 0 : first].worker);
+      v1::RankFailure f =
+          FailureFor(r, first < 0 ? 0 : first, rt.ranks[first < 0 ? 0 : first].worker);
       f.set_reason("rendezvous timed out: rank(s) " + missing + " did not start");
       FailAttempt(r, f);
     } else if (s == v1::RUNNING && !rt.tearing_down && r.job.spec().hang_timeout_s() > 0 &&

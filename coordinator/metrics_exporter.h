@@ -40,8 +40,8 @@ class MetricsExporter {
   prometheus::Family<prometheus::Gauge>* loss_;
   prometheus::Family<prometheus::Gauge>* samples_per_s_;
   // Per-job and per-rank series currently exported, by job id.
-  std::map<std::string, std::vector<std::pair<prometheus::Family<prometheus::Gauge>*,
-                                              prometheus::Gauge*>>>
+  std::map<std::string,
+           std::vector<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>>>
       job_series_;
 };
 
