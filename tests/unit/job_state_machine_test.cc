@@ -15,18 +15,18 @@ struct Case {
 
 TEST(JobStateMachineTest, TransitionTable) {
   const Case cases[] = {
-      {v1::PENDING, v1::SCHEDULED, true},       {v1::SCHEDULED, v1::RENDEZVOUS, true},
-      {v1::RENDEZVOUS, v1::RUNNING, true},      {v1::RUNNING, v1::SUCCEEDED, true},
-      {v1::RUNNING, v1::RESTARTING, true},      {v1::RENDEZVOUS, v1::RESTARTING, true},
-      {v1::RESTARTING, v1::SCHEDULED, true},    {v1::RESTARTING, v1::PENDING, true},
-      {v1::PENDING, v1::CANCELLED, true},       {v1::RUNNING, v1::CANCELLED, true},
-      {v1::RESTARTING, v1::FAILED, true},       {v1::RUNNING, v1::FAILED, true},
-      {v1::PENDING, v1::RUNNING, false},        {v1::PENDING, v1::SUCCEEDED, false},
-      {v1::SCHEDULED, v1::SUCCEEDED, false},    {v1::RENDEZVOUS, v1::SUCCEEDED, false},
-      {v1::SUCCEEDED, v1::RUNNING, false},      {v1::FAILED, v1::RESTARTING, false},
-      {v1::CANCELLED, v1::FAILED, false},       {v1::SUCCEEDED, v1::CANCELLED, false},
-      {v1::RESTARTING, v1::RUNNING, false},     {v1::PENDING, v1::RESTARTING, false},
-      {v1::RUNNING, v1::PENDING, false},        {v1::JOB_STATE_UNSPECIFIED, v1::FAILED, false},
+      {v1::PENDING, v1::SCHEDULED, true},    {v1::SCHEDULED, v1::RENDEZVOUS, true},
+      {v1::RENDEZVOUS, v1::RUNNING, true},   {v1::RUNNING, v1::SUCCEEDED, true},
+      {v1::RUNNING, v1::RESTARTING, true},   {v1::RENDEZVOUS, v1::RESTARTING, true},
+      {v1::RESTARTING, v1::SCHEDULED, true}, {v1::RESTARTING, v1::PENDING, true},
+      {v1::PENDING, v1::CANCELLED, true},    {v1::RUNNING, v1::CANCELLED, true},
+      {v1::RESTARTING, v1::FAILED, true},    {v1::RUNNING, v1::FAILED, true},
+      {v1::PENDING, v1::RUNNING, false},     {v1::PENDING, v1::SUCCEEDED, false},
+      {v1::SCHEDULED, v1::SUCCEEDED, false}, {v1::RENDEZVOUS, v1::SUCCEEDED, false},
+      {v1::SUCCEEDED, v1::RUNNING, false},   {v1::FAILED, v1::RESTARTING, false},
+      {v1::CANCELLED, v1::FAILED, false},    {v1::SUCCEEDED, v1::CANCELLED, false},
+      {v1::RESTARTING, v1::RUNNING, false},  {v1::PENDING, v1::RESTARTING, false},
+      {v1::RUNNING, v1::PENDING, false},     {v1::JOB_STATE_UNSPECIFIED, v1::FAILED, false},
   };
   for (const Case& c : cases) {
     Status st = CheckTransition(c.from, c.to);
