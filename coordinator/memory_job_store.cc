@@ -1,0 +1,39 @@
+#include "coordinator/memory_job_store.h"
+
+namespace convoy {
+
+Status MemoryJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
+  if (fail_next_write_) {
+    fail_next_write_ = false;
+    return Status::Internal("injected write failure");
+  }
+  v1::Job& stored = jobs_[job.id()];
+  auto events = std::move(*stored.mutable_events());
+  stored = job;
+  *stored.mutable_events() = std::move(events);
+  if (event != nullptr) *stored.add_events() = *event;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::Job>> MemoryJobStore::LoadJobs() {
+  std::vector<v1::Job> out;
+  for (const auto& [id, job] : jobs_) out.push_back(job);
+  return out;
+}
+
+Status MemoryJobStore::SaveWorker(const v1::WorkerInfo& worker) {
+  if (fail_next_write_) {
+    fail_next_write_ = false;
+    return Status::Internal("injected write failure");
+  }
+  workers_[worker.name()] = worker;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::WorkerInfo>> MemoryJobStore::LoadWorkers() {
+  std::vector<v1::WorkerInfo> out;
+  for (const auto& [name, w] : workers_) out.push_back(w);
+  return out;
+}
+
+}  // namespace convoy

@@ -1,0 +1,26 @@
+// An in-memory JobStore for unit tests, with injectable write failures.
+#pragma once
+
+#include <map>
+
+#include "coordinator/job_store.h"
+
+namespace convoy {
+
+class MemoryJobStore : public JobStore {
+ public:
+  Status SaveJob(const v1::Job& job, const v1::JobEvent* event) override;
+  StatusOr<std::vector<v1::Job>> LoadJobs() override;
+  Status SaveWorker(const v1::WorkerInfo& worker) override;
+  StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+
+  // The next SaveJob or SaveWorker fails with INTERNAL and stores nothing.
+  void FailNextWrite() { fail_next_write_ = true; }
+
+ private:
+  bool fail_next_write_ = false;
+  std::map<std::string, v1::Job> jobs_;  // events kept in Job.events
+  std::map<std::string, v1::WorkerInfo> workers_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,262 @@
+#include "coordinator/sqlite_job_store.h"
+
+#include <sqlite3.h>
+
+#include <map>
+
+namespace convoy {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  job BLOB NOT NULL            -- v1.Job without events and attempts
+);
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  body BLOB NOT NULL,          -- v1.Attempt
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS events (
+  job_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  time_ms INTEGER NOT NULL,
+  from_state INTEGER NOT NULL,
+  to_state INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  body BLOB NOT NULL,          -- v1.JobEvent
+  PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS workers (
+  name TEXT PRIMARY KEY,
+  updated_ms INTEGER NOT NULL,
+  body BLOB NOT NULL           -- v1.WorkerInfo
+);
+)sql";
+
+// A prepared statement, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Text(int i, const std::string& s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void Blob(int i, const std::string& s) {
+    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  int Step() { return sqlite3_step(stmt_); }
+  std::string ColumnBlob(int i) {
+    const void* p = sqlite3_column_blob(stmt_, i);
+    return p == nullptr ? std::string()
+                        : std::string(static_cast<const char*>(p), sqlite3_column_bytes(stmt_, i));
+  }
+  std::string ColumnText(int i) {
+    const unsigned char* p = sqlite3_column_text(stmt_, i);
+    return p == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(p));
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Status::Unavailable(path + ": cannot open the state database: " + msg);
+  }
+  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, path));
+  sqlite3_busy_timeout(db, 5000);
+  // Reading the schema is the first access: a file that is not a database fails here.
+  int found = 0;
+  {
+    Stmt version(db, "PRAGMA user_version");
+    if (!version.ok() || version.Step() != SQLITE_ROW) {
+      return Status::FailedPrecondition(path + ": not a Convoy state database (" +
+                                        sqlite3_errmsg(db) + ")");
+    }
+    found = sqlite3_column_int(version.get(), 0);
+  }
+  if (found > kSchemaVersion) {
+    return Status::FailedPrecondition(path + ": written by a newer Convoy (schema " +
+                                      std::to_string(found) + ", this one knows " +
+                                      std::to_string(kSchemaVersion) + ")");
+  }
+  CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  // FULL: a committed transition survives a power loss, not only a process crash.
+  CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  CONVOY_RETURN_IF_ERROR(store->Exec(kSchema));
+  CONVOY_RETURN_IF_ERROR(
+      store->Exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str()));
+  return store;
+}
+
+SqliteJobStore::~SqliteJobStore() { sqlite3_close(db_); }
+
+Status SqliteJobStore::Error(const std::string& what) const {
+  return Status::Unavailable(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Status SqliteJobStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : "unknown error";
+    sqlite3_free(err);
+    return Status::Unavailable(path_ + ": " + msg);
+  }
+  return Status::Ok();
+}
+
+Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
+  CONVOY_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto fail = [this](const std::string& what) {
+    Status st = Error(what);
+    Exec("ROLLBACK");
+    return st;
+  };
+  v1::Job head = job;
+  head.clear_events();
+  head.clear_attempts();
+  {
+    Stmt s(db_,
+           "INSERT OR REPLACE INTO jobs(id, name, state, created_ms, updated_ms, job) "
+           "VALUES(?, ?, ?, ?, ?, ?)");
+    if (!s.ok()) return fail("prepare jobs");
+    s.Text(1, job.id());
+    s.Text(2, job.spec().name());
+    s.Int(3, job.state());
+    s.Int(4, job.created_unix_ms());
+    s.Int(5, job.updated_unix_ms());
+    s.Blob(6, head.SerializeAsString());
+    if (s.Step() != SQLITE_DONE) return fail("write job " + job.id());
+  }
+  for (const v1::Attempt& a : job.attempts()) {
+    Stmt s(db_, "INSERT OR REPLACE INTO attempts(job_id, attempt, body) VALUES(?, ?, ?)");
+    if (!s.ok()) return fail("prepare attempts");
+    s.Text(1, job.id());
+    s.Int(2, a.attempt());
+    s.Blob(3, a.SerializeAsString());
+    if (s.Step() != SQLITE_DONE) return fail("write attempt of " + job.id());
+  }
+  if (event != nullptr) {
+    Stmt s(db_,
+           "INSERT INTO events(job_id, seq, time_ms, from_state, to_state, attempt, reason, body) "
+           "VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?1), "
+           "?2, ?3, ?4, ?5, ?6, ?7)");
+    if (!s.ok()) return fail("prepare events");
+    s.Text(1, job.id());
+    s.Int(2, event->time_unix_ms());
+    s.Int(3, event->from());
+    s.Int(4, event->to());
+    s.Int(5, event->attempt());
+    s.Text(6, event->reason());
+    s.Blob(7, event->SerializeAsString());
+    if (s.Step() != SQLITE_DONE) return fail("write event of " + job.id());
+  }
+  Status st = Exec("COMMIT");
+  if (!st.ok()) Exec("ROLLBACK");
+  return st;
+}
+
+StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
+  std::vector<v1::Job> jobs;
+  std::map<std::string, size_t> index;
+  {
+    Stmt s(db_, "SELECT id, job FROM jobs ORDER BY id");
+    if (!s.ok()) return Error("read jobs");
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      v1::Job job;
+      const std::string id = s.ColumnText(0);
+      if (!job.ParseFromString(s.ColumnBlob(1)) || job.id() != id) {
+        return Status::Internal(path_ + ": table jobs, row " + id + ": corrupt record");
+      }
+      index[id] = jobs.size();
+      jobs.push_back(std::move(job));
+    }
+    if (rc != SQLITE_DONE) return Error("read jobs");
+  }
+  {
+    Stmt s(db_, "SELECT job_id, attempt, body FROM attempts ORDER BY job_id, attempt");
+    if (!s.ok()) return Error("read attempts");
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      const std::string id = s.ColumnText(0);
+      v1::Attempt a;
+      if (!a.ParseFromString(s.ColumnBlob(2))) {
+        return Status::Internal(path_ + ": table attempts, row " + id + "/" +
+                                std::to_string(sqlite3_column_int(s.get(), 1)) +
+                                ": corrupt record");
+      }
+      auto it = index.find(id);
+      if (it != index.end()) *jobs[it->second].add_attempts() = std::move(a);
+    }
+    if (rc != SQLITE_DONE) return Error("read attempts");
+  }
+  {
+    Stmt s(db_, "SELECT job_id, seq, body FROM events ORDER BY job_id, seq");
+    if (!s.ok()) return Error("read events");
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      const std::string id = s.ColumnText(0);
+      v1::JobEvent e;
+      if (!e.ParseFromString(s.ColumnBlob(2))) {
+        return Status::Internal(path_ + ": table events, row " + id + "/" +
+                                std::to_string(sqlite3_column_int(s.get(), 1)) +
+                                ": corrupt record");
+      }
+      auto it = index.find(id);
+      if (it != index.end()) *jobs[it->second].add_events() = std::move(e);
+    }
+    if (rc != SQLITE_DONE) return Error("read events");
+  }
+  return jobs;
+}
+
+Status SqliteJobStore::SaveWorker(const v1::WorkerInfo& worker) {
+  Stmt s(db_, "INSERT OR REPLACE INTO workers(name, updated_ms, body) VALUES(?, ?, ?)");
+  if (!s.ok()) return Error("prepare workers");
+  s.Text(1, worker.name());
+  s.Int(2, worker.last_heartbeat_unix_ms());
+  s.Blob(3, worker.SerializeAsString());
+  if (s.Step() != SQLITE_DONE) return Error("write worker " + worker.name());
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::WorkerInfo>> SqliteJobStore::LoadWorkers() {
+  std::vector<v1::WorkerInfo> out;
+  Stmt s(db_, "SELECT name, body FROM workers ORDER BY name");
+  if (!s.ok()) return Error("read workers");
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    v1::WorkerInfo w;
+    if (!w.ParseFromString(s.ColumnBlob(1))) {
+      return Status::Internal(path_ + ": table workers, row " + s.ColumnText(0) +
+                              ": corrupt record");
+    }
+    out.push_back(std::move(w));
+  }
+  if (rc != SQLITE_DONE) return Error("read workers");
+  return out;
+}
+
+}  // namespace convoy

@@ -1,0 +1,37 @@
+// The coordinator's durable state in one SQLite file (WAL, synchronous=FULL): jobs, their
+// attempts, every event, and workers' last known state. Raw sqlite3 C API.
+//
+// Threading: as JobStore (one caller at a time, under the coordinator's state lock).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "coordinator/job_store.h"
+
+struct sqlite3;
+
+namespace convoy {
+
+class SqliteJobStore : public JobStore {
+ public:
+  // Opens (creating when absent) the database at `path`. Refuses a file that is not an
+  // SQLite database, or one written by a newer schema, with an error naming the path.
+  static StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
+  ~SqliteJobStore() override;
+
+  Status SaveJob(const v1::Job& job, const v1::JobEvent* event) override;
+  StatusOr<std::vector<v1::Job>> LoadJobs() override;
+  Status SaveWorker(const v1::WorkerInfo& worker) override;
+  StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+
+ private:
+  SqliteJobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status Exec(const char* sql);
+  Status Error(const std::string& what) const;
+
+  sqlite3* db_;
+  const std::string path_;
+};
+
+}  // namespace convoy
