@@ -1,0 +1,58 @@
+#include "worker/flags.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+#include "common/util.h"
+
+namespace convoy {
+
+Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
+  CLI::App app{"convoy-worker: runs the training processes of Convoy jobs on this machine"};
+  app.set_version_flag("--version", std::string(CONVOY_VERSION));
+  app.add_option("--coordinator", f->coordinator, "HOST:PORT of the coordinator")
+      ->envname("CONVOY_COORDINATOR");
+  app.add_option("--name", f->name, "unique worker name")->required();
+  app.add_option("--advertise-address", f->advertise_address,
+                 "address other nodes reach this machine at (MASTER_ADDR of node 0)");
+  app.add_option("--slots", f->slots, "processes this worker may run at once")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
+  app.add_flag("--insecure", f->insecure, "plain-text gRPC without authentication (local only)");
+  app.add_option("--trainer", f->trainer, "path of convoy-trainer");
+  app.add_option("--orphan-timeout", f->orphan_timeout_s,
+                 "seconds without a coordinator before ranks are stopped")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM to SIGKILL grace")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
+  app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
+      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return Status::InvalidArgument(e.what());
+  }
+  *exit_code = 2;
+  if (f->coordinator.empty()) {
+    return Status::InvalidArgument("--coordinator (or CONVOY_COORDINATOR) is required");
+  }
+  auto hp = ParseHostPort(f->coordinator, "--coordinator");
+  if (!hp.ok()) return hp.status();
+  if (!IsValidName(f->name)) {
+    return Status::InvalidArgument("--name: '" + f->name +
+                                   "' is not valid: use 1-63 of [A-Za-z0-9._-]");
+  }
+  if (!f->insecure) {
+    return Status::InvalidArgument(
+        "TLS is not implemented yet; pass --insecure for plain-text local use");
+  }
+  *exit_code = 0;
+  return Status::Ok();
+}
+
+}  // namespace convoy

@@ -1,0 +1,126 @@
+#include "worker/process_launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace convoy {
+
+std::string ResolveProgram(const std::string& program, const std::string& path_env) {
+  if (program.empty()) return "";
+  if (program.find('/') != std::string::npos) return program;
+  const std::string path = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req) {
+  if (req.argv.empty() || req.argv[0].empty()) {
+    return Status::InvalidArgument("empty command");
+  }
+  auto path_it = req.env.find("PATH");
+  const std::string program =
+      ResolveProgram(req.argv[0], path_it == req.env.end() ? "" : path_it->second);
+  if (program.empty()) {
+    return Status::NotFound(req.argv[0] + ": not found in PATH");
+  }
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : req.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out[2], err[2], exec_err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Status::Internal("pipe: " + std::string(strerror(errno)));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return Status::Internal("pipe: " + std::string(strerror(errno)));
+  }
+  if (pipe2(exec_err, O_CLOEXEC) != 0) {
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+    return Status::Internal("pipe: " + std::string(strerror(errno)));
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) close(fd);
+    return Status::Internal("fork: " + std::string(strerror(errno)));
+  }
+  if (pid == 0) {
+    // Stage codes reported to the parent with errno: 1 prctl, 3 chdir, 4 exec.
+    auto fail = [](int stage) {
+      int report[2] = {stage, errno};
+      ssize_t ignored = write(3, report, sizeof(report));
+      (void)ignored;
+      _exit(127);
+    };
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
+      _exit(127);
+    }
+    // fd 3 carries exec failures; it closes by itself when exec succeeds.
+    if (dup2(exec_err[1], 3) < 0) _exit(127);
+    fcntl(3, F_SETFD, FD_CLOEXEC);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
+    if (getppid() != parent) _exit(137);  // the worker died before prctl took effect
+    // Close every other descriptor (the worker's sockets, other ranks' pipes).
+    syscall(SYS_close_range, 4, ~0U, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
+    if (!req.working_dir.empty() && chdir(req.working_dir.c_str()) != 0) fail(3);
+    execve(program.c_str(), argv.data(), envp.data());
+    fail(4);
+  }
+  close(out[1]);
+  close(err[1]);
+  close(exec_err[1]);
+  setpgid(pid, pid);  // also in the parent, so that the group exists before we signal it
+  int report[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = read(exec_err[0], report, sizeof(report));
+  } while (n < 0 && errno == EINTR);
+  close(exec_err[0]);
+  if (n > 0) {
+    waitpid(pid, nullptr, 0);
+    close(out[0]);
+    close(err[0]);
+    static const char* kStage[] = {"", "prctl", "redirecting stdio", "chdir", "exec"};
+    const int stage = report[0] >= 1 && report[0] <= 4 ? report[0] : 4;
+    std::string what = kStage[stage];
+    if (stage == 3) what += " " + req.working_dir;
+    if (stage == 4) what += " " + program;
+    return Status::FailedPrecondition(what + ": " + strerror(report[1]));
+  }
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  return LaunchedProcess{pid, out[0], err[0]};
+}
+
+void PosixProcessLauncher::SignalGroup(pid_t pgid, int signal) {
+  if (pgid > 1) kill(-pgid, signal);
+}
+
+}  // namespace convoy
