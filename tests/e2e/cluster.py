@@ -1,0 +1,189 @@
+"""A real Convoy cluster on loopback for end-to-end tests: a coordinator and workers as
+separate processes, driven through the `convoy` CLI. Everything it starts is killed at
+teardown, and teardown checks /proc that no process of any job survived."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+BIN = os.environ.get("CONVOY_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def job_pids(job_id):
+    """PIDs of live processes whose environment has CONVOY_JOB_ID=job_id."""
+    needle = ("CONVOY_JOB_ID=" + job_id).encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def rank_pid(job_id, rank):
+    for pid in job_pids(job_id):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env:
+            return pid
+    return None
+
+
+def wait_for(predicate, timeout, what, interval=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Cluster:
+    def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000):
+        self.dir = tempfile.mkdtemp(prefix="convoy-e2e-")
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.worker_timeout = worker_timeout
+        self.kill_grace_ms = kill_grace_ms
+        self.procs = {}
+        self.jobs = []
+        self.start_coordinator()
+        for i in range(1, workers + 1):
+            self.start_worker(f"w{i}", slots)
+        self.wait_workers_ready(workers)
+
+    # ---- processes
+    def _spawn(self, name, argv):
+        log = open(os.path.join(self.dir, name + ".log"), "ab")
+        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        return self.procs[name]
+
+    def start_coordinator(self):
+        return self._spawn("coordinator", [
+            os.path.join(BIN, "convoy-coordinator"), "--listen", self.target,
+            "--state-dir", os.path.join(self.dir, "state"),
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}", "--insecure",
+            "--worker-timeout", str(self.worker_timeout),
+            "--kill-grace-ms", str(self.kill_grace_ms)])
+
+    def start_worker(self, name, slots=1, extra=()):
+        return self._spawn(name, [
+            os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
+            "--advertise-address", "127.0.0.1", "--slots", str(slots),
+            "--work-dir", os.path.join(self.dir, name), "--insecure",
+            "--kill-grace-ms", str(self.kill_grace_ms), *extra])
+
+    def signal(self, name, sig):
+        self.procs[name].send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.procs[name].wait(timeout=10)
+
+    def restart_coordinator(self):
+        self.signal("coordinator", signal.SIGKILL)
+        self.start_coordinator()
+
+    def logs_of(self, name):
+        try:
+            with open(os.path.join(self.dir, name + ".log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    # ---- the CLI
+    def cli(self, *args, check=True, timeout=60):
+        r = subprocess.run([os.path.join(BIN, "convoy"), "--coordinator", self.target, *args],
+                           capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"convoy {' '.join(args)} exited {r.returncode}: {r.stderr}")
+        return r
+
+    def workers(self):
+        return json.loads(self.cli("workers", "--output", "json").stdout).get("workers", [])
+
+    def wait_workers_ready(self, n, timeout=30):
+        wait_for(lambda: sum(w["state"] == "WORKER_READY" for w in self.workers()) >= n,
+                 timeout, f"{n} ready workers")
+
+    def submit(self, spec):
+        path = os.path.join(self.dir, f"spec-{len(self.jobs)}.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        r = self.cli("submit", path, "--output", "json")
+        job_id = json.loads(r.stdout)["job_id"]
+        self.jobs.append(job_id)
+        return job_id
+
+    def status(self, job_id):
+        return json.loads(self.cli("status", job_id, "--output", "json").stdout)
+
+    def wait_state(self, job_id, states, timeout=120):
+        states = {states} if isinstance(states, str) else set(states)
+
+        def reached():
+            try:
+                job = self.status(job_id)
+            except AssertionError:
+                return None  # the coordinator may be restarting
+            return job if job["state"] in states else None
+        return wait_for(reached, timeout, f"job {job_id} in {sorted(states)}", interval=0.25)
+
+    def logs(self, job_id, rank, attempt=None):
+        args = ["logs", job_id, "--rank", str(rank)]
+        if attempt is not None:
+            args += ["--attempt", str(attempt)]
+        return self.cli(*args).stdout
+
+    # ---- teardown
+    def close(self):
+        leftovers = {}
+        for job in self.jobs:
+            try:
+                wait_for(lambda: not job_pids(job), 10, f"no process of {job}")
+            except AssertionError:
+                leftovers[job] = job_pids(job)
+        for name, p in self.procs.items():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                p.wait(timeout=10)
+        for job in self.jobs:  # nothing may survive its worker either
+            for pid in job_pids(job):
+                os.kill(pid, signal.SIGKILL)
+        return leftovers
+
+
+def trainer_spec(name="fmnist", nodes=2, procs=1, max_steps=150, **extra):
+    spec = {
+        "name": name, "nodes": nodes, "procs_per_node": procs, "backend": "gloo",
+        "trainer": {"model": "fmnist-cnn", "epochs": 1, "batch_size": 32, "lr": 0.01,
+                    "max_steps": max_steps},
+    }
+    spec.update(extra)
+    return spec

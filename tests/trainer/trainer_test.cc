@@ -1,0 +1,257 @@
+// convoy-trainer: models, data validation, sharding, and DDP correctness with real
+// processes over real Gloo on loopback.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <fcntl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "trainer/data.h"
+#include "trainer/models.h"
+
+namespace convoy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ModelsTest, ParameterCounts) {
+  EXPECT_EQ(CountParameters(*MakeModel("fmnist-cnn")), 1630090);
+  EXPECT_EQ(CountParameters(*MakeModel("mlp")), 784 * 256 + 256 + 256 * 128 + 128 + 1290);
+  EXPECT_EQ(CountParameters(*MakeModel("resnet")), 175258);
+  EXPECT_EQ(MakeModel("gpt"), nullptr);
+  for (const auto& name : ModelNames()) {
+    auto m = MakeModel(name);
+    torch::Tensor out = m->forward(torch::zeros({2, 1, 28, 28}));
+    EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 10})) << name;
+  }
+}
+
+TEST(ShardIndicesTest, LikeDistributedSampler) {
+  const int64_t n = 103;
+  for (int world : {1, 2, 3, 4}) {
+    std::multiset<int64_t> seen;
+    for (int r = 0; r < world; ++r) {
+      auto idx = ShardIndices(n, r, world, 7, 3);
+      EXPECT_EQ(static_cast<int64_t>(idx.size()), (n + world - 1) / world);  // equal steps
+      seen.insert(idx.begin(), idx.end());
+      EXPECT_EQ(idx, ShardIndices(n, r, world, 7, 3));  // deterministic
+    }
+    std::set<int64_t> distinct(seen.begin(), seen.end());
+    EXPECT_EQ(static_cast<int64_t>(distinct.size()), n);      // covers the set
+    EXPECT_LT(static_cast<int64_t>(seen.size()) - n, world);  // only padding repeats
+  }
+  EXPECT_NE(ShardIndices(n, 0, 2, 7, 3), ShardIndices(n, 0, 2, 7, 4));  // reshuffled per epoch
+}
+
+// Writes IDX files with `n` images/labels into `dir` (optionally broken).
+void WriteIdx(const fs::path& dir, int n, uint32_t image_magic = 2051, int labels = -1,
+              uint8_t bad_label = 0, size_t truncate_images = 0) {
+  fs::create_directories(dir);
+  auto be = [](std::string& s, uint32_t v) {
+    for (int shift : {24, 16, 8, 0}) s.push_back(static_cast<char>((v >> shift) & 0xff));
+  };
+  std::string img, lab;
+  be(img, image_magic);
+  be(img, n);
+  be(img, 28);
+  be(img, 28);
+  img.append(static_cast<size_t>(n) * 784, '\x10');
+  if (truncate_images > 0) img.resize(img.size() - truncate_images);
+  const int nl = labels < 0 ? n : labels;
+  be(lab, 2049);
+  be(lab, nl);
+  for (int i = 0; i < nl; ++i) lab.push_back(static_cast<char>(i % 10));
+  if (bad_label != 0 && nl > 0) lab.back() = static_cast<char>(bad_label);
+  for (auto [name, data] : {std::make_pair("train-images-idx3-ubyte.gz", &img),
+                            std::make_pair("train-labels-idx1-ubyte.gz", &lab)}) {
+    gzFile f = gzopen((dir / name).c_str(), "wb");
+    gzwrite(f, data->data(), static_cast<unsigned>(data->size()));
+    gzclose(f);
+  }
+}
+
+std::string LoadError(const fs::path& dir) {
+  try {
+    LoadFashionMnist(dir.string(), "train");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FashionMnistTest, BadFilesAreRefusedWithTheProblemNamed) {
+  const fs::path base = fs::temp_directory_path() / ("convoy-idx-" + std::to_string(getpid()));
+  WriteIdx(base / "good", 5);
+  EXPECT_EQ(LoadError(base / "good"), "");
+  EXPECT_EQ(LoadFashionMnist((base / "good").string(), "train").size(), 5);
+
+  WriteIdx(base / "magic", 5, 1234);
+  EXPECT_NE(LoadError(base / "magic").find("wrong magic number 1234"), std::string::npos);
+  WriteIdx(base / "truncated", 5, 2051, -1, 0, 100);
+  EXPECT_NE(LoadError(base / "truncated").find("truncated"), std::string::npos);
+  WriteIdx(base / "label", 5, 2051, -1, 42);
+  EXPECT_NE(LoadError(base / "label").find("label 42"), std::string::npos);
+  WriteIdx(base / "count", 5, 2051, 4);
+  EXPECT_NE(LoadError(base / "count").find("4 labels for 5 images"), std::string::npos);
+  EXPECT_NE(LoadError(base / "missing").find("cannot open"), std::string::npos);
+  // A gzip stream cut short.
+  WriteIdx(base / "cut", 50);
+  fs::resize_file(base / "cut" / "train-images-idx3-ubyte.gz",
+                  fs::file_size(base / "cut" / "train-images-idx3-ubyte.gz") / 2);
+  EXPECT_NE(LoadError(base / "cut").find("train-images"), std::string::npos);
+  fs::remove_all(base);
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs `world` convoy-trainer processes with the torchrun environment; true when all exit 0.
+bool RunTrainer(int world, std::vector<std::string> args) {
+  const int port = FreePort();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      unsetenv("CONVOY_METRICS_SOCKET");
+      unsetenv("CONVOY_CHECKPOINT_DIR");
+      std::vector<char*> argv{const_cast<char*>(CONVOY_TRAINER_BIN)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(CONVOY_TRAINER_BIN, argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+std::vector<torch::Tensor> LoadParams(const std::string& path) {
+  std::vector<torch::Tensor> params;
+  torch::load(params, path);
+  return params;
+}
+
+// Largest |a - b| relative to the largest |b| of each tensor.
+double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
+                             const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double scale = std::max(b[i].abs().max().item<double>(), 1e-12);
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+class DdpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("convoy-ddp-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+  // 50 optimiser steps of a global batch of 64 on the first 3200 training samples.
+  std::vector<std::string> Common() {
+    return {"--train-limit", "3200", "--max-steps", "50", "--no-eval",
+            "--threads",     "1",    "--seed",      "11"};
+  }
+  fs::path dir_;
+};
+
+TEST_F(DdpTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
+  auto one = Common();
+  one.insert(one.end(), {"--batch-size", "64", "--save-params", Path("one.pt")});
+  ASSERT_TRUE(RunTrainer(1, one));
+  auto two = Common();
+  two.insert(two.end(), {"--batch-size", "32", "--save-params", Path("two.pt")});
+  ASSERT_TRUE(RunTrainer(2, two));
+  auto ref = LoadParams(Path("one.pt"));
+  auto rank0 = LoadParams(Path("two.pt"));
+  auto rank1 = LoadParams(Path("two.pt.rank1"));
+  EXPECT_EQ(MaxRelativeDifference(rank0, rank1), 0.0);  // identical on every rank
+  EXPECT_LT(MaxRelativeDifference(rank0, ref), 1e-5);
+
+  // Gradient accumulation (no_sync on all but the last micro-batch): 2 ranks x 2 x 16.
+  auto acc = Common();
+  acc.insert(acc.end(),
+             {"--batch-size", "16", "--accumulate", "2", "--save-params", Path("acc.pt")});
+  ASSERT_TRUE(RunTrainer(2, acc));
+  EXPECT_LT(MaxRelativeDifference(LoadParams(Path("acc.pt")), ref), 1e-5);
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("acc.pt")), LoadParams(Path("acc.pt.rank1"))),
+            0.0);
+}
+
+TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
+  auto base = Common();
+  base.insert(base.end(), {"--batch-size", "32"});
+  auto full = base;
+  full.insert(full.end(), {"--save-params", Path("full.pt")});
+  ASSERT_TRUE(RunTrainer(2, full));
+
+  // Stop after step 20's checkpoint, then run again on the same directory to step 50.
+  auto first = base;
+  first.insert(first.end(), {"--checkpoint-every", "20", "--checkpoint-dir", Path("ckpt")});
+  first[3] = "20";  // --max-steps 20
+  ASSERT_TRUE(RunTrainer(2, first));
+  ASSERT_TRUE(fs::exists(Path("ckpt/ckpt-000000000020.pt")));
+  // A corrupt newer checkpoint is skipped in favour of the valid one.
+  { std::ofstream(Path("ckpt/ckpt-000000000030.pt")) << "garbage"; }
+  auto second = base;
+  second.insert(second.end(),
+                {"--checkpoint-dir", Path("ckpt"), "--save-params", Path("resumed.pt")});
+  ASSERT_TRUE(RunTrainer(2, second));
+  EXPECT_LT(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(Path("full.pt"))),
+            1e-6);
+}
+
+TEST(TrainerFlagsTest, BadFlagsExitTwoNamingTheFlag) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--batch-size", "zero"}, {"--model", "gpt"}, {"--lr", "-1"}, {"--bogus", "1"}}) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 2);
+      std::vector<char*> argv{const_cast<char*>(CONVOY_TRAINER_BIN)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(CONVOY_TRAINER_BIN, argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << args[0];
+  }
+}
+
+}  // namespace
+}  // namespace convoy::trainer

@@ -1,0 +1,149 @@
+#include "trainer/data.h"
+
+#include <zlib.h>
+
+#include <stdexcept>
+
+namespace convoy::trainer {
+namespace {
+
+// Fashion-MNIST's training-set mean and standard deviation of [0, 1] pixels.
+constexpr float kMean = 0.2860f;
+constexpr float kStd = 0.3530f;
+
+std::string ReadGz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error(path + ": cannot open");
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  const bool bad = n < 0 || (err != Z_OK && err != Z_STREAM_END);
+  const std::string what = bad ? msg : "";
+  gzclose(f);
+  if (bad) throw std::runtime_error(path + ": truncated or corrupt gzip data (" + what + ")");
+  return out;
+}
+
+uint32_t BigEndian(const std::string& s, size_t off) {
+  return (uint32_t(uint8_t(s[off])) << 24) | (uint32_t(uint8_t(s[off + 1])) << 16) |
+         (uint32_t(uint8_t(s[off + 2])) << 8) | uint32_t(uint8_t(s[off + 3]));
+}
+
+}  // namespace
+
+Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit) {
+  const std::string ipath = dir + "/" + prefix + "-images-idx3-ubyte.gz";
+  const std::string lpath = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+  const std::string img = ReadGz(ipath);
+  const std::string lab = ReadGz(lpath);
+  if (img.size() < 16) throw std::runtime_error(ipath + ": truncated header");
+  if (BigEndian(img, 0) != 2051) {
+    throw std::runtime_error(ipath + ": wrong magic number " + std::to_string(BigEndian(img, 0)) +
+                             " (an IDX image file has 2051)");
+  }
+  const int64_t n = BigEndian(img, 4), rows = BigEndian(img, 8), cols = BigEndian(img, 12);
+  if (rows != 28 || cols != 28) {
+    throw std::runtime_error(ipath + ": images are " + std::to_string(rows) + "x" +
+                             std::to_string(cols) + ", expected 28x28");
+  }
+  if (static_cast<int64_t>(img.size()) != 16 + n * 784) {
+    throw std::runtime_error(ipath + ": " + std::to_string(img.size() - 16) +
+                             " bytes of pixels for " + std::to_string(n) +
+                             " images (truncated or wrong length)");
+  }
+  if (lab.size() < 8) throw std::runtime_error(lpath + ": truncated header");
+  if (BigEndian(lab, 0) != 2049) {
+    throw std::runtime_error(lpath + ": wrong magic number " + std::to_string(BigEndian(lab, 0)) +
+                             " (an IDX label file has 2049)");
+  }
+  const int64_t nl = BigEndian(lab, 4);
+  if (static_cast<int64_t>(lab.size()) != 8 + nl) {
+    throw std::runtime_error(lpath + ": " + std::to_string(lab.size() - 8) + " labels for " +
+                             std::to_string(nl) + " declared (truncated or wrong length)");
+  }
+  if (nl != n) {
+    throw std::runtime_error(lpath + ": " + std::to_string(nl) + " labels for " +
+                             std::to_string(n) + " images in " + ipath);
+  }
+  for (int64_t i = 0; i < nl; ++i) {
+    if (uint8_t(lab[8 + i]) > 9) {
+      throw std::runtime_error(lpath + ": label " + std::to_string(uint8_t(lab[8 + i])) +
+                               " at index " + std::to_string(i) + " is outside 0..9");
+    }
+  }
+  const int64_t keep = limit > 0 ? std::min(limit, n) : n;
+  Dataset d;
+  d.images = torch::from_blob(const_cast<char*>(img.data()) + 16, {keep, 1, 28, 28}, torch::kUInt8)
+                 .to(torch::kFloat32)
+                 .div_(255.0f)
+                 .sub_(kMean)
+                 .div_(kStd);
+  d.labels =
+      torch::from_blob(const_cast<char*>(lab.data()) + 8, {keep}, torch::kUInt8).to(torch::kInt64);
+  return d;
+}
+
+std::vector<int64_t> ShardIndices(int64_t n, int rank, int world, int64_t seed, int epoch) {
+  torch::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed + epoch));
+  torch::Tensor perm = torch::randperm(n, gen, torch::kInt64);
+  const int64_t per_rank = (n + world - 1) / world;
+  const int64_t total = per_rank * world;
+  const int64_t* p = perm.data_ptr<int64_t>();
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(per_rank));
+  for (int64_t pos = rank; pos < total; pos += world) out.push_back(p[pos % n]);
+  return out;
+}
+
+Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> indices, int batch,
+                       size_t first_batch)
+    : data_(data),
+      indices_(std::move(indices)),
+      batch_(batch),
+      batches_(indices_.size() / static_cast<size_t>(batch)),
+      next_(first_batch) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::Run() {
+  for (size_t b = next_; b < batches_; ++b) {
+    torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + b * batch_,
+                                         {batch_}, torch::kInt64)
+                            .clone();
+    auto item =
+        std::make_pair(data_.images.index_select(0, idx), data_.labels.index_select(0, idx));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stop_ || queue_.size() < 4; });
+    if (stop_) return;
+    queue_.push_back(std::move(item));
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+bool Prefetcher::Next(torch::Tensor* x, torch::Tensor* y) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_ || !queue_.empty(); });
+  if (queue_.empty()) return false;
+  *x = std::move(queue_.front().first);
+  *y = std::move(queue_.front().second);
+  queue_.pop_front();
+  cv_.notify_all();
+  return true;
+}
+
+}  // namespace convoy::trainer

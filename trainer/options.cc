@@ -1,0 +1,145 @@
+#include "trainer/options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace convoy::trainer {
+namespace {
+
+bool ToInt(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool ToDouble(const std::string& s, double lo, double hi, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v) || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string ParseOptions(int argc, char** argv, Options* o) {
+  using Setter = std::function<std::string(const std::string&)>;
+  auto int_flag = [](auto* field, int64_t lo, int64_t hi) -> Setter {
+    return [field, lo, hi](const std::string& v) -> std::string {
+      int64_t x;
+      if (!ToInt(v, lo, hi, &x)) {
+        return "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+               "], got '" + v + "'";
+      }
+      *field = static_cast<std::remove_pointer_t<decltype(field)>>(x);
+      return "";
+    };
+  };
+  auto real_flag = [](double* field, double lo, double hi) -> Setter {
+    return [field, lo, hi](const std::string& v) -> std::string {
+      if (!ToDouble(v, lo, hi, field)) return "expected a number, got '" + v + "'";
+      return "";
+    };
+  };
+  auto choice = [](std::string* field, std::initializer_list<const char*> allowed) -> Setter {
+    std::vector<std::string> a(allowed.begin(), allowed.end());
+    return [field, a](const std::string& v) -> std::string {
+      for (const auto& x : a) {
+        if (x == v) {
+          *field = v;
+          return "";
+        }
+      }
+      std::string list;
+      for (const auto& x : a) list += (list.empty() ? "" : ", ") + x;
+      return "expected one of " + list + ", got '" + v + "'";
+    };
+  };
+  auto text = [](std::string* field) -> Setter {
+    return [field](const std::string& v) -> std::string {
+      *field = v;
+      return "";
+    };
+  };
+  std::map<std::string, Setter> flags = {
+      {"--model", choice(&o->model, {"fmnist-cnn", "mlp", "resnet"})},
+      {"--epochs", int_flag(&o->epochs, 1, 100000)},
+      {"--max-steps", int_flag(&o->max_steps, 0, int64_t{1} << 40)},
+      {"--batch-size", int_flag(&o->batch_size, 1, 65536)},
+      {"--lr", real_flag(&o->lr, 0, 1e3)},
+      {"--momentum", real_flag(&o->momentum, 0, 0.999999)},
+      {"--optimizer", choice(&o->optimizer, {"sgd", "adam"})},
+      {"--lr-schedule", choice(&o->lr_schedule, {"none", "step", "cosine"})},
+      {"--clip-grad-norm", real_flag(&o->clip_grad_norm, 0, 1e9)},
+      {"--accumulate", int_flag(&o->accumulate, 1, 1024)},
+      {"--bucket-mb", real_flag(&o->bucket_mb, 0.001, 1024)},
+      {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, int64_t{1} << 40)},
+      {"--checkpoint-dir", text(&o->checkpoint_dir)},
+      {"--data-dir", text(&o->data_dir)},
+      {"--seed", int_flag(&o->seed, 0, int64_t{1} << 40)},
+      {"--backend", choice(&o->backend, {"gloo", "nccl", "auto"})},
+      {"--threads", int_flag(&o->threads, 0, 1024)},
+      {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
+      {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},
+      {"--save-params", text(&o->save_params)},
+      {"--train-limit", int_flag(&o->train_limit, 0, int64_t{1} << 40)},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--no-eval") {
+      o->eval = false;
+      continue;
+    }
+    std::string value;
+    const auto eq = flag.find('=');
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return flag + ": needs a value";
+    }
+    auto it = flags.find(flag);
+    if (it == flags.end()) return flag + ": unknown flag";
+    std::string err = it->second(value);
+    if (!err.empty()) return flag + ": " + err;
+  }
+  // The torchrun environment.
+  auto env_int = [](const char* name, int lo, int hi, int* field) -> std::string {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return "";
+    int64_t x;
+    if (!ToInt(v, lo, hi, &x)) return std::string(name) + ": invalid value '" + v + "'";
+    *field = static_cast<int>(x);
+    return "";
+  };
+  for (auto [name, field, hi] : {std::make_tuple("RANK", &o->rank, 1 << 20),
+                                 std::make_tuple("WORLD_SIZE", &o->world_size, 1 << 20),
+                                 std::make_tuple("LOCAL_RANK", &o->local_rank, 1 << 20),
+                                 std::make_tuple("LOCAL_WORLD_SIZE", &o->local_world_size, 1 << 20),
+                                 std::make_tuple("MASTER_PORT", &o->master_port, 65535),
+                                 std::make_tuple("CONVOY_ATTEMPT", &o->attempt, 1 << 20)}) {
+    std::string err = env_int(name, 0, hi, field);
+    if (!err.empty()) return err;
+  }
+  if (o->world_size < 1) return "WORLD_SIZE: must be at least 1";
+  if (o->rank >= o->world_size) return "RANK: must be below WORLD_SIZE";
+  if (o->local_world_size < 1) o->local_world_size = 1;
+  if (const char* v = std::getenv("MASTER_ADDR")) o->master_addr = v;
+  if (const char* v = std::getenv("CONVOY_METRICS_SOCKET")) o->metrics_socket = v;
+  if (o->checkpoint_dir.empty()) {
+    if (const char* v = std::getenv("CONVOY_CHECKPOINT_DIR")) o->checkpoint_dir = v;
+  }
+  return "";
+}
+
+}  // namespace convoy::trainer

@@ -1,0 +1,49 @@
+// convoy-trainer's flags and the torchrun-style environment it reads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace convoy::trainer {
+
+struct Options {
+  std::string model = "fmnist-cnn";
+  int epochs = 1;
+  int64_t max_steps = 0;  // optimiser steps in total; 0 = no limit
+  int batch_size = 32;    // per rank, per micro-batch
+  double lr = 0.01;
+  double momentum = 0.9;
+  std::string optimizer = "sgd";
+  std::string lr_schedule = "none";
+  double clip_grad_norm = 0;
+  int accumulate = 1;
+  // First bucket 1 MiB, the rest this size, as PyTorch's DDP.
+  double bucket_mb = 25;
+  int64_t checkpoint_every = 0;  // steps; 0 = at epoch ends only
+  std::string checkpoint_dir;    // default: CONVOY_CHECKPOINT_DIR; empty = no checkpoints
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t seed = 1234;
+  std::string backend = "gloo";
+  int threads = 0;     // 0: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE
+  bool eval = true;    // test accuracy after each epoch
+  int log_every = 50;  // human-readable progress lines
+  int pg_timeout_s = 300;
+  // Write the final parameters here (rank 0; other ranks to <path>.rank<R>), for tests.
+  std::string save_params;
+  int64_t train_limit = 0;  // use only the first N training samples (tests, benchmarks)
+  // The distributed environment (RANK, WORLD_SIZE, ... as torchrun sets them).
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int attempt = 0;
+  std::string metrics_socket;
+};
+
+// Fills `out` from argv and the environment. Returns an empty string, or the error naming
+// the flag or variable ("--batch-size: expected a positive integer, got 'x'").
+std::string ParseOptions(int argc, char** argv, Options* out);
+
+}  // namespace convoy::trainer
