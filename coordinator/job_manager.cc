@@ -404,6 +404,9 @@ void JobManager::SendKill(JobRecord& r, const std::string& reason) {
 void JobManager::MaybeFinishTeardown(JobRecord& r) {
   AttemptRuntime& rt = r.rt;
   if (rt.released || rt.attempt < 0) return;
+  // Only a decided attempt is released: one whose failure is still being attributed (the
+  // failure window) must keep its state even when every rank is already gone.
+  if (!rt.tearing_down && !IsTerminal(r.job.state())) return;
   bool all_gone = true;
   for (const auto& [rank, rr] : rt.ranks) all_gone = all_gone && rr.gone;
   const bool expired = rt.tearing_down && clock_.NowMonotonicMs() >= rt.deadline_mono_ms;

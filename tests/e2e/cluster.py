@@ -126,8 +126,12 @@ class Cluster:
         return json.loads(self.cli("workers", "--output", "json").stdout).get("workers", [])
 
     def wait_workers_ready(self, n, timeout=30):
-        wait_for(lambda: sum(w["state"] == "WORKER_READY" for w in self.workers()) >= n,
-                 timeout, f"{n} ready workers")
+        def ready():
+            try:
+                return sum(w["state"] == "WORKER_READY" for w in self.workers()) >= n
+            except AssertionError:
+                return False  # the coordinator is not listening yet
+        wait_for(ready, timeout, f"{n} ready workers")
 
     def submit(self, spec):
         path = os.path.join(self.dir, f"spec-{len(self.jobs)}.json")
