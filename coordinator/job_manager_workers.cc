@@ -282,6 +282,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     auto it = r->rt.ranks.find(rec0.rank());
     if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
     it->second.last_progress_mono_ms = now;
+    if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
     v1::MetricRecord rec = rec0;
     rec.set_attempt(batch.attempt());
     bool replaced = false;

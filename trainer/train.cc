@@ -93,7 +93,8 @@ struct EvalResult {
 // of their time in page faults.
 constexpr size_t kEvalBatch = 200;
 
-EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device) {
+EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
+                    MetricsSink& metrics) {
   torch::NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> mine;
@@ -109,6 +110,8 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
                 out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                 .item<double>();
     correct += out.argmax(1).eq(y).sum().item<double>();
+    // Evaluation writes no step records: say that this rank is alive (hang detection).
+    metrics.Write("heartbeat", {});
   }
   torch::Tensor sums =
       torch::tensor({correct, loss, static_cast<double>(mine.size())}, torch::kFloat64).to(device);
@@ -261,7 +264,7 @@ int Run(const Options& o) {
     }
     const bool epoch_done = step % steps_per_epoch == 0 || step >= total_steps;
     if (o.eval && epoch_done) {
-      EvalResult r = Evaluate(*model, test, *dist, device);
+      EvalResult r = Evaluate(*model, test, *dist, device, metrics);
       last_accuracy = r.accuracy;
       metrics.Write("eval", {{"step", static_cast<double>(step)},
                              {"epoch", static_cast<double>(epoch)},

@@ -342,6 +342,28 @@ TEST_F(JobManagerTest, SilentRankIsHung) {
   EXPECT_EQ(job.attempts(0).failure().rank(), 1);
 }
 
+TEST_F(JobManagerTest, HeartbeatRecordsKeepARankAliveWithoutReplacingItsMetrics) {
+  AddWorker("w1", 1);
+  const std::string id = Submit(1, 1, 0, /*hang_timeout_s=*/5);
+  StartAttempt(id);
+  Metric("w1", id, 0, 0, 3);
+  for (int i = 0; i < 20; ++i) {  // 10 s of evaluation: heartbeats only
+    v1::WorkerMessage msg;
+    msg.mutable_metrics()->set_job_id(id);
+    auto* r = msg.mutable_metrics()->add_records();
+    r->set_rank(0);
+    r->set_kind("heartbeat");
+    jm_->OnWorkerMessage("w1", msg);
+    Advance(500);
+  }
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  ASSERT_EQ(job.latest_size(), 1);
+  EXPECT_EQ(job.latest(0).step(), 3);
+  Advance(5000);  // silence: now it is hung
+  EXPECT_EQ(Job(id).state(), v1::FAILED);
+}
+
 TEST_F(JobManagerTest, MetricsKeepTheLatestRecordPerRank) {
   AddWorker("w1", 2);
   const std::string id = Submit(1, 2);
