@@ -40,7 +40,15 @@ class Display {
       }
       Draw(true);
     } else if (u.has_metric()) {
-      ranks_[u.metric().rank()] = u.metric();
+      v1::MetricRecord& m = ranks_[u.metric().rank()];
+      const v1::MetricRecord old = m;
+      m = u.metric();
+      // Records of other kinds (eval) keep what they do not carry.
+      if (!m.has_loss() && old.has_loss()) {
+        m.set_loss(old.loss());
+        m.set_has_loss(true);
+      }
+      for (const auto& [k, v] : old.values()) m.mutable_values()->insert({k, v});
       Draw(false);
     }
   }

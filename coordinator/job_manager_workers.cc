@@ -292,6 +292,10 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
       for (const auto& [k, v] : old.values()) rec.mutable_values()->insert({k, v});
       if (old.attempt() != rec.attempt()) rec.mutable_values()->clear();
       for (const auto& [k, v] : rec0.values()) (*rec.mutable_values())[k] = v;
+      if (!rec.has_loss() && old.has_loss() && old.attempt() == rec.attempt()) {
+        rec.set_loss(old.loss());  // an eval record carries no training loss
+        rec.set_has_loss(true);
+      }
       old = rec;
       replaced = true;
     }

@@ -45,7 +45,9 @@ echo "demo: coordinator on $CONVOY_COORDINATOR, metrics on 127.0.0.1:$METRICS_PO
   --metrics-listen "127.0.0.1:$METRICS_PORT" --insecure >"$RUN_DIR/coordinator.log" 2>&1 &
 PIDS+=($!)
 for name in w1 w2; do
+  # Two workers share this machine: each declares half of its cores.
   "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
+    --cores "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" \
     --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" --insecure \
     >"$RUN_DIR/$name.log" 2>&1 &
   PIDS+=($!)

@@ -17,6 +17,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
                  "address other nodes reach this machine at (MASTER_ADDR of node 0)");
   app.add_option("--slots", f->slots, "processes this worker may run at once")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--cores", f->cores, "CPU cores this worker may use (default: all online)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
   app.add_flag("--insecure", f->insecure, "plain-text gRPC without authentication (local only)");
   app.add_option("--trainer", f->trainer, "path of convoy-trainer");

@@ -12,6 +12,9 @@ struct WorkerFlags {
   std::string name;
   std::string advertise_address;  // empty: the first non-loopback IPv4 address, else 127.0.0.1
   int slots = 0;                  // 0: one per GPU, else one per core
+  // CPU cores this worker may use (0: every online core). Several workers sharing one
+  // machine each declare their share, so that ranks get the right OMP_NUM_THREADS.
+  int cores = 0;
   std::string work_dir;
   bool insecure = false;
   std::string trainer;  // empty: convoy-trainer next to this binary

@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
   }
   config.work_dir = std::filesystem::absolute(flags.work_dir).string();
   config.trainer_path = flags.trainer.empty() ? SelfDir() + "/convoy-trainer" : flags.trainer;
-  config.cores = std::max(1u, std::thread::hardware_concurrency());
+  config.cores = flags.cores > 0
+                     ? flags.cores
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.gpus = VisibleGpus();
   config.slots = flags.slots > 0
                      ? flags.slots

@@ -94,7 +94,7 @@ class Cluster:
     def start_worker(self, name, slots=1, extra=()):
         return self._spawn(name, [
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
-            "--advertise-address", "127.0.0.1", "--slots", str(slots),
+            "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
             "--work-dir", os.path.join(self.dir, name), "--insecure",
             "--kill-grace-ms", str(self.kill_grace_ms), *extra])
 
