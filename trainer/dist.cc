@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <thread>
 
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -107,6 +108,23 @@ std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& maste
                                    int master_port, const std::string& backend,
                                    std::chrono::seconds timeout) {
   if (world == 1) return std::make_unique<SingleProcess>();
+  if (rank != 0) {
+    // A TCPStore client that dials before rank 0's server listens backs off for about a
+    // second: wait until the port accepts connections, then connect at once.
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(static_cast<uint16_t>(master_port));
+    if (inet_pton(AF_INET, master_addr.c_str(), &dst.sin_addr) == 1) {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (std::chrono::steady_clock::now() < deadline) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool up = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) == 0;
+        if (fd >= 0) close(fd);
+        if (up) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
   c10d::TCPStoreOptions store_opts;
   store_opts.port = static_cast<uint16_t>(master_port);
   store_opts.isServer = rank == 0;

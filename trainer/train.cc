@@ -155,6 +155,17 @@ int Run(const Options& o) {
   auto optimizer = MakeOptimizer(o, model->parameters());
   std::cout << "model " << o.model << ": " << CountParameters(*model) << " parameters" << std::endl;
 
+  // Warm up kernels (oneDNN creates its convolution primitives on first use) while the
+  // other ranks are still starting, so that the first step after the rendezvous is fast.
+  {
+    torch::Tensor x = torch::zeros({o.batch_size, 1, 28, 28}).to(device);
+    torch::Tensor y = torch::zeros({o.batch_size}, torch::kInt64).to(device);
+    model->eval();  // leaves batch-norm running statistics untouched
+    torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+    model->train();
+    optimizer->zero_grad();
+  }
+
   const auto t_rdzv = Clock::now();
   std::unique_ptr<Dist> dist = Dist::Create(o.rank, o.world_size, o.master_addr, o.master_port,
                                             backend, std::chrono::seconds(o.pg_timeout_s));
