@@ -218,6 +218,7 @@ int Run(const Options& o) {
   int64_t samples = 0;
   int64_t step = pos.global_step;
   bool first = true;
+  double first_step_s = 0;
   double last_accuracy = -1;
   for (int64_t epoch = pos.epoch; epoch < o.epochs && step < total_steps; ++epoch) {
     const int64_t start_step = epoch == pos.epoch ? pos.step_in_epoch : 0;
@@ -258,7 +259,8 @@ int Run(const Options& o) {
       if (first) {
         first = false;
         const double after_rdzv = Seconds(t_rdzv) - rendezvous_s;
-        rec.push_back({"first_step_s", age_at_main + Seconds(t_main)});
+        first_step_s = age_at_main + Seconds(t_main);
+        rec.push_back({"first_step_s", first_step_s});
         std::cout << "first step done " << age_at_main + Seconds(t_main)
                   << " s after process start, " << after_rdzv << " s after rendezvous" << std::endl;
       }
@@ -281,8 +283,9 @@ int Run(const Options& o) {
                              {"epoch", static_cast<double>(epoch)},
                              {"test_accuracy", r.accuracy},
                              {"test_loss", r.loss}});
-      std::printf("rank %d epoch %lld: test accuracy %.2f%% (loss %.4f)\n", o.rank,
-                  static_cast<long long>(epoch), r.accuracy * 100, r.loss);
+      std::printf("rank %d epoch %lld: test accuracy %.2f%% (loss %.4f) at %.1f s\n", o.rank,
+                  static_cast<long long>(epoch), r.accuracy * 100, r.loss,
+                  age_at_main + Seconds(t_main));
       std::fflush(stdout);
     }
     if (step % steps_per_epoch == 0) checkpoint(Position{epoch + 1, 0, step});
@@ -293,6 +296,23 @@ int Run(const Options& o) {
     torch::save(params,
                 o.rank == 0 ? o.save_params : o.save_params + ".rank" + std::to_string(o.rank));
   }
+  // One machine-readable line for benchmarks: throughput over the training loop, first-step
+  // latency since process start, peak resident memory, accuracy.
+  long peak_kb = 0;
+  {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) peak_kb = std::atol(line.c_str() + 6);
+    }
+  }
+  std::printf(
+      "summary {\"rank\": %d, \"world\": %d, \"steps\": %lld, \"samples_per_s\": %.1f, "
+      "\"first_step_s\": %.3f, \"peak_rss_mb\": %.1f, \"test_accuracy\": %.4f, "
+      "\"train_seconds\": %.2f}\n",
+      o.rank, o.world_size, static_cast<long long>(step),
+      samples / std::max(Seconds(t_train), 1e-9), first_step_s, peak_kb / 1024.0, last_accuracy,
+      Seconds(t_train));
   std::printf(
       "rank %d done: %lld steps, %.1f s of training%s\n", o.rank, static_cast<long long>(step),
       Seconds(t_train),

@@ -1,0 +1,117 @@
+"""Side by side, in one run on this machine: convoy-trainer vs torchrun + Python DDP
+(bench/torch_ddp.py on Debian's python3-torch), the same model, data, global batch,
+optimiser and thread settings, world sizes 1 and 2, runs alternating. Prints a table and
+the ratios. Not a test: it asserts nothing.
+
+  bench/ddp_vs_torchrun [--steps 300] [--repeats 2] [--to-accuracy]
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINER = os.environ.get("CONVOY_TRAINER", os.path.join(ROOT, "build/bin/convoy-trainer"))
+PY = "/usr/bin/python3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def summaries(text):
+    return [json.loads(l.split("summary ", 1)[1]) for l in text.splitlines()
+            if l.startswith("summary ")]
+
+
+def run_convoy(world, args):
+    port = free_port()
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        env.pop("CONVOY_METRICS_SOCKET", None)
+        env.pop("CONVOY_CHECKPOINT_DIR", None)
+        procs.append(subprocess.Popen([TRAINER, *args], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    out = "".join(p.communicate()[0] for p in procs)
+    return summaries(out), out
+
+
+def run_torchrun(world, args):
+    cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+           "--master_port", str(free_port()), os.path.join(ROOT, "bench/torch_ddp.py"), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return summaries(r.stdout + r.stderr), r.stdout + r.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=300, help="optimiser steps per run")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--to-accuracy", action="store_true",
+                    help="also train 3 epochs at world size 2 and report seconds to 88%%")
+    a = ap.parse_args()
+    threads_for = {1: 2, 2: 1}  # both cores in use, never oversubscribed
+    results = {}
+    for rep in range(a.repeats):
+        for world in (1, 2):
+            batch = 64 // world  # the same global batch of 64
+            common = ["--batch-size", str(batch), "--max-steps", str(a.steps), "--no-eval",
+                      "--threads", str(threads_for[world])]
+            for name, fn in (("convoy", run_convoy), ("torchrun", run_torchrun)):
+                t0 = time.time()
+                s, out = fn(world, common)
+                if len(s) != world:
+                    print(f"{name} world {world} failed:\n{out[-3000:]}", file=sys.stderr)
+                    sys.exit(1)
+                results.setdefault((name, world), []).append({
+                    "samples_per_s": sum(x["samples_per_s"] for x in s),
+                    "first_step_s": max(x["first_step_s"] for x in s),
+                    "peak_rss_mb": max(x["peak_rss_mb"] for x in s),
+                    "wall_s": time.time() - t0})
+                print(f"  run {rep + 1}: {name:8s} world {world}: "
+                      f"{results[(name, world)][-1]['samples_per_s']:7.0f} samples/s", flush=True)
+
+    def med(name, world, key):
+        return statistics.median(r[key] for r in results[(name, world)])
+
+    print(f"\nFashion-MNIST CNN, global batch 64, SGD lr 0.01 momentum 0.9, {a.steps} steps, "
+          f"median of {a.repeats}; world 1 uses 2 threads, world 2 one thread per rank")
+    print(f"{'':22s}{'convoy':>10s}{'torchrun':>10s}{'ratio':>8s}")
+    for world in (1, 2):
+        for key, label, fmt in (("samples_per_s", "samples/s", "{:10.0f}"),
+                                ("first_step_s", "first step (s)", "{:10.2f}"),
+                                ("peak_rss_mb", "peak RSS/rank (MB)", "{:10.0f}")):
+            c, t = med("convoy", world, key), med("torchrun", world, key)
+            print(f"world {world} {label:16s}" + fmt.format(c) + fmt.format(t) +
+                  f"{c / t:8.2f}")
+    print(f"world 2 / world 1 (convoy, same global batch): "
+          f"{med('convoy', 2, 'samples_per_s') / med('convoy', 1, 'samples_per_s'):.2f}")
+
+    if a.to_accuracy:
+        print("\nseconds from process start to 88% test accuracy, world 2 (up to 3 epochs, "
+              "evaluated after each):")
+        for name, fn in (("convoy", run_convoy), ("torchrun", run_torchrun)):
+            s, out = fn(2, ["--batch-size", "32", "--epochs", "3", "--threads", "1"])
+            reached = None
+            for line in out.splitlines():
+                if line.startswith("rank 0 epoch") and "test accuracy" in line:
+                    acc = float(line.split("test accuracy ")[1].split("%")[0])
+                    at = float(line.rsplit(" at ", 1)[1].split()[0])
+                    print(f"  {name}: {line.strip()}")
+                    if reached is None and acc >= 88.0:
+                        reached = at
+            print(f"  {name}: " + (f"88% after {reached:.1f} s" if reached else "88% not reached"))
+
+if __name__ == "__main__":
+    main()

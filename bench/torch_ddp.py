@@ -1,0 +1,131 @@
+"""The reference: PyTorch's own DDP (Debian's python3-torch) on the same model, data,
+sharding, optimiser and thread settings as convoy-trainer. Run it under torchrun. Prints the
+same `summary {...}` line as convoy-trainer."""
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def process_age():
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    return up - start / os.sysconf("SC_CLK_TCK")
+
+
+def load(data_dir, prefix, limit=0):
+    with gzip.open(f"{data_dir}/{prefix}-images-idx3-ubyte.gz") as f:
+        img = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(f"{data_dir}/{prefix}-labels-idx1-ubyte.gz") as f:
+        lab = np.frombuffer(f.read(), np.uint8, offset=8)
+    if limit:
+        img, lab = img[:limit], lab[:limit]
+    x = (torch.from_numpy(img.copy()).float() / 255.0 - MEAN) / STD
+    return x, torch.from_numpy(lab.astype(np.int64))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(3136, 512)
+        self.fc2 = nn.Linear(512, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def main():
+    age0 = process_age()
+    t_main = time.monotonic()
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--print-steps", action="store_true", help="a STEP line per step (restart bench)")
+    a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    x, y = load(a.data_dir, "train")
+    tx, ty = load(a.data_dir, "t10k")
+    torch.manual_seed(a.seed)
+    model = Cnn()
+    if world > 1:
+        dist.init_process_group("gloo")
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    sampler = torch.utils.data.distributed.DistributedSampler(
+        torch.utils.data.TensorDataset(x, y), num_replicas=world, rank=rank, shuffle=True,
+        seed=a.seed)
+    steps_per_epoch = len(sampler) // a.batch_size
+    total = steps_per_epoch * a.epochs
+    if a.max_steps:
+        total = min(total, a.max_steps)
+    step, samples, first_step_s, acc = 0, 0, 0.0, -1.0
+    t_train = time.monotonic()
+    for epoch in range(a.epochs):
+        if step >= total:
+            break
+        sampler.set_epoch(epoch)
+        idx = torch.tensor(list(iter(sampler)))
+        for b in range(steps_per_epoch):
+            if step >= total:
+                break
+            sel = idx[b * a.batch_size:(b + 1) * a.batch_size]
+            loss = F.cross_entropy(model(x[sel]), y[sel])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            samples += a.batch_size
+            if a.print_steps:
+                print(f"STEP {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')} {rank} {step}",
+                      flush=True)
+            if step == 1:
+                first_step_s = age0 + time.monotonic() - t_main
+        if not a.no_eval:
+            with torch.no_grad():
+                mine = torch.arange(rank, len(ty), world)
+                correct = sum(int((model(tx[mine[i:i + 200]]).argmax(1) == ty[mine[i:i + 200]]).sum())
+                              for i in range(0, len(mine), 200))
+                t = torch.tensor([float(correct), float(len(mine))])
+                if world > 1:
+                    dist.all_reduce(t)
+                acc = float(t[0] / t[1])
+                print(f"rank {rank} epoch {epoch}: test accuracy {acc * 100:.2f}% at "
+                      f"{age0 + time.monotonic() - t_main:.1f} s", flush=True)
+    secs = time.monotonic() - t_train
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print("summary " + json.dumps({
+        "rank": rank, "world": world, "steps": step, "samples_per_s": samples / secs,
+        "first_step_s": first_step_s, "peak_rss_mb": peak, "test_accuracy": acc,
+        "train_seconds": secs}), flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
