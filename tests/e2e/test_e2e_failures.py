@@ -194,7 +194,7 @@ def _run_netns_job(make_cluster, names):
                         "--coordinator", f"10.201.{i}.1:{c.port}", "--name", name,
                         "--advertise-address", f"10.201.{i}.2", "--slots", "1",
                         "--work-dir", os.path.join(c.dir, name), "--insecure",
-                        "--kill-grace-ms", "2000"])
+                        "--kill-grace-ms", "2000", "--orphan-timeout", "5"])
     c.wait_workers_ready(2)
     job = c.submit(trainer_spec(max_steps=100000, max_restarts=0))
     c.wait_state(job, "RUNNING", timeout=60)
@@ -205,4 +205,8 @@ def _run_netns_job(make_cluster, names):
     record("link cut -> job failed with a reason", time.time() - t_cut)
     assert st["state"] == "FAILED"
     assert st["attempts"][0]["failure"]["reason"], st
+    # The isolated worker cannot hear the teardown; with no coordinator for its
+    # --orphan-timeout it stops its rank itself.
+    wait_for(lambda: not job_pids(job), 60, "the isolated worker to stop its orphaned rank")
+    record("link cut -> isolated rank stopped by its worker", time.time() - t_cut)
     subprocess.run(["ip", "link", "set", "cvyh1", "up"], check=True)

@@ -1,0 +1,147 @@
+// The POSIX launcher with real processes: environment, exec failures, process groups, and
+// PR_SET_PDEATHSIG (a rank dies with the process that launched it).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "worker/process_launcher.h"
+
+namespace convoy {
+namespace {
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (int i = 0; i < 200; ++i) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return out;
+}
+
+bool Alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (s.empty()) return false;
+  return s.substr(s.rfind(')') + 2, 1) != "Z";
+}
+
+bool WaitGone(pid_t pid) {
+  for (int i = 0; i < 500 && Alive(pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return !Alive(pid);
+}
+
+TEST(PosixProcessLauncherTest, RunsTheArgvWithTheGivenEnvironmentAndNoShell) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.argv = {"sh", "-c", "echo \"$GREETING $0\"; echo err >&2; exit 3", "$(whoami)"};
+  req.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello"}};
+  req.working_dir = "/";
+  auto p = launcher.Launch(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(ReadAll(p->stdout_fd), "hello $(whoami)\n");  // the argument stayed literal
+  EXPECT_EQ(ReadAll(p->stderr_fd), "err\n");
+  EXPECT_EQ(getpgid(p->pid), p->pid);  // a process group of its own
+  int status = 0;
+  ASSERT_EQ(waitpid(p->pid, &status, 0), p->pid);
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  close(p->stdout_fd);
+  close(p->stderr_fd);
+}
+
+TEST(PosixProcessLauncherTest, ExecFailuresAreReportedAndNothingIsLeft) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.argv = {"no-such-program-convoy"};
+  auto missing = launcher.Launch(req);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no-such-program-convoy"), std::string::npos);
+  const std::string plain = "/tmp/convoy-not-executable-" + std::to_string(getpid());
+  { std::ofstream(plain) << "#!/bin/sh\n"; }
+  chmod(plain.c_str(), 0644);
+  req.argv = {plain};  // exists, not executable (not even by root: no x bit at all)
+  auto denied = launcher.Launch(req);
+  unlink(plain.c_str());
+  ASSERT_FALSE(denied.ok());
+  EXPECT_NE(denied.status().message().find("Permission denied"), std::string::npos)
+      << denied.status().message();
+  req.argv = {"true"};
+  req.working_dir = "/nonexistent-dir";
+  auto bad_dir = launcher.Launch(req);
+  ASSERT_FALSE(bad_dir.ok());
+  EXPECT_NE(bad_dir.status().message().find("chdir /nonexistent-dir"), std::string::npos);
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // no child left behind (ECHILD)
+}
+
+TEST(PosixProcessLauncherTest, SignalGroupReachesGrandchildren) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.argv = {"sh", "-c", "sleep 1000 & echo $!; wait"};
+  auto p = launcher.Launch(req);
+  ASSERT_TRUE(p.ok());
+  std::string line;
+  for (int i = 0; i < 500 && line.find('\n') == std::string::npos; ++i) {
+    char buf[64];
+    ssize_t n = read(p->stdout_fd, buf, sizeof(buf));  // the pipe is non-blocking
+    if (n > 0) {
+      line.append(buf, static_cast<size_t>(n));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const pid_t grandchild = std::stoi(line);
+  EXPECT_EQ(getpgid(grandchild), p->pid);  // its own process group, inherited
+  launcher.SignalGroup(p->pid, SIGKILL);
+  waitpid(p->pid, nullptr, 0);
+  EXPECT_TRUE(WaitGone(grandchild));
+  close(p->stdout_fd);
+  close(p->stderr_fd);
+}
+
+TEST(PosixProcessLauncherTest, RankDiesWithItsLauncher) {
+  // A child process plays the worker: it launches `sleep` and reports its pid, then is
+  // killed with SIGKILL. PR_SET_PDEATHSIG must take the rank with it.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t worker = fork();
+  if (worker == 0) {
+    PosixProcessLauncher launcher;
+    LaunchRequest req;
+    req.env = {{"PATH", "/usr/bin:/bin"}};
+    req.argv = {"sleep", "1000"};
+    auto p = launcher.Launch(req);
+    pid_t pid = p.ok() ? p->pid : -1;
+    if (write(fds[1], &pid, sizeof(pid)) != sizeof(pid)) _exit(1);
+    pause();
+    _exit(0);
+  }
+  pid_t rank = -1;
+  ASSERT_EQ(read(fds[0], &rank, sizeof(rank)), static_cast<ssize_t>(sizeof(rank)));
+  ASSERT_GT(rank, 0);
+  EXPECT_TRUE(Alive(rank));
+  kill(worker, SIGKILL);
+  waitpid(worker, nullptr, 0);
+  EXPECT_TRUE(WaitGone(rank)) << "rank " << rank << " outlived its worker";
+  close(fds[0]);
+  close(fds[1]);
+}
+
+}  // namespace
+}  // namespace convoy
