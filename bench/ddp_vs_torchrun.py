@@ -28,7 +28,7 @@ def free_port():
 
 def summaries(text):
     return [json.loads(l.split("summary ", 1)[1]) for l in text.splitlines()
-            if l.startswith("summary ")]
+            if "summary {" in l]
 
 
 def run_convoy(world, args):
@@ -47,7 +47,10 @@ def run_convoy(world, args):
 
 
 def run_torchrun(world, args):
-    cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+    # --redirects/--tee spelled out: Debian's torchrun 1.13 on Python 3.11 crashes on the
+    # defaults (IntFlag no longer iterates NONE/ALL); stdout is tee'd with a rank prefix.
+    cmd = [PY, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
+           "--nproc_per_node", str(world),
            "--master_port", str(free_port()), os.path.join(ROOT, "bench/torch_ddp.py"), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -105,7 +108,7 @@ def main():
             s, out = fn(2, ["--batch-size", "32", "--epochs", "3", "--threads", "1"])
             reached = None
             for line in out.splitlines():
-                if line.startswith("rank 0 epoch") and "test accuracy" in line:
+                if "rank 0 epoch" in line and "test accuracy" in line:
                     acc = float(line.split("test accuracy ")[1].split("%")[0])
                     at = float(line.rsplit(" at ", 1)[1].split()[0])
                     print(f"  {name}: {line.strip()}")

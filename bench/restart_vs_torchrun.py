@@ -54,7 +54,8 @@ def convoy_once():
 
 
 def torchrun_once():
-    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
+           "--nproc_per_node", "2",
            "--max_restarts", "1", "--master_port", str(free_port()),
            os.path.join(ROOT, "bench/torch_ddp.py"), "--batch-size", "32", "--no-eval",
            "--threads", "1", "--print-steps"]
@@ -65,8 +66,9 @@ def torchrun_once():
 
     def reader():
         for line in p.stdout:
-            if line.startswith("STEP "):
-                _, restart, rank, step = line.split()
+            if "STEP " in line:
+                _, restart, rank, step = line.split("STEP ", 1)[1].split()[-3:] and \
+                    ["STEP"] + line.split("STEP ", 1)[1].split()[:3]
                 if restart == "0" and int(step) > 20 and state["t_kill"] is None:
                     state["steps"] = int(step)
                     done.set()

@@ -77,13 +77,14 @@ Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int6
   const int64_t keep = limit > 0 ? std::min(limit, n) : n;
   Dataset d;
   d.images = torch::from_blob(const_cast<char*>(img.data()) + 16, {keep, 1, 28, 28}, torch::kUInt8)
-                 .to(torch::kFloat32)
-                 .div_(255.0f)
-                 .sub_(kMean)
-                 .div_(kStd);
+                 .clone();
   d.labels =
       torch::from_blob(const_cast<char*>(lab.data()) + 8, {keep}, torch::kUInt8).to(torch::kInt64);
   return d;
+}
+
+torch::Tensor Dataset::Batch(const torch::Tensor& idx) const {
+  return images.index_select(0, idx).to(torch::kFloat32).div_(255.0f).sub_(kMean).div_(kStd);
 }
 
 std::vector<int64_t> ShardIndices(int64_t n, int rank, int world, int64_t seed, int epoch) {
@@ -122,8 +123,7 @@ void Prefetcher::Run() {
     torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + b * batch_,
                                          {batch_}, torch::kInt64)
                             .clone();
-    auto item =
-        std::make_pair(data_.images.index_select(0, idx), data_.labels.index_select(0, idx));
+    auto item = std::make_pair(data_.Batch(idx), data_.labels.index_select(0, idx));
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return stop_ || queue_.size() < 4; });
     if (stop_) return;

@@ -15,9 +15,11 @@
 namespace convoy::trainer {
 
 struct Dataset {
-  torch::Tensor images;  // [N, 1, 28, 28] float, normalised
+  torch::Tensor images;  // [N, 1, 28, 28] uint8, as in the file (a quarter of float's memory)
   torch::Tensor labels;  // [N] int64 in [0, 9]
   int64_t size() const { return labels.size(0); }
+  // Images `idx` as normalised float32 ([0, 1] scaled by Fashion-MNIST's mean and std).
+  torch::Tensor Batch(const torch::Tensor& idx) const;
 };
 
 // Reads `<dir>/<prefix>-images-idx3-ubyte.gz` and `<dir>/<prefix>-labels-idx1-ubyte.gz`

@@ -103,7 +103,7 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
   for (size_t start = 0; start < mine.size(); start += kEvalBatch) {
     const int64_t n = static_cast<int64_t>(std::min<size_t>(kEvalBatch, mine.size() - start));
     torch::Tensor idx = torch::from_blob(mine.data() + start, {n}, torch::kInt64).clone();
-    torch::Tensor x = test.images.index_select(0, idx).to(device);
+    torch::Tensor x = test.Batch(idx).to(device);
     torch::Tensor y = test.labels.index_select(0, idx).to(device);
     torch::Tensor out = model.forward(x);
     loss += torch::nn::functional::cross_entropy(
