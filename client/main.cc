@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   const bool json = output == "json";
   if (submit->parsed()) {
     std::string id;
-    int rc = Submit(*stub, file, json && !watch, &id);
+    int rc = Submit(*stub, file, json, &id);  // with --watch, the first JSON line
     if (rc != kExitOk || !watch) return rc;
     return WatchJob(*stub, id, json, isatty(STDOUT_FILENO) != 0);
   }
