@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/signals.h"
 #include "coordinator/flags.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_manager.h"
@@ -36,13 +37,8 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ coordinator: %v");
   spdlog::warn("--insecure: gRPC is plain text and unauthenticated; use only on a trusted host");
 
-  // Block the shutdown signals in every thread; a dedicated thread waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Blocked in every thread; main waits for them below.
+  sigset_t signals = BlockShutdownSignals();
 
   std::error_code ec;
   std::filesystem::create_directories(flags.state_dir, ec);

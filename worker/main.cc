@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/signals.h"
 #include "worker/connection.h"
 #include "worker/flags.h"
 #include "worker/supervisor.h"
@@ -78,12 +79,8 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");
   spdlog::warn("--insecure: gRPC is plain text and unauthenticated; use only on a trusted host");
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Blocked in every thread; main waits for them below.
+  sigset_t signals = BlockShutdownSignals();
 
   WorkerConfig config;
   config.name = flags.name;

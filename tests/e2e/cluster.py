@@ -71,10 +71,14 @@ class Cluster:
         self.kill_grace_ms = kill_grace_ms
         self.procs = {}
         self.jobs = []
-        self.start_coordinator()
-        for i in range(1, workers + 1):
-            self.start_worker(f"w{i}", slots)
-        self.wait_workers_ready(workers)
+        try:
+            self.start_coordinator()
+            for i in range(1, workers + 1):
+                self.start_worker(f"w{i}", slots)
+            self.wait_workers_ready(workers)
+        except BaseException:
+            self.close()  # nothing started may outlive a cluster that failed to come up
+            raise
 
     # ---- processes
     def _spawn(self, name, argv):
