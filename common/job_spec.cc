@@ -1,14 +1,21 @@
 #include "common/job_spec.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+#include <vector>
 
 #include "common/job_spec_validation.h"
 
@@ -19,11 +26,8 @@ namespace {
 struct SpecError {
   std::string field;
   std::string message;
+  YAML::Mark mark = YAML::Mark::null_mark();
 };
-
-[[noreturn]] void Fail(const std::string& field, const std::string& message) {
-  throw SpecError{field, message};
-}
 
 std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
@@ -33,163 +37,273 @@ std::string Describe(const YAML::Node& node) {
       return "a list";
     case YAML::NodeType::Map:
       return "a mapping";
-    default:
-      return (node.Tag() == "!" ? "the string '" : "'") + node.Scalar() + "'";
-  }
-}
-
-// A scalar written without quotes (quoted scalars are strings in YAML and JSON).
-bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
-
-int64_t ToInt(const YAML::Node& node, const std::string& field, int64_t lo, int64_t hi) {
-  if (!IsPlainScalar(node)) Fail(field, "expected an integer, got " + Describe(node));
-  const std::string& s = node.Scalar();
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec == std::errc::result_out_of_range) Fail(field, "'" + s + "' is out of range");
-  if (ec != std::errc() || ptr != s.data() + s.size()) {
-    Fail(field, "expected an integer, got " + Describe(node));
-  }
-  if (value < lo || value > hi) {
-    Fail(field,
-         "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + s);
-  }
-  return value;
-}
-
-double ToDouble(const YAML::Node& node, const std::string& field) {
-  if (!IsPlainScalar(node)) Fail(field, "expected a number, got " + Describe(node));
-  const std::string& s = node.Scalar();
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(value)) {
-    Fail(field, "expected a number, got " + Describe(node));
-  }
-  return value;
-}
-
-std::string ToString(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) Fail(field, "expected a string, got " + Describe(node));
-  return node.Scalar();
-}
-
-template <typename Add>
-void ToStringList(const YAML::Node& node, const std::string& field, Add add) {
-  if (!node.IsSequence()) Fail(field, "expected a list of strings, got " + Describe(node));
-  for (size_t i = 0; i < node.size(); ++i) {
-    add(ToString(node[i], field + "[" + std::to_string(i) + "]"));
-  }
-}
-
-using Handler = std::function<void(const YAML::Node&, const std::string& field)>;
-
-// Calls the handler of each key of `map`; unknown and duplicate keys are errors.
-void ForEachField(const YAML::Node& map, const std::string& prefix,
-                  const std::map<std::string, Handler>& handlers) {
-  if (!map.IsMap()) {
-    Fail(prefix.empty() ? "spec" : prefix, "expected a mapping, got " + Describe(map));
-  }
-  std::set<std::string> seen;
-  for (const auto& kv : map) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-    const std::string field = prefix.empty() ? key : prefix + "." + key;
-    if (!seen.insert(key).second) Fail(field, "appears twice");
-    auto it = handlers.find(key);
-    if (it == handlers.end()) {
-      std::string known;
-      for (const auto& [name, h] : handlers) known += (known.empty() ? "" : ", ") + name;
-      Fail(field, "unknown field (known: " + known + ")");
+    default: {
+      std::string text = node.Scalar();
+      if (text.size() > 40) text = text.substr(0, 40) + "...";
+      return (node.Tag() == "!" ? "the string '" : "'") + text + "'";
     }
-    it->second(kv.second, field);
   }
 }
 
-void ParseTrainer(const YAML::Node& node, const std::string& prefix, v1::TrainerSpec* t) {
-  constexpr int64_t kBig = int64_t{1} << 40;
-  ForEachField(
-      node, prefix,
-      {
-          {"model", [t](auto& n, auto& f) { t->set_model(ToString(n, f)); }},
-          {"epochs", [t](auto& n, auto& f) { t->set_epochs(ToInt(n, f, 1, 10000)); }},
-          {"max_steps", [t](auto& n, auto& f) { t->set_max_steps(ToInt(n, f, 0, kBig)); }},
-          {"batch_size", [t](auto& n, auto& f) { t->set_batch_size(ToInt(n, f, 1, 65536)); }},
-          {"lr", [t](auto& n, auto& f) { t->set_lr(ToDouble(n, f)); }},
-          {"momentum", [t](auto& n, auto& f) { t->set_momentum(ToDouble(n, f)); }},
-          {"optimizer", [t](auto& n, auto& f) { t->set_optimizer(ToString(n, f)); }},
-          {"lr_schedule", [t](auto& n, auto& f) { t->set_lr_schedule(ToString(n, f)); }},
-          {"clip_grad_norm", [t](auto& n, auto& f) { t->set_clip_grad_norm(ToDouble(n, f)); }},
-          {"accumulate", [t](auto& n, auto& f) { t->set_accumulate(ToInt(n, f, 1, 1024)); }},
-          {"bucket_mb", [t](auto& n, auto& f) { t->set_bucket_mb(ToDouble(n, f)); }},
-          {"checkpoint_every",
-           [t](auto& n, auto& f) { t->set_checkpoint_every(ToInt(n, f, 0, kBig)); }},
-          {"data_dir", [t](auto& n, auto& f) { t->set_data_dir(ToString(n, f)); }},
-          {"seed", [t](auto& n, auto& f) { t->set_seed(ToInt(n, f, 0, kBig)); }},
-          {"extra_args",
-           [t](auto& n, auto& f) {
-             ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
-           }},
-      });
+// A scalar written as text: quoted, or tagged !!str. Such a scalar is never a number.
+bool IsTextScalar(const YAML::Node& node) {
+  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
 }
 
-v1::JobSpec ParseRoot(const YAML::Node& root) {
-  v1::JobSpec spec;
-  v1::JobSpec* s = &spec;
-  auto elastic = [](auto&, const std::string& f) {
-    Fail(f, "elastic jobs are not supported yet; use nodes");
-  };
-  ForEachField(
-      root, "",
-      {
-          {"name", [s](auto& n, auto& f) { s->set_name(ToString(n, f)); }},
-          {"nodes", [s](auto& n, auto& f) { s->set_nodes(ToInt(n, f, 1, kMaxNodes)); }},
-          {"min_nodes", elastic},
-          {"max_nodes", elastic},
-          {"procs_per_node",
-           [s](auto& n, auto& f) {
-             if (n.IsScalar() && n.Scalar() == "gpu") {
-               s->set_procs_per_node_gpu(true);
-             } else if (n.IsScalar() && n.Tag() == "!") {
-               Fail(f, "expected an integer or \"gpu\", got " + Describe(n));
-             } else {
-               s->set_procs_per_node(ToInt(n, f, 1, kMaxProcsPerNode));
-             }
-           }},
-          {"backend", [s](auto& n, auto& f) { s->set_backend(ToString(n, f)); }},
-          {"trainer",
-           [s](auto& n, auto& f) {
-             if (n.IsNull()) {
-               s->mutable_trainer();
-               return;
-             }
-             ParseTrainer(n, f, s->mutable_trainer());
-           }},
-          {"command",
-           [s](auto& n, auto& f) {
-             if (n.IsScalar()) {
-               Fail(f, "expected a list of strings (an argv, run without a shell), got " +
-                           Describe(n));
-             }
-             ToStringList(n, f, [s](std::string a) { s->add_command(std::move(a)); });
-           }},
-          {"env",
-           [s](auto& n, auto& f) {
-             if (n.IsNull()) return;
-             if (!n.IsMap()) Fail(f, "expected a mapping of names to values, got " + Describe(n));
-             std::set<std::string> seen;
-             for (const auto& kv : n) {
-               const std::string key = kv.first.Scalar();
-               if (!seen.insert(key).second) Fail(f + "." + key, "appears twice");
-               (*s->mutable_env())[key] = ToString(kv.second, f + "." + key);
-             }
-           }},
-          {"max_restarts",
-           [s](auto& n, auto& f) { s->set_max_restarts(ToInt(n, f, 0, kMaxRestarts)); }},
-          {"checkpoint_dir", [s](auto& n, auto& f) { s->set_checkpoint_dir(ToString(n, f)); }},
-          {"hang_timeout",
-           [s](auto& n, auto& f) { s->set_hang_timeout_s(ToInt(n, f, 0, kMaxHangTimeoutS)); }},
-          {"working_dir", [s](auto& n, auto& f) { s->set_working_dir(ToString(n, f)); }},
-      });
-  return spec;
+// Levenshtein distance, for "did you mean" hints on unknown fields.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "line:column: " for a mark, "" when the mark is unknown.
+std::string Where(const YAML::Mark& mark) {
+  if (mark.is_null()) return "";
+  return std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ":";
+}
+
+// Reads one spec document into a JobSpec, remembering where each field was written so that
+// errors found later (by ValidateJobSpec) can point at the line too.
+class SpecReader {
+ public:
+  v1::JobSpec Read(const YAML::Node& root) {
+    v1::JobSpec spec;
+    ReadRoot(root, &spec);
+    return spec;
+  }
+
+  // Where `field` was written, or the null mark.
+  YAML::Mark MarkOf(const std::string& field) const {
+    auto it = marks_.find(field);
+    return it == marks_.end() ? YAML::Mark::null_mark() : it->second;
+  }
+
+ private:
+  using Handler = std::function<void(const YAML::Node&, const std::string& field)>;
+
+  [[noreturn]] void Fail(const std::string& field, const std::string& message) const {
+    throw SpecError{field, message, MarkOf(field)};
+  }
+
+  template <typename T>
+  T ToInt(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar() || IsTextScalar(node)) {
+      Fail(field, "expected an integer, got " + Describe(node));
+    }
+    const std::string& s = node.Scalar();
+    T value = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      Fail(field, "'" + s + "' is out of range for an integer");
+    }
+    if (ec != std::errc() || ptr != s.data() + s.size()) {
+      Fail(field, "expected an integer, got " + Describe(node));
+    }
+    return value;
+  }
+
+  double ToDouble(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar() || IsTextScalar(node)) {
+      Fail(field, "expected a number, got " + Describe(node));
+    }
+    const std::string& s = node.Scalar();
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || ptr != s.data() + s.size()) {
+      Fail(field, "expected a number, got " + Describe(node));
+    }
+    if (!std::isfinite(value)) Fail(field, "expected a finite number, got '" + s + "'");
+    return value;
+  }
+
+  // Any scalar, as written (numbers and booleans become their text).
+  std::string ToString(const YAML::Node& node, const std::string& field) {
+    if (!node.IsScalar()) Fail(field, "expected a string, got " + Describe(node));
+    // Aliases can repeat one long scalar many times: bound what the spec expands to.
+    expanded_bytes_ += node.Scalar().size();
+    if (expanded_bytes_ > kMaxSpecBytes) {
+      Fail(field, "the spec expands to more than " + std::to_string(kMaxSpecBytes) + " bytes");
+    }
+    return node.Scalar();
+  }
+
+  template <typename Add>
+  void ToStringList(const YAML::Node& node, const std::string& field, Add add) {
+    if (!node.IsSequence()) Fail(field, "expected a list of strings, got " + Describe(node));
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item = field + "[" + std::to_string(i) + "]";
+      marks_[item] = node[i].Mark();
+      add(ToString(node[i], item));
+    }
+  }
+
+  // Calls the handler of each key of `map`; unknown and duplicate keys are errors.
+  void ForEachField(const YAML::Node& map, const std::string& prefix,
+                    const std::map<std::string, Handler>& handlers) {
+    const std::string what = prefix.empty() ? "spec" : prefix;
+    if (!map.IsMap()) Fail(what, "expected a mapping, got " + Describe(map));
+    std::set<std::string> seen;
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) {
+        marks_[what] = kv.first.Mark();
+        Fail(what, "keys must be plain names, got " + Describe(kv.first));
+      }
+      const std::string& key = kv.first.Scalar();
+      const std::string field = prefix.empty() ? key : prefix + "." + key;
+      marks_[field] = kv.first.Mark();
+      if (!seen.insert(key).second) Fail(field, "appears twice");
+      auto it = handlers.find(key);
+      if (it == handlers.end()) Fail(field, UnknownField(key, handlers));
+      if (!kv.second.IsNull()) marks_[field] = kv.second.Mark();  // null: keep the key's
+      it->second(kv.second, field);
+    }
+  }
+
+  static std::string UnknownField(const std::string& key,
+                                  const std::map<std::string, Handler>& handlers) {
+    std::string known;
+    std::string closest;
+    size_t best = 3;  // suggest only names at most 2 edits away
+    for (const auto& entry : handlers) {
+      const std::string& name = entry.first;
+      known += (known.empty() ? "" : ", ") + name;
+      const size_t d = EditDistance(key, name);
+      if (d < best) {
+        best = d;
+        closest = name;
+      }
+    }
+    if (!closest.empty()) return "unknown field; did you mean '" + closest + "'?";
+    return "unknown field (known: " + known + ")";
+  }
+
+  void ReadTrainer(const YAML::Node& node, const std::string& prefix, v1::TrainerSpec* t) {
+    ForEachField(
+        node, prefix,
+        {
+            {"model", [&](auto& n, auto& f) { t->set_model(ToString(n, f)); }},
+            {"epochs", [&](auto& n, auto& f) { t->set_epochs(ToInt<int32_t>(n, f)); }},
+            {"max_steps", [&](auto& n, auto& f) { t->set_max_steps(ToInt<int64_t>(n, f)); }},
+            {"batch_size", [&](auto& n, auto& f) { t->set_batch_size(ToInt<int32_t>(n, f)); }},
+            {"lr", [&](auto& n, auto& f) { t->set_lr(ToDouble(n, f)); }},
+            {"momentum", [&](auto& n, auto& f) { t->set_momentum(ToDouble(n, f)); }},
+            {"optimizer", [&](auto& n, auto& f) { t->set_optimizer(ToString(n, f)); }},
+            {"lr_schedule", [&](auto& n, auto& f) { t->set_lr_schedule(ToString(n, f)); }},
+            {"clip_grad_norm", [&](auto& n, auto& f) { t->set_clip_grad_norm(ToDouble(n, f)); }},
+            {"accumulate", [&](auto& n, auto& f) { t->set_accumulate(ToInt<int32_t>(n, f)); }},
+            {"bucket_mb", [&](auto& n, auto& f) { t->set_bucket_mb(ToDouble(n, f)); }},
+            {"checkpoint_every",
+             [&](auto& n, auto& f) { t->set_checkpoint_every(ToInt<int64_t>(n, f)); }},
+            {"data_dir", [&](auto& n, auto& f) { t->set_data_dir(ToString(n, f)); }},
+            {"seed", [&](auto& n, auto& f) { t->set_seed(ToInt<int64_t>(n, f)); }},
+            {"extra_args",
+             [&](auto& n, auto& f) {
+               ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
+             }},
+        });
+  }
+
+  void ReadEnv(const YAML::Node& node, const std::string& field, v1::JobSpec* s) {
+    if (node.IsNull()) return;
+    if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
+      const std::string key = field + "." + kv.first.Scalar();
+      marks_[key] = kv.second.Mark();
+      if (s->env().count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
+      (*s->mutable_env())[kv.first.Scalar()] = ToString(kv.second, key);
+    }
+  }
+
+  void ReadRoot(const YAML::Node& root, v1::JobSpec* s) {
+    auto elastic = [&](auto&, const std::string& f) {
+      Fail(f, "elastic jobs are not supported yet; use nodes");
+    };
+    ForEachField(
+        root, "",
+        {
+            {"name", [&](auto& n, auto& f) { s->set_name(ToString(n, f)); }},
+            {"nodes", [&](auto& n, auto& f) { s->set_nodes(ToInt<int32_t>(n, f)); }},
+            {"min_nodes", elastic},
+            {"max_nodes", elastic},
+            {"procs_per_node",
+             [&](auto& n, auto& f) {
+               if (n.IsScalar() && n.Scalar() == "gpu") {
+                 s->set_procs_per_node_gpu(true);
+               } else if (n.IsScalar() && IsTextScalar(n)) {
+                 Fail(f, "expected an integer or \"gpu\", got " + Describe(n));
+               } else {
+                 s->set_procs_per_node(ToInt<int32_t>(n, f));
+               }
+             }},
+            {"backend", [&](auto& n, auto& f) { s->set_backend(ToString(n, f)); }},
+            {"trainer",
+             [&](auto& n, auto& f) {
+               s->mutable_trainer();  // `trainer:` alone means every default
+               if (!n.IsNull()) ReadTrainer(n, f, s->mutable_trainer());
+             }},
+            {"command",
+             [&](auto& n, auto& f) {
+               if (n.IsScalar()) {
+                 Fail(f, "expected a list of strings (an argv, run without a shell), got " +
+                             Describe(n));
+               }
+               ToStringList(n, f, [s](std::string a) { s->add_command(std::move(a)); });
+             }},
+            {"env", [&](auto& n, auto& f) { ReadEnv(n, f, s); }},
+            {"max_restarts", [&](auto& n, auto& f) { s->set_max_restarts(ToInt<int32_t>(n, f)); }},
+            {"checkpoint_dir", [&](auto& n, auto& f) { s->set_checkpoint_dir(ToString(n, f)); }},
+            {"hang_timeout",
+             [&](auto& n, auto& f) { s->set_hang_timeout_s(ToInt<int32_t>(n, f)); }},
+            {"working_dir", [&](auto& n, auto& f) { s->set_working_dir(ToString(n, f)); }},
+        });
+  }
+
+  std::map<std::string, YAML::Mark> marks_;
+  size_t expanded_bytes_ = 0;
+};
+
+// 1-based line and column of byte `offset` of `text`.
+std::string LineColumn(const std::string& text, size_t offset) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column) + ":";
+}
+
+// JSON is read by the YAML parser, which is more lenient than JSON (comments, trailing
+// commas, unquoted words): a spec that looks like JSON must first be strict JSON.
+Status CheckStrictJson(const std::string& text, const std::string& source) {
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string why = e.what();
+    const size_t at = why.find("syntax error");
+    if (at != std::string::npos) why = why.substr(at);
+    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    return Status::InvalidArgument(source + ":" + LineColumn(text, offset) +
+                                   " invalid JSON: " + why);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(source + ": invalid JSON: " + e.what());
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -199,37 +313,64 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
     return Status::InvalidArgument(source + ": the spec is " + std::to_string(text.size()) +
                                    " bytes; at most " + std::to_string(kMaxSpecBytes) + " allowed");
   }
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    CONVOY_RETURN_IF_ERROR(CheckStrictJson(text, source));
+  }
+  SpecReader reader;
   v1::JobSpec spec;
   try {
-    YAML::Node root = YAML::Load(text);
-    if (!root.IsDefined() || root.IsNull()) {
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      return Status::InvalidArgument(source + ": expected one YAML document, got " +
+                                     std::to_string(docs.size()));
+    }
+    if (docs.empty() || docs[0].IsNull()) {
       return Status::InvalidArgument(source + ": the spec is empty");
     }
-    spec = ParseRoot(root);
+    spec = reader.Read(docs[0]);
   } catch (const SpecError& e) {
-    return Status::InvalidArgument(source + ": " + e.field + ": " + e.message);
+    const std::string where = Where(e.mark);
+    return Status::InvalidArgument(source + ":" + where + " " + e.field + ": " + e.message);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ": line " + std::to_string(e.mark.line + 1) +
-                                   ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+    return Status::InvalidArgument(source + ":" + Where(e.mark) + " invalid YAML: " + e.msg);
   }
+  if (spec.backend().empty()) spec.set_backend("gloo");
   Status st = ValidateJobSpec(spec);
-  if (!st.ok()) return Status::InvalidArgument(source + ": " + st.message());
+  if (!st.ok()) {
+    // Validation messages start with "<field>: ".
+    const std::string field = st.message().substr(0, st.message().find(": "));
+    return Status::InvalidArgument(source + ":" + Where(reader.MarkOf(field)) + " " + st.message());
+  }
   return spec;
 }
 
 StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(path + ": cannot open the spec file");
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) {
+    return Status::InvalidArgument(path + ": cannot open the spec file: " + std::strerror(errno));
+  }
+  struct stat info {};
+  if (fstat(fileno(file.get()), &info) != 0 || !S_ISREG(info.st_mode)) {
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxSpecBytes) {
+    return Status::InvalidArgument(path + ": the spec file is " + std::to_string(info.st_size) +
+                                   " bytes; at most " + std::to_string(kMaxSpecBytes) + " allowed");
+  }
   std::string text;
   char buf[65536];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxSpecBytes) {
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), file.get())) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxSpecBytes) {  // it grew while being read
       return Status::InvalidArgument(path + ": larger than " + std::to_string(kMaxSpecBytes) +
                                      " bytes");
     }
   }
-  if (in.bad()) return Status::InvalidArgument(path + ": cannot read the spec file");
+  if (std::ferror(file.get())) {
+    return Status::InvalidArgument(path + ": cannot read the spec file: " + std::strerror(errno));
+  }
   return ParseJobSpec(text, path);
 }
 

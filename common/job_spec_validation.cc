@@ -1,6 +1,7 @@
 #include "common/job_spec_validation.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -42,7 +43,7 @@ Status CheckText(const std::string& field, const std::string& value, size_t max)
   return Status::Ok();
 }
 
-// Empty, or an absolute path without "." or ".." components.
+// Empty, or an absolute path without ".." components.
 Status CheckPath(const std::string& field, const std::string& path) {
   if (path.empty()) return Status::Ok();
   CONVOY_RETURN_IF_ERROR(CheckText(field, path, kMaxPathBytes));
@@ -51,19 +52,23 @@ Status CheckPath(const std::string& field, const std::string& path) {
   while (start <= path.size()) {
     size_t end = path.find('/', start);
     if (end == std::string::npos) end = path.size();
-    const std::string part = path.substr(start, end - start);
-    if (part == ".." || part == ".") {
-      return Invalid(field, "must not contain '" + part + "' components, got '" + path + "'");
+    if (path.compare(start, end - start, "..") == 0) {
+      return Invalid(field, "must not contain '..' components, got '" + path + "'");
     }
     start = end + 1;
   }
   return Status::Ok();
 }
 
-Status CheckFinite(const std::string& field, double value, double lo, double hi) {
-  if (!std::isfinite(value) || value < lo || value > hi) {
-    return Invalid(field,
-                   "must be a number between " + std::to_string(lo) + " and " + std::to_string(hi));
+// A finite number >= 0 (and <= max when given).
+Status CheckNonNegative(const std::string& field, double value,
+                        double max = std::numeric_limits<double>::max()) {
+  if (!std::isfinite(value) || value < 0) {
+    return Invalid(field, "must be a finite number >= 0, got " + std::to_string(value));
+  }
+  if (value > max) {
+    return Invalid(field, "must be at most " + std::to_string(static_cast<int64_t>(max)) +
+                              ", got " + std::to_string(value));
   }
   return Status::Ok();
 }
@@ -76,20 +81,22 @@ Status ValidateTrainer(const v1::TrainerSpec& t) {
   CONVOY_RETURN_IF_ERROR(
       CheckRange<int64_t>("trainer.max_steps", t.max_steps(), 0, int64_t{1} << 40));
   CONVOY_RETURN_IF_ERROR(CheckRange("trainer.batch_size", t.batch_size(), 0, 65536));
-  CONVOY_RETURN_IF_ERROR(CheckFinite("trainer.lr", t.lr(), 0, 1e3));
+  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.lr", t.lr()));
   if (!(t.momentum() >= 0 && t.momentum() < 1)) {
-    return Invalid("trainer.momentum", "must be in [0, 1)");
+    return Invalid("trainer.momentum", "must be in [0, 1), got " + std::to_string(t.momentum()));
   }
   CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.optimizer", t.optimizer(), {"", "sgd", "adam"}));
   CONVOY_RETURN_IF_ERROR(
       CheckOneOf("trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"}));
-  CONVOY_RETURN_IF_ERROR(CheckFinite("trainer.clip_grad_norm", t.clip_grad_norm(), 0, 1e9));
+  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.clip_grad_norm", t.clip_grad_norm()));
   CONVOY_RETURN_IF_ERROR(CheckRange("trainer.accumulate", t.accumulate(), 0, 1024));
-  CONVOY_RETURN_IF_ERROR(CheckFinite("trainer.bucket_mb", t.bucket_mb(), 0, 1024));
+  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.bucket_mb", t.bucket_mb(), 1024));
   CONVOY_RETURN_IF_ERROR(
       CheckRange<int64_t>("trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40));
   CONVOY_RETURN_IF_ERROR(CheckPath("trainer.data_dir", t.data_dir()));
-  if (t.seed() < 0) return Invalid("trainer.seed", "must not be negative");
+  if (t.seed() < 0) {
+    return Invalid("trainer.seed", "must not be negative, got " + std::to_string(t.seed()));
+  }
   if (t.extra_args_size() > kMaxArgs) return Invalid("trainer.extra_args", "too many arguments");
   for (int i = 0; i < t.extra_args_size(); ++i) {
     CONVOY_RETURN_IF_ERROR(
@@ -110,6 +117,10 @@ bool IsReservedEnvName(const std::string& name) {
 }
 
 Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (spec.ByteSizeLong() > kMaxSpecBytes) {
+    return Invalid("spec", "is " + std::to_string(spec.ByteSizeLong()) + " bytes; at most " +
+                               std::to_string(kMaxSpecBytes) + " allowed");
+  }
   if (spec.name().empty()) return Invalid("name", "is required");
   if (!IsValidName(spec.name())) {
     return Invalid("name", "'" + spec.name() +
@@ -132,7 +143,8 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("command", "give either trainer or command, not both");
   }
   if (!spec.has_trainer() && spec.command_size() == 0) {
-    return Invalid("command", "give either trainer (the built-in trainer) or command (an argv)");
+    return Invalid("command",
+                   "give either trainer (the built-in trainer) or command (a non-empty argv)");
   }
   if (spec.has_trainer()) CONVOY_RETURN_IF_ERROR(ValidateTrainer(spec.trainer()));
   if (spec.command_size() > kMaxArgs) return Invalid("command", "too many arguments");
@@ -150,7 +162,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
            ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
     }
     if (!ok) return Invalid(field, "is not a valid environment variable name");
-    if (IsReservedEnvName(key)) return Invalid(field, "is set by Convoy and cannot be overridden");
+    if (IsReservedEnvName(key)) return Invalid(field, "set by Convoy, cannot be overridden");
     CONVOY_RETURN_IF_ERROR(CheckText(field, value, kMaxArgBytes));
   }
   CONVOY_RETURN_IF_ERROR(CheckRange("max_restarts", spec.max_restarts(), 0, kMaxRestarts));

@@ -4,6 +4,9 @@
 // bypass the CLI).
 #pragma once
 
+#include <cstddef>
+#include <string>
+
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
 
@@ -18,6 +21,7 @@ inline constexpr int kMaxHangTimeoutS = 7 * 24 * 3600;
 inline constexpr size_t kMaxArgBytes = 64 * 1024;
 inline constexpr int kMaxArgs = 4096;
 inline constexpr size_t kMaxPathBytes = 4096;
+inline constexpr size_t kMaxSpecBytes = 1 << 20;  // encoded JobSpec, as for a spec file
 
 // OK when `spec` can be run; otherwise the first problem found, naming its field.
 Status ValidateJobSpec(const v1::JobSpec& spec);

@@ -1,7 +1,15 @@
-// Table-driven tests of job-spec parsing and validation: every bad spec names its field.
+// Table-driven tests of job-spec parsing and validation: good specs parse to the expected
+// JobSpec; every bad spec is refused with a message that names exactly its field.
 #include "common/job_spec.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <regex>
 
 #include "common/job_spec_validation.h"
 
@@ -24,19 +32,76 @@ checkpoint_dir: /var/lib/convoy/checkpoints/fmnist-cnn
 hang_timeout: 30
 )";
 
+// The directory of the repository's examples/, found from this file's path.
+std::string ExamplesDir() {
+  std::string here = __FILE__;
+  return here.substr(0, here.rfind("tests/unit/")) + "examples/";
+}
+
 TEST(ParseJobSpecTest, TheDesignDocumentsSpec) {
   auto spec = ParseJobSpec(kDemo, "demo.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->name(), "fmnist-cnn");
   EXPECT_EQ(spec->nodes(), 2);
   EXPECT_EQ(spec->procs_per_node(), 2);
-  EXPECT_TRUE(spec->has_trainer());
+  EXPECT_FALSE(spec->procs_per_node_gpu());
+  EXPECT_EQ(spec->backend(), "gloo");
+  ASSERT_TRUE(spec->has_trainer());
+  EXPECT_EQ(spec->trainer().model(), "fmnist-cnn");
   EXPECT_EQ(spec->trainer().epochs(), 3);
+  EXPECT_EQ(spec->trainer().batch_size(), 32);
   EXPECT_DOUBLE_EQ(spec->trainer().lr(), 0.01);
+  EXPECT_EQ(spec->command_size(), 0);
   EXPECT_EQ(spec->env().at("OMP_NUM_THREADS"), "1");
   EXPECT_EQ(spec->env().at("SEED"), "7");
   EXPECT_EQ(spec->max_restarts(), 3);
+  EXPECT_EQ(spec->checkpoint_dir(), "/var/lib/convoy/checkpoints/fmnist-cnn");
   EXPECT_EQ(spec->hang_timeout_s(), 30);
+}
+
+TEST(ParseJobSpecTest, EveryTrainerField) {
+  auto spec = ParseJobSpec(R"(
+name: all
+nodes: 1
+procs_per_node: 1
+trainer:
+  model: resnet
+  epochs: 10000
+  max_steps: 5000000000
+  batch_size: 65536
+  lr: 1e-3
+  momentum: 0.95
+  optimizer: adam
+  lr_schedule: cosine
+  clip_grad_norm: 1
+  accumulate: 1024
+  bucket_mb: 25.5
+  checkpoint_every: 100
+  data_dir: /data/fashion-mnist
+  seed: 42
+  extra_args: [--log-every, 10]
+working_dir: /srv/runs/all
+)",
+                           "all.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const v1::TrainerSpec& t = spec->trainer();
+  EXPECT_EQ(t.model(), "resnet");
+  EXPECT_EQ(t.epochs(), 10000);
+  EXPECT_EQ(t.max_steps(), 5000000000);
+  EXPECT_EQ(t.batch_size(), 65536);
+  EXPECT_DOUBLE_EQ(t.lr(), 1e-3);
+  EXPECT_DOUBLE_EQ(t.momentum(), 0.95);
+  EXPECT_EQ(t.optimizer(), "adam");
+  EXPECT_EQ(t.lr_schedule(), "cosine");
+  EXPECT_DOUBLE_EQ(t.clip_grad_norm(), 1);
+  EXPECT_EQ(t.accumulate(), 1024);
+  EXPECT_DOUBLE_EQ(t.bucket_mb(), 25.5);
+  EXPECT_EQ(t.checkpoint_every(), 100);
+  EXPECT_EQ(t.data_dir(), "/data/fashion-mnist");
+  EXPECT_EQ(t.seed(), 42);
+  ASSERT_EQ(t.extra_args_size(), 2);
+  EXPECT_EQ(t.extra_args(1), "10");
+  EXPECT_EQ(spec->working_dir(), "/srv/runs/all");
 }
 
 TEST(ParseJobSpecTest, JsonCommandAndGpu) {
@@ -46,112 +111,382 @@ TEST(ParseJobSpecTest, JsonCommandAndGpu) {
       "job.json");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_TRUE(spec->procs_per_node_gpu());
+  EXPECT_EQ(spec->procs_per_node(), 0);
   EXPECT_FALSE(spec->has_trainer());
   ASSERT_EQ(spec->command_size(), 5);
   EXPECT_EQ(spec->command(4), "$(not a shell)");
 }
 
-TEST(ParseJobSpecTest, EmptyTrainerMappingMeansDefaults) {
-  auto spec = ParseJobSpec("name: t\nnodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "t.yaml");
-  ASSERT_TRUE(spec.ok()) << spec.status().message();
-  EXPECT_TRUE(spec->has_trainer());
-}
-
-struct BadCase {
+// Specs that must parse; `check` looks at what they became.
+struct GoodCase {
   const char* what;
-  std::string yaml;
-  const char* field;  // must appear in the message, followed by ':'
+  std::string text;
+  std::function<void(const v1::JobSpec&)> check;
 };
 
 std::string Base(const std::string& extra, const std::string& trainer = "trainer: {}\n") {
   return "name: t\nnodes: 1\nprocs_per_node: 1\n" + trainer + extra;
 }
 
+TEST(ParseJobSpecTest, GoodSpecs) {
+  const GoodCase cases[] = {
+      {"empty trainer mapping", Base(""), [](auto& s) { EXPECT_TRUE(s.has_trainer()); }},
+      {"trainer with nothing after it", Base("", "trainer:\n"),
+       [](auto& s) { EXPECT_TRUE(s.has_trainer()); }},
+      {"backend defaults to gloo", Base(""), [](auto& s) { EXPECT_EQ(s.backend(), "gloo"); }},
+      {"backend auto", Base("backend: auto\n"), [](auto& s) { EXPECT_EQ(s.backend(), "auto"); }},
+      {"zeros mean defaults",
+       Base("", "trainer: {epochs: 0, batch_size: 0, lr: 0, accumulate: 0, bucket_mb: 0}\n"),
+       [](auto& s) { EXPECT_EQ(s.trainer().batch_size(), 0); }},
+      {"integers where numbers are expected", Base("", "trainer: {lr: 1, momentum: 0}\n"),
+       [](auto& s) { EXPECT_DOUBLE_EQ(s.trainer().lr(), 1.0); }},
+      {"quoted gpu", "name: g\nnodes: 2\nprocs_per_node: \"gpu\"\ntrainer: {}\n",
+       [](auto& s) { EXPECT_TRUE(s.procs_per_node_gpu()); }},
+      {"largest world", "name: big\nnodes: 1024\nprocs_per_node: 64\ncommand: [x]\n",
+       [](auto& s) { EXPECT_EQ(s.nodes() * s.procs_per_node(), 65536); }},
+      {"scalars in a command are text",
+       "name: c\nnodes: 1\nprocs_per_node: 1\ncommand: [sleep, 10]",
+       [](auto& s) { EXPECT_EQ(s.command(1), "10"); }},
+      {"env values of any scalar type", Base("env: {A: 1, B: true, C: 0.5, d_lower: x}\n"),
+       [](auto& s) {
+         EXPECT_EQ(s.env().at("A"), "1");
+         EXPECT_EQ(s.env().at("B"), "true");
+         EXPECT_EQ(s.env().at("C"), "0.5");
+       }},
+      {"empty env", Base("env: {}\n"), [](auto& s) { EXPECT_TRUE(s.env().empty()); }},
+      {"limits", Base("max_restarts: 100\nhang_timeout: 604800\n"),
+       [](auto& s) { EXPECT_EQ(s.hang_timeout_s(), 604800); }},
+      {"dots inside a path component", Base("checkpoint_dir: /ckpt/..hidden/a..b/./c\n"),
+       [](auto& s) { EXPECT_EQ(s.checkpoint_dir(), "/ckpt/..hidden/a..b/./c"); }},
+      {"name with dots and dashes",
+       "name: resnet.v2_run-1\nnodes: 1\nprocs_per_node: 1\n"
+       "trainer: {model: resnet}\n",
+       [](auto& s) { EXPECT_EQ(s.name(), "resnet.v2_run-1"); }},
+      {"comments, anchors and block lists",
+       "# a comment\nname: &n t\nnodes: 1 # inline\nprocs_per_node: 1\ncommand:\n  - echo\n"
+       "  - *n\n",
+       [](auto& s) { EXPECT_EQ(s.command(1), "t"); }},
+      {"compact JSON", R"({"name":"j","nodes":1,"procs_per_node":1,"trainer":{"lr":0.5}})",
+       [](auto& s) { EXPECT_DOUBLE_EQ(s.trainer().lr(), 0.5); }},
+      {"JSON with tabs and escapes",
+       "{\n\t\"name\": \"j\",\n\t\"nodes\": 1,\n\t\"procs_per_node\": 1,\n"
+       "\t\"command\": [\"echo\", \"a\\/b\\u00e9\\t\"]\n}\n",
+       [](auto& s) { EXPECT_EQ(s.command(1), "a/b\xc3\xa9\t"); }},
+  };
+  for (const GoodCase& c : cases) {
+    auto spec = ParseJobSpec(c.text, "good.yaml");
+    ASSERT_TRUE(spec.ok()) << c.what << ": " << spec.status().message();
+    c.check(*spec);
+  }
+}
+
+struct BadCase {
+  const char* what;
+  std::string text;
+  const char* field;  // the field the message must name
+};
+
 TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
+  const std::string long_arg(64 * 1024 + 1, 'a');
   const BadCase cases[] = {
+      // Shape of the document.
       {"unknown top-level field", Base("colour: red\n"), "colour"},
       {"unknown trainer field", Base("", "trainer: {batch_sise: 32}\n"), "trainer.batch_sise"},
+      {"proto name instead of the spec's", Base("hang_timeout_s: 5\n"), "hang_timeout_s"},
+      {"not a mapping", "- a\n- b\n", "spec"},
+      {"duplicate key", Base("max_restarts: 1\nmax_restarts: 2\n"), "max_restarts"},
+      {"duplicate trainer key", Base("", "trainer: {lr: 0.1, lr: 0.2}\n"), "trainer.lr"},
+      {"duplicate env key", Base("env: {A: 1, A: 2}\n"), "env.A"},
+      {"JSON duplicate key", R"({"name": "j", "nodes": 1, "nodes": 2})", "nodes"},
+      {"elastic", "name: t\nmin_nodes: 1\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
+       "min_nodes"},
+      {"max_nodes alone", Base("max_nodes: 4\n"), "max_nodes"},
+      // name
+      {"missing name", "nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "name"},
+      {"null name", Base("").replace(0, 7, "name:\n"), "name"},
+      {"list name", Base("").replace(0, 7, "name: [a]\n"), "name"},
+      {"traversal name", Base("").replace(0, 7, "name: ../etc\n"), "name"},
+      {"name starting with a dash", Base("").replace(0, 7, "name: -x\n"), "name"},
+      {"64-character name", Base("").replace(0, 7, "name: " + std::string(64, 'n') + "\n"), "name"},
+      // nodes and procs_per_node
+      {"missing nodes", "name: t\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"string for int", "name: t\nnodes: two\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"quoted int", "name: t\nnodes: \"2\"\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"float for int", "name: t\nnodes: 1.5\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
+      {"float with zero fraction", "name: t\nnodes: 2.0\nprocs_per_node: 1\ntrainer: {}\n",
+       "nodes"},
       {"zero nodes", "name: t\nnodes: 0\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
+      {"1025 nodes", "name: t\nnodes: 1025\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
+      {"int32 overflow", "name: t\nnodes: 2147483648\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"huge nodes", "name: t\nnodes: 99999999999999999999\nprocs_per_node: 1\ntrainer: {}\n",
        "nodes"},
+      {"wraps to 1 in 32 bits", "name: t\nnodes: 4294967297\nprocs_per_node: 1\ntrainer: {}\n",
+       "nodes"},
+      {"missing procs", "name: t\nnodes: 1\ntrainer: {}\n", "procs_per_node"},
       {"negative procs", "name: t\nnodes: 1\nprocs_per_node: -1\ntrainer: {}\n", "procs_per_node"},
+      {"257 procs", "name: t\nnodes: 1\nprocs_per_node: 257\ntrainer: {}\n", "procs_per_node"},
       {"procs word", "name: t\nnodes: 1\nprocs_per_node: many\ntrainer: {}\n", "procs_per_node"},
-      {"missing name", "nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "name"},
-      {"bad name", "name: ../etc\nnodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "name"},
-      {"missing nodes", "name: t\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
+      {"quoted procs", "name: t\nnodes: 1\nprocs_per_node: \"4\"\ntrainer: {}\n", "procs_per_node"},
+      {"world too big", "name: t\nnodes: 1024\nprocs_per_node: 65\ntrainer: {}\n",
+       "procs_per_node"},
+      // backend
       {"bad backend", Base("backend: mpi\n"), "backend"},
+      {"backend in capitals", Base("backend: NCCL\n"), "backend"},
+      // trainer
       {"both trainer and command", Base("command: [\"true\"]\n"), "command"},
       {"neither", "name: t\nnodes: 1\nprocs_per_node: 1\n", "command"},
-      {"command as string", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: python3 x.py\n",
-       "command"},
-      {"command of lists", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [[a]]\n", "command[0]"},
-      {"empty program", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [\"\"]\n", "command[0]"},
-      {"zero batch", Base("", "trainer: {batch_size: 0}\n"), "trainer.batch_size"},
+      {"trainer as a string", Base("", "trainer: fmnist\n"), "trainer"},
+      {"trainer as a list", Base("", "trainer: [1]\n"), "trainer"},
+      {"bad model", Base("", "trainer: {model: gpt5}\n"), "trainer.model"},
+      {"negative epochs", Base("", "trainer: {epochs: -1}\n"), "trainer.epochs"},
+      {"too many epochs", Base("", "trainer: {epochs: 10001}\n"), "trainer.epochs"},
+      {"negative max_steps", Base("", "trainer: {max_steps: -1}\n"), "trainer.max_steps"},
+      {"float max_steps", Base("", "trainer: {max_steps: 1e3}\n"), "trainer.max_steps"},
+      {"negative batch", Base("", "trainer: {batch_size: -32}\n"), "trainer.batch_size"},
+      {"huge batch", Base("", "trainer: {batch_size: 65537}\n"), "trainer.batch_size"},
+      {"word batch", Base("", "trainer:\n  batch_size: abc\n"), "trainer.batch_size"},
       {"negative lr", Base("", "trainer: {lr: -0.1}\n"), "trainer.lr"},
       {"nan lr", Base("", "trainer: {lr: .nan}\n"), "trainer.lr"},
+      {"inf lr", Base("", "trainer: {lr: inf}\n"), "trainer.lr"},
+      {"overflowing lr", Base("", "trainer: {lr: 1e400}\n"), "trainer.lr"},
+      {"quoted lr", Base("", "trainer: {lr: \"0.1\"}\n"), "trainer.lr"},
       {"momentum 1", Base("", "trainer: {momentum: 1.0}\n"), "trainer.momentum"},
-      {"bad model", Base("", "trainer: {model: gpt5}\n"), "trainer.model"},
+      {"negative momentum", Base("", "trainer: {momentum: -0.1}\n"), "trainer.momentum"},
       {"bad optimizer", Base("", "trainer: {optimizer: lbfgs}\n"), "trainer.optimizer"},
       {"bad schedule", Base("", "trainer: {lr_schedule: linear}\n"), "trainer.lr_schedule"},
+      {"negative clip", Base("", "trainer: {clip_grad_norm: -1}\n"), "trainer.clip_grad_norm"},
+      {"accumulate 1025", Base("", "trainer: {accumulate: 1025}\n"), "trainer.accumulate"},
+      {"negative bucket", Base("", "trainer: {bucket_mb: -1}\n"), "trainer.bucket_mb"},
+      {"huge bucket", Base("", "trainer: {bucket_mb: 2048}\n"), "trainer.bucket_mb"},
+      {"negative checkpoint_every", Base("", "trainer: {checkpoint_every: -5}\n"),
+       "trainer.checkpoint_every"},
+      {"negative seed", Base("", "trainer: {seed: -1}\n"), "trainer.seed"},
       {"relative data dir", Base("", "trainer: {data_dir: data}\n"), "trainer.data_dir"},
+      {"extra_args as a string", Base("", "trainer: {extra_args: --fast}\n"), "trainer.extra_args"},
+      {"extra_args of mappings", Base("", "trainer: {extra_args: [{a: b}]}\n"),
+       "trainer.extra_args[0]"},
+      // command
+      {"command as string", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: python3 x.py\n",
+       "command"},
+      {"empty command", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: []\n", "command"},
+      {"command of lists", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [[a]]\n", "command[0]"},
+      {"empty program", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [\"\"]\n", "command[0]"},
+      {"null argument", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [echo, ~]\n", "command[1]"},
+      {"NUL in an argument", "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [echo, \"a\\0b\"]\n",
+       "command[1]"},
+      {"argument over 64 KiB",
+       "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [echo, " + long_arg + "]\n", "command[1]"},
+      // env
       {"reserved env", Base("env: {RANK: \"3\"}\n"), "env.RANK"},
-      {"reserved env prefix", Base("env: {CONVOY_JOB_ID: x}\n"), "env.CONVOY_JOB_ID"},
+      {"reserved LOCAL_RANK", Base("env: {LOCAL_RANK: 0}\n"), "env.LOCAL_RANK"},
+      {"reserved MASTER_PORT", Base("env: {MASTER_PORT: 1}\n"), "env.MASTER_PORT"},
+      {"reserved TORCHELASTIC_ prefix", Base("env: {TORCHELASTIC_RUN_ID: x}\n"),
+       "env.TORCHELASTIC_RUN_ID"},
+      {"reserved CONVOY_ prefix", Base("env: {CONVOY_JOB_ID: x}\n"), "env.CONVOY_JOB_ID"},
       {"bad env name", Base("env: {\"A-B\": x}\n"), "env.A-B"},
+      {"env name starting with a digit", Base("env: {1A: x}\n"), "env.1A"},
       {"env list", Base("env: [A]\n"), "env"},
       {"env nested", Base("env: {A: [1]}\n"), "env.A"},
+      {"env null value", Base("env: {A: }\n"), "env.A"},
+      // the rest
       {"restarts", Base("max_restarts: 1000\n"), "max_restarts"},
+      {"negative restarts", Base("max_restarts: -1\n"), "max_restarts"},
       {"negative hang", Base("hang_timeout: -5\n"), "hang_timeout"},
+      {"hang over a week", Base("hang_timeout: 604801\n"), "hang_timeout"},
+      {"fractional hang", Base("hang_timeout: 1.5\n"), "hang_timeout"},
       {"traversal", Base("checkpoint_dir: /var/lib/../../etc\n"), "checkpoint_dir"},
+      {"trailing ..", Base("checkpoint_dir: /var/lib/..\n"), "checkpoint_dir"},
+      {"relative checkpoint dir", Base("checkpoint_dir: ckpt\n"), "checkpoint_dir"},
       {"relative working dir", Base("working_dir: here\n"), "working_dir"},
-      {"elastic", "name: t\nmin_nodes: 1\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
-       "min_nodes"},
-      {"duplicate key", Base("max_restarts: 1\nmax_restarts: 2\n"), "max_restarts"},
-      {"not a mapping", "- a\n- b\n", "spec"},
+      {"working dir as a list", Base("working_dir: [/a]\n"), "working_dir"},
   };
+  // "job.yaml: FIELD: ..." or "job.yaml:LINE:COLUMN: FIELD: ...".
+  const std::regex prefix(R"(^job\.yaml:(\d+:\d+:)? ([^ ]+): )");
   for (const BadCase& c : cases) {
-    auto spec = ParseJobSpec(c.yaml, "job.yaml");
+    auto spec = ParseJobSpec(c.text, "job.yaml");
     ASSERT_FALSE(spec.ok()) << c.what;
     EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << c.what;
     const std::string& msg = spec.status().message();
-    EXPECT_EQ(msg.rfind("job.yaml: ", 0), 0u) << c.what << ": " << msg;
-    EXPECT_NE(msg.find(std::string(c.field) + ":"), std::string::npos)
-        << c.what << ": expected field '" << c.field << "' in: " << msg;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(msg, m, prefix)) << c.what << ": " << msg;
+    EXPECT_EQ(m[2].str(), c.field) << c.what << ": " << msg;
   }
+}
+
+TEST(ParseJobSpecTest, MessagesSayWhatWasWrongAndWhere) {
+  auto spec = ParseJobSpec(Base("", "trainer:\n  batch_size: abc\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:15: trainer.batch_size: expected an integer, got 'abc'");
+  spec = ParseJobSpec(Base("env: {RANK: 1}\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:13: env.RANK: set by Convoy, cannot be overridden");
+  spec = ParseJobSpec("name: t\nmin_nodes: 1\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:2:12: min_nodes: elastic jobs are not supported yet; use nodes");
+  spec = ParseJobSpec(Base("", "trainer: {batch_sise: 32}\n"), "job.yaml");
+  EXPECT_NE(spec.status().message().find("did you mean 'batch_size'?"), std::string::npos);
+  spec = ParseJobSpec("nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(), "job.yaml: name: is required");
 }
 
 TEST(ParseJobSpecTest, SyntaxErrorsGiveLineAndColumn) {
   auto spec = ParseJobSpec("name: t\nnodes: [1\n", "broken.yaml");
   ASSERT_FALSE(spec.ok());
-  EXPECT_NE(spec.status().message().find("line "), std::string::npos) << spec.status().message();
+  EXPECT_TRUE(std::regex_search(spec.status().message(),
+                                std::regex(R"(^broken\.yaml:\d+:\d+: invalid YAML: )")))
+      << spec.status().message();
+  spec = ParseJobSpec("name: t\n  nodes: 1\n", "bad-indent.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message().rfind("bad-indent.yaml:2:", 0), 0u) << spec.status().message();
 }
 
-TEST(ParseJobSpecTest, OversizedAndMissingFiles) {
+TEST(ParseJobSpecTest, JsonMustBeStrictJson) {
+  // The YAML parser would accept these; as JSON they are wrong.
+  for (const char* text : {"{\n  \"name\": \"j\",\n}", "{\"name\": j}", "{\"a\": 1} # c"}) {
+    auto spec = ParseJobSpec(text, "job.json");
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_TRUE(std::regex_search(spec.status().message(),
+                                  std::regex(R"(^job\.json:\d+:\d+: invalid JSON: )")))
+        << spec.status().message();
+  }
+  EXPECT_EQ(ParseJobSpec("{\n  \"name\": \"j\",\n}", "job.json")
+                .status()
+                .message()
+                .rfind("job.json:3:1: ", 0),
+            0u);
+}
+
+TEST(ParseJobSpecTest, DocumentsAndSizes) {
+  EXPECT_NE(ParseJobSpec(Base("") + "---\n" + Base(""), "two.yaml")
+                .status()
+                .message()
+                .find("expected one YAML document, got 2"),
+            std::string::npos);
+  EXPECT_EQ(ParseJobSpec("", "empty.yaml").status().message(), "empty.yaml: the spec is empty");
+  EXPECT_EQ(ParseJobSpec("# nothing\n", "c.yaml").status().message(), "c.yaml: the spec is empty");
   EXPECT_FALSE(ParseJobSpec(std::string(kMaxSpecBytes + 1, '#'), "big.yaml").ok());
-  auto missing = LoadJobSpecFile("/nonexistent/job.yaml");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("/nonexistent/job.yaml"), std::string::npos);
+  // Aliases may not expand a small file into a huge spec.
+  std::string bomb = "name: t\nnodes: 1\nprocs_per_node: 1\ncommand: [&a " +
+                     std::string(100 * 1024, 'x') + "]\nenv:\n";
+  for (int i = 0; i < 20; ++i) bomb += "  V" + std::to_string(i) + ": *a\n";
+  auto spec = ParseJobSpec(bomb, "bomb.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("expands to more than"), std::string::npos)
+      << spec.status().message();
 }
 
+class SpecFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/convoy-spec-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const auto& f : files_) std::remove(f.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    files_.push_back(path);
+    return path;
+  }
+  std::string dir_;
+  std::vector<std::string> files_;
+};
+
+TEST_F(SpecFileTest, LoadsAFileAndNamesItInErrors) {
+  auto spec = LoadJobSpecFile(Write("ok.yaml", kDemo));
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->name(), "fmnist-cnn");
+  const std::string bad = Write("bad.yaml", Base("colour: red\n"));
+  EXPECT_EQ(LoadJobSpecFile(bad).status().message().rfind(bad + ":5:1: colour: ", 0), 0u)
+      << LoadJobSpecFile(bad).status().message();
+}
+
+TEST_F(SpecFileTest, MissingUnreadableAndOversizedFiles) {
+  auto missing = LoadJobSpecFile(dir_ + "/nope.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            dir_ + "/nope.yaml: cannot open the spec file: No such file or directory");
+  auto directory = LoadJobSpecFile(dir_);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().message(), dir_ + ": not a regular file");
+  auto big = LoadJobSpecFile(Write("big.yaml", std::string(kMaxSpecBytes + 1, '#')));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("at most 1048576 allowed"), std::string::npos)
+      << big.status().message();
+}
+
+TEST(ExampleSpecsTest, ExamplesParse) {
+  auto demo = LoadJobSpecFile(ExamplesDir() + "fmnist-2x1.yaml");
+  ASSERT_TRUE(demo.ok()) << demo.status().message();
+  EXPECT_EQ(demo->nodes(), 2);
+  EXPECT_EQ(demo->procs_per_node(), 1);
+  EXPECT_EQ(demo->backend(), "gloo");
+  EXPECT_EQ(demo->trainer().model(), "fmnist-cnn");
+  EXPECT_EQ(demo->trainer().epochs(), 1);
+  EXPECT_EQ(demo->trainer().batch_size(), 32);
+  EXPECT_DOUBLE_EQ(demo->trainer().lr(), 0.01);
+  auto fail = LoadJobSpecFile(ExamplesDir() + "fail.yaml");
+  ASSERT_TRUE(fail.ok()) << fail.status().message();
+  ASSERT_EQ(fail->command_size(), 1);
+  EXPECT_EQ(fail->command(0), "false");
+}
+
+// What the coordinator does on every SubmitJob: the spec may come from any client.
 TEST(ValidateJobSpecTest, RpcSpecsAreCheckedToo) {
-  v1::JobSpec spec;  // what a hand-written RPC could send
+  v1::JobSpec spec;
   spec.set_name("x");
   spec.set_nodes(2000);
   spec.set_procs_per_node(1);
   spec.add_command("true");
   Status st = ValidateJobSpec(spec);
   ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message().rfind("nodes:", 0), 0u);
   spec.set_nodes(1);
   spec.set_procs_per_node(0);
   EXPECT_EQ(ValidateJobSpec(spec).message().rfind("procs_per_node:", 0), 0u);
+  spec.set_procs_per_node_gpu(true);  // procs_per_node is ignored then
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.set_procs_per_node_gpu(false);
   spec.set_procs_per_node(1);
   spec.set_command(0, std::string("a\0b", 3));
   EXPECT_EQ(ValidateJobSpec(spec).message().rfind("command[0]:", 0), 0u);
   spec.set_command(0, "true");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << "an empty backend means gloo";
+  spec.set_name("");
+  EXPECT_EQ(ValidateJobSpec(spec).message(), "name: is required");
+  spec.set_name("x");
+  (*spec.mutable_env())["WORLD_SIZE"] = "9";
+  EXPECT_EQ(ValidateJobSpec(spec).message(), "env.WORLD_SIZE: set by Convoy, cannot be overridden");
+  spec.mutable_env()->clear();
+  (*spec.mutable_env())["A"] = std::string(600 * 1024, 'a');
+  (*spec.mutable_env())["B"] = std::string(600 * 1024, 'b');
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("spec:", 0), 0u);
+  spec.mutable_env()->clear();
+  spec.mutable_trainer()->set_lr(std::nan(""));
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("command:", 0), 0u) << "trainer and command";
+  spec.clear_command();
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("trainer.lr:", 0), 0u);
+  spec.mutable_trainer()->set_lr(0.1);
+  spec.set_working_dir("/a/b/../c");
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("working_dir:", 0), 0u);
+  spec.set_working_dir("/a/b");
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
+TEST(ValidateJobSpecTest, ReservedEnvNames) {
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                           "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                           "TORCHELASTIC_RESTART_COUNT", "CONVOY_METRICS_SOCKET"}) {
+    EXPECT_TRUE(IsReservedEnvName(name)) << name;
+  }
+  for (const char* name : {"OMP_NUM_THREADS", "PATH", "rank", "MY_RANK", "CONVOY"}) {
+    EXPECT_FALSE(IsReservedEnvName(name)) << name;
+  }
 }
 
 }  // namespace
