@@ -2,18 +2,30 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <sstream>
 
+#include "common/util.h"
+
 namespace convoy {
+
+const char* const kExitCodesHelp =
+    "Exit codes:\n"
+    "  0  success (for watch and submit --watch: the job SUCCEEDED)\n"
+    "  1  the watched job ended FAILED or CANCELLED\n"
+    "  2  usage error, or an invalid job spec (the message names the field)\n"
+    "  3  the coordinator cannot be reached\n"
+    "  4  no such job\n"
+    "  5  any other error from the coordinator\n"
+    "The coordinator is --coordinator, else $CONVOY_COORDINATOR, else 127.0.0.1:7070.";
 
 int ExitCodeFor(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::OK:
       return kExitOk;
     case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
       return kExitUsage;
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
@@ -30,28 +42,105 @@ std::string ToJson(const google::protobuf::Message& msg) {
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string out;
-  (void)google::protobuf::util::MessageToJsonString(msg, &out, options);
+  if (!google::protobuf::util::MessageToJsonString(msg, &out, options).ok()) return "{}";
   return out;
 }
 
+namespace {
+
+std::string Printf(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+// Characters, not bytes, of a UTF-8 string (for column widths: "×" is one).
+size_t Width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+std::string RankList(const google::protobuf::RepeatedField<int32_t>& ranks) {
+  std::vector<std::string> parts;
+  for (int r : ranks) parts.push_back(std::to_string(r));
+  return parts.empty() ? "-" : Join(parts, ",");
+}
+
+// Every line of `text` (which ends with a newline) prefixed with `prefix`.
+std::string Indent(const std::string& text, const std::string& prefix) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size() - 1;
+    out += prefix + text.substr(start, end - start + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
+const v1::Attempt* CurrentAttempt(const v1::Job& job) {
+  for (const auto& a : job.attempts()) {
+    if (a.attempt() == job.attempt()) return &a;
+  }
+  return job.attempts_size() > 0 ? &job.attempts(job.attempts_size() - 1) : nullptr;
+}
+
+std::string WorkloadText(const v1::JobSpec& spec) {
+  if (!spec.has_trainer()) {
+    std::vector<std::string> argv(spec.command().begin(), spec.command().end());
+    std::string text = "command: " + Join(argv, " ");
+    if (text.size() > 100) text = text.substr(0, 97) + "...";
+    return text;
+  }
+  const v1::TrainerSpec& t = spec.trainer();
+  std::vector<std::string> parts;
+  if (t.epochs() > 0) parts.push_back("epochs " + std::to_string(t.epochs()));
+  if (t.max_steps() > 0) parts.push_back("max steps " + std::to_string(t.max_steps()));
+  if (t.batch_size() > 0) parts.push_back("batch " + std::to_string(t.batch_size()));
+  if (t.lr() > 0) parts.push_back("lr " + Printf("%g", t.lr()));
+  if (!t.optimizer().empty()) parts.push_back(t.optimizer());
+  std::string text = "trainer " + (t.model().empty() ? std::string("fmnist-cnn") : t.model());
+  if (!parts.empty()) text += " (" + Join(parts, ", ") + ")";
+  return text;
+}
+
+}  // namespace
+
 std::string FormatDuration(int64_t ms) {
-  if (ms < 0) ms = 0;
-  int64_t s = ms / 1000;
+  if (ms <= 0) return "0s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  const int64_t s = ms / 1000;
   char buf[64];
   if (s < 60) {
     std::snprintf(buf, sizeof(buf), "%llds", static_cast<long long>(s));
   } else if (s < 3600) {
     std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
                   static_cast<long long>(s % 60));
-  } else {
+  } else if (s < 86400) {
     std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(s / 3600),
                   static_cast<long long>((s % 3600) / 60));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>((s % 86400) / 3600));
   }
   return buf;
 }
 
+std::string FormatAge(int64_t unix_ms, int64_t now_unix_ms) {
+  if (unix_ms <= 0) return "-";
+  return FormatDuration(now_unix_ms - unix_ms) + " ago";
+}
+
 std::string FormatClock(int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   localtime_r(&t, &tm);
   char buf[32];
@@ -59,145 +148,195 @@ std::string FormatClock(int64_t unix_ms) {
   return buf;
 }
 
-std::string StateText(v1::JobState state) { return v1::JobState_Name(state); }
-
-namespace {
-
-std::string Pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+std::string StateText(v1::JobState state) {
+  return state == v1::JOB_STATE_UNSPECIFIED ? "-" : v1::JobState_Name(state);
 }
 
-std::string Shape(const v1::JobSpec& spec) {
-  return std::to_string(spec.nodes()) + "x" +
+std::string WorkerStateText(v1::WorkerState state) {
+  std::string name = v1::WorkerState_Name(state);
+  return name.rfind("WORKER_", 0) == 0 ? name.substr(7) : name;
+}
+
+std::string ShapeText(const v1::JobSpec& spec) {
+  return std::to_string(spec.nodes()) + "×" +
          (spec.procs_per_node_gpu() ? std::string("gpu") : std::to_string(spec.procs_per_node()));
 }
 
-}  // namespace
+std::string ExitText(const v1::ProcessExit& exit) {
+  if (exit.signal() != 0) {
+    const std::string name =
+        exit.signal_name().empty() ? SignalName(exit.signal()) : exit.signal_name();
+    return "killed by " + name + (exit.killed_by_worker() ? " (sent by the worker)" : "");
+  }
+  if (exit.exit_code() != 0) return "exited with code " + std::to_string(exit.exit_code());
+  return "";
+}
+
+std::string FormatPercent(double fraction) { return Printf("%.2f%%", fraction * 100); }
+
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  auto measure = [&widths](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], Width(row[i]));
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  std::ostringstream out;
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - Width(row[i]) + 2, ' ');
+    }
+    out << line << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+  return out.str();
+}
 
 std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now) {
-  std::ostringstream out;
-  out << Pad("ID", 10) << Pad("NAME", 20) << Pad("STATE", 11) << Pad("ATTEMPT", 8)
-      << Pad("SHAPE", 7) << Pad("AGE", 8) << "MESSAGE\n";
+  std::vector<std::vector<std::string>> rows;
   for (const v1::Job& j : jobs.jobs()) {
-    out << Pad(j.id(), 10) << Pad(j.spec().name(), 20) << Pad(StateText(j.state()), 11)
-        << Pad(std::to_string(j.attempt()), 8) << Pad(Shape(j.spec()), 7)
-        << Pad(FormatDuration(now - j.created_unix_ms()), 8) << j.message() << "\n";
+    rows.push_back({j.id(), j.spec().name(), StateText(j.state()), std::to_string(j.attempt()),
+                    ShapeText(j.spec()),
+                    j.created_unix_ms() > 0 ? FormatDuration(now - j.created_unix_ms()) : "-",
+                    j.message()});
   }
-  return out.str();
+  return FormatTable({"ID", "NAME", "STATE", "ATTEMPT", "NODES×PROCS", "AGE", "MESSAGE"}, rows);
 }
 
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now) {
-  std::ostringstream out;
-  out << Pad("NAME", 12) << Pad("STATE", 12) << Pad("ADDRESS", 16) << Pad("CORES", 6)
-      << Pad("GPUS", 5) << Pad("SLOTS", 7) << Pad("HEARD", 7) << "JOBS\n";
+  std::vector<std::vector<std::string>> rows;
   for (const v1::WorkerInfo& w : workers.workers()) {
-    std::string state = v1::WorkerState_Name(w.state());
-    if (state.rfind("WORKER_", 0) == 0) state = state.substr(7);
-    std::string jobs;
-    for (const auto& j : w.jobs()) jobs += (jobs.empty() ? "" : ",") + j;
-    out << Pad(w.name(), 12) << Pad(state, 12) << Pad(w.address(), 16)
-        << Pad(std::to_string(w.cores()), 6) << Pad(std::to_string(w.gpus_size()), 5)
-        << Pad(std::to_string(w.used_slots()) + "/" + std::to_string(w.slots()), 7)
-        << Pad(FormatDuration(now - w.last_heartbeat_unix_ms()) + "", 7)
-        << (jobs.empty() ? "-" : jobs) << "\n";
+    std::vector<std::string> gpus;
+    for (int g : w.gpus()) gpus.push_back(std::to_string(g));
+    std::vector<std::string> jobs(w.jobs().begin(), w.jobs().end());
+    rows.push_back({w.name(), WorkerStateText(w.state()), w.address(), std::to_string(w.cores()),
+                    gpus.empty() ? "-" : Join(gpus, ","),
+                    std::to_string(w.used_slots()) + "/" + std::to_string(w.slots()),
+                    jobs.empty() ? "-" : Join(jobs, ","),
+                    FormatAge(w.last_heartbeat_unix_ms(), now)});
   }
-  return out.str();
+  return FormatTable(
+      {"NAME", "STATE", "ADDRESS", "CORES", "GPUS", "USED/SLOTS", "JOBS", "HEARTBEAT"}, rows);
+}
+
+std::string FormatFailureDetails(const v1::RankFailure& f, const std::string& indent) {
+  std::string where = "rank " + std::to_string(f.rank());
+  if (f.local_rank() != f.rank()) where += " (local " + std::to_string(f.local_rank()) + ")";
+  if (!f.worker().empty()) where += ", worker " + f.worker();
+  if (!f.host().empty()) where += ", host " + f.host();
+  const std::string exit = ExitText(f.exit());
+  std::string out = indent + where + (exit.empty() ? "" : ": " + exit) + "\n";
+  if (f.exit().stderr_tail_size() > 0) {
+    out += indent + "last lines of its stderr:\n";
+    for (const auto& line : f.exit().stderr_tail()) out += indent + "  | " + line + "\n";
+  }
+  return out;
 }
 
 std::string FormatFailure(const v1::RankFailure& f, const std::string& indent) {
-  std::ostringstream out;
-  out << indent << f.reason() << "\n";
-  if (f.exit().stderr_tail_size() > 0) {
-    out << indent << "last stderr lines of rank " << f.rank() << ":\n";
-    for (const auto& line : f.exit().stderr_tail()) out << indent << "  | " << line << "\n";
+  if (f.reason().empty()) return FormatFailureDetails(f, indent);
+  return indent + f.reason() + "\n" + FormatFailureDetails(f, indent + "  ");
+}
+
+std::string FormatEvent(const v1::JobEvent& e) {
+  std::string text = FormatClock(e.time_unix_ms()) + "  " + StateText(e.from()) + " -> " +
+                     StateText(e.to()) + "  ";
+  if (e.to() != v1::PENDING || e.attempt() != 0) {
+    text += "attempt " + std::to_string(e.attempt()) + ": ";
   }
-  return out.str();
+  return text + e.reason();
 }
 
 std::string FormatRankProgress(const v1::MetricRecord& m) {
-  char buf[256];
-  std::string extra;
-  auto it = m.values().find("samples_per_s");
-  if (it != m.values().end()) {
-    char s[64];
-    std::snprintf(s, sizeof(s), "  %8.0f samples/s", it->second);
-    extra += s;
-  }
+  std::vector<std::string> parts;
+  parts.push_back("epoch " + std::to_string(m.epoch()));
+  std::string step = "step " + std::to_string(m.step());
+  auto total = m.values().find("total_steps");
+  if (total != m.values().end() && total->second > 0) step += Printf("/%.0f", total->second);
+  parts.push_back(step);
+  if (m.has_loss()) parts.push_back(Printf("loss %.4f", m.loss()));
+  auto rate = m.values().find("samples_per_s");
+  if (rate != m.values().end()) parts.push_back(Printf("%.0f samples/s", rate->second));
   auto acc = m.values().find("test_accuracy");
-  if (acc != m.values().end()) {
-    char s[64];
-    std::snprintf(s, sizeof(s), "  test acc %.2f%%", acc->second * 100);
-    extra += s;
-  }
-  std::snprintf(buf, sizeof(buf), "rank %-3d epoch %-3d step %-7lld loss %-9.4f", m.rank(),
-                m.epoch(), static_cast<long long>(m.step()), m.loss());
-  return buf + extra;
+  if (acc != m.values().end()) parts.push_back("test acc " + FormatPercent(acc->second));
+  return Join(parts, "  ");
 }
 
-double FinalAccuracy(const v1::Job& job) {
+double TestAccuracy(const std::vector<v1::MetricRecord>& records, int attempt) {
   double sum = 0;
   int n = 0;
-  for (const auto& m : job.latest()) {
+  for (const auto& m : records) {
+    if (m.attempt() != attempt) continue;
     auto it = m.values().find("test_accuracy");
-    if (it != m.values().end()) {
-      sum += it->second;
-      ++n;
-    }
+    if (it == m.values().end()) continue;
+    sum += it->second;
+    ++n;
   }
   return n == 0 ? -1 : sum / n;
 }
 
+double TestAccuracy(const v1::Job& job) {
+  return TestAccuracy(std::vector<v1::MetricRecord>(job.latest().begin(), job.latest().end()),
+                      job.attempt());
+}
+
 std::string FormatJobStatus(const v1::Job& job, int64_t now) {
+  const v1::JobSpec& spec = job.spec();
   std::ostringstream out;
-  out << "job:       " << job.id() << " (" << job.spec().name() << ")\n";
-  out << "state:     " << StateText(job.state()) << " — " << job.message() << "\n";
-  out << "shape:     " << Shape(job.spec()) << " over "
-      << (job.spec().backend().empty() ? "gloo" : job.spec().backend()) << ", "
-      << (job.spec().has_trainer()
-              ? "built-in trainer (" +
-                    (job.spec().trainer().model().empty() ? std::string("fmnist-cnn")
-                                                          : job.spec().trainer().model()) +
-                    ")"
-              : "command " +
-                    (job.spec().command_size() > 0 ? job.spec().command(0) : std::string()))
-      << "\n";
-  out << "attempt:   " << job.attempt() << " (restarts " << job.restarts() << " of "
-      << job.spec().max_restarts() << ")\n";
-  out << "age:       " << FormatDuration(now - job.created_unix_ms()) << "\n";
-  if (job.attempts_size() > 0) {
-    const v1::Attempt& a = job.attempts(job.attempts_size() - 1);
-    out << "placement: master " << (a.master_addr().empty() ? "-" : a.master_addr()) << ":"
-        << a.master_port() << "\n";
-    for (const auto& n : a.nodes()) {
-      std::string ranks;
-      for (int r : n.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-      out << "  node " << n.group_rank() << ": worker " << n.worker() << " (" << n.address()
-          << "), ranks " << ranks << "\n";
+  out << "job " << job.id() << " (" << spec.name() << "): " << StateText(job.state()) << "\n";
+  if (!job.message().empty()) out << "  message:  " << job.message() << "\n";
+  out << "  shape:    " << ShapeText(spec) << " (nodes×procs), backend "
+      << (spec.backend().empty() ? "gloo" : spec.backend()) << "\n";
+  out << "  runs:     " << WorkloadText(spec) << "\n";
+  out << "  attempt:  " << job.attempt() << " (restarts used " << job.restarts() << " of "
+      << spec.max_restarts() << ")\n";
+  out << "  created:  " << FormatAge(job.created_unix_ms(), now) << ", updated "
+      << FormatAge(job.updated_unix_ms(), now) << "\n";
+  const double accuracy = TestAccuracy(job);
+  if (accuracy >= 0) out << "  test accuracy: " << FormatPercent(accuracy) << "\n";
+
+  if (const v1::Attempt* a = CurrentAttempt(job)) {
+    out << "placement (attempt " << a->attempt() << "): master "
+        << (a->master_addr().empty() ? "-"
+                                     : a->master_addr() + ":" + std::to_string(a->master_port()))
+        << "\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& n : a->nodes()) {
+      rows.push_back(
+          {std::to_string(n.group_rank()), n.worker(), n.address(), RankList(n.ranks())});
+    }
+    out << Indent(FormatTable({"NODE", "WORKER", "ADDRESS", "RANKS"}, rows), "  ");
+  }
+
+  std::vector<const v1::MetricRecord*> latest;
+  for (const auto& m : job.latest()) {
+    if (m.attempt() == job.attempt()) latest.push_back(&m);
+  }
+  std::sort(latest.begin(), latest.end(), [](auto* a, auto* b) { return a->rank() < b->rank(); });
+  if (!latest.empty()) {
+    out << "progress (latest record of each rank):\n";
+    for (const auto* m : latest) {
+      out << "  rank " << m->rank() << "  " << FormatRankProgress(*m) << "  ("
+          << FormatAge(m->time_unix_ms(), now) << ")\n";
     }
   }
-  if (job.latest_size() > 0) {
-    out << "progress:\n";
-    for (const auto& m : job.latest()) out << "  " << FormatRankProgress(m) << "\n";
-  }
-  const double acc = FinalAccuracy(job);
-  if (acc >= 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.2f%%", acc * 100);
-    out << "test accuracy: " << buf << "\n";
-  }
+
   bool any_failure = false;
   for (const auto& a : job.attempts()) {
-    if (a.failure().reason().empty()) continue;
-    if (!any_failure) out << "failures (root cause of each attempt):\n";
+    if (!a.has_failure()) continue;
+    if (!any_failure) out << "failures (the root cause of each failed attempt):\n";
     any_failure = true;
     out << "  attempt " << a.attempt() << ":\n" << FormatFailure(a.failure(), "    ");
   }
+
   out << "events:\n";
-  for (const auto& e : job.events()) {
-    out << "  " << FormatClock(e.time_unix_ms()) << "  "
-        << Pad(e.from() == v1::JOB_STATE_UNSPECIFIED ? "" : StateText(e.from()), 11) << "-> "
-        << Pad(StateText(e.to()), 11) << e.reason() << "\n";
-  }
+  for (const auto& e : job.events()) out << "  " << FormatEvent(e) << "\n";
   return out.str();
 }
 

@@ -1,51 +1,82 @@
-// Text and JSON rendering for the `convoy` CLI. Pure functions (testable without a server).
+// Text and JSON rendering for the `convoy` CLI, and its exit codes. Pure functions of their
+// arguments ("now" is passed in), so they are tested without a server or a clock.
 #pragma once
 
 #include <google/protobuf/message.h>
 #include <grpcpp/support/status.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <vector>
 
 #include "convoy/v1/job.pb.h"
 
 namespace convoy {
 
-// CLI exit codes (documented in `convoy --help`).
+// CLI exit codes; kExitCodesHelp documents them in `convoy --help`. Scripts rely on them.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitJobNotSucceeded = 1,
-  kExitUsage = 2,  // also an invalid spec
-  kExitUnavailable = 3,
-  kExitNotFound = 4,
-  kExitRpcError = 5,
+  kExitJobNotSucceeded = 1,  // the watched job ended FAILED or CANCELLED
+  kExitUsage = 2,            // bad command line or invalid spec (the message names the field)
+  kExitUnavailable = 3,      // the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED)
+  kExitNotFound = 4,         // no such job
+  kExitRpcError = 5,         // any other RPC error
 };
+extern const char* const kExitCodesHelp;
 
-// The exit code for a failed RPC.
+// The exit code for the status of a finished RPC (kExitOk for OK).
 int ExitCodeFor(const grpc::Status& status);
 
-// One JSON document with proto field names, enum names, and default values printed.
+// One JSON document on one line: proto field names, enums by name ("SUCCEEDED"), fields
+// with default values printed.
 std::string ToJson(const google::protobuf::Message& msg);
 
-// "3s", "4m05s", "2h10m".
+// A duration, coarsely: "850ms" below a second, then "3s", "4m05s", "2h10m", "3d04h".
+// Zero and negative durations (clock skew) print as "0s".
 std::string FormatDuration(int64_t ms);
-// "14:03:07" in local time.
+// How long ago `unix_ms` was: "4m05s ago"; "-" when unix_ms is 0 (never).
+std::string FormatAge(int64_t unix_ms, int64_t now_unix_ms);
+// "14:03:07", local time.
 std::string FormatClock(int64_t unix_ms);
-// "RUNNING" etc.
+// "RUNNING"; "-" for JOB_STATE_UNSPECIFIED.
 std::string StateText(v1::JobState state);
+// "READY", "UNREACHABLE", "LOST".
+std::string WorkerStateText(v1::WorkerState state);
+// "2×4" (nodes × processes per node), "2×gpu".
+std::string ShapeText(const v1::JobSpec& spec);
+// "exited with code 1", "killed by SIGKILL (sent by the worker)", "" when the exit says
+// nothing (a failure that is not a process exit: a lost worker, a hang).
+std::string ExitText(const v1::ProcessExit& exit);
 
-// `convoy list` table.
+// Columns padded to their widest cell (counting UTF-8 characters); the last column is not
+// padded. Every row has as many cells as the header.
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+// `convoy list`: ID NAME STATE ATTEMPT NODES×PROCS AGE MESSAGE.
 std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now_unix_ms);
-// `convoy workers` table.
+// `convoy workers`: NAME STATE ADDRESS CORES GPUS USED/SLOTS JOBS HEARTBEAT.
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now_unix_ms);
-// `convoy status JOB`: summary, placement, per-rank progress, root causes, events.
+// `convoy status JOB`: summary, placement of the current attempt, the latest metrics per
+// rank, the root cause of each failed attempt, and the event history.
 std::string FormatJobStatus(const v1::Job& job, int64_t now_unix_ms);
-// A rank failure: "rank 1 on worker w2 (host) killed by SIGKILL" and its stderr lines.
+// A root-cause failure: its reason, then FormatFailureDetails indented by two more spaces.
 std::string FormatFailure(const v1::RankFailure& failure, const std::string& indent);
-// One progress line for a rank's latest record.
+// "rank R (local L), worker W, host H: <exit>", then the last lines of its stderr; every line
+// starts with `indent`.
+std::string FormatFailureDetails(const v1::RankFailure& failure, const std::string& indent);
+// "14:03:07  RUNNING -> RESTARTING  attempt 0: rank 1 on worker w2 ... exited with code 1".
+std::string FormatEvent(const v1::JobEvent& event);
+// "epoch 1  step 120/1875  loss 0.4321  2100 samples/s  test acc 87.12%": the known fields
+// of a rank's latest record, those it lacks left out.
 std::string FormatRankProgress(const v1::MetricRecord& m);
-// The final test accuracy reported by the job's ranks (mean), or -1 when none reported it.
-double FinalAccuracy(const v1::Job& job);
+// "87.12%" for 0.8712.
+std::string FormatPercent(double fraction);
+
+// The test accuracy of a job: the mean of values["test_accuracy"] over the records of its
+// current attempt that carry one (the trainer all-reduces it, so the ranks agree). -1 when
+// no rank reported one.
+double TestAccuracy(const std::vector<v1::MetricRecord>& records, int attempt);
+double TestAccuracy(const v1::Job& job);
 
 }  // namespace convoy

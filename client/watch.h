@@ -1,16 +1,52 @@
-// `convoy watch`: follows a job's WatchJob stream until the job ends, showing one live line
-// per rank (redrawn in place on a terminal; plain lines at most every 2 s otherwise; JSON
-// lines with --output json). Reconnects for up to a minute when the stream breaks (e.g. a
-// coordinator restart).
+// `convoy watch`: follows a job's WatchJob stream into a ProgressView until the job ends.
+// When the stream breaks before that (a coordinator restart, say), it calls again with
+// backoff for up to a minute; each new call starts with a fresh snapshot.
 #pragma once
 
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
 #include <string>
 
+#include "client/progress.h"
 #include "convoy/v1/job.grpc.pb.h"
 
 namespace convoy {
 
-// Returns 0 when the job SUCCEEDED, 1 when it ended otherwise, 3/4/5 on RPC errors.
-int WatchJob(v1::JobService::Stub& stub, const std::string& id, bool json, bool tty);
+// One WatchJob call (the gRPC one, or a fake in tests).
+class WatchCall {
+ public:
+  virtual ~WatchCall() = default;
+  // The next update; false at the end of the stream.
+  virtual bool Read(v1::WatchJobResponse* update) = 0;
+  // The status of the ended stream.
+  virtual grpc::Status Finish() = 0;
+};
+
+struct FollowOptions {
+  // True when the coordinator has already answered (submit --watch): a first call that
+  // fails is then retried too. Otherwise an unreachable coordinator ends the watch at once.
+  bool connected = false;
+  int64_t reconnect_for_ms = 60'000;
+  int64_t first_backoff_ms = 250;
+  int64_t max_backoff_ms = 4'000;
+  // Unix time in ms, and a sleep (both replaced in tests).
+  std::function<int64_t()> now_ms;
+  std::function<void(int64_t ms)> sleep_ms;
+};
+
+// Follows job `id` until it ends, with calls made by `open`. Errors go to `err`, prefixed
+// "convoy: ". Returns the view's exit code when the job ended (0 iff SUCCEEDED, else 1),
+// kExitUnavailable when the coordinator stayed unreachable, or ExitCodeFor the call's
+// status on another error (NOT_FOUND: 4).
+int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCall>()>& open,
+              ProgressView& view, FollowOptions options, std::ostream& err);
+
+// FollowJob over real WatchJob calls on `stub`.
+int WatchJob(v1::JobService::Stub& stub, const std::string& id, ProgressView& view, bool connected,
+             std::ostream& err);
 
 }  // namespace convoy

@@ -1,0 +1,162 @@
+#include "client/commands.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "client/format.h"
+#include "client/progress.h"
+#include "client/watch.h"
+#include "common/job_spec.h"
+
+namespace convoy {
+namespace {
+
+// Unary calls give up after this long (streams have no deadline).
+constexpr int kRpcDeadlineS = 15;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SetDeadline(grpc::ClientContext& ctx) {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kRpcDeadlineS));
+}
+
+int RpcFailed(const grpc::Status& st, const std::string& what) {
+  std::cerr << "convoy: " << what << ": " << st.error_message();
+  if (ExitCodeFor(st) == kExitUnavailable) std::cerr << " (is the coordinator running?)";
+  std::cerr << "\n";
+  return ExitCodeFor(st);
+}
+
+ProgressView::Options ViewOptions(bool json) {
+  ProgressView::Options o;
+  if (json) {
+    o.mode = ProgressView::Mode::kJson;
+    return o;
+  }
+  const char* term = std::getenv("TERM");
+  const bool tty =
+      isatty(STDOUT_FILENO) != 0 && (term == nullptr || std::strcmp(term, "dumb") != 0);
+  o.mode = tty ? ProgressView::Mode::kTerminal : ProgressView::Mode::kPlain;
+  winsize ws{};
+  if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) o.terminal_columns = ws.ws_col;
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<v1::JobService::Stub> NewJobServiceStub(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
+  // Notice a restarted coordinator quickly (gRPC's default backoff grows to 2 minutes).
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  return v1::JobService::NewStub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+}
+
+int SubmitCommand(v1::JobService::Stub& stub, const std::string& file, bool watch,
+                  const CommandOptions& options) {
+  auto spec = LoadJobSpecFile(file);
+  if (!spec.ok()) {
+    std::cerr << "convoy: " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = std::move(*spec);
+  v1::SubmitJobResponse resp;
+  grpc::Status st = stub.SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "submit " + file);
+  // With --watch and JSON, this is the first of the lines.
+  std::cout << (options.json ? ToJson(resp) : resp.job_id()) << "\n" << std::flush;
+  if (!watch) return kExitOk;
+  return WatchCommand(stub, resp.job_id(), options, /*connected=*/true);
+}
+
+int ListCommand(v1::JobService::Stub& stub, const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ListJobsResponse resp;
+  grpc::Status st = stub.ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  if (!st.ok()) return RpcFailed(st, "list");
+  std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
+  return kExitOk;
+}
+
+int StatusCommand(v1::JobService::Stub& stub, const std::string& job,
+                  const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::GetJobRequest req;
+  req.set_job_id(job);
+  v1::Job resp;
+  grpc::Status st = stub.GetJob(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "status " + job);
+  std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobStatus(resp, NowMs()));
+  return kExitOk;
+}
+
+int WatchCommand(v1::JobService::Stub& stub, const std::string& job, const CommandOptions& options,
+                 bool connected) {
+  ProgressView view(std::cout, ViewOptions(options.json));
+  return WatchJob(stub, job, view, connected, std::cerr);
+}
+
+int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, int attempt,
+                bool follow, int64_t tail_bytes) {
+  grpc::ClientContext ctx;
+  v1::GetLogsRequest req;
+  req.set_job_id(job);
+  req.set_rank(rank);
+  req.set_attempt(attempt);
+  req.set_has_attempt(attempt >= 0);
+  req.set_follow(follow);
+  req.set_tail_bytes(tail_bytes);
+  auto reader = stub.GetLogs(&ctx, req);
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) {
+    std::fwrite(chunk.data().data(), 1, chunk.data().size(), stdout);
+    std::fflush(stdout);
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return RpcFailed(st, "logs " + job);
+  return kExitOk;
+}
+
+int CancelCommand(v1::JobService::Stub& stub, const std::string& job,
+                  const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(job);
+  v1::Job resp;
+  grpc::Status st = stub.CancelJob(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "cancel " + job);
+  std::cout << (options.json ? ToJson(resp) : resp.id() + " " + StateText(resp.state())) << "\n";
+  return kExitOk;
+}
+
+int WorkersCommand(v1::JobService::Stub& stub, const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ListWorkersResponse resp;
+  grpc::Status st = stub.ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
+  if (!st.ok()) return RpcFailed(st, "workers");
+  std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
+  return kExitOk;
+}
+
+}  // namespace convoy

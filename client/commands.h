@@ -1,0 +1,35 @@
+// The verbs of the `convoy` CLI, one function each. Each prints its result to stdout and
+// its errors to stderr (prefixed "convoy: ") and returns the process exit code (format.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "convoy/v1/job.grpc.pb.h"
+
+namespace convoy {
+
+// The one place where the CLI's channel is made, so that TLS and tokens slot in here.
+// Plain text for now. `target` is HOST:PORT (or any gRPC target URI).
+std::unique_ptr<v1::JobService::Stub> NewJobServiceStub(const std::string& target);
+
+struct CommandOptions {
+  bool json = false;  // --output json
+};
+
+int SubmitCommand(v1::JobService::Stub& stub, const std::string& file, bool watch,
+                  const CommandOptions& options);
+int ListCommand(v1::JobService::Stub& stub, const CommandOptions& options);
+int StatusCommand(v1::JobService::Stub& stub, const std::string& job,
+                  const CommandOptions& options);
+int WatchCommand(v1::JobService::Stub& stub, const std::string& job, const CommandOptions& options,
+                 bool connected = false);
+// Streams the log of `rank` to stdout as raw bytes; attempt < 0 means the latest.
+int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, int attempt,
+                bool follow, int64_t tail_bytes);
+int CancelCommand(v1::JobService::Stub& stub, const std::string& job,
+                  const CommandOptions& options);
+int WorkersCommand(v1::JobService::Stub& stub, const CommandOptions& options);
+
+}  // namespace convoy
