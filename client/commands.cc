@@ -55,18 +55,20 @@ ProgressView::Options ViewOptions(bool json) {
 
 }  // namespace
 
-std::unique_ptr<v1::JobService::Stub> NewJobServiceStub(const std::string& target) {
+Coordinator ConnectToCoordinator(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
   // Notice a restarted coordinator quickly (gRPC's default backoff grows to 2 minutes).
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return v1::JobService::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  Coordinator c;
+  c.channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  c.stub = v1::JobService::NewStub(c.channel);
+  return c;
 }
 
-int SubmitCommand(v1::JobService::Stub& stub, const std::string& file, bool watch,
+int SubmitCommand(Coordinator& c, const std::string& file, bool watch,
                   const CommandOptions& options) {
   auto spec = LoadJobSpecFile(file);
   if (!spec.ok()) {
@@ -78,45 +80,44 @@ int SubmitCommand(v1::JobService::Stub& stub, const std::string& file, bool watc
   v1::SubmitJobRequest req;
   *req.mutable_spec() = std::move(*spec);
   v1::SubmitJobResponse resp;
-  grpc::Status st = stub.SubmitJob(&ctx, req, &resp);
+  grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "submit " + file);
   // With --watch and JSON, this is the first of the lines.
   std::cout << (options.json ? ToJson(resp) : resp.job_id()) << "\n" << std::flush;
   if (!watch) return kExitOk;
-  return WatchCommand(stub, resp.job_id(), options, /*connected=*/true);
+  return WatchCommand(c, resp.job_id(), options, /*connected=*/true);
 }
 
-int ListCommand(v1::JobService::Stub& stub, const CommandOptions& options) {
+int ListCommand(Coordinator& c, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ListJobsResponse resp;
-  grpc::Status st = stub.ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
   if (!st.ok()) return RpcFailed(st, "list");
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
   return kExitOk;
 }
 
-int StatusCommand(v1::JobService::Stub& stub, const std::string& job,
-                  const CommandOptions& options) {
+int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::GetJobRequest req;
   req.set_job_id(job);
   v1::Job resp;
-  grpc::Status st = stub.GetJob(&ctx, req, &resp);
+  grpc::Status st = c.stub->GetJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "status " + job);
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobStatus(resp, NowMs()));
   return kExitOk;
 }
 
-int WatchCommand(v1::JobService::Stub& stub, const std::string& job, const CommandOptions& options,
+int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected) {
   ProgressView view(std::cout, ViewOptions(options.json));
-  return WatchJob(stub, job, view, connected, std::cerr);
+  return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr);
 }
 
-int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, int attempt,
-                bool follow, int64_t tail_bytes) {
+int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
+                int64_t tail_bytes) {
   grpc::ClientContext ctx;
   v1::GetLogsRequest req;
   req.set_job_id(job);
@@ -125,7 +126,7 @@ int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, in
   req.set_has_attempt(attempt >= 0);
   req.set_follow(follow);
   req.set_tail_bytes(tail_bytes);
-  auto reader = stub.GetLogs(&ctx, req);
+  auto reader = c.stub->GetLogs(&ctx, req);
   v1::LogChunk chunk;
   while (reader->Read(&chunk)) {
     std::fwrite(chunk.data().data(), 1, chunk.data().size(), stdout);
@@ -136,24 +137,23 @@ int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, in
   return kExitOk;
 }
 
-int CancelCommand(v1::JobService::Stub& stub, const std::string& job,
-                  const CommandOptions& options) {
+int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::CancelJobRequest req;
   req.set_job_id(job);
   v1::Job resp;
-  grpc::Status st = stub.CancelJob(&ctx, req, &resp);
+  grpc::Status st = c.stub->CancelJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "cancel " + job);
   std::cout << (options.json ? ToJson(resp) : resp.id() + " " + StateText(resp.state())) << "\n";
   return kExitOk;
 }
 
-int WorkersCommand(v1::JobService::Stub& stub, const CommandOptions& options) {
+int WorkersCommand(Coordinator& c, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ListWorkersResponse resp;
-  grpc::Status st = stub.ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
+  grpc::Status st = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
   if (!st.ok()) return RpcFailed(st, "workers");
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
   return kExitOk;

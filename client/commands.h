@@ -6,30 +6,36 @@
 #include <memory>
 #include <string>
 
+#include <grpcpp/channel.h>
+
 #include "convoy/v1/job.grpc.pb.h"
 
 namespace convoy {
 
+// A channel to convoy-coordinator and its JobService stub.
+struct Coordinator {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::JobService::Stub> stub;
+};
+
 // The one place where the CLI's channel is made, so that TLS and tokens slot in here.
-// Plain text for now. `target` is HOST:PORT (or any gRPC target URI).
-std::unique_ptr<v1::JobService::Stub> NewJobServiceStub(const std::string& target);
+// Plain text for now. `target` is HOST:PORT (or any gRPC target URI). Connects lazily.
+Coordinator ConnectToCoordinator(const std::string& target);
 
 struct CommandOptions {
   bool json = false;  // --output json
 };
 
-int SubmitCommand(v1::JobService::Stub& stub, const std::string& file, bool watch,
+int SubmitCommand(Coordinator& c, const std::string& file, bool watch,
                   const CommandOptions& options);
-int ListCommand(v1::JobService::Stub& stub, const CommandOptions& options);
-int StatusCommand(v1::JobService::Stub& stub, const std::string& job,
-                  const CommandOptions& options);
-int WatchCommand(v1::JobService::Stub& stub, const std::string& job, const CommandOptions& options,
+int ListCommand(Coordinator& c, const CommandOptions& options);
+int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected = false);
 // Streams the log of `rank` to stdout as raw bytes; attempt < 0 means the latest.
-int LogsCommand(v1::JobService::Stub& stub, const std::string& job, int rank, int attempt,
-                bool follow, int64_t tail_bytes);
-int CancelCommand(v1::JobService::Stub& stub, const std::string& job,
-                  const CommandOptions& options);
-int WorkersCommand(v1::JobService::Stub& stub, const CommandOptions& options);
+int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
+                int64_t tail_bytes);
+int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+int WorkersCommand(Coordinator& c, const CommandOptions& options);
 
 }  // namespace convoy

@@ -245,12 +245,8 @@ std::string FormatFailure(const v1::RankFailure& f, const std::string& indent) {
 }
 
 std::string FormatEvent(const v1::JobEvent& e) {
-  std::string text = FormatClock(e.time_unix_ms()) + "  " + StateText(e.from()) + " -> " +
-                     StateText(e.to()) + "  ";
-  if (e.to() != v1::PENDING || e.attempt() != 0) {
-    text += "attempt " + std::to_string(e.attempt()) + ": ";
-  }
-  return text + e.reason();
+  return FormatClock(e.time_unix_ms()) + "  " + StateText(e.from()) + " -> " + StateText(e.to()) +
+         "  " + e.reason();
 }
 
 std::string FormatRankProgress(const v1::MetricRecord& m) {

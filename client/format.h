@@ -65,7 +65,7 @@ std::string FormatFailure(const v1::RankFailure& failure, const std::string& ind
 // "rank R (local L), worker W, host H: <exit>", then the last lines of its stderr; every line
 // starts with `indent`.
 std::string FormatFailureDetails(const v1::RankFailure& failure, const std::string& indent);
-// "14:03:07  RUNNING -> RESTARTING  attempt 0: rank 1 on worker w2 ... exited with code 1".
+// "14:03:07  RUNNING -> RESTARTING  rank 1 on worker w2 ... exited with code 1".
 std::string FormatEvent(const v1::JobEvent& event);
 // "epoch 1  step 120/1875  loss 0.4321  2100 samples/s  test acc 87.12%": the known fields
 // of a rank's latest record, those it lacks left out.

@@ -56,12 +56,13 @@ int main(int argc, char** argv) {
   CLI::App* logs = app.add_subcommand("logs", "a rank's output (stdout and stderr), raw");
   logs->add_option("JOB", job, "job id")->required();
   logs->add_option("--rank,-r", rank, "global rank")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   logs->add_option("--attempt", attempt, "attempt number (default: the latest)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   logs->add_flag("--follow,-f", follow, "keep streaming until the rank exits");
-  logs->add_option("--tail", tail, "only the last N bytes")->check(CLI::NonNegativeNumber);
+  logs->add_option("--tail", tail, "only the last N bytes")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job; prints its new state");
   cancel->add_option("JOB", job, "job id")->required();
   add_output(cancel);
@@ -77,7 +78,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "convoy: " << e.what() << "\nRun 'convoy --help' for usage.\n";
+    const auto extra = app.remaining();
+    if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
+      std::cerr << "convoy: unknown command '" << extra[0]
+                << "' (commands: submit, list, status, watch, logs, cancel, workers)";
+    } else {
+      std::cerr << "convoy: " << e.what();
+    }
+    std::cerr << "\nRun 'convoy --help' for usage.\n";
     return kExitUsage;
   }
   // HOST:PORT is checked here; a gRPC target URI ("dns:///host:port", "unix:/path") is
@@ -90,15 +98,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto stub = NewJobServiceStub(coordinator);
+  Coordinator c = ConnectToCoordinator(coordinator);
   CommandOptions options;
   options.json = output == "json";
-  if (submit->parsed()) return SubmitCommand(*stub, file, watch, options);
-  if (list->parsed()) return ListCommand(*stub, options);
-  if (status->parsed()) return StatusCommand(*stub, job, options);
-  if (watch_cmd->parsed()) return WatchCommand(*stub, job, options);
-  if (logs->parsed()) return LogsCommand(*stub, job, rank, attempt, follow, tail);
-  if (cancel->parsed()) return CancelCommand(*stub, job, options);
-  if (workers->parsed()) return WorkersCommand(*stub, options);
+  if (submit->parsed()) return SubmitCommand(c, file, watch, options);
+  if (list->parsed()) return ListCommand(c, options);
+  if (status->parsed()) return StatusCommand(c, job, options);
+  if (watch_cmd->parsed()) return WatchCommand(c, job, options);
+  if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);
+  if (cancel->parsed()) return CancelCommand(c, job, options);
+  if (workers->parsed()) return WorkersCommand(c, options);
   return kExitUsage;
 }

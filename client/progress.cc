@@ -174,7 +174,8 @@ std::string ProgressView::PlainProgressLine(int64_t now) const {
 
 void ProgressView::Draw(int64_t now) {
   if (options_.mode == Mode::kPlain) {
-    if (!fresh_metrics_) return;
+    // At the end, Finish shows the last records.
+    if (!fresh_metrics_ || Finished()) return;
     fresh_metrics_ = false;
     last_draw_ms_ = now;
     out_ << PlainProgressLine(now) << "\n" << std::flush;

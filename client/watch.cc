@@ -94,13 +94,13 @@ int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCa
           << FormatDuration(now - broken_since) << ": " << Describe(st) << std::endl;
       return kExitUnavailable;
     }
-    options.sleep_ms(std::min(backoff, broken_since + options.reconnect_for_ms - now));
+    options.wait_ms(std::min(backoff, broken_since + options.reconnect_for_ms - now));
     backoff = std::min(backoff * 2, options.max_backoff_ms);
   }
 }
 
-int WatchJob(v1::JobService::Stub& stub, const std::string& id, ProgressView& view, bool connected,
-             std::ostream& err) {
+int WatchJob(v1::JobService::Stub* stub, grpc::Channel* channel, const std::string& id,
+             ProgressView& view, bool connected, std::ostream& err) {
   FollowOptions options;
   options.connected = connected;
   options.now_ms = [] {
@@ -108,11 +108,20 @@ int WatchJob(v1::JobService::Stub& stub, const std::string& id, ProgressView& vi
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
-  options.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  options.wait_ms = [channel, first = options.first_backoff_ms](int64_t ms) {
+    // A short pause always (the coordinator may be reachable but refusing), then until the
+    // channel connects again or the backoff is over, whichever is first.
+    const int64_t pause = std::min(ms, first);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+    if (ms > pause) {
+      channel->WaitForConnected(std::chrono::system_clock::now() +
+                                std::chrono::milliseconds(ms - pause));
+    }
+  };
   return FollowJob(
       id,
-      [&stub, &id]() -> std::unique_ptr<WatchCall> {
-        return std::make_unique<GrpcWatchCall>(stub, id);
+      [stub, &id]() -> std::unique_ptr<WatchCall> {
+        return std::make_unique<GrpcWatchCall>(*stub, id);
       },
       view, std::move(options), err);
 }

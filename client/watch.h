@@ -3,6 +3,7 @@
 // backoff for up to a minute; each new call starts with a fresh snapshot.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/support/status.h>
 
 #include <cstdint>
@@ -33,9 +34,10 @@ struct FollowOptions {
   int64_t reconnect_for_ms = 60'000;
   int64_t first_backoff_ms = 250;
   int64_t max_backoff_ms = 4'000;
-  // Unix time in ms, and a sleep (both replaced in tests).
+  // Unix time in ms, and the pause before the next call: at most `ms`, less when the
+  // coordinator is known to be back (both replaced in tests).
   std::function<int64_t()> now_ms;
-  std::function<void(int64_t ms)> sleep_ms;
+  std::function<void(int64_t ms)> wait_ms;
 };
 
 // Follows job `id` until it ends, with calls made by `open`. Errors go to `err`, prefixed
@@ -45,8 +47,9 @@ struct FollowOptions {
 int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCall>()>& open,
               ProgressView& view, FollowOptions options, std::ostream& err);
 
-// FollowJob over real WatchJob calls on `stub`.
-int WatchJob(v1::JobService::Stub& stub, const std::string& id, ProgressView& view, bool connected,
-             std::ostream& err);
+// FollowJob over real WatchJob calls on `stub`, whose `channel` tells when a broken
+// connection is back.
+int WatchJob(v1::JobService::Stub* stub, grpc::Channel* channel, const std::string& id,
+             ProgressView& view, bool connected, std::ostream& err);
 
 }  // namespace convoy

@@ -263,10 +263,10 @@ TEST_F(ClientFormatTest, StatusShowsPlacementProgressRootCausesAndEvents) {
             "        |   oom\n"
             "events:\n"
             "  22:12:15  - -> PENDING  submitted\n"
-            "  22:12:16  PENDING -> SCHEDULED  attempt 0: placed on w1,w2\n"
-            "  22:12:50  RUNNING -> RESTARTING  attempt 0: rank 1 on worker w2 (10.0.0.2) killed "
+            "  22:12:16  PENDING -> SCHEDULED  placed on w1,w2\n"
+            "  22:12:50  RUNNING -> RESTARTING  rank 1 on worker w2 (10.0.0.2) killed "
             "by SIGKILL\n"
-            "  22:13:15  RENDEZVOUS -> RUNNING  attempt 1: all 2 ranks started\n");
+            "  22:13:15  RENDEZVOUS -> RUNNING  all 2 ranks started\n");
 }
 
 TEST_F(ClientFormatTest, StatusOfACommandJobThatNeverRan) {

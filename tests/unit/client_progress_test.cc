@@ -95,9 +95,9 @@ TEST_F(ProgressViewTest, PlainModePrintsEventsAtOnceAndProgressAtMostEveryTwoSec
   view.Update(Snapshot(v1::RUNNING, 0, 4), kT0);  // the history so far
   EXPECT_EQ(out_.str(),
             "22:13:20  - -> PENDING  event 0\n"
-            "22:13:21  PENDING -> SCHEDULED  attempt 0: event 1\n"
-            "22:13:22  SCHEDULED -> RENDEZVOUS  attempt 0: event 2\n"
-            "22:13:23  RENDEZVOUS -> RUNNING  attempt 0: event 3\n");
+            "22:13:21  PENDING -> SCHEDULED  event 1\n"
+            "22:13:22  SCHEDULED -> RENDEZVOUS  event 2\n"
+            "22:13:23  RENDEZVOUS -> RUNNING  event 3\n");
   out_.str("");
   view.Update(Metric(0, 10), kT0 + 2'000);
   view.Update(Metric(1, 10), kT0 + 2'100);  // within 2 s: no line
@@ -191,7 +191,7 @@ TEST_F(ProgressViewTest, AFailureEventShowsItsRankAndStderr) {
   e->mutable_failure()->mutable_exit()->add_stderr_tail("last words");
   view.Update(u, kT0);
   EXPECT_EQ(out_.str(),
-            "22:13:20  RUNNING -> RESTARTING  attempt 0: rank 0 on worker w1 (h) killed by "
+            "22:13:20  RUNNING -> RESTARTING  rank 0 on worker w1 (h) killed by "
             "SIGKILL\n"
             "    rank 0, worker w1, host h: killed by SIGKILL\n"
             "    last lines of its stderr:\n"
@@ -243,7 +243,7 @@ TEST_F(ProgressViewTest, TerminalModeRedrawsOneLinePerRankInPlace) {
   EXPECT_EQ(out_.str(), "");
   // An event goes above the live lines, which are drawn again under it.
   view.Update(EventAt(3), kT0 + 1'150);
-  EXPECT_EQ(out_.str().rfind("\r\033[3A\033[J22:13:23  RENDEZVOUS -> RUNNING  attempt 0: event 3\n"
+  EXPECT_EQ(out_.str().rfind("\r\033[3A\033[J22:13:23  RENDEZVOUS -> RUNNING  event 3\n"
                              "j-000001",
                              0),
             0u)

@@ -52,7 +52,7 @@ class FollowJobTest : public ::testing::Test {
     FollowOptions options;
     options.connected = connected;
     options.now_ms = [this] { return now_; };
-    options.sleep_ms = [this](int64_t ms) {
+    options.wait_ms = [this](int64_t ms) {
       sleeps_.push_back(ms);
       now_ += ms;
     };
