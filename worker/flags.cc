@@ -32,12 +32,15 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    *exit_code = app.exit(e);
-    return Status::InvalidArgument(e.what());
+    // CLI11 prints help, the version, or the error; a usage error exits 2 like the others.
+    *exit_code = app.exit(e) == 0 ? 0 : 2;
+    return Status::InvalidArgument("");
   }
   *exit_code = 2;
   if (f->coordinator.empty()) {

@@ -1,6 +1,8 @@
-// convoy-worker's command line (DESIGN.md "Command-line contract") and its defaults.
+// convoy-worker's command line (DESIGN.md "Command-line contract") and its defaults, each
+// with the reason for it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -8,27 +10,43 @@
 namespace convoy {
 
 struct WorkerFlags {
-  std::string coordinator;  // HOST:PORT; CONVOY_COORDINATOR when the flag is absent
+  // HOST:PORT of the coordinator; CONVOY_COORDINATOR when the flag is absent (as every Convoy
+  // program reads it).
+  std::string coordinator;
+  // Unique worker name, [A-Za-z0-9._-]{1,63}: the coordinator keys workers by it.
   std::string name;
-  std::string advertise_address;  // empty: the first non-loopback IPv4 address, else 127.0.0.1
-  int slots = 0;                  // 0: one per GPU, else one per core
-  // CPU cores this worker may use (0: every online core). Several workers sharing one
-  // machine each declare their share, so that ranks get the right OMP_NUM_THREADS.
+  // Empty: the first non-loopback IPv4 address (the one peers most likely reach), else
+  // 127.0.0.1 (a single machine).
+  std::string advertise_address;
+  // 0: one slot per GPU where there are GPUs (one rank per device), else one per core (a
+  // CPU rank wants at least a core).
+  int slots = 0;
+  // CPU cores this worker may use (0: every core its affinity allows). Several workers
+  // sharing one machine each declare their share, so that ranks get the right
+  // OMP_NUM_THREADS.
   int cores = 0;
+  // Where attempts' logs, metrics sockets and default checkpoints live.
   std::string work_dir;
+  // Required until TLS exists, so that plain text is always a conscious choice.
   bool insecure = false;
-  std::string trainer;  // empty: convoy-trainer next to this binary
+  // Empty: convoy-trainer next to this binary (how packages and the build lay them out).
+  std::string trainer;
   // With no coordinator reachable this long, ranks are stopped: nobody could report or stop
   // them any more. A minute rides out a coordinator restart with room to spare.
   double orphan_timeout_s = 60;
-  // SIGTERM-to-SIGKILL grace when a Kill names none.
+  // SIGTERM-to-SIGKILL grace when a Kill names none: long enough for a trainer to finish
+  // writing a checkpoint, short enough that a restart is not held up for long.
   int kill_grace_ms = 5000;
-  // Per-rank log size before rotation (one rotated file is kept).
+  // Per-rank log size before rotation (two rotated files are kept): 64 MiB holds hours of
+  // a trainer's per-step lines while bounding the disk a runaway rank can fill (192 MiB).
   int64_t log_max_bytes = 64LL << 20;
+  // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 };
 
-// Parses argv; on --help or an error sets `exit_code` and returns non-OK.
+// Parses argv. OK with exit_code 0: run. Otherwise `exit_code` is what main returns: 0 for
+// --help/--version, 2 for a usage error. The Status message says what is wrong; it is empty
+// when CLI11 printed the help, the version or its own parse error already.
 Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* flags, int* exit_code);
 
 }  // namespace convoy

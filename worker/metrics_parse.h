@@ -1,7 +1,10 @@
-// Parsing one metric record line written by a rank to CONVOY_METRICS_SOCKET.
+// Parsing the metric records a rank writes to CONVOY_METRICS_SOCKET: one JSON object per
+// line. Pure code; any thread (a MetricLineSplitter is owned by one).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
@@ -12,9 +15,28 @@ namespace convoy {
 inline constexpr size_t kMaxMetricLineBytes = 64 * 1024;
 
 // Parses a JSON object line: "step", "epoch", "loss", "samples", "seconds" go to their
-// fields, "kind" (a string) to kind, "rank" (when the worker cannot tell the rank from the
-// socket's peer) to rank, and every other numeric field to values. INVALID_ARGUMENT for
-// anything that is not a JSON object of at most kMaxMetricLineBytes.
+// fields (setting has_step / has_loss), "kind" (a string) to kind, "rank" (used when the
+// worker cannot tell the rank from the socket's peer) to rank, and every other finite
+// numeric field to values (at most 64 of them, names of at most 64 bytes). Strings, arrays,
+// nested objects and booleans other than those are ignored. INVALID_ARGUMENT for anything
+// that is not a JSON object of at most kMaxMetricLineBytes. Never throws.
 StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line);
+
+// Cuts a byte stream into lines of at most kMaxMetricLineBytes. A longer line is dropped
+// whole (up to its newline) and counted, never split into pieces that could parse.
+class MetricLineSplitter {
+ public:
+  // Appends bytes; returns the complete lines they finished (without the '\n').
+  std::vector<std::string> Feed(const char* data, size_t n);
+  // The stream ended: true when an unterminated last line was dropped.
+  bool Finish();
+  // Over-long lines dropped so far.
+  int64_t dropped_long() const { return dropped_long_; }
+
+ private:
+  std::string buffer_;
+  bool discarding_ = false;  // inside an over-long line: skip to its newline
+  int64_t dropped_long_ = 0;
+};
 
 }  // namespace convoy

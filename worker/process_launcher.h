@@ -1,9 +1,15 @@
-// Starting and signalling rank processes (after Mesos' Launcher). The POSIX launcher forks
-// and execs an argv (never a shell) in a new process group with PR_SET_PDEATHSIG, stdout and
-// stderr into pipes. Tests may substitute a fake.
+// Starting, signalling and reaping rank processes (after Mesos' Launcher). The POSIX
+// launcher (posix_process_launcher.h) forks and execs an argv (never a shell) in a new
+// process group with PR_SET_PDEATHSIG, stdout and stderr into pipes; unit tests substitute a
+// fake (tests/unit/worker_supervisor_test.cc).
+//
+// There is no Recover: every rank carries PR_SET_PDEATHSIG=SIGKILL, so a worker that
+// restarts (for any reason, kill -9 included) has no processes left to adopt. What survives
+// a restart is on disk: the ranks' log files, which ReadLogs still serves.
 //
 // Threading: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so Launch must be
-// called from one long-lived thread (the worker's supervisor thread).
+// called from one long-lived thread (the worker's supervisor thread), and so must PollExits.
+// SignalGroup may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -18,34 +24,37 @@ namespace convoy {
 
 struct LaunchRequest {
   std::vector<std::string> argv;
-  // The whole environment of the child.
+  // The whole environment of the child (PATH in it is used to find argv[0]).
   std::map<std::string, std::string> env;
+  // Empty: the worker's own working directory.
   std::string working_dir;
 };
 
 struct LaunchedProcess {
   pid_t pid = 0;  // also its process group id
+  // Non-blocking read ends of the child's stdout and stderr, owned by the caller; -1 when
+  // the launcher captures no output (a fake).
   int stdout_fd = -1;
   int stderr_fd = -1;
+};
+
+// One process that ended: its pid and the status waitpid gave for it.
+struct ReapedProcess {
+  pid_t pid = 0;
+  int wait_status = 0;
 };
 
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
-  // Starts the process. Fails (with the exec error, e.g. "python4: No such file or
-  // directory") when it could not be started; nothing is left running then.
+  // Starts the process. Fails with the reason (e.g. "exec /opt/x: No such file or
+  // directory", "chdir /nope: ...") when it could not be started; nothing is left running.
   virtual StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) = 0;
-  // Sends `signal` to the process group `pgid`. ESRCH (already gone) is not an error.
+  // Sends `signal` to the process group `pgid`. A group that is gone is not an error.
   virtual void SignalGroup(pid_t pgid, int signal) = 0;
+  // Never blocks: the processes this launcher started that ended since the last call, each
+  // reported once (and reaped, so their pids are free again).
+  virtual std::vector<ReapedProcess> PollExits() = 0;
 };
-
-class PosixProcessLauncher : public ProcessLauncher {
- public:
-  StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
-  void SignalGroup(pid_t pgid, int signal) override;
-};
-
-// The path execve would run for argv[0] under `path_env` (PATH), or empty when none.
-std::string ResolveProgram(const std::string& program, const std::string& path_env);
 
 }  // namespace convoy

@@ -1,90 +1,57 @@
+// The supervisor thread: its loop, launching, killing, reaping and timers. Requests that
+// only read state (ReservePort, ReadLogs, Register) and metric batching live in
+// supervisor_requests.cc.
 #include "worker/supervisor.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 
 #include "common/trainer_argv.h"
 #include "common/util.h"
-#include "worker/metrics_parse.h"
-
-extern char** environ;
+#include "worker/rank_env.h"
 
 namespace convoy {
 namespace {
 
-constexpr size_t kStderrTailLines = 20;
-constexpr size_t kMaxPendingRecords = 10000;
-constexpr int kFlushIntervalMs = 200;
-constexpr int64_t kKeepExitedMs = 3600 * 1000;
-
-std::map<std::string, std::string> ProcessEnv() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  }
-  return env;
-}
+// How long Stop waits beyond the kill grace for ranks that ignore SIGKILL (stuck in the
+// kernel); after it the worker exits and PR_SET_PDEATHSIG has the last word.
+constexpr int64_t kStopSlackMs = 5000;
+// The supervisor thread wakes at least this often for timers (kill grace, heartbeats).
+constexpr int kTickMs = 50;
+constexpr size_t kMaxLocalWorldSize = 1024;
 
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
 }
 
-}  // namespace
-
-std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
-                                                const v1::Launch& launch, int local_rank, int cores,
-                                                const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir) {
-  std::map<std::string, std::string> env = base;
-  for (const auto& [k, v] : launch.spec().env()) env[k] = v;
-  if (env.count("OMP_NUM_THREADS") == 0) {
-    env["OMP_NUM_THREADS"] =
-        std::to_string(std::max(1, cores / std::max(1, launch.local_world_size())));
-  }
-  const int rank = launch.group_rank() * launch.local_world_size() + local_rank;
-  env["RANK"] = std::to_string(rank);
-  env["LOCAL_RANK"] = std::to_string(local_rank);
-  env["WORLD_SIZE"] = std::to_string(launch.world_size());
-  env["LOCAL_WORLD_SIZE"] = std::to_string(launch.local_world_size());
-  env["GROUP_RANK"] = std::to_string(launch.group_rank());
-  env["GROUP_WORLD_SIZE"] = std::to_string(launch.num_nodes());
-  env["ROLE_RANK"] = std::to_string(rank);
-  env["ROLE_WORLD_SIZE"] = std::to_string(launch.world_size());
-  env["ROLE_NAME"] = "default";
-  env["MASTER_ADDR"] = launch.master_addr();
-  env["MASTER_PORT"] = std::to_string(launch.master_port());
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(launch.restart_count());
-  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(launch.max_restarts());
-  env["TORCHELASTIC_RUN_ID"] = launch.run_id();
-  env["CONVOY_JOB_ID"] = launch.job_id();
-  env["CONVOY_ATTEMPT"] = std::to_string(launch.attempt());
-  env["CONVOY_METRICS_SOCKET"] = metrics_socket;
-  env["CONVOY_CHECKPOINT_DIR"] = checkpoint_dir;
-  env["PYTHONUNBUFFERED"] = "1";
-  return env;
+std::string DescribeExit(const v1::ProcessExit& e) {
+  return e.signal() != 0 ? "killed by " + e.signal_name()
+                         : "exited with code " + std::to_string(e.exit_code());
 }
 
-Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox)
-    : config_(std::move(config)), launcher_(launcher), outbox_(outbox) {
-  disconnected_since_ms_ = NowMs();
+}  // namespace
+
+bool Supervisor::Attempt::AnyRunning() const {
+  for (const auto& r : ranks) {
+    if (r->running) return true;
+  }
+  return false;
+}
+
+Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox,
+                       const Clock& clock)
+    : config_(std::move(config)), launcher_(launcher), outbox_(outbox), clock_(clock) {
+  disconnected_since_ms_ = clock_.NowMonotonicMs();
   if (pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::critical("pipe: {}", strerror(errno));
     std::abort();
@@ -95,12 +62,6 @@ Supervisor::~Supervisor() {
   Stop();
   CloseFd(wake_fd_[0]);
   CloseFd(wake_fd_[1]);
-}
-
-int64_t Supervisor::NowMs() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 void Supervisor::Start() {
@@ -119,7 +80,9 @@ void Supervisor::Stop() {
 void Supervisor::Post(const v1::CoordinatorMessage& msg) {
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);
-    commands_.push_back(msg);
+    Command cmd;
+    cmd.msg = msg;
+    commands_.push_back(std::move(cmd));
   }
   char c = 'c';
   ssize_t ignored = write(wake_fd_[1], &c, 1);
@@ -127,144 +90,148 @@ void Supervisor::Post(const v1::CoordinatorMessage& msg) {
 }
 
 void Supervisor::OnConnected(int heartbeat_interval_ms) {
-  heartbeat_ms_ = std::max(50, heartbeat_interval_ms);
+  Command cmd;
+  cmd.resync = true;
+  cmd.heartbeat_ms = std::clamp(heartbeat_interval_ms, 50, 60000);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cmd.since_seq = register_seq_;
+  }
+  cmd.link_gen = ++link_gen_;
   connected_ = true;
-  if (orphaned_) spdlog::info("coordinator reachable again");
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    commands_.push_back(std::move(cmd));
+  }
+  char c = 'r';
+  ssize_t ignored = write(wake_fd_[1], &c, 1);
+  (void)ignored;
 }
 
 void Supervisor::OnDisconnected() {
-  if (connected_.exchange(false)) disconnected_since_ms_ = NowMs();
+  if (connected_.exchange(false)) disconnected_since_ms_ = clock_.NowMonotonicMs();
+  ++link_gen_;
 }
 
-void Supervisor::Send(const v1::WorkerMessage& msg) {
-  if (connected_) outbox_.Send(msg);
+bool Supervisor::Send(const v1::WorkerMessage& msg) {
+  if (!LinkUp()) return false;
+  return outbox_.Send(msg);
 }
 
-v1::Register Supervisor::BuildRegister() {
-  v1::Register reg;
-  reg.set_name(config_.name);
-  reg.set_address(config_.address);
-  reg.set_hostname(config_.hostname);
-  reg.set_cores(config_.cores);
-  for (int g : config_.gpus) reg.add_gpus(g);
-  reg.set_slots(config_.slots);
-  reg.set_version(CONVOY_VERSION);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [key, a] : attempts_) {
-    if (a.forgotten) continue;
-    v1::AttemptStatus* as = reg.add_attempts();
-    as->set_job_id(a.job_id);
-    as->set_attempt(a.attempt);
-    for (const Rank& r : a.ranks) {
-      v1::RankStatus* rs = as->add_ranks();
-      rs->set_rank(r.rank);
-      rs->set_local_rank(r.local_rank);
-      rs->set_pid(r.pid);
-      rs->set_running(r.running);
-      if (!r.running) *rs->mutable_exit() = r.exit;
-    }
-  }
-  return reg;
-}
-
-// ---- The supervisor thread
+// ---- The loop
 
 void Supervisor::Run() {
+  // What each pollfd is for; rebuilt every turn (attempts and descriptors come and go).
+  struct Target {
+    Attempt* attempt = nullptr;  // metrics socket descriptor when rank is null
+    Rank* rank = nullptr;        // a rank's output pipe
+    bool is_stderr = false;
+  };
   std::vector<pollfd> fds;
-  // What each pollfd is: a callback run when it is readable.
-  std::vector<std::function<void()>> handlers;
+  std::vector<Target> targets;
+  int64_t stop_deadline = 0;
   while (true) {
-    if (stopping_) {
-      std::lock_guard<std::mutex> lock(mu_);
-      bool any = false;
-      for (auto& [key, a] : attempts_) {
-        for (Rank& r : a.ranks) any = any || r.running;
-      }
-      if (!any) break;
-      for (auto& [key, a] : attempts_) {
-        bool running = false;
-        for (Rank& r : a.ranks) running = running || (r.running && !r.signalled);
-        if (running) KillAttempt(a, config_.kill_grace_ms);
-      }
-    }
-    fds.clear();
-    handlers.clear();
-    fds.push_back({wake_fd_[0], POLLIN, 0});
-    handlers.push_back([this] {
-      char buf[256];
-      while (read(wake_fd_[0], buf, sizeof(buf)) > 0) {
-      }
-      std::deque<v1::CoordinatorMessage> cmds;
-      {
-        std::lock_guard<std::mutex> lock(cmd_mu_);
-        cmds.swap(commands_);
-      }
-      for (const auto& c : cmds) Handle(c);
-    });
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        const int64_t now = clock_.NowMonotonicMs();
+        if (stop_deadline == 0) {
+          stop_deadline = now + config_.kill_grace_ms + kStopSlackMs;
+          KillEverything("the worker is shutting down");
+        }
+        bool any = false;
+        for (const auto& [key, a] : attempts_) any = any || a.AnyRunning();
+        if (!any) break;
+        if (now >= stop_deadline) {
+          spdlog::error("some ranks outlived SIGKILL by {} ms; exiting without them", kStopSlackMs);
+          break;
+        }
+      }
+      fds.clear();
+      targets.clear();
+      fds.push_back({wake_fd_[0], POLLIN, 0});
+      targets.push_back({});
       for (auto& [key, a] : attempts_) {
-        Attempt* ap = &a;
-        if (a.listen_fd >= 0) {
-          fds.push_back({a.listen_fd, POLLIN, 0});
-          handlers.push_back([this, ap] { AcceptMetrics(*ap); });
-        }
-        for (size_t i = 0; i < a.conns.size(); ++i) {
-          fds.push_back({a.conns[i].fd, POLLIN, 0});
-          const int fd = a.conns[i].fd;
-          handlers.push_back([this, ap, fd] {
-            for (size_t k = 0; k < ap->conns.size(); ++k) {
-              if (ap->conns[k].fd == fd) {
-                ReadMetrics(*ap, ap->conns[k]);  // may erase it: look no further
-                break;
-              }
-            }
-          });
-        }
-        for (Rank& r : a.ranks) {
-          Rank* rp = &r;
-          if (r.out_fd >= 0) {
-            fds.push_back({r.out_fd, POLLIN, 0});
-            handlers.push_back([this, rp] { PumpOutput(*rp, rp->out_fd, false); });
+        if (a.metrics != nullptr) {
+          for (int fd : a.metrics->PollFds()) {
+            fds.push_back({fd, POLLIN, 0});
+            targets.push_back({&a, nullptr, false});
           }
-          if (r.err_fd >= 0) {
-            fds.push_back({r.err_fd, POLLIN, 0});
-            handlers.push_back([this, rp] { PumpOutput(*rp, rp->err_fd, true); });
+        }
+        for (auto& r : a.ranks) {
+          if (r->out_fd >= 0) {
+            fds.push_back({r->out_fd, POLLIN, 0});
+            targets.push_back({&a, r.get(), false});
+          }
+          if (r->err_fd >= 0) {
+            fds.push_back({r->err_fd, POLLIN, 0});
+            targets.push_back({&a, r.get(), true});
           }
         }
       }
     }
-    int n = poll(fds.data(), fds.size(), 50);
+    const int n = poll(fds.data(), fds.size(), kTickMs);
     if (n < 0 && errno != EINTR) spdlog::error("poll: {}", strerror(errno));
     std::lock_guard<std::mutex> lock(mu_);
     if (n > 0) {
-      // Handlers may add or remove attempts (commands) or connections: run the wake-up
-      // handler last so that the pointers captured above stay valid while others run.
+      // Attempts are erased only in Timers and ranks never, so the pointers in `targets` are
+      // valid here; commands run last because a Launch adds attempts.
       for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) handlers[i]();
+        if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const Target& t = targets[i];
+        if (t.rank != nullptr) {
+          PumpOutput(*t.rank, t.is_stderr);
+        } else if (t.attempt->metrics != nullptr) {
+          std::vector<v1::MetricRecord> records;
+          t.attempt->metrics->OnReadable(
+              fds[i].fd,
+              [a = t.attempt](pid_t pid, pid_t pgid) {
+                for (const auto& r : a->ranks) {
+                  if (r->pid > 0 && (r->pid == pid || r->pid == pgid)) return r->rank;
+                }
+                return -1;
+              },
+              clock_.NowUnixMs(), &records);
+          AddRecords({t.attempt->job_id, t.attempt->attempt}, &records);
+        }
       }
-      if (fds[0].revents & POLLIN) handlers[0]();
+      if (fds[0].revents & POLLIN) {
+        char buf[256];
+        while (read(wake_fd_[0], buf, sizeof(buf)) > 0) {
+        }
+        std::deque<Command> cmds;
+        {
+          std::lock_guard<std::mutex> cmd_lock(cmd_mu_);
+          cmds.swap(commands_);
+        }
+        for (const Command& c : cmds) Handle(c);
+      }
     }
     Reap();
     Timers();
   }
-  FlushMetrics(true);
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [key, a] : attempts_) CloseAttemptSockets(a);
+  FlushMetrics(true);
+  for (auto& [key, a] : attempts_) CloseMetrics(a);
 }
 
-void Supervisor::Handle(const v1::CoordinatorMessage& msg) {
+void Supervisor::Handle(const Command& cmd) {
+  if (cmd.resync) {
+    Resync(cmd);
+    return;
+  }
+  const v1::CoordinatorMessage& msg = cmd.msg;
   switch (msg.msg_case()) {
     case v1::CoordinatorMessage::kLaunch:
       Launch(msg.launch());
       break;
     case v1::CoordinatorMessage::kKill: {
-      auto it = attempts_.find({msg.kill().job_id(), msg.kill().attempt()});
-      if (it == attempts_.end()) return;
-      spdlog::info("killing attempt {} of job {}: {}", msg.kill().attempt(), msg.kill().job_id(),
-                   msg.kill().reason());
-      KillAttempt(it->second,
-                  msg.kill().grace_ms() > 0 ? msg.kill().grace_ms() : config_.kill_grace_ms);
+      const v1::Kill& kill = msg.kill();
+      auto it = attempts_.find({kill.job_id(), kill.attempt()});
+      if (it == attempts_.end() || !it->second.AnyRunning()) return;  // idempotent
+      spdlog::info("job {} attempt {}: killing its ranks: {}", kill.job_id(), kill.attempt(),
+                   kill.reason().empty() ? "asked by the coordinator" : kill.reason());
+      KillAttempt(it->second, kill.grace_ms() > 0 ? kill.grace_ms() : config_.kill_grace_ms);
       break;
     }
     case v1::CoordinatorMessage::kReservePort:
@@ -278,14 +245,50 @@ void Supervisor::Handle(const v1::CoordinatorMessage& msg) {
       if (it != attempts_.end()) it->second.forgotten = true;
       break;
     }
+    case v1::CoordinatorMessage::kRegisterAck:
+      break;  // a repeated ack changes nothing
     default:
-      spdlog::warn("unexpected message from the coordinator (case {}); ignored",
+      spdlog::warn("unknown message from the coordinator (case {}); ignored",
                    static_cast<int>(msg.msg_case()));
   }
 }
 
+void Supervisor::Resync(const Command& cmd) {
+  if (cmd.link_gen != link_gen_) return;  // that connection is gone already
+  sending_gen_ = cmd.link_gen;
+  // What happened after the Register's snapshot, which therefore it did not carry.
+  for (const auto& [key, a] : attempts_) {
+    for (const auto& r : a.ranks) {
+      if (r->start_seq > cmd.since_seq) {
+        if (r->launch_failed) {
+          v1::WorkerMessage out;
+          v1::LaunchFailed* f = out.mutable_launch_failed();
+          f->set_job_id(a.job_id);
+          f->set_attempt(a.attempt);
+          f->set_rank(r->rank);
+          f->set_error(r->launch_error);
+          Send(out);
+        } else {
+          SendStarted(a, *r);
+        }
+      }
+      if (r->exit_seq > cmd.since_seq) SendExited(a, *r);
+    }
+  }
+  heartbeat_ms_ = cmd.heartbeat_ms;
+  next_heartbeat_ms_ = clock_.NowMonotonicMs() + heartbeat_ms_;
+  if (orphaned_) spdlog::info("the coordinator is reachable again");
+  orphaned_ = false;
+  FlushMetrics(true);
+}
+
+// ---- Launch
+
 void Supervisor::Launch(const v1::Launch& launch) {
-  const Key key{launch.job_id(), launch.attempt()};
+  const int64_t lws = launch.local_world_size();
+  const int64_t first_rank_wide = int64_t{launch.group_rank()} * std::max<int64_t>(lws, 1);
+  const int first_rank =
+      static_cast<int>(std::clamp<int64_t>(first_rank_wide, 0, int64_t{1} << 30));
   auto refuse = [&](int rank, const std::string& why) {
     spdlog::error("job {} attempt {}: cannot launch rank {}: {}", launch.job_id(), launch.attempt(),
                   rank, why);
@@ -297,270 +300,125 @@ void Supervisor::Launch(const v1::Launch& launch) {
     f->set_error(why);
     Send(out);
   };
-  const int first_rank = launch.group_rank() * launch.local_world_size();
   if (!IsValidName(launch.job_id()) || launch.attempt() < 0) {
-    refuse(first_rank, "invalid job id or attempt");
+    refuse(first_rank, "invalid job id '" + launch.job_id() + "' or attempt " +
+                           std::to_string(launch.attempt()));
     return;
   }
-  if (launch.local_world_size() < 1 || launch.local_world_size() > 1024 ||
-      launch.local_world_size() > std::max(1, config_.slots) * 4 || launch.world_size() < 1) {
-    refuse(first_rank, "local_world_size " + std::to_string(launch.local_world_size()) +
-                           " does not fit this worker's " + std::to_string(config_.slots) +
-                           " slots");
+  const int64_t max_lws =
+      std::min<int64_t>(kMaxLocalWorldSize, int64_t{std::max(1, config_.slots)} * 4);
+  if (lws < 1 || lws > max_lws) {
+    refuse(first_rank, "local_world_size " + std::to_string(lws) + " is impossible on worker " +
+                           config_.name + " (" + std::to_string(config_.slots) + " slots)");
     return;
   }
-  if (attempts_.count(key) != 0) return;  // a duplicate launch
-  std::vector<std::string> argv = BuildArgv(launch.spec(), config_.trainer_path);
+  if (launch.group_rank() < 0 || launch.num_nodes() < 1 ||
+      launch.group_rank() >= launch.num_nodes() || first_rank_wide + lws > launch.world_size()) {
+    refuse(first_rank, "inconsistent rank plan: group_rank " + std::to_string(launch.group_rank()) +
+                           " of " + std::to_string(launch.num_nodes()) +
+                           " nodes, local_world_size " + std::to_string(lws) + ", world_size " +
+                           std::to_string(launch.world_size()));
+    return;
+  }
+  const Key key{launch.job_id(), launch.attempt()};
+  if (attempts_.count(key) != 0) {
+    spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
+                 launch.job_id(), launch.attempt());
+    return;
+  }
+  const std::vector<std::string> argv = BuildArgv(launch.spec(), config_.trainer_path);
   if (argv.empty() || argv[0].empty()) {
     refuse(first_rank, "the job has an empty command");
     return;
   }
-  Attempt& a = attempts_[key];
-  a.job_id = launch.job_id();
-  a.attempt = launch.attempt();
-  a.dir = config_.work_dir + "/jobs/" + launch.job_id() + "/attempt-" +
-          std::to_string(launch.attempt());
-  std::error_code ec;
-  std::filesystem::create_directories(a.dir, ec);
+  if (launch.spec().has_trainer() && access(config_.trainer_path.c_str(), X_OK) != 0) {
+    refuse(first_rank, "convoy-trainer not found at " + config_.trainer_path + " (" +
+                           strerror(errno) + "; see --trainer)");
+    return;
+  }
+  const std::string dir = config_.work_dir + "/jobs/" + launch.job_id() + "/attempt-" +
+                          std::to_string(launch.attempt());
   const std::string checkpoint_dir = launch.spec().checkpoint_dir().empty()
                                          ? config_.work_dir + "/checkpoints/" + launch.job_id()
                                          : launch.spec().checkpoint_dir();
-  std::filesystem::create_directories(checkpoint_dir, ec);
-
-  // The attempt's metrics socket.
-  std::string sock = config_.work_dir + "/run/" + launch.job_id() + "." +
-                     std::to_string(launch.attempt()) + ".sock";
-  if (sock.size() >= sizeof(sockaddr_un::sun_path)) {
-    const std::string dir = "/tmp/convoy-" + std::to_string(getuid());
-    std::filesystem::create_directories(dir, ec);
-    sock = dir + "/" + std::to_string(std::hash<std::string>()(sock)) + ".sock";
+  for (const std::string& d : {dir, checkpoint_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) {
+      refuse(first_rank, "cannot create " + d + ": " + ec.message());
+      return;
+    }
   }
-  std::filesystem::create_directories(std::filesystem::path(sock).parent_path(), ec);
-  unlink(sock.c_str());
-  a.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
-  if (a.listen_fd < 0 || bind(a.listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(a.listen_fd, 64) != 0) {
-    spdlog::warn("metrics socket {}: {}; ranks will report no metrics", sock, strerror(errno));
-    CloseFd(a.listen_fd);
+
+  Attempt& a = attempts_[key];
+  a.job_id = launch.job_id();
+  a.attempt = launch.attempt();
+  a.dir = dir;
+  const std::string label = "job " + a.job_id + " attempt " + std::to_string(a.attempt);
+  auto socket =
+      MetricsSocket::Open(MetricsSocketPath(config_.work_dir, a.job_id, a.attempt), label);
+  if (socket.ok()) {
+    a.metrics = std::move(*socket);
   } else {
-    a.socket_path = sock;
+    spdlog::warn("{}: no metrics socket ({}); its ranks can report no metrics", label,
+                 socket.status().message());
   }
+  const std::string metrics_path = a.metrics != nullptr ? a.metrics->path() : "";
 
-  const auto base_env = ProcessEnv();
-  for (int l = 0; l < launch.local_world_size(); ++l) {
-    Rank r;
-    r.local_rank = l;
-    r.rank = first_rank + l;
+  for (int l = 0; l < lws; ++l) {
+    auto r = std::make_unique<Rank>();
+    r->local_rank = l;
+    r->rank = first_rank + l;
+    r->log = std::make_unique<RankLog>(a.dir + "/rank-" + std::to_string(r->rank) + ".log",
+                                       config_.log_max_bytes);
+    if (!r->log->ok()) {
+      spdlog::warn("{}: cannot write {}: {}", label, r->log->path(), strerror(errno));
+    }
     LaunchRequest req;
     req.argv = argv;
-    req.env = BuildRankEnv(base_env, launch, l, config_.cores, a.socket_path, checkpoint_dir);
+    req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir);
     req.working_dir = launch.spec().working_dir().empty() ? a.dir : launch.spec().working_dir();
-    r.log_path = a.dir + "/rank-" + std::to_string(r.rank) + ".log";
-    r.log_fd = open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     auto started = launcher_.Launch(req);
+    r->start_seq = ++seq_;
     if (!started.ok()) {
-      r.exit.set_exit_code(127);
-      r.exit.add_stderr_tail(started.status().message());
-      WriteLog(r, started.status().message().data(), started.status().message().size());
-      CloseFd(r.log_fd);
+      r->launch_failed = true;
+      r->launch_error = started.status().message();
+      r->log->Note("cannot start rank " + std::to_string(r->rank) + ": " + r->launch_error);
+      r->log->Close();
+      r->exit.set_exit_code(127);  // what a shell says for a command it cannot run
+      for (const auto& line : r->log->StderrTail()) r->exit.add_stderr_tail(line);
+      Rank& ref = *r;
       a.ranks.push_back(std::move(r));
-      a.ended_ms = NowMs();
-      refuse(first_rank + l, started.status().message());
+      refuse(ref.rank, ref.launch_error);
       continue;
     }
-    r.pid = started->pid;
-    r.out_fd = started->stdout_fd;
-    r.err_fd = started->stderr_fd;
-    r.running = true;
-    spdlog::info("job {} attempt {}: rank {} started, pid {}", a.job_id, a.attempt, r.rank, r.pid);
-    v1::WorkerMessage out;
-    v1::ProcessStarted* s = out.mutable_process_started();
-    s->set_job_id(a.job_id);
-    s->set_attempt(a.attempt);
-    s->set_rank(r.rank);
-    s->set_local_rank(l);
-    s->set_pid(r.pid);
+    r->pid = started->pid;
+    r->out_fd = started->stdout_fd;
+    r->err_fd = started->stderr_fd;
+    r->running = true;
+    spdlog::info("{}: rank {} started, pid {}", label, r->rank, r->pid);
+    Rank& ref = *r;
     a.ranks.push_back(std::move(r));
-    Send(out);
+    SendStarted(a, ref);
+  }
+  if (!a.AnyRunning()) {
+    a.ended_ms = clock_.NowMonotonicMs();
+    CloseMetrics(a);
   }
 }
 
-void Supervisor::KillAttempt(Attempt& a, int64_t grace_ms) {
-  for (Rank& r : a.ranks) {
-    if (!r.running) continue;
-    r.signalled = true;
-    launcher_.SignalGroup(r.pid, SIGTERM);
-    launcher_.SignalGroup(r.pid, SIGCONT);  // a stopped rank must see its SIGTERM
-    const int64_t at = NowMs() + grace_ms;
-    if (r.kill_at_ms == 0 || at < r.kill_at_ms) r.kill_at_ms = at;
-  }
-}
-
-void Supervisor::ReservePort(const v1::ReservePort& req) {
+void Supervisor::SendStarted(const Attempt& a, const Rank& r) {
   v1::WorkerMessage out;
-  v1::PortReserved* p = out.mutable_port_reserved();
-  p->set_job_id(req.job_id());
-  p->set_attempt(req.attempt());
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (inet_pton(AF_INET, config_.address.c_str(), &addr.sin_addr) != 1) {
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  }
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    p->set_error(std::string("bind: ") + strerror(errno));
-  } else {
-    p->set_port(ntohs(addr.sin_port));
-  }
-  if (fd >= 0) close(fd);
+  v1::ProcessStarted* s = out.mutable_process_started();
+  s->set_job_id(a.job_id);
+  s->set_attempt(a.attempt);
+  s->set_rank(r.rank);
+  s->set_local_rank(r.local_rank);
+  s->set_pid(r.pid);
   Send(out);
 }
 
-void Supervisor::ReadLogs(const v1::ReadLogs& req) {
-  v1::WorkerMessage out;
-  v1::LogData* d = out.mutable_log_data();
-  d->set_request_id(req.request_id());
-  auto it = attempts_.find({req.job_id(), req.attempt()});
-  std::string path;
-  bool running = false;
-  if (it != attempts_.end()) {
-    for (const Rank& r : it->second.ranks) {
-      if (r.rank == req.rank()) {
-        path = r.log_path;
-        running = r.running;
-      }
-    }
-  } else if (IsValidName(req.job_id())) {
-    // Not in memory any more (worker restarted, attempt forgotten): the file may still be.
-    path = config_.work_dir + "/jobs/" + req.job_id() + "/attempt-" +
-           std::to_string(req.attempt()) + "/rank-" + std::to_string(req.rank()) + ".log";
-    if (!std::filesystem::exists(path)) path.clear();
-  }
-  if (path.empty()) {
-    d->set_error("no log for rank " + std::to_string(req.rank()) + " of attempt " +
-                 std::to_string(req.attempt()) + " of job " + req.job_id() + " on worker " +
-                 config_.name);
-    Send(out);
-    return;
-  }
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    d->set_error(path + ": " + strerror(errno));
-    if (fd >= 0) close(fd);
-    Send(out);
-    return;
-  }
-  int64_t offset = req.offset();
-  if (offset < 0) offset = std::max<int64_t>(0, st.st_size + offset);
-  offset = std::min<int64_t>(offset, st.st_size);
-  const int64_t max = std::clamp<int64_t>(req.max_bytes(), 1, 1 << 20);
-  std::string data(static_cast<size_t>(std::min<int64_t>(max, st.st_size - offset)), '\0');
-  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), offset);
-  close(fd);
-  if (n < 0) n = 0;
-  data.resize(static_cast<size_t>(n));
-  d->set_next_offset(offset + n);
-  d->set_eof(!running && offset + n >= st.st_size);
-  d->set_data(std::move(data));
-  Send(out);
-}
-
-void Supervisor::PumpOutput(Rank& r, int fd, bool is_stderr) {
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n > 0) {
-      WriteLog(r, buf, static_cast<size_t>(n));
-      if (is_stderr) {
-        r.err_partial.append(buf, static_cast<size_t>(n));
-        size_t pos;
-        while ((pos = r.err_partial.find('\n')) != std::string::npos) {
-          r.stderr_tail.push_back(r.err_partial.substr(0, std::min<size_t>(pos, 4096)));
-          r.err_partial.erase(0, pos + 1);
-          if (r.stderr_tail.size() > kStderrTailLines) r.stderr_tail.pop_front();
-        }
-        if (r.err_partial.size() > 4096) r.err_partial.resize(4096);
-      }
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-      // EOF: the rank (and everything that inherited the pipe) closed it.
-      if (fd == r.out_fd) {
-        CloseFd(r.out_fd);
-      } else if (fd == r.err_fd) {
-        CloseFd(r.err_fd);
-      }
-    }
-    return;
-  }
-}
-
-void Supervisor::WriteLog(Rank& r, const char* data, size_t n) {
-  if (r.log_fd < 0) return;
-  if (r.log_bytes + static_cast<int64_t>(n) > config_.log_max_bytes) {
-    // Rotation: rank-R.log -> rank-R.log.1 (the previous .1 is dropped).
-    close(r.log_fd);
-    std::rename(r.log_path.c_str(), (r.log_path + ".1").c_str());
-    r.log_fd = open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    r.log_bytes = 0;
-    if (r.log_fd < 0) return;
-  }
-  ssize_t w = write(r.log_fd, data, n);
-  if (w > 0) r.log_bytes += w;
-}
-
-void Supervisor::Reap() {
-  for (;;) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
-    for (auto& [key, a] : attempts_) {
-      for (Rank& r : a.ranks) {
-        if (r.running && r.pid == pid) OnExit(a, r, status);
-      }
-    }
-  }
-}
-
-void Supervisor::OnExit(Attempt& a, Rank& r, int status) {
-  r.running = false;
-  // Whatever is left in the pipes belongs to the log and the stderr tail.
-  if (r.out_fd >= 0) PumpOutput(r, r.out_fd, false);
-  if (r.err_fd >= 0) PumpOutput(r, r.err_fd, true);
-  CloseFd(r.out_fd);
-  CloseFd(r.err_fd);
-  if (!r.err_partial.empty()) {
-    r.stderr_tail.push_back(r.err_partial);
-    r.err_partial.clear();
-    if (r.stderr_tail.size() > kStderrTailLines) r.stderr_tail.pop_front();
-  }
-  CloseFd(r.log_fd);
-  // Children the rank left behind in its process group go with it.
-  launcher_.SignalGroup(r.pid, SIGKILL);
-  r.exit.Clear();
-  if (WIFSIGNALED(status)) {
-    r.exit.set_signal(WTERMSIG(status));
-    r.exit.set_signal_name(SignalName(WTERMSIG(status)));
-  } else {
-    r.exit.set_exit_code(WEXITSTATUS(status));
-  }
-  r.exit.set_killed_by_worker(r.signalled);
-  for (const auto& line : r.stderr_tail) r.exit.add_stderr_tail(line);
-  spdlog::info("job {} attempt {}: rank {} (pid {}) {}", a.job_id, a.attempt, r.rank, r.pid,
-               r.exit.signal() != 0 ? "killed by " + r.exit.signal_name()
-                                    : "exited with code " + std::to_string(r.exit.exit_code()));
-  bool all_done = true;
-  for (const Rank& other : a.ranks) all_done = all_done && !other.running;
-  if (all_done) {
-    a.ended_ms = NowMs();
-    FlushMetrics(true);
-  }
+void Supervisor::SendExited(const Attempt& a, const Rank& r) {
   v1::WorkerMessage out;
   v1::ProcessExited* e = out.mutable_process_exited();
   e->set_job_id(a.job_id);
@@ -570,147 +428,131 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int status) {
   e->set_pid(r.pid);
   *e->mutable_exit() = r.exit;
   Send(out);
-  if (all_done) CloseAttemptSockets(a);
 }
 
-void Supervisor::CloseAttemptSockets(Attempt& a) {
-  for (auto& c : a.conns) CloseFd(c.fd);
-  a.conns.clear();
-  if (a.listen_fd >= 0) {
-    CloseFd(a.listen_fd);
-    unlink(a.socket_path.c_str());
-  }
-}
+// ---- Kill, reap
 
-void Supervisor::AcceptMetrics(Attempt& a) {
-  for (;;) {
-    int fd = accept4(a.listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    MetricConn c;
-    c.fd = fd;
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      const pid_t pgid = getpgid(cred.pid);
-      for (const Rank& r : a.ranks) {
-        if (r.pid == cred.pid || (pgid > 0 && r.pid == pgid)) c.rank = r.rank;
-      }
-    }
-    if (a.conns.size() >= 4096) {
-      close(fd);
-      continue;
-    }
-    a.conns.push_back(std::move(c));
+void Supervisor::KillAttempt(Attempt& a, int64_t grace_ms) {
+  const int64_t at = clock_.NowMonotonicMs() + grace_ms;
+  for (auto& r : a.ranks) {
+    if (!r->running) continue;
+    r->signalled = true;
+    launcher_.SignalGroup(r->pid, SIGTERM);
+    launcher_.SignalGroup(r->pid, SIGCONT);  // a stopped rank must see its SIGTERM
+    if (r->kill_at_ms == 0 || at < r->kill_at_ms) r->kill_at_ms = at;
   }
 }
 
-void Supervisor::ReadMetrics(Attempt& a, MetricConn& c) {
-  char buf[65536];
-  bool closed = false;
-  for (;;) {
-    ssize_t n = read(c.fd, buf, sizeof(buf));
-    if (n > 0) {
-      c.buffer.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) closed = true;
-    break;
-  }
-  size_t pos;
-  static int64_t warned = 0;
-  while ((pos = c.buffer.find('\n')) != std::string::npos) {
-    std::string line = c.buffer.substr(0, pos);
-    c.buffer.erase(0, pos + 1);
-    auto rec = ParseMetricLine(line);
-    if (!rec.ok()) {
-      if (warned++ < 20) {
-        spdlog::warn("job {}: dropped a metric line: {}", a.job_id, rec.status().message());
-      }
-      continue;
-    }
-    if (c.rank >= 0) rec->set_rank(c.rank);
-    rec->set_attempt(a.attempt);
-    rec->set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count());
-    a.pending.push_back(std::move(*rec));
-    if (a.pending.size() > kMaxPendingRecords) a.pending.erase(a.pending.begin());
-  }
-  if (c.buffer.size() > kMaxMetricLineBytes) {
-    if (warned++ < 20) spdlog::warn("job {}: dropped an over-long metric line", a.job_id);
-    c.buffer.clear();
-  }
-  if (closed) {
-    CloseFd(c.fd);
-    a.conns.erase(std::remove_if(a.conns.begin(), a.conns.end(),
-                                 [](const MetricConn& m) { return m.fd < 0; }),
-                  a.conns.end());
-  }
-}
-
-void Supervisor::FlushMetrics(bool force) {
-  const int64_t now = NowMs();
-  if (!force && now < next_flush_ms_) return;
-  next_flush_ms_ = now + kFlushIntervalMs;
-  if (!connected_) return;  // kept (bounded) until the coordinator is back
+void Supervisor::KillEverything(const std::string& why) {
+  bool any = false;
   for (auto& [key, a] : attempts_) {
-    size_t start = 0;
-    while (start < a.pending.size()) {
-      v1::WorkerMessage out;
-      v1::MetricBatch* b = out.mutable_metrics();
-      b->set_job_id(a.job_id);
-      b->set_attempt(a.attempt);
-      const size_t end = std::min(a.pending.size(), start + 500);
-      for (size_t i = start; i < end; ++i) *b->add_records() = a.pending[i];
-      if (!outbox_.Send(out)) return;
-      start = end;
+    if (!a.AnyRunning()) continue;
+    any = true;
+    KillAttempt(a, config_.kill_grace_ms);
+  }
+  if (any) spdlog::warn("stopping every rank: {}", why);
+}
+
+void Supervisor::PumpOutput(Rank& r, bool is_stderr) {
+  int& fd = is_stderr ? r.err_fd : r.out_fd;
+  char buf[65536];
+  // Bounded per wake-up so that one rank's flood cannot starve the others.
+  for (int i = 0; i < 16 && fd >= 0; ++i) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      r.log->Append(buf, static_cast<size_t>(n), is_stderr);
+      continue;
     }
-    a.pending.clear();
+    if (n < 0 && errno == EINTR) continue;
+    // EOF: the rank and everything that inherited the pipe closed it. EAGAIN: drained.
+    if (n == 0 || errno != EAGAIN) CloseFd(fd);
+    return;
   }
 }
+
+void Supervisor::Reap() {
+  for (const ReapedProcess& p : launcher_.PollExits()) {
+    for (auto& [key, a] : attempts_) {
+      for (auto& r : a.ranks) {
+        if (r->running && r->pid == p.pid) OnExit(a, *r, p.wait_status);
+      }
+    }
+  }
+}
+
+void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
+  r.running = false;
+  r.exit_seq = ++seq_;
+  // Whatever is left in the pipes belongs to the log and the stderr tail. (Output that a
+  // child of the rank writes later is lost: the group is killed just below.)
+  for (int i = 0; i < 64 && r.out_fd >= 0; ++i) PumpOutput(r, false);
+  for (int i = 0; i < 64 && r.err_fd >= 0; ++i) PumpOutput(r, true);
+  CloseFd(r.out_fd);
+  CloseFd(r.err_fd);
+  r.log->Close();
+  // Children the rank left behind in its process group go with it.
+  launcher_.SignalGroup(r.pid, SIGKILL);
+  r.exit.Clear();
+  if (WIFSIGNALED(wait_status)) {
+    r.exit.set_signal(WTERMSIG(wait_status));
+    r.exit.set_signal_name(SignalName(WTERMSIG(wait_status)));
+  } else {
+    r.exit.set_exit_code(WEXITSTATUS(wait_status));
+  }
+  r.exit.set_killed_by_worker(r.signalled);
+  for (const auto& line : r.log->StderrTail()) r.exit.add_stderr_tail(line);
+  spdlog::info("job {} attempt {}: rank {} (pid {}) {}{}", a.job_id, a.attempt, r.rank, r.pid,
+               DescribeExit(r.exit), r.signalled ? " (killed by the worker)" : "");
+  const bool all_done = !a.AnyRunning();
+  if (all_done) {
+    a.ended_ms = clock_.NowMonotonicMs();
+    CloseMetrics(a);  // reads what the ranks wrote before they went
+  }
+  SendExited(a, r);
+}
+
+void Supervisor::CloseMetrics(Attempt& a) {
+  if (a.metrics == nullptr) return;
+  std::vector<v1::MetricRecord> records;
+  a.metrics->Drain(clock_.NowUnixMs(), &records);
+  AddRecords({a.job_id, a.attempt}, &records);
+  a.metrics.reset();  // closes and removes the socket file
+  FlushMetrics(true);
+}
+
+// ---- Timers
 
 void Supervisor::Timers() {
-  const int64_t now = NowMs();
+  const int64_t now = clock_.NowMonotonicMs();
   for (auto& [key, a] : attempts_) {
-    for (Rank& r : a.ranks) {
-      if (r.running && r.kill_at_ms != 0 && now >= r.kill_at_ms) {
+    for (auto& r : a.ranks) {
+      if (r->running && r->kill_at_ms != 0 && now >= r->kill_at_ms) {
         spdlog::warn("job {} attempt {}: rank {} outlived its grace; SIGKILL", a.job_id, a.attempt,
-                     r.rank);
-        launcher_.SignalGroup(r.pid, SIGKILL);
-        r.kill_at_ms = now + 1000;  // again later if it is still there
+                     r->rank);
+        launcher_.SignalGroup(r->pid, SIGKILL);
+        r->kill_at_ms = now + 1000;  // again later if it is still there
       }
     }
   }
-  if (connected_ && now >= next_heartbeat_ms_) {
+  if (LinkUp() && now >= next_heartbeat_ms_) {
     next_heartbeat_ms_ = now + heartbeat_ms_;
     v1::WorkerMessage hb;
-    hb.mutable_heartbeat()->set_time_unix_ms(
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
-    outbox_.Send(hb);
+    hb.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
+    Send(hb);
   }
   FlushMetrics(false);
-  // No coordinator for too long: training on its own would never be reported or stopped.
+  // No coordinator for too long: ranks running on their own would never be reported or
+  // stopped, and would hold their slots and their peers in collectives forever.
   if (!connected_ && !orphaned_ && now - disconnected_since_ms_ > config_.orphan_timeout_ms) {
-    bool any = false;
-    for (auto& [key, a] : attempts_) {
-      for (Rank& r : a.ranks) any = any || r.running;
-    }
-    if (any) {
-      spdlog::error("no coordinator for {} ms (--orphan-timeout): stopping every rank",
-                    config_.orphan_timeout_ms);
-      for (auto& [key, a] : attempts_) KillAttempt(a, config_.kill_grace_ms);
-    }
+    KillEverything("no coordinator for " + std::to_string(config_.orphan_timeout_ms / 1000) +
+                   " s (--orphan-timeout)");
     orphaned_ = true;
   }
-  if (connected_) orphaned_ = false;
   for (auto it = attempts_.begin(); it != attempts_.end();) {
-    bool running = false;
-    for (const Rank& r : it->second.ranks) running = running || r.running;
-    const bool old = it->second.ended_ms != 0 && now - it->second.ended_ms > kKeepExitedMs;
-    if (!running && (old || (it->second.forgotten && it->second.pending.empty()))) {
-      CloseAttemptSockets(it->second);
+    const Attempt& a = it->second;
+    const bool old = a.ended_ms != 0 && now - a.ended_ms > kKeepExitedMs;
+    if (!a.AnyRunning() && (a.forgotten || old)) {
+      CloseMetrics(it->second);
       it = attempts_.erase(it);
     } else {
       ++it;

@@ -1,26 +1,44 @@
 // The worker's supervisor: owns every rank process of every attempt on this machine. It
-// launches ranks (with the torchrun-compatible environment), captures their output into
-// per-rank log files, reaps them, kills attempts on request (SIGTERM, then SIGKILL after a
-// grace period), serves each attempt's metrics socket, and reports all of it to the
-// coordinator through an Outbox.
+// launches ranks (with the torchrun-compatible environment of rank_env.h), captures their
+// output into per-rank log files (rank_log.h), reaps them, kills attempts on request
+// (SIGTERM to each process group, SIGKILL after a grace period), serves each attempt's
+// metrics socket (metrics_server.h), answers ReservePort and ReadLogs, stops orphaned ranks
+// when the coordinator stays away, and reports all of it through an Outbox.
 //
-// Threading: one supervisor thread (Run) owns all process state and does every fork, so
-// that PR_SET_PDEATHSIG is tied to a thread that lives as long as the worker. Other threads
-// only call Post, BuildRegister, OnConnected/OnDisconnected and Stop; `mu_` guards the state
-// those read, `cmd_mu_` the command queue.
+// Threading:
+//  - One supervisor thread (Run, started by Start) owns all process state and does every
+//    fork, so that PR_SET_PDEATHSIG is tied to a thread that lives as long as the worker.
+//    It also does every Outbox::Send.
+//  - Other threads call only Post, BuildRegister, OnConnected, OnDisconnected and Stop.
+//  - `mu_` guards `attempts_` and the event sequence: the supervisor thread holds it while
+//    it works (it is the only writer); BuildRegister takes it to read a consistent
+//    snapshot. `cmd_mu_` guards the command queue. Lock order: mu_ before the connection's
+//    own lock (the supervisor sends while holding mu_); nobody takes mu_ while holding the
+//    connection's lock.
+//
+// Reports and reconnection: every rank start, launch failure and exit gets a number from
+// one sequence. A Register records the sequence number it reflects; when the coordinator
+// acknowledges it (OnConnected), the supervisor thread first sends what happened after that
+// number and only then sends new reports directly. Nothing produced while disconnected is
+// queued except metric records (bounded, oldest dropped): the next Register carries the
+// state instead.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "convoy/v1/worker.pb.h"
+#include "worker/metrics_server.h"
 #include "worker/process_launcher.h"
+#include "worker/rank_log.h"
 
 namespace convoy {
 
@@ -28,7 +46,7 @@ struct WorkerConfig {
   std::string name;
   std::string address;
   std::string hostname;
-  std::string work_dir;
+  std::string work_dir;  // absolute
   std::string trainer_path;
   int cores = 1;
   int slots = 1;
@@ -36,39 +54,48 @@ struct WorkerConfig {
   int64_t kill_grace_ms = 5000;
   int64_t orphan_timeout_ms = 60000;
   int64_t log_max_bytes = 64 << 20;
+  // Base environment of every rank (normally the worker's own, ProcessEnvironment()).
+  std::map<std::string, std::string> env;
 };
 
 // Where the supervisor's reports go (the coordinator connection).
 class Outbox {
  public:
   virtual ~Outbox() = default;
-  // Sends now; false when not connected (the message is dropped).
+  // Sends now; false when not connected (the message is then dropped).
   virtual bool Send(const v1::WorkerMessage& msg) = 0;
 };
 
-// The environment of one rank: the worker's own, then the spec's env, then Convoy's
-// variables (DESIGN.md). OMP_NUM_THREADS defaults to max(1, cores / local_world_size).
-std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
-                                                const v1::Launch& launch, int local_rank, int cores,
-                                                const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir);
-
 class Supervisor {
  public:
-  Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox);
+  // Metric records kept while the coordinator is away; older ones are dropped.
+  static constexpr size_t kMaxPendingRecords = 10000;
+  // Exit records of attempts are kept this long after their last rank ended, unless
+  // ForgetAttempt comes first.
+  static constexpr int64_t kKeepExitedMs = 3600 * 1000;
+
+  // `clock` drives kill grace, heartbeats, metric batching and the orphan timeout.
+  Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox, const Clock& clock);
+  // Stops (as Stop) if still running.
   ~Supervisor();
 
-  // Starts the supervisor thread.
+  // Starts the supervisor thread. Call once.
   void Start();
-  // Kills every rank (SIGTERM, SIGKILL after the grace), waits for them, stops the thread.
+  // Kills every rank (SIGTERM, SIGKILL after --kill-grace-ms), waits for them to be reaped
+  // and reported (at most the grace plus 5 s), then ends the thread. Any thread but the
+  // supervisor's; idempotent.
   void Stop();
 
-  // Queues a coordinator message for the supervisor thread. Any thread.
+  // Queues a coordinator message for the supervisor thread. Any thread; never blocks on
+  // process work.
   void Post(const v1::CoordinatorMessage& msg);
-  // A Register carrying every attempt not yet forgotten. Any thread.
+  // A Register carrying every attempt that still runs or whose exits were not forgotten.
+  // Any thread (the connection's, before it sends it).
   v1::Register BuildRegister();
-  // The connection came up (after register_ack) or went down. Any thread.
+  // The coordinator acknowledged the last BuildRegister; heartbeats every
+  // `heartbeat_interval_ms`. Any thread.
   void OnConnected(int heartbeat_interval_ms);
+  // The stream broke. Any thread.
   void OnDisconnected();
 
  private:
@@ -78,71 +105,88 @@ class Supervisor {
     pid_t pid = 0;
     int out_fd = -1;
     int err_fd = -1;
-    int log_fd = -1;
-    std::string log_path;
-    int64_t log_bytes = 0;
-    std::string err_partial;
-    std::deque<std::string> stderr_tail;
+    std::unique_ptr<RankLog> log;
     bool running = false;
-    bool signalled = false;
-    int64_t kill_at_ms = 0;
-    v1::ProcessExit exit;
-  };
-  struct MetricConn {
-    int fd = -1;
-    int rank = -1;  // -1: unknown peer, the record's "rank" field decides
-    std::string buffer;
+    bool launch_failed = false;
+    std::string launch_error;
+    bool signalled = false;  // the worker sent it SIGTERM/SIGKILL
+    int64_t kill_at_ms = 0;  // when SIGKILL is due (monotonic), 0: none
+    v1::ProcessExit exit;    // set once it is not running
+    uint64_t start_seq = 0;  // event numbers of its start (or launch failure) and its exit
+    uint64_t exit_seq = 0;
   };
   struct Attempt {
     std::string job_id;
     int attempt = 0;
     std::string dir;
-    std::vector<Rank> ranks;
-    int listen_fd = -1;
-    std::string socket_path;
-    std::vector<MetricConn> conns;
-    std::vector<v1::MetricRecord> pending;
+    std::vector<std::unique_ptr<Rank>> ranks;
+    std::unique_ptr<MetricsSocket> metrics;  // null once every rank ended
     bool forgotten = false;
-    int64_t ended_ms = 0;
+    int64_t ended_ms = 0;  // monotonic time the last rank ended, 0 while any runs
+    bool AnyRunning() const;
   };
   using Key = std::pair<std::string, int>;
+  struct Command {
+    bool resync = false;  // false: `msg` from the coordinator
+    v1::CoordinatorMessage msg;
+    uint64_t link_gen = 0;    // resync: the connection it belongs to
+    uint64_t since_seq = 0;   // resync: the Register reflected events up to this
+    int heartbeat_ms = 1000;  // resync: from the RegisterAck
+  };
+  struct PendingRecord {
+    Key key;
+    v1::MetricRecord record;
+  };
 
+  // All below run on the supervisor thread with mu_ held.
   void Run();
-  void Handle(const v1::CoordinatorMessage& msg);
+  void Handle(const Command& cmd);
+  void Resync(const Command& cmd);
   void Launch(const v1::Launch& launch);
   void KillAttempt(Attempt& a, int64_t grace_ms);
+  void KillEverything(const std::string& why);
   void ReservePort(const v1::ReservePort& req);
   void ReadLogs(const v1::ReadLogs& req);
-  void PumpOutput(Rank& r, int fd, bool is_stderr);
-  void WriteLog(Rank& r, const char* data, size_t n);
+  void PumpOutput(Rank& r, bool is_stderr);
   void Reap();
-  void OnExit(Attempt& a, Rank& r, int status);
-  void AcceptMetrics(Attempt& a);
-  void ReadMetrics(Attempt& a, MetricConn& c);
+  void OnExit(Attempt& a, Rank& r, int wait_status);
+  void CloseMetrics(Attempt& a);
+  void AddRecords(const Key& key, std::vector<v1::MetricRecord>* records);
   void FlushMetrics(bool force);
   void Timers();
-  void CloseAttemptSockets(Attempt& a);
-  int64_t NowMs() const;
-  void Send(const v1::WorkerMessage& msg);
+  void SendStarted(const Attempt& a, const Rank& r);
+  void SendExited(const Attempt& a, const Rank& r);
+  // Sends when the link is up and resynchronised; false otherwise.
+  bool Send(const v1::WorkerMessage& msg);
+  bool LinkUp() const { return connected_ && sending_gen_ == link_gen_; }
 
   const WorkerConfig config_;
   ProcessLauncher& launcher_;
   Outbox& outbox_;
+  const Clock& clock_;
 
   std::mutex cmd_mu_;
-  std::deque<v1::CoordinatorMessage> commands_;  // guarded by cmd_mu_
-  int wake_fd_[2] = {-1, -1};
+  std::deque<Command> commands_;  // guarded by cmd_mu_
+  int wake_fd_[2] = {-1, -1};     // a byte in it wakes the supervisor thread
 
   std::mutex mu_;
-  std::map<Key, Attempt> attempts_;  // guarded by mu_ (written by the supervisor thread only)
+  std::map<Key, Attempt> attempts_;  // guarded by mu_; written by the supervisor thread only
+  uint64_t seq_ = 0;                 // guarded by mu_: the last event number
+  uint64_t register_seq_ = 0;        // guarded by mu_: seq_ of the last BuildRegister
 
   std::atomic<bool> connected_{false};
-  std::atomic<int> heartbeat_ms_{1000};
-  std::atomic<int64_t> disconnected_since_ms_;
+  std::atomic<uint64_t> link_gen_{0};  // bumped by every connect and disconnect
+  std::atomic<int64_t> disconnected_since_ms_{0};
   std::atomic<bool> stopping_{false};
+
+  // Supervisor thread only.
+  uint64_t sending_gen_ = ~uint64_t{0};  // link_gen_ whose resync has been sent
+  int heartbeat_ms_ = 1000;
   bool orphaned_ = false;
   int64_t next_heartbeat_ms_ = 0;
   int64_t next_flush_ms_ = 0;
+  std::deque<PendingRecord> pending_;  // metric records not yet sent, oldest first
+  int64_t dropped_records_ = 0;
   std::thread thread_;
 };
 

@@ -1,5 +1,7 @@
-// The POSIX launcher with real processes: environment, exec failures, process groups, and
-// PR_SET_PDEATHSIG (a rank dies with the process that launched it).
+// The POSIX launcher with real processes: environment, exec failures, process groups,
+// PR_SET_PDEATHSIG (a rank dies with the process that launched it), reaping. The supervisor
+// with real processes is in worker_supervisor_processes_test.cc.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,10 +10,13 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
-#include "worker/process_launcher.h"
+#include "worker/posix_process_launcher.h"
 
 namespace convoy {
 namespace {
@@ -141,6 +146,57 @@ TEST(PosixProcessLauncherTest, RankDiesWithItsLauncher) {
   EXPECT_TRUE(WaitGone(rank)) << "rank " << rank << " outlived its worker";
   close(fds[0]);
   close(fds[1]);
+}
+
+TEST(PosixProcessLauncherTest, PollExitsReportsEachOfItsOwnChildrenOnce) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.argv = {"sh", "-c", "exit 5"};
+  auto a = launcher.Launch(req);
+  req.argv = {"sh", "-c", "kill -TERM $$"};
+  auto b = launcher.Launch(req);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // A child that is not the launcher's own is left alone.
+  const pid_t other = fork();
+  if (other == 0) _exit(0);
+  std::map<pid_t, int> seen;
+  for (int i = 0; i < 500 && seen.size() < 2; ++i) {
+    for (const ReapedProcess& p : launcher.PollExits()) {
+      EXPECT_EQ(seen.count(p.pid), 0u);
+      seen[p.pid] = p.wait_status;
+    }
+    if (seen.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(WIFEXITED(seen[a->pid]) && WEXITSTATUS(seen[a->pid]) == 5);
+  EXPECT_TRUE(WIFSIGNALED(seen[b->pid]) && WTERMSIG(seen[b->pid]) == SIGTERM);
+  EXPECT_TRUE(launcher.PollExits().empty());
+  EXPECT_EQ(waitpid(other, nullptr, 0), other);  // still ours to reap
+  for (int fd : {a->stdout_fd, a->stderr_fd, b->stdout_fd, b->stderr_fd}) close(fd);
+}
+
+TEST(PosixProcessLauncherTest, ChildKeepsNoDescriptorOfTheWorker) {
+  const int devnull = open("/dev/null", O_RDONLY);
+  const int leaked = fcntl(devnull, F_DUPFD, 50);  // not close-on-exec, on purpose
+  close(devnull);
+  ASSERT_GE(leaked, 50);
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.argv = {"sh", "-c", "ls /proc/self/fd"};
+  auto p = launcher.Launch(req);
+  close(leaked);
+  ASSERT_TRUE(p.ok());
+  const std::string out = ReadAll(p->stdout_fd);
+  std::set<std::string> fds;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) fds.insert(l);
+  // 0, 1, 2 and the one ls opens to read the directory: nothing of the worker's.
+  EXPECT_EQ(fds, (std::set<std::string>{"0", "1", "2", "3"})) << out;
+  waitpid(p->pid, nullptr, 0);
+  close(p->stdout_fd);
+  close(p->stderr_fd);
 }
 
 }  // namespace

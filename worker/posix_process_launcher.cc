@@ -1,4 +1,4 @@
-#include "worker/process_launcher.h"
+#include "worker/posix_process_launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 namespace convoy {
 
@@ -48,6 +49,10 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  // Highest descriptor to close in the child when close_range(2) is missing (kernel < 5.9).
+  const long open_max = sysconf(_SC_OPEN_MAX);
+  const int max_fd = open_max > 0 && open_max < (1 << 20) ? static_cast<int>(open_max) : 65536;
+
   int out[2], err[2], exec_err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status::Internal("pipe: " + std::string(strerror(errno)));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -84,7 +89,9 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
     if (getppid() != parent) _exit(137);  // the worker died before prctl took effect
     // Close every other descriptor (the worker's sockets, other ranks' pipes).
-    syscall(SYS_close_range, 4, ~0U, 0);
+    if (syscall(SYS_close_range, 4, ~0U, 0) != 0) {
+      for (int fd = 4; fd < max_fd; ++fd) close(fd);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -116,11 +123,31 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
+  pids_.insert(pid);
   return LaunchedProcess{pid, out[0], err[0]};
 }
 
 void PosixProcessLauncher::SignalGroup(pid_t pgid, int signal) {
-  if (pgid > 1) kill(-pgid, signal);
+  if (pgid > 1) kill(-pgid, signal);  // never kill(-1) or kill(0)
+}
+
+std::vector<ReapedProcess> PosixProcessLauncher::PollExits() {
+  std::vector<ReapedProcess> out;
+  for (auto it = pids_.begin(); it != pids_.end();) {
+    int status = 0;
+    const pid_t r = waitpid(*it, &status, WNOHANG);
+    if (r == *it) {
+      out.push_back({*it, status});
+      it = pids_.erase(it);
+    } else if (r < 0 && errno == ECHILD) {
+      // Reaped by someone else (a waitpid(-1) elsewhere in the process): its status is lost.
+      out.push_back({*it, W_EXITCODE(255, 0)});
+      it = pids_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
 }
 
 }  // namespace convoy

@@ -1,0 +1,339 @@
+// The supervisor with the POSIX launcher and real processes (/bin/sh scripts, python3 for
+// the metrics socket): environment, exit reports with stderr tails, log files, killing a
+// process group with a grandchild, and metric records over the socket with SO_PEERCRED.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "worker/posix_process_launcher.h"
+#include "worker/rank_env.h"
+#include "worker/supervisor.h"
+
+namespace convoy {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+class RecordingOutbox : public Outbox {
+ public:
+  bool Send(const v1::WorkerMessage& msg) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!up_) return false;
+    sent_.push_back(msg);
+    if (msg.has_metrics()) {
+      records_.insert(records_.end(), msg.metrics().records().begin(),
+                      msg.metrics().records().end());
+    }
+    cv_.notify_all();
+    return true;
+  }
+  void SetUp(bool up) {
+    std::lock_guard<std::mutex> lock(mu_);
+    up_ = up;
+  }
+  // The first message of kind `c` (removing it and those before it), waiting up to 10 s.
+  std::optional<v1::WorkerMessage> Next(v1::WorkerMessage::MsgCase c) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<v1::WorkerMessage> found;
+    cv_.wait_for(lock, 10s, [&] {
+      for (size_t i = 0; i < sent_.size(); ++i) {
+        if (sent_[i].msg_case() == c) {
+          found = sent_[i];
+          sent_.erase(sent_.begin(), sent_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  // Every metric record sent so far (Next does not consume them).
+  std::vector<v1::MetricRecord> Records() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool up_ = true;
+  std::deque<v1::WorkerMessage> sent_;
+  std::vector<v1::MetricRecord> records_;  // of every MetricBatch sent
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Alive(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return false;
+  return stat.substr(stat.rfind(')') + 2, 1) != "Z";
+}
+
+bool PollUntil(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+class SupervisorProcessesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("convoy-supp-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    config_.name = "w1";
+    config_.address = "127.0.0.1";
+    config_.work_dir = dir_.string();
+    config_.cores = 2;
+    config_.slots = 2;
+    config_.kill_grace_ms = 5000;
+    config_.env = ProcessEnvironment();
+    config_.env["PATH"] = "/usr/bin:/bin";
+  }
+  void TearDown() override {
+    sup_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start() {
+    sup_ = std::make_unique<Supervisor>(config_, launcher_, outbox_, clock_);
+    sup_->Start();
+  }
+  void Connect() {
+    sup_->BuildRegister();
+    outbox_.SetUp(true);
+    sup_->OnConnected(1000);
+  }
+  // One rank (rank `group_rank` of `nodes` nodes x 1) running `command`.
+  void Launch(const std::string& job, std::vector<std::string> command, int group_rank = 0,
+              int nodes = 1) {
+    v1::CoordinatorMessage m;
+    v1::Launch* l = m.mutable_launch();
+    l->set_job_id(job);
+    l->set_attempt(0);
+    l->set_group_rank(group_rank);
+    l->set_num_nodes(nodes);
+    l->set_local_world_size(1);
+    l->set_world_size(nodes);
+    l->set_master_addr("127.0.0.1");
+    l->set_master_port(29500);
+    l->set_run_id(job);
+    for (auto& c : command) l->mutable_spec()->add_command(c);
+    sup_->Post(m);
+  }
+  void Kill(const std::string& job, int grace_ms) {
+    v1::CoordinatorMessage m;
+    m.mutable_kill()->set_job_id(job);
+    m.mutable_kill()->set_grace_ms(grace_ms);
+    sup_->Post(m);
+  }
+  std::string AttemptDir(const std::string& job) {
+    return dir_.string() + "/jobs/" + job + "/attempt-0";
+  }
+
+  std::filesystem::path dir_;
+  WorkerConfig config_;
+  PosixProcessLauncher launcher_;
+  RecordingOutbox outbox_;
+  SystemClock clock_;
+  std::unique_ptr<Supervisor> sup_;
+};
+
+TEST_F(SupervisorProcessesTest, EnvironmentExitCodeStderrTailAndLogFile) {
+  Start();
+  Connect();
+  Launch("env", {"/bin/sh", "-c",
+                 "echo \"rank=$RANK world=$WORLD_SIZE job=$CONVOY_JOB_ID pwd=$(pwd)\"; "
+                 "i=1; while [ $i -le 30 ]; do echo err$i >&2; i=$((i+1)); done; "
+                 "printf no-newline >&2; exit 3"});
+  auto started = outbox_.Next(v1::WorkerMessage::kProcessStarted);
+  ASSERT_TRUE(started.has_value());
+  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  const v1::ProcessExit& e = exited->process_exited().exit();
+  EXPECT_EQ(exited->process_exited().pid(), started->process_started().pid());
+  EXPECT_EQ(e.exit_code(), 3);
+  EXPECT_EQ(e.signal(), 0);
+  EXPECT_FALSE(e.killed_by_worker());
+  ASSERT_EQ(e.stderr_tail_size(), 20);  // the last 20 lines, the unterminated one included
+  EXPECT_EQ(e.stderr_tail(0), "err12");
+  EXPECT_EQ(e.stderr_tail(18), "err30");
+  EXPECT_EQ(e.stderr_tail(19), "no-newline");
+  const std::string log = ReadFile(AttemptDir("env") + "/rank-0.log");
+  EXPECT_NE(log.find("rank=0 world=1 job=env pwd=" + AttemptDir("env") + "\n"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("err1\nerr2\n"), std::string::npos);
+  // ReadLogs: the last bytes, at the end of a finished rank.
+  v1::CoordinatorMessage read;
+  read.mutable_read_logs()->set_request_id(3);
+  read.mutable_read_logs()->set_job_id("env");
+  read.mutable_read_logs()->set_rank(0);
+  read.mutable_read_logs()->set_offset(-10);
+  read.mutable_read_logs()->set_max_bytes(100);
+  sup_->Post(read);
+  auto data = outbox_.Next(v1::WorkerMessage::kLogData);
+  ASSERT_TRUE(data.has_value());
+  EXPECT_EQ(data->log_data().data(), "no-newline");
+  EXPECT_EQ(data->log_data().next_offset(), static_cast<int64_t>(log.size()));
+  EXPECT_TRUE(data->log_data().eof());
+  // From the start, in small pieces: not at the end, so no eof.
+  read.mutable_read_logs()->set_offset(0);
+  read.mutable_read_logs()->set_max_bytes(4);
+  sup_->Post(read);
+  data = outbox_.Next(v1::WorkerMessage::kLogData);
+  ASSERT_TRUE(data.has_value());
+  EXPECT_EQ(data->log_data().data(), "rank");
+  EXPECT_EQ(data->log_data().next_offset(), 4);
+  EXPECT_FALSE(data->log_data().eof());
+}
+
+TEST_F(SupervisorProcessesTest, ExecFailureBecomesLaunchFailed) {
+  Start();
+  Connect();
+  Launch("bad", {"/nonexistent/program", "x"});
+  auto failed = outbox_.Next(v1::WorkerMessage::kLaunchFailed);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_NE(failed->launch_failed().error().find("/nonexistent/program: No such file"),
+            std::string::npos)
+      << failed->launch_failed().error();
+  EXPECT_NE(ReadFile(AttemptDir("bad") + "/rank-0.log").find("No such file"), std::string::npos);
+}
+
+TEST_F(SupervisorProcessesTest, KillTakesTheWholeProcessGroupAfterTheGrace) {
+  Start();
+  Connect();
+  // The rank ignores SIGTERM and has a child (in its process group) that does too.
+  Launch("stubborn", {"/bin/sh", "-c", "trap '' TERM; sleep 1000 & echo child=$!; wait"});
+  auto started = outbox_.Next(v1::WorkerMessage::kProcessStarted);
+  ASSERT_TRUE(started.has_value());
+  const std::string log_path = AttemptDir("stubborn") + "/rank-0.log";
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(log_path).find('\n') != std::string::npos; }));
+  const pid_t child = std::stoi(ReadFile(log_path).substr(6));
+  ASSERT_TRUE(Alive(child));
+  EXPECT_EQ(getpgid(child), started->process_started().pid());
+  const auto began = std::chrono::steady_clock::now();
+  Kill("stubborn", 300);
+  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_GE(std::chrono::steady_clock::now() - began, 300ms);  // it had its grace
+  EXPECT_EQ(exited->process_exited().exit().signal_name(), "SIGKILL");
+  EXPECT_TRUE(exited->process_exited().exit().killed_by_worker());
+  EXPECT_TRUE(PollUntil([&] { return !Alive(child); })) << "grandchild " << child << " survived";
+}
+
+TEST_F(SupervisorProcessesTest, ChildrenLeftBehindDieWithTheRank) {
+  Start();
+  Connect();
+  // The rank exits at once; the child it leaves in its process group must not linger.
+  Launch("leaver", {"/bin/sh", "-c", "sleep 1000 & echo child=$!"});
+  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().exit_code(), 0);
+  const std::string log = ReadFile(AttemptDir("leaver") + "/rank-0.log");
+  ASSERT_EQ(log.rfind("child=", 0), 0u) << log;
+  const pid_t child = std::stoi(log.substr(6));
+  EXPECT_TRUE(PollUntil([&] { return !Alive(child); })) << "child " << child << " survived";
+}
+
+constexpr const char* kMetricsScript = R"PY(
+import os, socket, subprocess, sys
+path = os.environ["CONVOY_METRICS_SOCKET"]
+def send(data, **kw):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(data)
+    s.close()
+send(b'{"kind":"step","step":1,"loss":0.5,"rank":5}\n'
+     b'garbage\n[1,2]\n' + b'{"pad":"' + b'x' * 70000 + b'"}\n'
+     b'{"step":2,"samples":64,"samples_per_s":12.5}\n{"step":99')
+# A child in the rank's process group is identified as the rank too.
+subprocess.run([sys.executable, "-c", "import socket,os; s=socket.socket(socket.AF_UNIX); "
+                "s.connect(os.environ['CONVOY_METRICS_SOCKET']); s.sendall(b'{\"step\":3}\\n')"],
+               check=True)
+# One in a session of its own cannot be: its "rank" field decides.
+subprocess.run([sys.executable, "-c", "import socket,os; s=socket.socket(socket.AF_UNIX); "
+                "s.connect(os.environ['CONVOY_METRICS_SOCKET']); "
+                "s.sendall(b'{\"step\":4,\"rank\":7}\\n')"],
+               check=True, start_new_session=True)
+)PY";
+
+TEST_F(SupervisorProcessesTest, MetricsSocketRoundTripIdentifiesRanksByPeerCredentials) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << "needs " << kPython;
+  Start();
+  Connect();
+  Launch("metrics", {kPython, "-c", kMetricsScript}, /*group_rank=*/1, /*nodes=*/2);
+  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  ASSERT_EQ(exited->process_exited().exit().exit_code(), 0)
+      << exited->process_exited().exit().stderr_tail_size();
+  std::vector<v1::MetricRecord> records;
+  ASSERT_TRUE(PollUntil([&] {
+    records = outbox_.Records();
+    return records.size() >= 4;
+  })) << records.size() << " records; log: " << ReadFile(AttemptDir("metrics") + "/rank-1.log");
+  ASSERT_EQ(records.size(), 4u);
+  std::map<int64_t, v1::MetricRecord> by_step;
+  for (const auto& r : records) by_step[r.step()] = r;
+  ASSERT_EQ(by_step.size(), 4u);
+  EXPECT_EQ(by_step[1].rank(), 1);  // SO_PEERCRED wins over the record's "rank": 5
+  EXPECT_EQ(by_step[1].kind(), "step");
+  EXPECT_DOUBLE_EQ(by_step[1].loss(), 0.5);
+  EXPECT_EQ(by_step[2].rank(), 1);
+  EXPECT_EQ(by_step[2].samples(), 64);
+  EXPECT_DOUBLE_EQ(by_step[2].values().at("samples_per_s"), 12.5);
+  EXPECT_EQ(by_step[3].rank(), 1);  // the rank's child, by its process group
+  EXPECT_EQ(by_step[4].rank(), 7);  // unidentifiable peer: the record's own field
+  for (const auto& r : records) {
+    EXPECT_EQ(r.attempt(), 0);
+    EXPECT_GT(r.time_unix_ms(), 0);
+  }
+  // The socket file went with the attempt.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/metrics.0.sock"));
+}
+
+TEST_F(SupervisorProcessesTest, MetricsWaitForTheCoordinatorAndExitsTravelInRegister) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << "needs " << kPython;
+  Start();  // never connected yet
+  Launch("offline", {kPython, "-c",
+                     "import socket,os; s=socket.socket(socket.AF_UNIX); "
+                     "s.connect(os.environ['CONVOY_METRICS_SOCKET']); "
+                     "s.sendall(b'{\"step\":1}\\n{\"step\":2}\\n{\"step\":3}\\n')"});
+  v1::Register reg;
+  ASSERT_TRUE(PollUntil([&] {
+    reg = sup_->BuildRegister();
+    return reg.attempts_size() == 1 && !reg.attempts(0).ranks(0).running();
+  }));
+  EXPECT_EQ(reg.attempts(0).ranks(0).exit().exit_code(), 0);
+  outbox_.SetUp(true);
+  sup_->OnConnected(1000);
+  auto batch = outbox_.Next(v1::WorkerMessage::kMetrics);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->metrics().job_id(), "offline");
+  ASSERT_EQ(batch->metrics().records_size(), 3);
+  EXPECT_EQ(batch->metrics().records(2).step(), 3);
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,97 @@
+// A rank's log file (rotation, two rotated files kept) and its stderr tail; where an
+// attempt's metrics socket lives.
+#include <gtest/gtest.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "worker/metrics_server.h"
+#include "worker/rank_log.h"
+
+namespace convoy {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class RankLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("convoy-ranklog-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(RankLogTest, KeepsBothStreamsInOrderAndTheLastStderrLines) {
+  RankLog log((dir_ / "rank-0.log").string(), 1 << 20);
+  ASSERT_TRUE(log.ok());
+  log.Append("out1\n", 5, false);
+  log.Append("err", 3, true);
+  log.Append("1\nerr2\n", 7, true);
+  for (int i = 3; i <= 25; ++i) {
+    const std::string line = "err" + std::to_string(i) + "\n";
+    log.Append(line.data(), line.size(), true);
+  }
+  log.Append("partial", 7, true);
+  log.Close();
+  const auto tail = log.StderrTail();
+  ASSERT_EQ(tail.size(), RankLog::kTailLines);
+  EXPECT_EQ(tail.front(), "err7");
+  EXPECT_EQ(tail.back(), "partial");
+  const std::string text = ReadFile(dir_ / "rank-0.log");
+  EXPECT_EQ(text.rfind("out1\nerr1\nerr2\nerr3\n", 0), 0u);
+  EXPECT_EQ(text.substr(text.size() - 13), "err25\npartial");
+}
+
+TEST_F(RankLogTest, RotatesAtTheLimitKeepingTwoOldFiles) {
+  const auto path = dir_ / "rank-1.log";
+  RankLog log(path.string(), 10);
+  for (char c : std::string("abcd")) {
+    const std::string chunk(6, c);
+    log.Append(chunk.data(), chunk.size(), false);
+  }
+  log.Close();
+  EXPECT_EQ(ReadFile(path), "dddddd");
+  EXPECT_EQ(ReadFile(path.string() + ".1"), "cccccc");
+  EXPECT_EQ(ReadFile(path.string() + ".2"), "bbbbbb");
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".3"));
+}
+
+TEST_F(RankLogTest, AppendsToAnExistingFileAndSurvivesAnUnwritableOne) {
+  const auto path = dir_ / "rank-2.log";
+  { std::ofstream(path) << "before\n"; }
+  {
+    RankLog log(path.string(), 1 << 20);
+    log.Append("after\n", 6, false);
+  }
+  EXPECT_EQ(ReadFile(path), "before\nafter\n");
+  RankLog broken((dir_ / "missing-dir/rank-3.log").string(), 1 << 20);
+  EXPECT_FALSE(broken.ok());
+  broken.Append("x\n", 2, true);  // no crash; the tail still works
+  broken.Note("cannot start");
+  EXPECT_EQ(broken.StderrTail(), (std::vector<std::string>{"x", "cannot start"}));
+}
+
+TEST(MetricsSocketPathTest, InTheWorkDirOrAShortFallback) {
+  EXPECT_EQ(MetricsSocketPath("/var/lib/convoy", "job-1", 2), "/var/lib/convoy/run/job-1.2.sock");
+  const std::string deep = "/tmp/" + std::string(150, 'd');
+  const std::string fallback = MetricsSocketPath(deep, "job-1", 2);
+  EXPECT_EQ(fallback.rfind("/tmp/convoy-" + std::to_string(getuid()) + "/", 0), 0u) << fallback;
+  EXPECT_LT(fallback.size(), sizeof(sockaddr_un::sun_path));
+  EXPECT_NE(fallback, MetricsSocketPath(deep, "job-1", 3));
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,533 @@
+// The supervisor's decisions with a fake launcher, a fake outbox and a fake clock: what it
+// launches and refuses, how it kills (grace, then SIGKILL), what it reports and when
+// (Register snapshots, resynchronisation after a reconnect), the orphan timeout.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "worker/supervisor.h"
+
+namespace convoy {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FakeLauncher : public ProcessLauncher {
+ public:
+  StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(request);
+    if (request.argv[0] == "cannot-exec") {
+      return Status::FailedPrecondition("exec cannot-exec: No such file or directory");
+    }
+    LaunchedProcess p;
+    p.pid = next_pid_++;
+    live_.insert(p.pid);
+    return p;
+  }
+  void SignalGroup(pid_t pgid, int signal) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    signals_.emplace_back(pgid, signal);
+    if (die_on_signal_ && live_.erase(pgid) != 0) exits_.push_back({pgid, signal});
+  }
+  // From now on a signalled process dies of it at once.
+  void DieOnSignal() {
+    std::lock_guard<std::mutex> lock(mu_);
+    die_on_signal_ = true;
+  }
+  std::vector<ReapedProcess> PollExits() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<ReapedProcess> out(exits_.begin(), exits_.end());
+    exits_.clear();
+    ++polls_;
+    return out;
+  }
+
+  // The process `pid` ends with `wait_status`; returns once the supervisor has handled it.
+  void Exit(pid_t pid, int wait_status) {
+    int64_t polls;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(pid);
+      exits_.push_back({pid, wait_status});
+      polls = polls_;
+    }
+    // Two polls later the one that returned the exit has been fully handled.
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (exits_.empty() && polls_ >= polls + 2) return;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    ADD_FAILURE() << "the supervisor did not poll for exits";
+  }
+  std::vector<LaunchRequest> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+  int CountSignals(pid_t pgid, int signal) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& [p, s] : signals_) n += (p == pgid && s == signal) ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  pid_t next_pid_ = 1000;
+  std::vector<LaunchRequest> requests_;
+  std::vector<std::pair<pid_t, int>> signals_;
+  std::deque<ReapedProcess> exits_;
+  std::set<pid_t> live_;
+  bool die_on_signal_ = false;
+  int64_t polls_ = 0;
+};
+
+class FakeOutbox : public Outbox {
+ public:
+  bool Send(const v1::WorkerMessage& msg) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!up_) return false;
+    sent_.push_back(msg);
+    cv_.notify_all();
+    return true;
+  }
+  void SetUp(bool up) {
+    std::lock_guard<std::mutex> lock(mu_);
+    up_ = up;
+  }
+  // Waits (up to 5 s) for a message matching `pred` and returns it (removing it and every
+  // message before it).
+  std::optional<v1::WorkerMessage> WaitFor(
+      const std::function<bool(const v1::WorkerMessage&)>& pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<v1::WorkerMessage> found;
+    cv_.wait_for(lock, 5s, [&] {
+      for (size_t i = 0; i < sent_.size(); ++i) {
+        if (pred(sent_[i])) {
+          found = sent_[i];
+          sent_.erase(sent_.begin(), sent_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  int Count(v1::WorkerMessage::MsgCase c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& m : sent_) n += m.msg_case() == c ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool up_ = true;
+  std::deque<v1::WorkerMessage> sent_;
+};
+
+auto Is(v1::WorkerMessage::MsgCase c) {
+  return [c](const v1::WorkerMessage& m) { return m.msg_case() == c; };
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("convoy-sup-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    config_.name = "w1";
+    config_.address = "127.0.0.1";
+    config_.work_dir = dir_.string();
+    config_.trainer_path = "/nonexistent/convoy-trainer";
+    config_.cores = 4;
+    config_.slots = 2;
+    config_.kill_grace_ms = 3000;
+    config_.orphan_timeout_ms = 60000;
+    config_.env = {{"PATH", "/usr/bin:/bin"}};
+  }
+  void TearDown() override {
+    launcher_.DieOnSignal();  // ranks still "running" die on the teardown's SIGTERM
+    sup_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start() {
+    sup_ = std::make_unique<Supervisor>(config_, launcher_, outbox_, clock_);
+    sup_->Start();
+  }
+  // Register + ack, as the connection does.
+  v1::Register Connect() {
+    v1::Register reg = sup_->BuildRegister();
+    outbox_.SetUp(true);
+    sup_->OnConnected(1000);
+    return reg;
+  }
+  void Disconnect() {
+    outbox_.SetUp(false);
+    sup_->OnDisconnected();
+  }
+  static v1::CoordinatorMessage LaunchMsg(const std::string& job, int attempt, int group_rank,
+                                          int lws, std::vector<std::string> command) {
+    v1::CoordinatorMessage m;
+    v1::Launch* l = m.mutable_launch();
+    l->set_job_id(job);
+    l->set_attempt(attempt);
+    l->set_group_rank(group_rank);
+    l->set_num_nodes(2);
+    l->set_local_world_size(lws);
+    l->set_world_size(2 * lws);
+    l->set_master_addr("127.0.0.1");
+    l->set_master_port(29500);
+    l->set_run_id(job);
+    for (auto& c : command) l->mutable_spec()->add_command(c);
+    return m;
+  }
+  static v1::CoordinatorMessage KillMsg(const std::string& job, int attempt, int grace_ms) {
+    v1::CoordinatorMessage m;
+    m.mutable_kill()->set_job_id(job);
+    m.mutable_kill()->set_attempt(attempt);
+    m.mutable_kill()->set_grace_ms(grace_ms);
+    return m;
+  }
+  // Launches `lws` ranks of job j attempt 0 on node 1 and returns their pids.
+  std::vector<pid_t> LaunchTwo() {
+    sup_->Post(LaunchMsg("j", 0, 1, 2, {"train", "--fast"}));
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 2; ++i) {
+      auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted));
+      EXPECT_TRUE(m.has_value());
+      if (!m) return pids;
+      EXPECT_EQ(m->process_started().rank(), 2 + i);
+      EXPECT_EQ(m->process_started().local_rank(), i);
+      pids.push_back(m->process_started().pid());
+    }
+    return pids;
+  }
+
+  std::filesystem::path dir_;
+  WorkerConfig config_;
+  FakeLauncher launcher_;
+  FakeOutbox outbox_;
+  FakeClock clock_;
+  std::unique_ptr<Supervisor> sup_;
+};
+
+TEST_F(SupervisorTest, LaunchStartsEveryLocalRankWithItsEnvironment) {
+  Start();
+  Connect();
+  LaunchTwo();
+  auto reqs = launcher_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  const std::string attempt_dir = dir_.string() + "/jobs/j/attempt-0";
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(reqs[i].argv, (std::vector<std::string>{"train", "--fast"}));
+    EXPECT_EQ(reqs[i].working_dir, attempt_dir);
+    EXPECT_EQ(reqs[i].env.at("RANK"), std::to_string(2 + i));
+    EXPECT_EQ(reqs[i].env.at("PATH"), "/usr/bin:/bin");
+    EXPECT_EQ(reqs[i].env.at("OMP_NUM_THREADS"), "2");
+    EXPECT_EQ(reqs[i].env.at("CONVOY_CHECKPOINT_DIR"), dir_.string() + "/checkpoints/j");
+    EXPECT_EQ(reqs[i].env.at("CONVOY_METRICS_SOCKET"), dir_.string() + "/run/j.0.sock");
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "checkpoints/j"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run/j.0.sock"));
+  EXPECT_TRUE(std::filesystem::exists(attempt_dir + "/rank-2.log"));
+  // A repeated Launch changes nothing.
+  sup_->Post(LaunchMsg("j", 0, 1, 2, {"train", "--fast"}));
+  sup_->Post(KillMsg("nope", 9, 0));  // an unknown attempt: ignored
+  auto reg = sup_->BuildRegister();
+  EXPECT_EQ(launcher_.requests().size(), 2u);
+  ASSERT_EQ(reg.attempts_size(), 1);
+  EXPECT_EQ(reg.attempts(0).ranks_size(), 2);
+  EXPECT_TRUE(reg.attempts(0).ranks(1).running());
+  EXPECT_EQ(reg.name(), "w1");
+  EXPECT_EQ(reg.slots(), 2);
+  EXPECT_EQ(reg.version(), CONVOY_VERSION);
+}
+
+TEST_F(SupervisorTest, BadLaunchesAreRefusedWithLaunchFailed) {
+  Start();
+  Connect();
+  struct Case {
+    v1::CoordinatorMessage msg;
+    std::string expect;
+  };
+  std::vector<Case> cases;
+  cases.push_back({LaunchMsg("j", 0, 0, 1, {}), "empty command"});
+  cases.push_back({LaunchMsg("j", 0, 0, 0, {"x"}), "local_world_size 0"});
+  cases.push_back({LaunchMsg("j", 0, 0, 9, {"x"}), "local_world_size 9"});  // > slots * 4
+  cases.push_back({LaunchMsg("../etc", 0, 0, 1, {"x"}), "invalid job id"});
+  cases.push_back({LaunchMsg("j", -1, 0, 1, {"x"}), "invalid job id"});
+  cases.push_back({LaunchMsg("j", 0, 5, 1, {"x"}), "inconsistent rank plan"});
+  v1::CoordinatorMessage trainer = LaunchMsg("j", 0, 0, 1, {});
+  trainer.mutable_launch()->mutable_spec()->mutable_trainer()->set_model("mlp");
+  cases.push_back({trainer, "convoy-trainer not found at /nonexistent/convoy-trainer"});
+  for (const Case& c : cases) {
+    sup_->Post(c.msg);
+    auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kLaunchFailed));
+    ASSERT_TRUE(m.has_value()) << c.expect;
+    EXPECT_NE(m->launch_failed().error().find(c.expect), std::string::npos)
+        << m->launch_failed().error();
+  }
+  // Unknown message kinds are ignored too.
+  sup_->Post(v1::CoordinatorMessage());
+  EXPECT_TRUE(launcher_.requests().empty());
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
+}
+
+TEST_F(SupervisorTest, ExecFailureIsReportedAndRemembered) {
+  Start();
+  Connect();
+  sup_->Post(LaunchMsg("j", 0, 0, 1, {"cannot-exec"}));
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kLaunchFailed));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->launch_failed().rank(), 0);
+  EXPECT_NE(m->launch_failed().error().find("No such file"), std::string::npos);
+  auto reg = sup_->BuildRegister();
+  ASSERT_EQ(reg.attempts_size(), 1);
+  EXPECT_FALSE(reg.attempts(0).ranks(0).running());
+  EXPECT_EQ(reg.attempts(0).ranks(0).exit().exit_code(), 127);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/j.0.sock"));  // nothing runs: closed
+}
+
+TEST_F(SupervisorTest, ExitIsReportedWithCodeOrSignal) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  ASSERT_EQ(pids.size(), 2u);
+  launcher_.Exit(pids[0], W_EXITCODE(3, 0));
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->process_exited().rank(), 2);
+  EXPECT_EQ(m->process_exited().pid(), pids[0]);
+  EXPECT_EQ(m->process_exited().exit().exit_code(), 3);
+  EXPECT_FALSE(m->process_exited().exit().killed_by_worker());
+  // The rest of its process group is killed after the leader ended.
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGKILL), 1);
+  launcher_.Exit(pids[1], SIGSEGV);
+  m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->process_exited().exit().signal(), SIGSEGV);
+  EXPECT_EQ(m->process_exited().exit().signal_name(), "SIGSEGV");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/j.0.sock"));  // removed with the attempt
+}
+
+TEST_F(SupervisorTest, KillSendsTermThenKillAfterTheGrace) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  ASSERT_EQ(pids.size(), 2u);
+  sup_->Post(KillMsg("j", 0, 2000));
+  // The supervisor thread handles it on its next turn.
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGTERM) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGTERM), 1);
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGTERM), 1);
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGKILL), 0);
+  launcher_.Exit(pids[0], SIGTERM);  // rank 2 obeys
+  clock_.AdvanceMs(1999);
+  launcher_.Exit(9999, 0);  // (an unknown pid: ignored) lets a few turns pass
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGKILL), 0);
+  clock_.AdvanceMs(1);
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGKILL) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGKILL), 1);
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGKILL), 1);  // only the after-exit sweep
+  launcher_.Exit(pids[1], SIGKILL);
+  auto first = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  auto second = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->process_exited().exit().signal_name(), "SIGTERM");
+  EXPECT_TRUE(first->process_exited().exit().killed_by_worker());
+  EXPECT_EQ(second->process_exited().exit().signal_name(), "SIGKILL");
+  EXPECT_TRUE(second->process_exited().exit().killed_by_worker());
+  // Idempotent: a second Kill of the ended attempt signals nothing.
+  sup_->Post(KillMsg("j", 0, 0));
+  launcher_.Exit(9998, 0);
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGTERM), 1);
+}
+
+TEST_F(SupervisorTest, KillWithoutGraceUsesTheWorkersDefault) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  sup_->Post(KillMsg("j", 0, 0));
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[0], SIGTERM) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  clock_.AdvanceMs(config_.kill_grace_ms - 1);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGKILL), 0);
+  clock_.AdvanceMs(1);
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[0], SIGKILL) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGKILL), 1);
+}
+
+TEST_F(SupervisorTest, ExitsWhileDisconnectedTravelInTheNextRegisterOnly) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  Disconnect();
+  launcher_.Exit(pids[0], W_EXITCODE(1, 0));  // not sent: nobody to send it to
+  auto reg = Connect();
+  ASSERT_EQ(reg.attempts_size(), 1);
+  EXPECT_FALSE(reg.attempts(0).ranks(0).running());
+  EXPECT_EQ(reg.attempts(0).ranks(0).exit().exit_code(), 1);
+  EXPECT_TRUE(reg.attempts(0).ranks(1).running());
+  // ... and is not repeated as a ProcessExited after the Register.
+  launcher_.Exit(pids[1], W_EXITCODE(0, 0));
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->process_exited().rank(), 3);
+  EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kProcessExited), 0);
+}
+
+TEST_F(SupervisorTest, ExitBetweenRegisterAndAckIsSentAfterTheAck) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  Disconnect();
+  v1::Register reg = sup_->BuildRegister();  // the snapshot: both running
+  EXPECT_TRUE(reg.attempts(0).ranks(0).running());
+  launcher_.Exit(pids[0], W_EXITCODE(4, 0));  // after the snapshot, before the ack
+  outbox_.SetUp(true);
+  sup_->OnConnected(1000);
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(m.has_value()) << "an exit the Register could not carry was lost";
+  EXPECT_EQ(m->process_exited().exit().exit_code(), 4);
+}
+
+TEST_F(SupervisorTest, HeartbeatsFollowTheAckedInterval) {
+  Start();
+  Connect();
+  launcher_.Exit(9999, 0);  // the ack has been handled: heartbeats are due from now on
+  clock_.AdvanceMs(999);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kHeartbeat), 0);
+  clock_.AdvanceMs(1);
+  auto hb = outbox_.WaitFor(Is(v1::WorkerMessage::kHeartbeat));
+  ASSERT_TRUE(hb.has_value());
+  EXPECT_EQ(hb->heartbeat().time_unix_ms(), clock_.NowUnixMs());
+  Disconnect();
+  clock_.AdvanceMs(5000);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kHeartbeat), 0);
+}
+
+TEST_F(SupervisorTest, OrphanedRanksAreStoppedAfterTheTimeout) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  Disconnect();
+  clock_.AdvanceMs(config_.orphan_timeout_ms);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGTERM), 0);
+  clock_.AdvanceMs(1);
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGTERM) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGTERM), 1);
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGTERM), 1);
+}
+
+TEST_F(SupervisorTest, ForgetAttemptDropsItsExitsButNotWhileItRuns) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  v1::CoordinatorMessage forget;
+  forget.mutable_forget_attempt()->set_job_id("j");
+  forget.mutable_forget_attempt()->set_attempt(0);
+  sup_->Post(forget);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 1);  // still running: still reported
+  launcher_.Exit(pids[0], 0);
+  launcher_.Exit(pids[1], 0);
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
+  // The log files stay, and ReadLogs still finds them.
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "jobs/j/attempt-0/rank-3.log"));
+  v1::CoordinatorMessage read;
+  read.mutable_read_logs()->set_request_id(7);
+  read.mutable_read_logs()->set_job_id("j");
+  read.mutable_read_logs()->set_attempt(0);
+  read.mutable_read_logs()->set_rank(3);
+  sup_->Post(read);
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kLogData));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->log_data().request_id(), 7);
+  EXPECT_EQ(m->log_data().error(), "");
+  EXPECT_TRUE(m->log_data().eof());
+}
+
+TEST_F(SupervisorTest, ExitRecordsExpireAfterAnHour) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  launcher_.Exit(pids[0], 0);
+  launcher_.Exit(pids[1], 0);
+  clock_.AdvanceMs(Supervisor::kKeepExitedMs);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 1);
+  clock_.AdvanceMs(1);
+  launcher_.Exit(9999, 0);
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
+}
+
+TEST_F(SupervisorTest, ReadLogsOfUnknownRanksAndReservePort) {
+  Start();
+  Connect();
+  for (const auto& [job, rank] :
+       std::vector<std::pair<std::string, int>>{{"nope", 0}, {"../../etc", 0}, {"j", -1}}) {
+    v1::CoordinatorMessage read;
+    read.mutable_read_logs()->set_request_id(1);
+    read.mutable_read_logs()->set_job_id(job);
+    read.mutable_read_logs()->set_rank(rank);
+    sup_->Post(read);
+    auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kLogData));
+    ASSERT_TRUE(m.has_value());
+    EXPECT_NE(m->log_data().error().find("no log for rank"), std::string::npos) << job;
+  }
+  v1::CoordinatorMessage reserve;
+  reserve.mutable_reserve_port()->set_job_id("j");
+  reserve.mutable_reserve_port()->set_attempt(1);
+  sup_->Post(reserve);
+  auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kPortReserved));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->port_reserved().job_id(), "j");
+  EXPECT_EQ(m->port_reserved().attempt(), 1);
+  EXPECT_GT(m->port_reserved().port(), 0);
+  EXPECT_EQ(m->port_reserved().error(), "");
+}
+
+TEST_F(SupervisorTest, StopKillsEveryRankAndReportsIt) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  launcher_.DieOnSignal();
+  sup_->Stop();
+  EXPECT_EQ(launcher_.CountSignals(pids[0], SIGTERM), 1);
+  EXPECT_EQ(launcher_.CountSignals(pids[1], SIGTERM), 1);
+  auto first = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  auto second = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  EXPECT_TRUE(first && second);
+}
+
+}  // namespace
+}  // namespace convoy

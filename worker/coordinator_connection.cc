@@ -1,0 +1,134 @@
+#include "worker/coordinator_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <random>
+
+namespace convoy {
+namespace {
+
+constexpr int kInitialBackoffMs = 100;
+constexpr int kMaxBackoffMs = 5000;
+// A stream that lived this long was healthy: the next reconnect starts from the shortest
+// backoff again.
+constexpr auto kHealthyStream = std::chrono::seconds(5);
+
+}  // namespace
+
+CoordinatorConnection::CoordinatorConnection(const std::string& target) : target_(target) {
+  grpc::ChannelArguments args;
+  // Detect a dead coordinator (or a cut link) within seconds, not at the next write.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // gRPC's own reconnection backoff stays below ours, so that ours decides the pace.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialBackoffMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetMaxReceiveMessageSize(16 * 1024 * 1024);
+  channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::WorkerService::NewStub(channel_);
+}
+
+bool CoordinatorConnection::Send(const v1::WorkerMessage& msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream_ == nullptr || !registered_) return false;
+  return stream_->Write(msg);
+}
+
+void CoordinatorConnection::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+  wake_.notify_all();
+}
+
+void CoordinatorConnection::SleepMs(int ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_.load(); });
+}
+
+void CoordinatorConnection::Run() {
+  std::mt19937 rng(std::random_device{}());
+  int backoff_ms = kInitialBackoffMs;
+  while (!stopping_) {
+    const auto began = std::chrono::steady_clock::now();
+    Serve();
+    if (stopping_) break;
+    if (std::chrono::steady_clock::now() - began > kHealthyStream) backoff_ms = kInitialBackoffMs;
+    // Full jitter over the upper half: workers that lost the same coordinator do not all
+    // come back in the same millisecond.
+    const int sleep_ms = backoff_ms / 2 + static_cast<int>(rng() % (backoff_ms / 2 + 1));
+    SleepMs(sleep_ms);
+    backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+  }
+}
+
+void CoordinatorConnection::Serve() {
+  grpc::ClientContext context;
+  // Fail fast while the coordinator is down; our backoff paces the retries.
+  context.set_wait_for_ready(false);
+  auto stream = stub_->Connect(&context);
+  // Built before taking mu_: the supervisor thread holds its lock while it sends (lock
+  // order supervisor -> connection), so this thread must not nest them the other way round.
+  v1::WorkerMessage reg;
+  *reg.mutable_register_() = supervisor_->BuildRegister();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      context.TryCancel();
+      stream->Finish();
+      return;
+    }
+    context_ = &context;
+    stream_ = stream.get();
+    registered_ = false;
+  }
+  v1::CoordinatorMessage msg;
+  bool ok = false;
+  {
+    // Nobody else writes until registered_, so this write needs no lock.
+    ok = stream->Write(reg);
+  }
+  if (ok && stream->Read(&msg)) {
+    if (msg.has_register_ack()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        registered_ = true;
+      }
+      spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)", target_,
+                   reg.register_().attempts_size());
+      supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms());
+      while (stream->Read(&msg)) supervisor_->Post(msg);
+    } else {
+      spdlog::error("the coordinator at {} answered Register with message case {}, not an ack",
+                    target_, static_cast<int>(msg.msg_case()));
+    }
+  }
+  const bool was_registered = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool r = registered_;
+    context_ = nullptr;
+    stream_ = nullptr;
+    registered_ = false;
+    return r;
+  }();
+  if (was_registered) supervisor_->OnDisconnected();
+  context.TryCancel();
+  const grpc::Status st = stream->Finish();
+  if (stopping_) return;
+  if (was_registered) {
+    failures_ = 0;
+    spdlog::warn("lost the coordinator at {}: {}; reconnecting", target_,
+                 st.ok() ? "stream closed" : st.error_message());
+  } else {
+    // The first failure in a row is a warning, the retries that follow are debug noise.
+    spdlog::log(failures_++ == 0 ? spdlog::level::warn : spdlog::level::debug,
+                "cannot register with the coordinator at {}: {}", target_,
+                st.ok() ? "stream closed" : st.error_message());
+  }
+}
+
+}  // namespace convoy

@@ -1,0 +1,28 @@
+// The environment of one rank process (DESIGN.md "Environment of every training process"):
+// torchrun-compatible variables plus Convoy's own. Pure functions; any thread.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "convoy/v1/worker.pb.h"
+
+namespace convoy {
+
+// `base` (the worker's own environment), then the spec's env, then Convoy's variables, which
+// always win: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
+// ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, CONVOY_JOB_ID,
+// CONVOY_ATTEMPT, CONVOY_METRICS_SOCKET, CONVOY_CHECKPOINT_DIR and PYTHONUNBUFFERED=1.
+// GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
+// reserves them). OMP_NUM_THREADS is max(1, cores / local_world_size) unless `base` or the
+// spec sets it.
+std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
+                                                const v1::Launch& launch, int local_rank, int cores,
+                                                const std::string& metrics_socket,
+                                                const std::string& checkpoint_dir);
+
+// The calling process's environment (environ) as a map.
+std::map<std::string, std::string> ProcessEnvironment();
+
+}  // namespace convoy

@@ -1,0 +1,196 @@
+// The supervisor's answers that only read state: Register, ReservePort, ReadLogs; and the
+// batching of metric records. Threading as in supervisor.h.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "common/util.h"
+#include "worker/supervisor.h"
+
+namespace convoy {
+namespace {
+
+constexpr int kFlushIntervalMs = 200;
+constexpr size_t kRecordsPerBatch = 500;
+constexpr int64_t kMaxLogRead = 1 << 20;
+
+}  // namespace
+
+v1::Register Supervisor::BuildRegister() {
+  v1::Register reg;
+  reg.set_name(config_.name);
+  reg.set_address(config_.address);
+  reg.set_hostname(config_.hostname);
+  reg.set_cores(config_.cores);
+  for (int g : config_.gpus) reg.add_gpus(g);
+  reg.set_slots(config_.slots);
+  reg.set_version(CONVOY_VERSION);
+  std::lock_guard<std::mutex> lock(mu_);
+  register_seq_ = seq_;
+  for (const auto& [key, a] : attempts_) {
+    // A forgotten attempt is still reported while it runs: the coordinator must learn of it
+    // (and kill it) rather than lose track of its processes.
+    if (a.forgotten && !a.AnyRunning()) continue;
+    v1::AttemptStatus* as = reg.add_attempts();
+    as->set_job_id(a.job_id);
+    as->set_attempt(a.attempt);
+    for (const auto& r : a.ranks) {
+      v1::RankStatus* rs = as->add_ranks();
+      rs->set_rank(r->rank);
+      rs->set_local_rank(r->local_rank);
+      rs->set_pid(r->pid);
+      rs->set_running(r->running);
+      if (!r->running) *rs->mutable_exit() = r->exit;
+    }
+  }
+  return reg;
+}
+
+void Supervisor::ReservePort(const v1::ReservePort& req) {
+  v1::WorkerMessage out;
+  v1::PortReserved* p = out.mutable_port_reserved();
+  p->set_job_id(req.job_id());
+  p->set_attempt(req.attempt());
+  // The advertised address first (the port must be free where peers dial), any address if
+  // that is not an IPv4 address of this machine (a name, NAT).
+  std::string error;
+  for (bool any : {false, true}) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    if (any) {
+      addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET, config_.address.c_str(), &addr.sin_addr) != 1) {
+      continue;
+    }
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      error = std::string("socket: ") + strerror(errno);
+      break;
+    }
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      p->set_port(ntohs(addr.sin_port));
+      close(fd);
+      break;
+    }
+    error = std::string("bind ") + (any ? "0.0.0.0" : config_.address) + ": " + strerror(errno);
+    close(fd);
+  }
+  if (p->port() == 0) {
+    p->set_error(error.empty() ? "no free port" : error);
+    spdlog::error("job {} attempt {}: cannot reserve a port: {}", req.job_id(), req.attempt(),
+                  p->error());
+  }
+  Send(out);
+}
+
+void Supervisor::ReadLogs(const v1::ReadLogs& req) {
+  v1::WorkerMessage out;
+  v1::LogData* d = out.mutable_log_data();
+  d->set_request_id(req.request_id());
+  auto it = attempts_.find({req.job_id(), req.attempt()});
+  std::string path;
+  bool running = false;
+  if (it != attempts_.end()) {
+    for (const auto& r : it->second.ranks) {
+      if (r->rank == req.rank()) {
+        path = r->log->path();
+        running = r->running;
+      }
+    }
+  } else if (IsValidName(req.job_id()) && req.attempt() >= 0 && req.rank() >= 0) {
+    // Not in memory any more (worker restarted, attempt forgotten): the file may still be.
+    // The name was validated, so the path stays inside the work dir.
+    path = config_.work_dir + "/jobs/" + req.job_id() + "/attempt-" +
+           std::to_string(req.attempt()) + "/rank-" + std::to_string(req.rank()) + ".log";
+    if (!std::filesystem::exists(path)) path.clear();
+  }
+  if (path.empty()) {
+    d->set_error("no log for rank " + std::to_string(req.rank()) + " of attempt " +
+                 std::to_string(req.attempt()) + " of job " + req.job_id() + " on worker " +
+                 config_.name);
+    Send(out);
+    return;
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    // A rank that never wrote (or whose file could not be created) has an empty log.
+    if (errno == ENOENT) {
+      d->set_eof(!running);
+    } else {
+      d->set_error(path + ": " + strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    Send(out);
+    return;
+  }
+  int64_t offset = req.offset();
+  if (offset < 0) offset = std::max<int64_t>(0, st.st_size + offset);
+  // Past the end (the file was rotated under a follower): continue from its end.
+  offset = std::min<int64_t>(offset, st.st_size);
+  const int64_t max =
+      req.max_bytes() <= 0 ? kMaxLogRead : std::min<int64_t>(req.max_bytes(), kMaxLogRead);
+  std::string data(static_cast<size_t>(std::min<int64_t>(max, st.st_size - offset)), '\0');
+  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), offset);
+  close(fd);
+  if (n < 0) n = 0;
+  data.resize(static_cast<size_t>(n));
+  d->set_next_offset(offset + n);
+  d->set_eof(!running && offset + n >= st.st_size);
+  d->set_data(std::move(data));
+  Send(out);
+}
+
+void Supervisor::AddRecords(const Key& key, std::vector<v1::MetricRecord>* records) {
+  for (v1::MetricRecord& rec : *records) {
+    rec.set_attempt(key.second);
+    pending_.push_back({key, std::move(rec)});
+  }
+  if (pending_.size() > kMaxPendingRecords) {
+    const size_t excess = pending_.size() - kMaxPendingRecords;
+    if (dropped_records_ == 0) {
+      spdlog::warn("more than {} metric records wait for the coordinator; dropping the oldest",
+                   kMaxPendingRecords);
+    }
+    dropped_records_ += static_cast<int64_t>(excess);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(excess));
+  }
+}
+
+void Supervisor::FlushMetrics(bool force) {
+  const int64_t now = clock_.NowMonotonicMs();
+  if (!force && now < next_flush_ms_ && pending_.size() < kRecordsPerBatch) return;
+  next_flush_ms_ = now + kFlushIntervalMs;
+  // Consecutive records of one attempt make a batch; a batch the link refuses stays queued.
+  while (!pending_.empty() && LinkUp()) {
+    v1::WorkerMessage out;
+    v1::MetricBatch* b = out.mutable_metrics();
+    const Key key = pending_.front().key;
+    b->set_job_id(key.first);
+    b->set_attempt(key.second);
+    size_t n = 0;
+    while (n < pending_.size() && n < kRecordsPerBatch && pending_[n].key == key) {
+      *b->add_records() = pending_[n].record;
+      ++n;
+    }
+    if (!Send(out)) return;
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  if (pending_.empty() && dropped_records_ > 0) {
+    spdlog::warn("{} metric records were dropped while the coordinator was away", dropped_records_);
+    dropped_records_ = 0;
+  }
+}
+
+}  // namespace convoy
