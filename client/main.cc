@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   app.footer(kExitCodesHelp);
   app.set_version_flag("--version", std::string("convoy ") + CONVOY_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // --coordinator may also follow the verb
   std::string coordinator = kDefaultCoordinator;
   app.add_option("--coordinator", coordinator, "HOST:PORT of convoy-coordinator")
       ->envname("CONVOY_COORDINATOR")

@@ -2,6 +2,7 @@
 // JobSpec; every bad spec is refused with a message that names exactly its field.
 #include "common/job_spec.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <regex>
 
 #include "common/job_spec_validation.h"
@@ -433,6 +435,21 @@ TEST(ExampleSpecsTest, ExamplesParse) {
   ASSERT_TRUE(fail.ok()) << fail.status().message();
   ASSERT_EQ(fail->command_size(), 1);
   EXPECT_EQ(fail->command(0), "false");
+  // Every other example is a valid spec too.
+  int examples = 0;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(ExamplesDir().c_str()), &closedir);
+  ASSERT_TRUE(dir);
+  while (const dirent* entry = readdir(dir.get())) {
+    const std::string name = entry->d_name;
+    if (name.size() < 6 ||
+        (name.substr(name.size() - 5) != ".yaml" && name.substr(name.size() - 5) != ".json")) {
+      continue;
+    }
+    ++examples;
+    auto spec = LoadJobSpecFile(ExamplesDir() + name);
+    EXPECT_TRUE(spec.ok()) << spec.status().message();
+  }
+  EXPECT_GE(examples, 3);
 }
 
 // What the coordinator does on every SubmitJob: the spec may come from any client.
