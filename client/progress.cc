@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <vector>
 
 #include "client/format.h"
@@ -35,7 +34,7 @@ void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
     return;
   }
   if (update.has_job()) {
-    OnSnapshot(update.job(), now);
+    OnSnapshot(update.job());
     Draw(now);
   } else if (update.has_event()) {
     OnEvent(update.event());
@@ -49,10 +48,9 @@ void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
   }
 }
 
-void ProgressView::OnSnapshot(const v1::Job& job, int64_t now) {
+void ProgressView::OnSnapshot(const v1::Job& job) {
   job_ = job;
-  if (!have_job_ || job.attempt() != attempt_) StartAttempt(job.attempt());
-  have_job_ = true;
+  if (job.attempt() != attempt_) StartAttempt(job.attempt());
   for (const auto& m : job.latest()) {
     if (m.attempt() != attempt_) continue;
     auto it = ranks_.find(m.rank());

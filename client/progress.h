@@ -48,7 +48,7 @@ class ProgressView {
   const v1::Job& job() const { return job_; }
 
  private:
-  void OnSnapshot(const v1::Job& job, int64_t now);
+  void OnSnapshot(const v1::Job& job);
   void OnEvent(const v1::JobEvent& event);
   void OnMetric(const v1::MetricRecord& record);
   void StartAttempt(int attempt);
@@ -63,7 +63,6 @@ class ProgressView {
   std::ostream& out_;
   const Options options_;
   v1::Job job_;
-  bool have_job_ = false;
   int events_shown_ = 0;
   int attempt_ = 0;
   std::map<int, v1::MetricRecord> ranks_;  // latest record of each rank of attempt_
