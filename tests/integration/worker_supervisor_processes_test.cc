@@ -292,7 +292,8 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRoundTripIdentifiesRanksByPeerCrede
   ASSERT_TRUE(PollUntil([&] {
     records = outbox_.Records();
     return records.size() >= 4;
-  })) << records.size() << " records; log: " << ReadFile(AttemptDir("metrics") + "/rank-1.log");
+  })) << records.size()
+      << " records; log: " << ReadFile(AttemptDir("metrics") + "/rank-1.log");
   ASSERT_EQ(records.size(), 4u);
   std::map<int64_t, v1::MetricRecord> by_step;
   for (const auto& r : records) by_step[r.step()] = r;
