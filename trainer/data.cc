@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <array>
 #include <stdexcept>
 
 namespace convoy::trainer {
@@ -83,8 +84,30 @@ Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int6
   return d;
 }
 
-torch::Tensor Dataset::Batch(const torch::Tensor& idx) const {
-  return images.index_select(0, idx).to(torch::kFloat32).div_(255.0f).sub_(kMean).div_(kStd);
+torch::Tensor Dataset::Batch(const int64_t* idx, int64_t n) const {
+  static const std::array<float, 256> kTable = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[v] = (static_cast<float>(v) / 255.0f - kMean) / kStd;
+    return t;
+  }();
+  constexpr int64_t kPixels = 28 * 28;
+  torch::Tensor out = torch::empty({n, 1, 28, 28}, torch::kFloat32);
+  const uint8_t* src = images.data_ptr<uint8_t>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* image = src + idx[i] * kPixels;
+    for (int64_t k = 0; k < kPixels; ++k) dst[k] = kTable[image[k]];
+    dst += kPixels;
+  }
+  return out;
+}
+
+torch::Tensor Dataset::Labels(const int64_t* idx, int64_t n) const {
+  torch::Tensor out = torch::empty({n}, torch::kInt64);
+  const int64_t* src = labels.data_ptr<int64_t>();
+  int64_t* dst = out.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[idx[i]];
+  return out;
 }
 
 std::vector<int64_t> ShardIndices(int64_t n, int rank, int world, int64_t seed, int epoch) {
@@ -120,10 +143,8 @@ Prefetcher::~Prefetcher() {
 
 void Prefetcher::Run() {
   for (size_t b = next_; b < batches_; ++b) {
-    torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + b * batch_,
-                                         {batch_}, torch::kInt64)
-                            .clone();
-    auto item = std::make_pair(data_.Batch(idx), data_.labels.index_select(0, idx));
+    const int64_t* idx = indices_.data() + b * static_cast<size_t>(batch_);
+    auto item = std::make_pair(data_.Batch(idx, batch_), data_.Labels(idx, batch_));
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return stop_ || queue_.size() < 4; });
     if (stop_) return;

@@ -18,8 +18,11 @@ struct Dataset {
   torch::Tensor images;  // [N, 1, 28, 28] uint8, as in the file (a quarter of float's memory)
   torch::Tensor labels;  // [N] int64 in [0, 9]
   int64_t size() const { return labels.size(0); }
-  // Images `idx` as normalised float32 ([0, 1] scaled by Fashion-MNIST's mean and std).
-  torch::Tensor Batch(const torch::Tensor& idx) const;
+  // Images idx[0..n) as normalised float32 ([0, 1] scaled by Fashion-MNIST's mean and std).
+  // A plain loop over a lookup table: no ATen parallel region, so a background thread that
+  // assembles batches never starts an OpenMP team of its own to compete with training.
+  torch::Tensor Batch(const int64_t* idx, int64_t n) const;
+  torch::Tensor Labels(const int64_t* idx, int64_t n) const;
 };
 
 // Reads `<dir>/<prefix>-images-idx3-ubyte.gz` and `<dir>/<prefix>-labels-idx1-ubyte.gz`

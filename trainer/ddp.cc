@@ -2,10 +2,48 @@
 
 #include <torch/torch.h>
 
-namespace convoy::trainer {
+#include <future>
 
-GradSync::GradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb)
-    : params_(std::move(params)), dist_(dist), where_(params_.size()) {
+#include "trainer/shm_allreduce.h"
+
+namespace convoy::trainer {
+namespace {
+
+class FutureWait : public Pending {
+ public:
+  explicit FutureWait(std::future<void> f) : f_(std::move(f)) {}
+  void Wait() override { f_.get(); }
+
+ private:
+  std::future<void> f_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
+                                       Dist& dist, double bucket_mb) {
+  if (kind == "reducer" && dist.world() > 1) return dist.NewReducer(std::move(params), bucket_mb);
+  return std::make_unique<HookGradSync>(std::move(params), dist, bucket_mb);
+}
+
+void BroadcastFromRankZero(Dist& dist, std::vector<torch::Tensor> params,
+                           std::vector<torch::Tensor> buffers) {
+  torch::NoGradGuard no_grad;
+  for (auto& b : buffers) params.push_back(b);
+  dist.Broadcast(params, 0);
+}
+
+void ClearGrads(const std::vector<torch::Tensor>& params) {
+  for (const auto& p : params) {
+    if (p.grad().defined()) const_cast<torch::Tensor&>(p).mutable_grad() = torch::Tensor();
+  }
+}
+
+HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb)
+    : params_(std::move(params)),
+      dist_(dist),
+      where_(params_.size()),
+      inv_(torch::scalar_tensor(1.0 / dist.world(), torch::kFloat64)) {
   const int64_t first_cap = 1 << 20;
   const int64_t cap = static_cast<int64_t>(bucket_mb * (1 << 20));
   Bucket current;
@@ -29,6 +67,26 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_
     buckets_.push_back(std::move(current));
   }
   if (dist_.world() == 1) return;  // nothing to synchronise
+  int64_t total = 0;
+  bool plain = true;
+  for (const auto& p : params_) {
+    total += p.numel();
+    plain = plain && p.device().is_cpu() && p.scalar_type() == torch::kFloat32;
+  }
+  ShmAllReduce* shm = dist_.shared_memory();
+  if (shm != nullptr && plain && total <= shm->capacity()) {
+    arena_ = shm;
+    int64_t offset = 0;
+    for (Bucket& b : buckets_) {
+      const int64_t n = b.flat.numel();
+      b.arena_offset = offset;
+      b.flat = torch::from_blob(shm->slot() + offset, {n}, torch::kFloat32);
+      b.result = torch::from_blob(const_cast<float*>(shm->result()) + offset, {n}, torch::kFloat32);
+      offset += n;
+    }
+  } else {
+    for (Bucket& b : buckets_) b.result = b.flat;
+  }
   for (size_t k = 0; k < params_.size(); ++k) {
     params_[k].register_hook([this, k](torch::Tensor grad) {
       OnGrad(k, grad);
@@ -37,49 +95,48 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_
   }
 }
 
-void GradSync::BroadcastFromRankZero(std::vector<torch::Tensor> buffers) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> all = params_;
-  for (auto& b : buffers) all.push_back(b);
-  dist_.Broadcast(all, 0);
-}
-
-void GradSync::Prepare(bool sync) {
+void HookGradSync::BeforeForward(bool sync) {
   sync_ = sync && dist_.world() > 1;
   next_launch_ = 0;
   for (Bucket& b : buckets_) {
     b.ready = 0;
-    b.launched = false;
     b.pending.reset();
   }
 }
 
-void GradSync::OnGrad(size_t k, const torch::Tensor& grad) {
+void HookGradSync::OnGrad(size_t k, const torch::Tensor& grad) {
   if (!sync_) return;
   auto [bi, slot] = where_[k];
   Bucket& b = buckets_[bi];
   torch::NoGradGuard no_grad;
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot], grad.numel());
-  // The hook runs before accumulation: what .grad() holds is earlier micro-batches' sum.
+  // Divided by the world size on the way in, as PyTorch's Reducer does (one pass; exact for
+  // a power-of-two world). The hook runs before accumulation: what .grad() holds is earlier
+  // micro-batches' sum.
   const torch::Tensor& acc = params_[k].grad();
   if (acc.defined()) {
     torch::add_out(view, acc.reshape({-1}), grad.reshape({-1}));
+    view.mul_(inv_);
   } else {
-    view.copy_(grad.reshape({-1}));
+    torch::mul_out(view, grad.reshape({-1}), inv_);
   }
   if (++b.ready == b.params.size()) LaunchReady();
 }
 
-void GradSync::LaunchReady() {
+void HookGradSync::LaunchReady() {
   while (next_launch_ < buckets_.size() &&
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& b = buckets_[next_launch_++];
-    b.pending = dist_.AllReduceSumAsync(b.flat);
-    b.launched = true;
+    if (arena_ != nullptr) {
+      b.pending =
+          std::make_unique<FutureWait>(arena_->SumRangeAsync(b.arena_offset, b.flat.numel()));
+    } else {
+      b.pending = dist_.AllReduceSumAsync(b.flat);
+    }
   }
 }
 
-void GradSync::Finish() {
+void HookGradSync::Finish() {
   if (!sync_) return;
   torch::NoGradGuard no_grad;
   // Parameters that took no part in this backward (unused) contribute zeros.
@@ -89,7 +146,7 @@ void GradSync::Finish() {
         const torch::Tensor& p = params_[b.params[s]];
         torch::Tensor view = b.flat.narrow(0, b.offsets[s], p.numel());
         if (p.grad().defined()) {
-          view.copy_(p.grad().reshape({-1}));
+          torch::mul_out(view, p.grad().reshape({-1}), inv_);
         } else {
           view.zero_();
         }
@@ -98,18 +155,14 @@ void GradSync::Finish() {
     }
   }
   LaunchReady();
-  const double inv = 1.0 / dist_.world();
   for (Bucket& b : buckets_) {
     b.pending->Wait();
-    b.flat.mul_(inv);
+    // The averaged gradients are views of the bucket (gradient_as_bucket_view): no copy. The
+    // bucket is rewritten only by the next synchronising backward, after ClearGrads (in
+    // shared memory: once every rank has started that backward).
     for (size_t s = 0; s < b.params.size(); ++s) {
       torch::Tensor& p = params_[b.params[s]];
-      torch::Tensor avg = b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p);
-      if (!p.grad().defined()) {
-        p.mutable_grad() = avg.clone();
-      } else {
-        p.mutable_grad().copy_(avg);
-      }
+      p.mutable_grad() = b.result.narrow(0, b.offsets[s], p.numel()).view_as(p);
     }
   }
   sync_ = false;

@@ -1,16 +1,24 @@
-// DistributedDataParallel's gradient synchronisation: parameters are grouped into buckets
-// (in reverse registration order, roughly the order backward produces their gradients; the
-// first bucket capped at 1 MiB, the rest at --bucket-mb, as PyTorch's DDP), and each
-// bucket's all-reduce starts as soon as backward has produced all of its gradients, so
-// communication overlaps the rest of backward. Buckets are launched in index order on every
-// rank, so that the collectives match.
+// DistributedDataParallel's gradient synchronisation, two ways behind one interface:
 //
-// Threading: hooks run on the thread that calls backward (the CPU autograd engine's caller).
+// "hooks" (HookGradSync, ddp.cc): parameters are grouped into buckets (in reverse
+// registration order, roughly the order backward produces their gradients; the first bucket
+// capped at 1 MiB, the rest at --bucket-mb, as PyTorch's DDP), and each bucket's all-reduce
+// starts as soon as backward has produced all of its gradients, so communication overlaps
+// the rest of backward. Buckets are launched in index order on every rank, so that the
+// collectives match. Hooks run on the thread that calls backward.
+//
+// "reducer" (dist.cc): c10d::Reducer, the C++ engine under PyTorch's Python DDP, driven in
+// the order Python's DistributedDataParallel drives it; with shared memory it all-reduces
+// through a C++ communication hook.
+//
+// Both leave the averaged gradients in .grad(), to be cleared with ClearGrads (set to none:
+// the next backward then moves its gradients in instead of adding them to zeros).
 #pragma once
 
 #include <torch/types.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainer/dist.h"
@@ -19,27 +27,45 @@ namespace convoy::trainer {
 
 class GradSync {
  public:
-  GradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb);
-
-  // Broadcasts parameters and `buffers` from rank 0 (call once before training).
-  void BroadcastFromRankZero(std::vector<torch::Tensor> buffers);
-
-  // Before each backward: whether this micro-batch's backward synchronises (the last one of
+  virtual ~GradSync() = default;
+  // Before each micro-batch's forward: whether its backward synchronises (the last one of
   // an accumulation), as no_sync() does for the others.
-  void Prepare(bool sync);
-  // After backward: waits for the all-reduces and leaves the averaged gradients in .grad().
-  void Finish();
+  virtual void BeforeForward(bool sync) = 0;
+  // Between forward and backward.
+  virtual void BeforeBackward() = 0;
+  // After the synchronising backward: the averaged gradients are in .grad() on return.
+  virtual void Finish() = 0;
+  virtual size_t num_buckets() const = 0;
+};
 
-  size_t num_buckets() const { return buckets_.size(); }
+// `kind`: "hooks" or "reducer". Collective when world > 1 (every rank calls it).
+std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
+                                       Dist& dist, double bucket_mb);
+
+// Broadcasts parameters and buffers from rank 0 (once, before training).
+void BroadcastFromRankZero(Dist& dist, std::vector<torch::Tensor> params,
+                           std::vector<torch::Tensor> buffers);
+
+// Sets every parameter's gradient to none (zero_grad(set_to_none=True)).
+void ClearGrads(const std::vector<torch::Tensor>& params);
+
+class HookGradSync : public GradSync {
+ public:
+  HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb);
+  void BeforeForward(bool sync) override;
+  void BeforeBackward() override {}
+  void Finish() override;
+  size_t num_buckets() const override { return buckets_.size(); }
 
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_
     std::vector<int64_t> offsets;
-    torch::Tensor flat;
+    torch::Tensor flat;    // what this rank contributes
+    torch::Tensor result;  // the average (flat itself, unless in shared memory)
+    int64_t arena_offset = 0;
     size_t ready = 0;
     std::unique_ptr<Pending> pending;
-    bool launched = false;
   };
   void OnGrad(size_t param, const torch::Tensor& grad);
   void LaunchReady();
@@ -48,8 +74,12 @@ class GradSync {
   Dist& dist_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
+  const torch::Tensor inv_;                       // 1 / world, a scalar
   bool sync_ = false;
   size_t next_launch_ = 0;
+  // With an all-reduce over shared memory, buckets live in the segment: this rank's slot
+  // holds `flat`, the segment's result area `result`, which the gradients then view.
+  ShmAllReduce* arena_ = nullptr;
 };
 
 }  // namespace convoy::trainer

@@ -8,7 +8,23 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <future>
 #include <thread>
+
+#include "trainer/shm_allreduce.h"
+
+#include <torch/version.h>
+
+#include "trainer/ddp.h"
+
+// The Reducer's constructor and the ProcessGroup/Backend split changed in 2.x: the Reducer
+// path is built against 1.x (Debian's LibTorch 1.13), the hooks path everywhere.
+#if TORCH_VERSION_MAJOR < 2
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#define CONVOY_HAVE_REDUCER 1
+#endif
 
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -31,6 +47,87 @@ class WorkPending : public Pending {
   WorkPtr work_;
 };
 
+class FuturePending : public Pending {
+ public:
+  explicit FuturePending(std::future<void> f) : f_(std::move(f)) {}
+  void Wait() override { f_.get(); }
+
+ private:
+  std::future<void> f_;
+};
+
+#ifdef CONVOY_HAVE_REDUCER
+// The Reducer's communication hook for shared memory: divide by the world size, as the
+// built-in all-reduce does, then sum across ranks; the future completes on the
+// all-reduce's thread.
+class ShmCommHook : public c10d::CommHookInterface {
+ public:
+  ShmCommHook(ShmAllReduce* shm, int world) : shm_(shm), world_(world) {}
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    at::Tensor buffer = bucket.getBufferRef();
+    buffer.div_(world_);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    shm_->SumAsync(buffer.data_ptr<float>(), buffer.numel(),
+                   [future, buffer](std::exception_ptr error) {
+                     if (error) {
+                       future->setError(error);
+                     } else {
+                       future->markCompleted(c10::IValue(buffer));
+                     }
+                   });
+    return future;
+  }
+  // (c10d::detail::parseCppCommHookResult is not exported by libtorch_cpu 1.13.)
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  ShmAllReduce* shm_;
+  int world_;
+};
+
+// Python 1.13 DistributedDataParallel's sequence: verify the parameters' shapes across
+// ranks; bucket by size (1 MiB first, then the cap), reversed; a Reducer with a Logger;
+// per step prepare_for_forward, rebuild_buckets (once, after step 1), forward,
+// prepare_for_backward, backward (which ends with averaged gradients in .grad()).
+class ReducerGradSync : public GradSync {
+ public:
+  ReducerGradSync(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                  ShmAllReduce* shm, int world, double bucket_mb) {
+    const int64_t first = 1 << 20;
+    const auto cap = static_cast<int64_t>(bucket_mb * (1 << 20));
+    const std::vector<bool> sparse(params.size(), false);
+    c10d::verify_params_across_processes(pg, params, c10::nullopt);
+    auto [indices, limits] = c10d::compute_bucket_assignment_by_size(
+        params, {static_cast<size_t>(first), static_cast<size_t>(cap)}, sparse);
+    std::reverse(indices.begin(), indices.end());
+    std::reverse(limits.begin(), limits.end());
+    buckets_ = indices.size();
+    reducer_ = std::make_shared<c10d::Reducer>(
+        params, indices, limits, pg, sparse, cap, /*find_unused_parameters=*/false,
+        /*gradient_as_bucket_view=*/true, std::unordered_map<size_t, std::string>(), first);
+    logger_ = std::make_shared<c10d::Logger>(reducer_);
+    reducer_->set_logger(logger_);
+    if (shm != nullptr) reducer_->register_comm_hook(std::make_unique<ShmCommHook>(shm, world));
+  }
+  void BeforeForward(bool sync) override {
+    sync_ = sync;
+    if (sync_) reducer_->prepare_for_forward();
+    reducer_->rebuild_buckets();
+  }
+  void BeforeBackward() override {
+    if (sync_) reducer_->prepare_for_backward({});
+  }
+  void Finish() override {}
+  size_t num_buckets() const override { return buckets_; }
+
+ private:
+  std::shared_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<c10d::Logger> logger_;
+  size_t buckets_ = 0;
+  bool sync_ = false;
+};
+#endif
+
 class DonePending : public Pending {
  public:
   void Wait() override {}
@@ -40,7 +137,11 @@ class SingleProcess : public Dist {
  public:
   int rank() const override { return 0; }
   int world() const override { return 1; }
+  std::string allreduce_path() const override { return "none"; }
   void Broadcast(std::vector<torch::Tensor>&, int) override {}
+  std::unique_ptr<GradSync> NewReducer(std::vector<torch::Tensor>, double) override {
+    throw std::logic_error("NewReducer: world size 1 has nothing to reduce");
+  }
   std::unique_ptr<Pending> AllReduceSumAsync(torch::Tensor&) override {
     return std::make_unique<DonePending>();
   }
@@ -70,10 +171,18 @@ std::string LocalAddressTowards(const std::string& master) {
 template <typename PG>
 class Group : public Dist {
  public:
-  Group(int rank, int world, c10::intrusive_ptr<PG> pg, c10::intrusive_ptr<c10d::Store> store)
-      : rank_(rank), world_(world), pg_(std::move(pg)), store_(std::move(store)) {}
+  Group(int rank, int world, c10::intrusive_ptr<PG> pg, c10::intrusive_ptr<c10d::Store> store,
+        std::string path, std::unique_ptr<ShmAllReduce> shm = nullptr)
+      : rank_(rank),
+        world_(world),
+        pg_(std::move(pg)),
+        store_(std::move(store)),
+        path_(std::move(path)),
+        shm_(std::move(shm)) {}
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  std::string allreduce_path() const override { return path_; }
+  ShmAllReduce* shared_memory() override { return shm_.get(); }
   void Broadcast(std::vector<torch::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -82,7 +191,21 @@ class Group : public Dist {
       pg_->broadcast(one, opts)->wait();
     }
   }
+  std::unique_ptr<GradSync> NewReducer(std::vector<torch::Tensor> params,
+                                       double bucket_mb) override {
+#ifdef CONVOY_HAVE_REDUCER
+    return std::make_unique<ReducerGradSync>(std::move(params), pg_, shm_.get(), world_, bucket_mb);
+#else
+    throw std::runtime_error("--ddp reducer: not available with LibTorch " TORCH_VERSION
+                             " in this build; use --ddp hooks");
+#endif
+  }
   std::unique_ptr<Pending> AllReduceSumAsync(torch::Tensor& tensor) override {
+    if (shm_ != nullptr && tensor.device().is_cpu() && tensor.scalar_type() == torch::kFloat32 &&
+        tensor.is_contiguous()) {
+      return std::make_unique<FuturePending>(
+          shm_->SumAsync(tensor.data_ptr<float>(), tensor.numel()));
+    }
     std::vector<torch::Tensor> one{tensor};
     return std::make_unique<WorkPending>(pg_->allreduce(one, c10d::AllreduceOptions()));
   }
@@ -92,6 +215,8 @@ class Group : public Dist {
   const int world_;
   c10::intrusive_ptr<PG> pg_;
   c10::intrusive_ptr<c10d::Store> store_;
+  const std::string path_;
+  std::unique_ptr<ShmAllReduce> shm_;
 };
 
 }  // namespace
@@ -106,7 +231,8 @@ bool NcclAvailable() {
 
 std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& master_addr,
                                    int master_port, const std::string& backend,
-                                   std::chrono::seconds timeout) {
+                                   std::chrono::seconds timeout, const std::string& allreduce,
+                                   int64_t shm_capacity_floats) {
   if (world == 1) return std::make_unique<SingleProcess>();
   if (rank != 0) {
     // A TCPStore client that dials before rank 0's server listens backs off for about a
@@ -138,7 +264,7 @@ std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& maste
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, opts);
-    return std::make_unique<Group<c10d::ProcessGroupNCCL>>(rank, world, pg, store);
+    return std::make_unique<Group<c10d::ProcessGroupNCCL>>(rank, world, pg, store, "nccl");
 #else
     throw std::runtime_error("--backend nccl: this convoy-trainer was built without NCCL");
 #endif
@@ -154,7 +280,31 @@ std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& maste
   }
   opts->threads = 2 * static_cast<int>(opts->devices.size());
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
-  return std::make_unique<Group<c10d::ProcessGroupGloo>>(rank, world, pg, store);
+  std::unique_ptr<ShmAllReduce> shm;
+  std::string path = "gloo";
+  if (allreduce != "gloo") {
+    SetupChannel channel;
+    channel.set = [&](const std::string& key, const std::string& value) {
+      store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    };
+    channel.get = [&](const std::string& key) {
+      const std::vector<uint8_t> v = store->get(key);
+      return std::string(v.begin(), v.end());
+    };
+    std::string why;
+    shm = ShmAllReduce::Create(rank, world, channel,
+                               std::chrono::duration_cast<std::chrono::milliseconds>(timeout), &why,
+                               std::max<int64_t>(shm_capacity_floats, 1 << 16));
+    if (shm != nullptr) {
+      path = "shared memory";
+    } else if (allreduce == "shm") {
+      throw std::runtime_error("--allreduce shm: " + why);
+    } else {
+      path = "gloo (shared memory unavailable: " + why + ")";
+    }
+  }
+  return std::make_unique<Group<c10d::ProcessGroupGloo>>(rank, world, pg, store, path,
+                                                         std::move(shm));
 }
 
 }  // namespace convoy::trainer

@@ -11,6 +11,9 @@
 
 namespace convoy::trainer {
 
+class GradSync;
+class ShmAllReduce;
+
 // An in-flight collective.
 class Pending {
  public:
@@ -24,17 +27,28 @@ class Dist {
   virtual ~Dist() = default;
   // world == 1: a no-op backend. Otherwise rank 0 serves a TCPStore on master_port and every
   // rank joins the process group. `backend`: "gloo" or "nccl" ("auto" resolved by caller).
+  // `allreduce` (Gloo only): "shm" sums float32 tensors through shared memory (every rank on
+  // one host, else an error), "gloo" never does, "auto" does when every rank can.
   static std::unique_ptr<Dist> Create(int rank, int world, const std::string& master_addr,
                                       int master_port, const std::string& backend,
-                                      std::chrono::seconds timeout);
+                                      std::chrono::seconds timeout,
+                                      const std::string& allreduce = "gloo",
+                                      int64_t shm_capacity_floats = 1 << 20);
 
   virtual int rank() const = 0;
   virtual int world() const = 0;
+  // How float32 CPU all-reduces travel, for the log: "none", "gloo", "nccl", "shared memory".
+  virtual std::string allreduce_path() const = 0;
   // In place, from `root`.
   virtual void Broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
   // In-place sum across ranks, asynchronous.
   virtual std::unique_ptr<Pending> AllReduceSumAsync(torch::Tensor& tensor) = 0;
   void AllReduceSum(torch::Tensor& tensor) { AllReduceSumAsync(tensor)->Wait(); }
+  // The segment when float32 all-reduces go through shared memory, else nullptr.
+  virtual ShmAllReduce* shared_memory() { return nullptr; }
+  // DDP through c10d::Reducer (collective). Throws where this LibTorch cannot (2.x builds).
+  virtual std::unique_ptr<GradSync> NewReducer(std::vector<torch::Tensor> params,
+                                               double bucket_mb) = 0;
 };
 
 // True when this build can use NCCL and a GPU is visible.

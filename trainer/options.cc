@@ -86,6 +86,8 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--data-dir", text(&o->data_dir)},
       {"--seed", int_flag(&o->seed, 0, int64_t{1} << 40)},
       {"--backend", choice(&o->backend, {"gloo", "nccl", "auto"})},
+      {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
+      {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
       {"--threads", int_flag(&o->threads, 0, 1024)},
       {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},

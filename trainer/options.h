@@ -24,6 +24,12 @@ struct Options {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t seed = 1234;
   std::string backend = "gloo";
+  // How gradients are summed between ranks on one host: "auto" (shared memory when every rank
+  // can map it, else the backend), "shm" (shared memory or fail), "gloo" (always the backend).
+  std::string allreduce = "auto";
+  // Gradient synchronisation: "hooks" (convoy's bucketed all-reduce on autograd hooks) or
+  // "reducer" (c10d::Reducer, what PyTorch's Python DDP drives).
+  std::string ddp = "hooks";
   int threads = 0;     // 0: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE
   bool eval = true;    // test accuracy after each epoch
   int log_every = 50;  // human-readable progress lines

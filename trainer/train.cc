@@ -102,9 +102,8 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
   double correct = 0, loss = 0;
   for (size_t start = 0; start < mine.size(); start += kEvalBatch) {
     const int64_t n = static_cast<int64_t>(std::min<size_t>(kEvalBatch, mine.size() - start));
-    torch::Tensor idx = torch::from_blob(mine.data() + start, {n}, torch::kInt64).clone();
-    torch::Tensor x = test.Batch(idx).to(device);
-    torch::Tensor y = test.labels.index_select(0, idx).to(device);
+    torch::Tensor x = test.Batch(mine.data() + start, n).to(device);
+    torch::Tensor y = test.Labels(mine.data() + start, n).to(device);
     torch::Tensor out = model.forward(x);
     loss += torch::nn::functional::cross_entropy(
                 out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
@@ -163,18 +162,21 @@ int Run(const Options& o) {
     model->eval();  // leaves batch-norm running statistics untouched
     torch::nn::functional::cross_entropy(model->forward(x), y).backward();
     model->train();
-    optimizer->zero_grad();
+    ClearGrads(model->parameters());
   }
 
   const auto t_rdzv = Clock::now();
-  std::unique_ptr<Dist> dist = Dist::Create(o.rank, o.world_size, o.master_addr, o.master_port,
-                                            backend, std::chrono::seconds(o.pg_timeout_s));
+  std::unique_ptr<Dist> dist =
+      Dist::Create(o.rank, o.world_size, o.master_addr, o.master_port, backend,
+                   std::chrono::seconds(o.pg_timeout_s), o.allreduce, CountParameters(*model));
   const double rendezvous_s = Seconds(t_rdzv);
-  GradSync sync(model->parameters(), *dist, o.bucket_mb);
-  sync.BroadcastFromRankZero(model->buffers());
+  const std::vector<torch::Tensor> params = model->parameters();
+  BroadcastFromRankZero(*dist, params, model->buffers());
+  std::unique_ptr<GradSync> sync = MakeGradSync(o.ddp, params, *dist, o.bucket_mb);
   std::cout << "rendezvous with " << o.world_size << " rank(s) at " << o.master_addr << ":"
-            << o.master_port << " took " << rendezvous_s << " s; " << sync.num_buckets()
-            << " gradient bucket(s)" << std::endl;
+            << o.master_port << " took " << rendezvous_s << " s; " << sync->num_buckets()
+            << " gradient bucket(s) (" << o.ddp << "); all-reduce over " << dist->allreduce_path()
+            << std::endl;
 
   // Resume: rank 0 reads the newest valid checkpoint and every rank restores its bytes.
   Position pos;
@@ -233,17 +235,18 @@ int Run(const Options& o) {
         if (!batches.Next(&x, &y)) throw std::runtime_error("the data ran out mid-epoch");
         x = x.to(device);
         y = y.to(device);
-        sync.Prepare(a == o.accumulate - 1);
+        sync->BeforeForward(a == o.accumulate - 1);
         torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        sync->BeforeBackward();
         (loss / o.accumulate).backward();
         loss_sum += loss.item<double>();
       }
-      sync.Finish();
+      sync->Finish();
       if (o.clip_grad_norm > 0) {
         torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip_grad_norm);
       }
       optimizer->step();
-      optimizer->zero_grad();
+      ClearGrads(params);
       ++step;
       samples += int64_t{o.batch_size} * o.accumulate;
       const double secs = Seconds(t_train);

@@ -124,7 +124,8 @@ int FreePort() {
 }
 
 // Runs `world` convoy-trainer processes with the torchrun environment; true when all exit 0.
-bool RunTrainer(int world, std::vector<std::string> args) {
+// With `log`, rank R's output goes to <log>.rank<R>.
+bool RunTrainer(int world, std::vector<std::string> args, const std::string& log = "") {
   const int port = FreePort();
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
@@ -138,6 +139,12 @@ bool RunTrainer(int world, std::vector<std::string> args) {
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       unsetenv("CONVOY_METRICS_SOCKET");
       unsetenv("CONVOY_CHECKPOINT_DIR");
+      if (!log.empty()) {
+        int fd =
+            open((log + ".rank" + std::to_string(r)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
       std::vector<char*> argv{const_cast<char*>(CONVOY_TRAINER_BIN)};
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -190,13 +197,31 @@ class DdpTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(DdpTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// (--ddp, --allreduce): convoy's hooks and c10d's Reducer, over Gloo and shared memory.
+class DdpEquivalenceTest
+    : public DdpTest,
+      public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
+
+TEST_P(DdpEquivalenceTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
+  const auto [ddp, allreduce] = GetParam();
+  const std::string path = std::string(allreduce) == "shm" ? "shared memory" : "gloo";
   auto one = Common();
   one.insert(one.end(), {"--batch-size", "64", "--save-params", Path("one.pt")});
   ASSERT_TRUE(RunTrainer(1, one));
   auto two = Common();
-  two.insert(two.end(), {"--batch-size", "32", "--save-params", Path("two.pt")});
-  ASSERT_TRUE(RunTrainer(2, two));
+  two.insert(two.end(), {"--batch-size", "32", "--save-params", Path("two.pt"), "--ddp", ddp,
+                         "--allreduce", allreduce});
+  ASSERT_TRUE(RunTrainer(2, two, Path("two.log")));
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = ReadFile(Path("two.log.rank" + std::to_string(r)));
+    EXPECT_NE(log.find("(" + std::string(ddp) + "); all-reduce over " + path), std::string::npos)
+        << log;
+  }
   auto ref = LoadParams(Path("one.pt"));
   auto rank0 = LoadParams(Path("two.pt"));
   auto rank1 = LoadParams(Path("two.pt.rank1"));
@@ -205,13 +230,19 @@ TEST_F(DdpTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
 
   // Gradient accumulation (no_sync on all but the last micro-batch): 2 ranks x 2 x 16.
   auto acc = Common();
-  acc.insert(acc.end(),
-             {"--batch-size", "16", "--accumulate", "2", "--save-params", Path("acc.pt")});
+  acc.insert(acc.end(), {"--batch-size", "16", "--accumulate", "2", "--save-params", Path("acc.pt"),
+                         "--ddp", ddp, "--allreduce", allreduce});
   ASSERT_TRUE(RunTrainer(2, acc));
   EXPECT_LT(MaxRelativeDifference(LoadParams(Path("acc.pt")), ref), 1e-5);
   EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("acc.pt")), LoadParams(Path("acc.pt.rank1"))),
             0.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    HooksAndReducer, DdpEquivalenceTest,
+    ::testing::Values(std::make_pair("hooks", "shm"), std::make_pair("hooks", "gloo"),
+                      std::make_pair("reducer", "shm"), std::make_pair("reducer", "gloo")),
+    [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });
 
 TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
   auto base = Common();
