@@ -3,7 +3,7 @@
 optimiser and thread settings, world sizes 1 and 2, runs alternating. Prints a table and
 the ratios. Not a test: it asserts nothing.
 
-  bench/ddp_vs_torchrun [--steps 300] [--repeats 2] [--to-accuracy]
+  bench/ddp_vs_torchrun [--steps 300] [--repeats 3] [--to-accuracy]
 """
 
 import argparse
@@ -57,49 +57,67 @@ def run_torchrun(world, args):
     return summaries(r.stdout + r.stderr), r.stdout + r.stderr
 
 
+# (label, world, runner, extra convoy-trainer flags)
+VARIANTS = [
+    ("convoy", 1, "convoy", []),
+    ("torchrun", 1, "torchrun", []),
+    ("convoy", 2, "convoy", []),  # defaults: hooks, shared memory between ranks on one host
+    ("convoy gloo", 2, "convoy", ["--allreduce", "gloo"]),  # the transport Python DDP uses
+    ("convoy reducer", 2, "convoy", ["--ddp", "reducer"]),  # c10d::Reducer + shared memory
+    ("convoy reducer gloo", 2, "convoy", ["--ddp", "reducer", "--allreduce", "gloo"]),
+    ("torchrun", 2, "torchrun", []),
+]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=300, help="optimiser steps per run")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--to-accuracy", action="store_true",
                     help="also train 3 epochs at world size 2 and report seconds to 88%%")
     a = ap.parse_args()
     threads_for = {1: 2, 2: 1}  # both cores in use, never oversubscribed
     results = {}
     for rep in range(a.repeats):
-        for world in (1, 2):
+        for label, world, runner, extra in VARIANTS:
             batch = 64 // world  # the same global batch of 64
             common = ["--batch-size", str(batch), "--max-steps", str(a.steps), "--no-eval",
                       "--threads", str(threads_for[world])]
-            for name, fn in (("convoy", run_convoy), ("torchrun", run_torchrun)):
-                t0 = time.time()
-                s, out = fn(world, common)
-                if len(s) != world:
-                    print(f"{name} world {world} failed:\n{out[-3000:]}", file=sys.stderr)
-                    sys.exit(1)
-                results.setdefault((name, world), []).append({
-                    "samples_per_s": sum(x["samples_per_s"] for x in s),
-                    "first_step_s": max(x["first_step_s"] for x in s),
-                    "peak_rss_mb": max(x["peak_rss_mb"] for x in s),
-                    "wall_s": time.time() - t0})
-                print(f"  run {rep + 1}: {name:8s} world {world}: "
-                      f"{results[(name, world)][-1]['samples_per_s']:7.0f} samples/s", flush=True)
+            fn = run_convoy if runner == "convoy" else run_torchrun
+            t0 = time.time()
+            s, out = fn(world, common + extra)
+            if len(s) != world:
+                print(f"{label} world {world} failed:\n{out[-3000:]}", file=sys.stderr)
+                sys.exit(1)
+            results.setdefault((label, world), []).append({
+                "samples_per_s": sum(x["samples_per_s"] for x in s),
+                "first_step_s": max(x["first_step_s"] for x in s),
+                "peak_rss_mb": max(x["peak_rss_mb"] for x in s),
+                "wall_s": time.time() - t0})
+            print(f"  run {rep + 1}: {label:20s} world {world}: "
+                  f"{results[(label, world)][-1]['samples_per_s']:7.0f} samples/s", flush=True)
 
     def med(name, world, key):
         return statistics.median(r[key] for r in results[(name, world)])
 
     print(f"\nFashion-MNIST CNN, global batch 64, SGD lr 0.01 momentum 0.9, {a.steps} steps, "
           f"median of {a.repeats}; world 1 uses 2 threads, world 2 one thread per rank")
-    print(f"{'':22s}{'convoy':>10s}{'torchrun':>10s}{'ratio':>8s}")
+    print(f"{'':28s}{'convoy':>10s}{'torchrun':>10s}{'ratio':>8s}")
     for world in (1, 2):
         for key, label, fmt in (("samples_per_s", "samples/s", "{:10.0f}"),
                                 ("first_step_s", "first step (s)", "{:10.2f}"),
                                 ("peak_rss_mb", "peak RSS/rank (MB)", "{:10.0f}")):
             c, t = med("convoy", world, key), med("torchrun", world, key)
-            print(f"world {world} {label:16s}" + fmt.format(c) + fmt.format(t) +
+            print(f"world {world} {label:22s}" + fmt.format(c) + fmt.format(t) +
                   f"{c / t:8.2f}")
-    print(f"world 2 / world 1 (convoy, same global batch): "
-          f"{med('convoy', 2, 'samples_per_s') / med('convoy', 1, 'samples_per_s'):.2f}")
+    t2 = med("torchrun", 2, "samples_per_s")
+    c1 = med("convoy", 1, "samples_per_s")
+    print("\nworld 2 variants      samples/s  vs torchrun  vs one process (both cores, no comm)")
+    for label, world, runner, _ in VARIANTS:
+        if world == 2 and runner == "convoy":
+            v = med(label, 2, "samples_per_s")
+            print(f"  {label:20s}{v:10.0f}{v / t2:12.2f}{v / c1:12.2f}")
+    print(f"  {'torchrun':20s}{t2:10.0f}{1:12.2f}{t2 / c1:12.2f}")
 
     if a.to_accuracy:
         print("\nseconds from process start to 88% test accuracy, world 2 (up to 3 epochs, "
@@ -115,6 +133,7 @@ def main():
                     if reached is None and acc >= 88.0:
                         reached = at
             print(f"  {name}: " + (f"88% after {reached:.1f} s" if reached else "88% not reached"))
+
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,9 @@ struct Options {
   // Gradient synchronisation: "hooks" (convoy's bucketed all-reduce on autograd hooks) or
   // "reducer" (c10d::Reducer, what PyTorch's Python DDP drives).
   std::string ddp = "hooks";
+  // Mixed precision on GPU: "off" or "bf16" (autocast of forward and loss to bfloat16; its
+  // exponent range needs no loss scaling). Refused on CPU.
+  std::string amp = "off";
   int threads = 0;     // 0: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE
   bool eval = true;    // test accuracy after each epoch
   int log_every = 50;  // human-readable progress lines

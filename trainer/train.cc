@@ -1,6 +1,8 @@
 #include "trainer/train.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -84,6 +86,33 @@ double ScheduledLr(const Options& o, int64_t epoch, int64_t step, int64_t total_
   return o.lr;
 }
 
+// Autocast (mixed precision) on CUDA for one forward pass; a no-op when off.
+class AutocastScope {
+ public:
+  AutocastScope(bool on, at::ScalarType dtype) : on_(on) {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+#endif
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+
+ private:
+  const bool on_;
+};
+
 struct EvalResult {
   double accuracy = 0;
   double loss = 0;
@@ -139,10 +168,15 @@ int Run(const Options& o) {
   if (backend == "auto") backend = NcclAvailable() ? "nccl" : "gloo";
   torch::Device device(torch::kCPU);
   if (backend == "nccl") device = torch::Device(torch::kCUDA, o.local_rank);
+  const bool amp = o.amp != "off";
+  if (amp && !device.is_cuda()) {
+    throw std::runtime_error("--amp " + o.amp + ": mixed precision runs on GPUs (backend nccl)");
+  }
 
   std::cout << "convoy-trainer: rank " << o.rank << "/" << o.world_size << " (local "
             << o.local_rank << "/" << o.local_world_size << "), backend " << backend << ", model "
             << o.model << ", batch " << o.batch_size << " x " << o.accumulate << ", lr " << o.lr
+            << ", mixed precision " << o.amp
             << ", intra-op threads " << threads << ", BLAS " << LoadedBlas() << std::endl;
 
   const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit);
@@ -236,7 +270,11 @@ int Run(const Options& o) {
         x = x.to(device);
         y = y.to(device);
         sync->BeforeForward(a == o.accumulate - 1);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        torch::Tensor loss;
+        {
+          AutocastScope autocast(amp, torch::kBFloat16);
+          loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        }
         sync->BeforeBackward();
         (loss / o.accumulate).backward();
         loss_sum += loss.item<double>();

@@ -33,21 +33,22 @@ class FakeCoordinator : public v1::WorkerService::Service {
   grpc::Status Connect(grpc::ServerContext* context, Stream* stream) override {
     v1::WorkerMessage msg;
     if (!stream->Read(&msg)) return grpc::Status::OK;
-    {
+    if (!msg.has_register_()) {
       std::lock_guard<std::mutex> lock(mu_);
       received_.push_back(msg);
       cv_.notify_all();
-    }
-    if (!msg.has_register_()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register first");
     }
     v1::CoordinatorMessage ack;
     ack.mutable_register_ack()->set_heartbeat_interval_ms(100);
     {
+      // The stream is usable (Send) before the test sees the Register, not after.
       std::lock_guard<std::mutex> write_lock(write_mu_);
       stream->Write(ack);
       std::lock_guard<std::mutex> lock(mu_);
       stream_ = stream;
+      received_.push_back(msg);
+      cv_.notify_all();
     }
     while (stream->Read(&msg)) {
       std::lock_guard<std::mutex> lock(mu_);
