@@ -176,8 +176,8 @@ int Run(const Options& o) {
   std::cout << "convoy-trainer: rank " << o.rank << "/" << o.world_size << " (local "
             << o.local_rank << "/" << o.local_world_size << "), backend " << backend << ", model "
             << o.model << ", batch " << o.batch_size << " x " << o.accumulate << ", lr " << o.lr
-            << ", mixed precision " << o.amp
-            << ", intra-op threads " << threads << ", BLAS " << LoadedBlas() << std::endl;
+            << ", mixed precision " << o.amp << ", intra-op threads " << threads << ", BLAS "
+            << LoadedBlas() << std::endl;
 
   const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit);
   const Dataset test = LoadFashionMnist(o.data_dir, "t10k");
