@@ -1,13 +1,20 @@
 #include "coordinator/sqlite_job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 namespace convoy {
 namespace {
 
 constexpr int kSchemaVersion = 1;
+// PRAGMA application_id of a Convoy state database ("CNVY").
+constexpr int kApplicationId = 0x434e5659;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
@@ -77,24 +84,57 @@ class Stmt {
 }  // namespace
 
 StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
+  // One coordinator per state file: two would overwrite each other's transitions. The lock
+  // (flock on <path>.lock) goes with the process, however it ends.
+  const std::string lock_path = path + ".lock";
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    return Status::Unavailable(lock_path + ": cannot open the state lock: " + std::strerror(errno));
+  }
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {};
+    const ssize_t n = pread(lock_fd, holder, sizeof(holder) - 1, 0);
+    close(lock_fd);
+    return Status::FailedPrecondition(
+        path + ": in use by another coordinator" +
+        (n > 0 ? " (pid " + std::string(holder, static_cast<size_t>(n)) + ")" : std::string()) +
+        "; one state file serves one coordinator");
+  }
+  const std::string pid = std::to_string(getpid());
+  if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
+    // Only the message above loses the pid; the lock holds.
+  }
+
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
+    close(lock_fd);
     return Status::Unavailable(path + ": cannot open the state database: " + msg);
   }
-  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, path));
+  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, path, lock_fd));
   sqlite3_busy_timeout(db, 5000);
   // Reading the schema is the first access: a file that is not a database fails here.
-  int found = 0;
-  {
-    Stmt version(db, "PRAGMA user_version");
-    if (!version.ok() || version.Step() != SQLITE_ROW) {
-      return Status::FailedPrecondition(path + ": not a Convoy state database (" +
-                                        sqlite3_errmsg(db) + ")");
-    }
-    found = sqlite3_column_int(version.get(), 0);
+  auto pragma = [&](const char* sql, int* out) {
+    Stmt s(db, sql);
+    if (!s.ok() || s.Step() != SQLITE_ROW) return false;
+    *out = sqlite3_column_int(s.get(), 0);
+    return true;
+  };
+  int found = 0, application = 0, tables = 0;
+  if (!pragma("PRAGMA user_version", &found) || !pragma("PRAGMA application_id", &application) ||
+      !pragma("SELECT count(*) FROM sqlite_master", &tables)) {
+    return Status::FailedPrecondition(path + ": not a Convoy state database (" +
+                                      sqlite3_errmsg(db) + ")");
+  }
+  // Another program's database: never add tables to it, let alone rewrite it.
+  if ((found == 0 && tables > 0) || (found > 0 && application != kApplicationId)) {
+    return Status::FailedPrecondition(path +
+                                      ": an SQLite database of another program, not a Convoy "
+                                      "state database (application_id " +
+                                      std::to_string(application) + ", " + std::to_string(tables) +
+                                      " schema objects)");
   }
   if (found > kSchemaVersion) {
     return Status::FailedPrecondition(path + ": written by a newer Convoy (schema " +
@@ -106,11 +146,16 @@ StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string
   CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
   CONVOY_RETURN_IF_ERROR(store->Exec(kSchema));
   CONVOY_RETURN_IF_ERROR(
+      store->Exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str()));
+  CONVOY_RETURN_IF_ERROR(
       store->Exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str()));
   return store;
 }
 
-SqliteJobStore::~SqliteJobStore() { sqlite3_close(db_); }
+SqliteJobStore::~SqliteJobStore() {
+  sqlite3_close(db_);
+  close(lock_fd_);
+}
 
 Status SqliteJobStore::Error(const std::string& what) const {
   return Status::Unavailable(path_ + ": " + what + ": " + sqlite3_errmsg(db_));

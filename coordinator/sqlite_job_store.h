@@ -15,8 +15,10 @@ namespace convoy {
 
 class SqliteJobStore : public JobStore {
  public:
-  // Opens (creating when absent) the database at `path`. Refuses a file that is not an
-  // SQLite database, or one written by a newer schema, with an error naming the path.
+  // Opens (creating when absent) the database at `path`, holding an exclusive lock on
+  // `path`.lock while open. Refuses, with an error naming the path: a file that is not an
+  // SQLite database; another program's SQLite database; one written by a newer schema; a
+  // file another coordinator has open.
   static StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
   ~SqliteJobStore() override;
 
@@ -26,12 +28,14 @@ class SqliteJobStore : public JobStore {
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
 
  private:
-  SqliteJobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  SqliteJobStore(sqlite3* db, std::string path, int lock_fd)
+      : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
   Status Exec(const char* sql);
   Status Error(const std::string& what) const;
 
   sqlite3* db_;
   const std::string path_;
+  const int lock_fd_;  // flock'ed <path>.lock
 };
 
 }  // namespace convoy

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,68 @@ TEST_F(SqliteJobStoreTest, RoundTripSurvivesReopen) {
   ASSERT_TRUE(workers.ok());
   ASSERT_EQ(workers->size(), 1u);
   EXPECT_EQ((*workers)[0].slots(), 8);
+}
+
+// Runs `sql` on the file with the plain SQLite API (another program, or a damaged row).
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteJobStoreTest, AnotherProgramsDatabaseIsRefusedAndLeftAlone) {
+  RawExec(path_,
+          "CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL);"
+          "INSERT INTO invoices VALUES(1, 9.5);");
+  auto store = SqliteJobStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(path_), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("another program"), std::string::npos)
+      << store.status().message();
+  // Untouched: no Convoy table was added to it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs'", -1,
+                               &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteJobStoreTest, ASecondCoordinatorOnTheSameFileIsRefused) {
+  auto first = SqliteJobStore::Open(path_);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto second = SqliteJobStore::Open(path_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use by another coordinator (pid " +
+                                           std::to_string(getpid()) + ")"),
+            std::string::npos)
+      << second.status().message();
+  // Free again once the first is closed.
+  first = Status::Unavailable("closed");
+  EXPECT_TRUE(SqliteJobStore::Open(path_).ok());
+}
+
+TEST_F(SqliteJobStoreTest, ACorruptRecordIsAnErrorNamingTableAndRow) {
+  {
+    auto store = SqliteJobStore::Open(path_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("j-1", v1::RUNNING, 1), nullptr).ok());
+  }
+  RawExec(path_, "UPDATE jobs SET job = x'ffffffff0102' WHERE id = 'j-1'");
+  auto store = SqliteJobStore::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_FALSE(jobs.ok());
+  EXPECT_NE(jobs.status().message().find("table jobs, row j-1: corrupt record"), std::string::npos)
+      << jobs.status().message();
 }
 
 TEST_F(SqliteJobStoreTest, NotADatabaseIsRefusedByPath) {
