@@ -63,9 +63,11 @@ def torchrun_once():
                          start_new_session=True)
     state = {"steps": 0, "t_kill": None, "t_restart": None}
     done = threading.Event()
+    lines = []
 
     def reader():
         for line in p.stdout:
+            lines.append(line)
             if "STEP " in line:
                 _, restart, rank, step = line.split("STEP ", 1)[1].split()[-3:] and \
                     ["STEP"] + line.split("STEP ", 1)[1].split()[:3]
@@ -94,6 +96,10 @@ def torchrun_once():
     done.wait(120)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+    if state["t_restart"] is None:
+        print("torchrun: no step of the restarted attempt within 120 s; its output ended with:\n" +
+              "".join(lines[-30:]), file=sys.stderr)
+        return float("nan")
     return state["t_restart"] - state["t_kill"]
 
 
@@ -107,7 +113,11 @@ def main():
         res["torchrun"].append(torchrun_once())
         print(f"run {i + 1}: convoy {res['convoy'][-1]:.2f} s, torchrun {res['torchrun'][-1]:.2f} s",
               flush=True)
-    c, t = statistics.median(res["convoy"]), statistics.median(res["torchrun"])
+    def med(xs):  # runs where no restart was seen are NaN: reported above, not counted
+        xs = [x for x in xs if x == x]
+        return statistics.median(xs) if xs else float("nan")
+
+    c, t = med(res["convoy"]), med(res["torchrun"])
     print(f"\nSIGKILL of rank 1 -> restarted attempt's first step (median of {a.repeats}): "
           f"convoy {c:.2f} s, torchrun {t:.2f} s, ratio {c / t:.2f}")
     print(json.dumps(res))

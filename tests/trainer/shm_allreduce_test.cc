@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace convoy::trainer {
@@ -53,7 +54,18 @@ class ShmAllReduceTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("convoy-shm-" + std::to_string(getpid()));
     fs::create_directories(dir_);
+    before_ = Segments();
   }
+  // Convoy's segments now in /dev/shm.
+  static std::set<std::string> Segments() {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator("/dev/shm")) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("convoy-allreduce-", 0) == 0) out.insert(name);
+    }
+    return out;
+  }
+  std::set<std::string> before_;
   void TearDown() override { fs::remove_all(dir_); }
 
   // Forks `world` ranks running `body(rank)`, whose return value is the exit code.
@@ -101,11 +113,8 @@ TEST_F(ShmAllReduceTest, SumsInChunksIdenticallyOnEveryRank) {
     return 0;
   });
   EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
-  // Nothing is left behind in /dev/shm.
-  for (const auto& e : fs::directory_iterator("/dev/shm")) {
-    EXPECT_EQ(e.path().filename().string().find("convoy-allreduce-" + std::to_string(getpid())),
-              std::string::npos);
-  }
+  // Nothing is left behind in /dev/shm: the name goes as soon as every rank has mapped it.
+  EXPECT_EQ(Segments(), before_);
 }
 
 TEST_F(ShmAllReduceTest, ADeadPeerIsAnErrorNotAHang) {
@@ -130,6 +139,7 @@ TEST_F(ShmAllReduceTest, ADeadPeerIsAnErrorNotAHang) {
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
   EXPECT_NE(text.find("has exited"), std::string::npos) << text;
+  EXPECT_EQ(Segments(), before_);
 }
 
 TEST_F(ShmAllReduceTest, ASetupFailureReachesEveryRank) {
