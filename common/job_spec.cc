@@ -206,6 +206,9 @@ class SpecReader {
              [&](auto& n, auto& f) { t->set_checkpoint_every(ToInt<int64_t>(n, f)); }},
             {"data_dir", [&](auto& n, auto& f) { t->set_data_dir(ToString(n, f)); }},
             {"seed", [&](auto& n, auto& f) { t->set_seed(ToInt<int64_t>(n, f)); }},
+            {"ddp", [&](auto& n, auto& f) { t->set_ddp(ToString(n, f)); }},
+            {"allreduce", [&](auto& n, auto& f) { t->set_allreduce(ToString(n, f)); }},
+            {"amp", [&](auto& n, auto& f) { t->set_amp(ToString(n, f)); }},
             {"extra_args",
              [&](auto& n, auto& f) {
                ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });

@@ -89,6 +89,10 @@ Status ValidateTrainer(const v1::TrainerSpec& t) {
   CONVOY_RETURN_IF_ERROR(
       CheckOneOf("trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"}));
   CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.clip_grad_norm", t.clip_grad_norm()));
+  CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.ddp", t.ddp(), {"", "hooks", "reducer"}));
+  CONVOY_RETURN_IF_ERROR(
+      CheckOneOf("trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"}));
+  CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.amp", t.amp(), {"", "off", "bf16"}));
   CONVOY_RETURN_IF_ERROR(CheckRange("trainer.accumulate", t.accumulate(), 0, 1024));
   CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.bucket_mb", t.bucket_mb(), 1024));
   CONVOY_RETURN_IF_ERROR(

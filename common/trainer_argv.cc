@@ -38,6 +38,9 @@ std::vector<std::string> BuildArgv(const v1::JobSpec& spec, const std::string& t
   if (t.checkpoint_every() > 0) add("--checkpoint-every", std::to_string(t.checkpoint_every()));
   if (!t.data_dir().empty()) add("--data-dir", t.data_dir());
   if (t.seed() != 0) add("--seed", std::to_string(t.seed()));
+  if (!t.ddp().empty()) add("--ddp", t.ddp());
+  if (!t.allreduce().empty()) add("--allreduce", t.allreduce());
+  if (!t.amp().empty()) add("--amp", t.amp());
   add("--backend", spec.backend().empty() ? "gloo" : spec.backend());
   argv.insert(argv.end(), t.extra_args().begin(), t.extra_args().end());
   return argv;

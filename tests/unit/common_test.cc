@@ -57,12 +57,14 @@ TEST(BuildArgvTest, TrainerFlagsForSetFieldsOnly) {
   t->set_batch_size(32);
   t->set_lr(0.01);
   t->set_max_steps(100);
+  t->set_allreduce("gloo");
   t->add_extra_args("--threads");
   t->add_extra_args("1");
-  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
-            (std::vector<std::string>{"/opt/convoy-trainer", "--model", "fmnist-cnn", "--epochs",
-                                      "2", "--max-steps", "100", "--batch-size", "32", "--lr",
-                                      "0.01", "--backend", "gloo", "--threads", "1"}));
+  EXPECT_EQ(
+      BuildArgv(spec, "/opt/convoy-trainer"),
+      (std::vector<std::string>{"/opt/convoy-trainer", "--model", "fmnist-cnn", "--epochs", "2",
+                                "--max-steps", "100", "--batch-size", "32", "--lr", "0.01",
+                                "--allreduce", "gloo", "--backend", "gloo", "--threads", "1"}));
 }
 
 }  // namespace

@@ -81,6 +81,9 @@ trainer:
   checkpoint_every: 100
   data_dir: /data/fashion-mnist
   seed: 42
+  ddp: reducer
+  allreduce: gloo
+  amp: "off"
   extra_args: [--log-every, 10]
 working_dir: /srv/runs/all
 )",
@@ -101,6 +104,9 @@ working_dir: /srv/runs/all
   EXPECT_EQ(t.checkpoint_every(), 100);
   EXPECT_EQ(t.data_dir(), "/data/fashion-mnist");
   EXPECT_EQ(t.seed(), 42);
+  EXPECT_EQ(t.ddp(), "reducer");
+  EXPECT_EQ(t.allreduce(), "gloo");
+  EXPECT_EQ(t.amp(), "off");
   ASSERT_EQ(t.extra_args_size(), 2);
   EXPECT_EQ(t.extra_args(1), "10");
   EXPECT_EQ(spec->working_dir(), "/srv/runs/all");
@@ -256,6 +262,9 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"negative momentum", Base("", "trainer: {momentum: -0.1}\n"), "trainer.momentum"},
       {"bad optimizer", Base("", "trainer: {optimizer: lbfgs}\n"), "trainer.optimizer"},
       {"bad schedule", Base("", "trainer: {lr_schedule: linear}\n"), "trainer.lr_schedule"},
+      {"bad ddp", Base("", "trainer: {ddp: fsdp}\n"), "trainer.ddp"},
+      {"bad allreduce", Base("", "trainer: {allreduce: mpi}\n"), "trainer.allreduce"},
+      {"bad amp", Base("", "trainer: {amp: fp8}\n"), "trainer.amp"},
       {"negative clip", Base("", "trainer: {clip_grad_norm: -1}\n"), "trainer.clip_grad_norm"},
       {"accumulate 1025", Base("", "trainer: {accumulate: 1025}\n"), "trainer.accumulate"},
       {"negative bucket", Base("", "trainer: {bucket_mb: -1}\n"), "trainer.bucket_mb"},
