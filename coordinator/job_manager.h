@@ -108,6 +108,7 @@ class JobManager {
     bool gone = false;  // exited, or its worker was lost
     int pid = 0;
     int64_t last_progress_mono_ms = 0;
+    bool stopped = false;  // its worker's last heartbeat said its process is stopped
   };
   // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
   struct AttemptRuntime {
@@ -152,6 +153,7 @@ class JobManager {
   void OnProcessExited(const std::string& worker, const v1::ProcessExited& msg);
   void OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg);
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
+  void OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat);
   void OnLogData(const v1::LogData& msg);
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);

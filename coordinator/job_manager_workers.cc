@@ -2,6 +2,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "common/util.h"
 #include "coordinator/job_manager.h"
@@ -132,6 +134,7 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
   workers_.OnHeard(worker);
   switch (msg.msg_case()) {
     case v1::WorkerMessage::kHeartbeat:
+      OnHeartbeat(worker, msg.heartbeat());
       break;
     case v1::WorkerMessage::kPortReserved:
       OnPortReserved(worker, msg.port_reserved());
@@ -274,6 +277,18 @@ void JobManager::ReportFailure(JobRecord& r, v1::RankFailure failure) {
   r.rt.pending_failures.push_back(std::move(failure));
 }
 
+void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat) {
+  std::set<std::tuple<std::string, int, int>> stopped;
+  for (const v1::StoppedRank& s : heartbeat.stopped()) {
+    stopped.insert({s.job_id(), s.attempt(), s.rank()});
+  }
+  for (auto& [id, r] : jobs_) {
+    for (auto& [rank, rr] : r.rt.ranks) {
+      if (rr.worker == worker) rr.stopped = stopped.count({id, r.rt.attempt, rank}) > 0;
+    }
+  }
+}
+
 void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& batch) {
   JobRecord* r = Find(batch.job_id());
   if (r == nullptr || r->rt.attempt != batch.attempt()) return;
@@ -387,10 +402,25 @@ void JobManager::Tick() {
         ++alive;
         if (now - rr.last_progress_mono_ms >= limit) silent.push_back(rank);
       }
+      // A rank whose process is stopped is the cause; peers waiting for it in a collective
+      // fall silent too, possibly a moment earlier.
+      std::vector<int> stopped;
+      for (const auto& [rank, rr] : rt.ranks) {
+        if (!rr.gone && rr.stopped) stopped.push_back(rank);
+      }
       if (!silent.empty()) {
         std::string reason =
             "hung: no progress for " + std::to_string(r.job.spec().hang_timeout_s()) + " s";
-        if (static_cast<int>(silent.size()) < alive) {
+        if (!stopped.empty()) {
+          silent = stopped;
+          reason += " from rank";
+          if (silent.size() > 1) reason += "s";
+          for (size_t i = 0; i < silent.size(); ++i) {
+            reason += (i == 0 ? " " : ", ") + std::to_string(silent[i]);
+          }
+          reason +=
+              silent.size() > 1 ? " (their processes are stopped)" : " (its process is stopped)";
+        } else if (static_cast<int>(silent.size()) < alive) {
           reason += " from rank";
           if (silent.size() > 1) reason += "s";
           for (size_t i = 0; i < silent.size(); ++i) {

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace convoy {
@@ -148,6 +150,16 @@ std::vector<ReapedProcess> PosixProcessLauncher::PollExits() {
     }
   }
   return out;
+}
+
+bool PosixProcessLauncher::IsStopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');  // the command name may contain spaces and ')'
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't';
 }
 
 }  // namespace convoy

@@ -20,6 +20,8 @@ class PosixProcessLauncher : public ProcessLauncher {
   // waitpid(pid, WNOHANG) on each process it started: other children of the calling
   // process (a test's, gRPC's) are left alone.
   std::vector<ReapedProcess> PollExits() override;
+  // From /proc/<pid>/stat.
+  bool IsStopped(pid_t pid) override;
 
  private:
   std::set<pid_t> pids_;  // started and not yet reaped

@@ -55,6 +55,11 @@ class ProcessLauncher {
   // Never blocks: the processes this launcher started that ended since the last call, each
   // reported once (and reaped, so their pids are free again).
   virtual std::vector<ReapedProcess> PollExits() = 0;
+  // Whether the process is stopped (state T or t: SIGSTOP, a tracer). Never blocks.
+  virtual bool IsStopped(pid_t pid) {
+    (void)pid;
+    return false;
+  }
 };
 
 }  // namespace convoy

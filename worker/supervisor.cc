@@ -538,6 +538,16 @@ void Supervisor::Timers() {
     next_heartbeat_ms_ = now + heartbeat_ms_;
     v1::WorkerMessage hb;
     hb.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
+    for (const auto& [key, a] : attempts_) {
+      for (const auto& r : a.ranks) {
+        if (r->running && r->pid > 0 && launcher_.IsStopped(r->pid)) {
+          v1::StoppedRank* s = hb.mutable_heartbeat()->add_stopped();
+          s->set_job_id(a.job_id);
+          s->set_attempt(a.attempt);
+          s->set_rank(r->rank);
+        }
+      }
+    }
     Send(hb);
   }
   FlushMetrics(false);

@@ -113,6 +113,9 @@ def test_stopped_rank_is_detected_as_hung(make_cluster):
     assert st["state"] == "SUCCEEDED", st["message"]
     reasons = [e["reason"] for e in st["events"]]
     assert any("hung: no progress for 5 s" in r for r in reasons), reasons
+    # Its worker reports the process stopped, so the cause is the stopped rank, not the peer
+    # that is blocked waiting for it.
+    assert any("from rank 1 (its process is stopped)" in r for r in reasons), reasons
 
 
 def test_always_failing_job_fails_after_its_restarts(make_cluster):

@@ -176,6 +176,33 @@ TEST(PosixProcessLauncherTest, PollExitsReportsEachOfItsOwnChildrenOnce) {
   for (int fd : {a->stdout_fd, a->stderr_fd, b->stdout_fd, b->stderr_fd}) close(fd);
 }
 
+TEST(PosixProcessLauncherTest, IsStoppedFollowsSigstopAndSigcont) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.argv = {"sleep", "1000"};
+  auto p = launcher.Launch(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto wait_for = [&](bool want) {
+    for (int i = 0; i < 500 && launcher.IsStopped(p->pid) != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return launcher.IsStopped(p->pid) == want;
+  };
+  EXPECT_TRUE(wait_for(false));
+  kill(p->pid, SIGSTOP);
+  EXPECT_TRUE(wait_for(true));
+  kill(p->pid, SIGCONT);
+  EXPECT_TRUE(wait_for(false));
+  launcher.SignalGroup(p->pid, SIGKILL);
+  for (int i = 0; i < 500 && launcher.PollExits().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(launcher.IsStopped(p->pid));  // gone
+  close(p->stdout_fd);
+  close(p->stderr_fd);
+}
+
 TEST(PosixProcessLauncherTest, ChildKeepsNoDescriptorOfTheWorker) {
   const int devnull = open("/dev/null", O_RDONLY);
   const int leaked = fcntl(devnull, F_DUPFD, 50);  // not close-on-exec, on purpose

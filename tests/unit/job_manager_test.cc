@@ -70,6 +70,7 @@ class JobManagerTest : public ::testing::Test {
       for (const std::string& w : live_) {
         v1::WorkerMessage hb;
         hb.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
+        for (const auto& s : stopped_[w]) *hb.mutable_heartbeat()->add_stopped() = s;
         jm_->OnWorkerMessage(w, hb);
       }
       jm_->Tick();
@@ -159,6 +160,7 @@ class JobManagerTest : public ::testing::Test {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<JobManager> jm_;
   std::set<std::string> live_;
+  std::map<std::string, std::vector<v1::StoppedRank>> stopped_;  // reported in heartbeats
 };
 
 TEST_F(JobManagerTest, HappyPathThroughEveryState) {
@@ -339,6 +341,28 @@ TEST_F(JobManagerTest, SilentRankIsHung) {
   v1::Job job = Job(id);
   EXPECT_EQ(job.state(), v1::RESTARTING);
   EXPECT_EQ(job.attempts(0).failure().reason(), "hung: no progress for 5 s from rank 1");
+  EXPECT_EQ(job.attempts(0).failure().rank(), 1);
+}
+
+TEST_F(JobManagerTest, AStoppedRankIsNamedEvenWhenItsPeerFellSilentFirst) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1, 1, /*hang_timeout_s=*/5);
+  StartAttempt(id);
+  Metric("w1", id, 0, 0, 1);
+  Metric("w2", id, 0, 1, 1);
+  Advance(500);
+  Metric("w2", id, 0, 1, 2);  // rank 1's last record comes after rank 0's ...
+  v1::StoppedRank s;
+  s.set_job_id(id);
+  s.set_attempt(0);
+  s.set_rank(1);
+  stopped_["w2"].push_back(s);  // ... but w2 reports its process stopped
+  Advance(5000);                // rank 0 is past the limit first
+  v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_EQ(job.attempts(0).failure().reason(),
+            "hung: no progress for 5 s from rank 1 (its process is stopped)");
   EXPECT_EQ(job.attempts(0).failure().rank(), 1);
 }
 

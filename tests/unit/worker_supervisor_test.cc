@@ -41,6 +41,14 @@ class FakeLauncher : public ProcessLauncher {
     signals_.emplace_back(pgid, signal);
     if (die_on_signal_ && live_.erase(pgid) != 0) exits_.push_back({pgid, signal});
   }
+  bool IsStopped(pid_t pid) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopped_.count(pid) > 0;
+  }
+  void SetStopped(pid_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_.insert(pid);
+  }
   // From now on a signalled process dies of it at once.
   void DieOnSignal() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,6 +98,7 @@ class FakeLauncher : public ProcessLauncher {
   std::vector<LaunchRequest> requests_;
   std::vector<std::pair<pid_t, int>> signals_;
   std::deque<ReapedProcess> exits_;
+  std::set<pid_t> stopped_;
   std::set<pid_t> live_;
   bool die_on_signal_ = false;
   int64_t polls_ = 0;
@@ -430,6 +439,27 @@ TEST_F(SupervisorTest, HeartbeatsFollowTheAckedInterval) {
   clock_.AdvanceMs(5000);
   launcher_.Exit(9999, 0);
   EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kHeartbeat), 0);
+}
+
+TEST_F(SupervisorTest, HeartbeatsNameStoppedRanks) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  ASSERT_EQ(pids.size(), 2u);
+  launcher_.SetStopped(pids[1]);
+  clock_.AdvanceMs(1000);
+  launcher_.Exit(9999, 0);  // wake the supervisor
+  std::optional<v1::WorkerMessage> hb;
+  for (int i = 0; i < 3 && !(hb && hb->heartbeat().stopped_size() > 0); ++i) {
+    hb = outbox_.WaitFor(Is(v1::WorkerMessage::kHeartbeat));
+    ASSERT_TRUE(hb.has_value());
+    clock_.AdvanceMs(1000);
+    launcher_.Exit(9999, 0);
+  }
+  ASSERT_EQ(hb->heartbeat().stopped_size(), 1);
+  EXPECT_EQ(hb->heartbeat().stopped(0).job_id(), "j");
+  EXPECT_EQ(hb->heartbeat().stopped(0).attempt(), 0);
+  EXPECT_EQ(hb->heartbeat().stopped(0).rank(), 3);
 }
 
 TEST_F(SupervisorTest, OrphanedRanksAreStoppedAfterTheTimeout) {
