@@ -7,18 +7,6 @@
 #include "trainer/shm_allreduce.h"
 
 namespace convoy::trainer {
-namespace {
-
-class FutureWait : public Pending {
- public:
-  explicit FutureWait(std::future<void> f) : f_(std::move(f)) {}
-  void Wait() override { f_.get(); }
-
- private:
-  std::future<void> f_;
-};
-
-}  // namespace
 
 std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
                                        Dist& dist, double bucket_mb) {
@@ -129,7 +117,7 @@ void HookGradSync::LaunchReady() {
     Bucket& b = buckets_[next_launch_++];
     if (arena_ != nullptr) {
       b.pending =
-          std::make_unique<FutureWait>(arena_->SumRangeAsync(b.arena_offset, b.flat.numel()));
+          std::make_unique<FuturePending>(arena_->SumRangeAsync(b.arena_offset, b.flat.numel()));
     } else {
       b.pending = dist_.AllReduceSumAsync(b.flat);
     }

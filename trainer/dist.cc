@@ -47,15 +47,6 @@ class WorkPending : public Pending {
   WorkPtr work_;
 };
 
-class FuturePending : public Pending {
- public:
-  explicit FuturePending(std::future<void> f) : f_(std::move(f)) {}
-  void Wait() override { f_.get(); }
-
- private:
-  std::future<void> f_;
-};
-
 #ifdef CONVOY_HAVE_REDUCER
 // The Reducer's communication hook for shared memory: divide by the world size, as the
 // built-in all-reduce does, then sum across ranks; the future completes on the

@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@ class Pending {
   virtual ~Pending() = default;
   // Blocks until done; throws when the collective failed (a peer died, a timeout).
   virtual void Wait() = 0;
+};
+
+// A Pending for a std::future (the shared-memory all-reduce's).
+class FuturePending : public Pending {
+ public:
+  explicit FuturePending(std::future<void> f) : f_(std::move(f)) {}
+  void Wait() override { f_.get(); }
+
+ private:
+  std::future<void> f_;
 };
 
 class Dist {
