@@ -20,9 +20,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def job_pids(job_id):
-    """PIDs of live processes whose environment has CONVOY_JOB_ID=job_id."""
+def job_pids(job_id, attempt=None):
+    """PIDs of live processes whose environment has CONVOY_JOB_ID=job_id (and
+    CONVOY_ATTEMPT=attempt when given)."""
     needle = ("CONVOY_JOB_ID=" + job_id).encode()
+    attempt_needle = None if attempt is None else f"CONVOY_ATTEMPT={attempt}".encode()
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -34,9 +36,19 @@ def job_pids(job_id):
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in env and state != "Z":
+        if needle in env and state != "Z" and (attempt_needle is None or attempt_needle in env):
             pids.append(int(entry))
     return pids
+
+
+def process_gone(pid):
+    """True when `pid` has exited: no /proc entry (it can vanish between two reads) or a
+    zombie its parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def rank_pid(job_id, rank):

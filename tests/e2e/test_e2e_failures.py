@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cluster import job_pids, rank_pid, trainer_spec, wait_for
+from cluster import job_pids, process_gone, rank_pid, trainer_spec, wait_for
 
 FIGURES = {}
 
@@ -45,9 +45,7 @@ def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     assert pid and other
     t_kill = time.time()
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{other}") or
-             open(f"/proc/{other}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
-             10, "rank 0 of the failed attempt gone", interval=0.02)
+    wait_for(lambda: process_gone(other), 10, "rank 0 of the failed attempt gone", interval=0.02)
     record("rank death -> every other rank gone", time.time() - t_kill)
     wait_for(lambda: c.status(job)["attempt"] >= 1 and
              any(m["attempt"] == 1 for m in c.status(job)["latest"]), 120,
@@ -72,8 +70,7 @@ def test_killed_worker_job_finishes_on_the_others(make_cluster, tmp_path):
     st = c.wait_state(job, "RUNNING", timeout=60)
     victim = st["attempts"][0]["nodes"][1]["worker"]
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
-    victim_ranks = [p for p in job_pids(job)
-                    if f"CONVOY_ATTEMPT=0".encode() in open(f"/proc/{p}/environ", "rb").read()]
+    victim_ranks = job_pids(job, attempt=0)
     t_kill = time.time()
     c.signal(victim, signal.SIGKILL)
     wait_for(lambda: c.status(job)["attempt"] >= 1, 60, "a new attempt")
@@ -83,8 +80,7 @@ def test_killed_worker_job_finishes_on_the_others(make_cluster, tmp_path):
     last = st["attempts"][-1]
     assert victim not in [n["worker"] for n in last["nodes"]]
     for pid in victim_ranks:  # the killed worker's ranks died with it
-        assert not os.path.exists(f"/proc/{pid}") or \
-            open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+        assert process_gone(pid)
 
 
 def test_coordinator_restart_loses_nothing(make_cluster):
