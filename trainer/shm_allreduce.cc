@@ -11,11 +11,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+
+#include "common/proc_stat.h"
 
 namespace convoy::trainer {
 
@@ -26,23 +27,6 @@ constexpr int kMaxRanks = 64;
 constexpr size_t kHeaderBytes = 8192;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// The kernel's start time of `pid` (field 22 of /proc/<pid>/stat) and its state letter;
-// false when there is no such process.
-bool ProcessStat(pid_t pid, uint64_t* start, char* state) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3) *state = field.empty() ? '?' : field[0];
-    if (i == 22) *start = std::stoull(field);
-  }
-  return true;
-}
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
@@ -169,9 +153,9 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
   }
   auto* header = static_cast<Header*>(base == MAP_FAILED ? nullptr : base);
   if (error.empty()) {
-    char state = '?';
     header->pids[rank] = getpid();
-    ProcessStat(getpid(), &header->starts[rank], &state);
+    ProcStat self;
+    if (ReadProcStat(0, &self)) header->starts[rank] = self.start_ticks;
   }
 
   // Round 1: did every rank map it? Round 2: can every rank see every other's process (the
@@ -192,9 +176,8 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
   };
   if (agree("mapped")) {
     for (int r = 0; r < world && error.empty(); ++r) {
-      uint64_t start = 0;
-      char state = '?';
-      if (!ProcessStat(header->pids[r], &start, &state) || start != header->starts[r]) {
+      ProcStat peer;
+      if (!ReadProcStat(header->pids[r], &peer) || peer.start_ticks != header->starts[r]) {
         error = "cannot see rank " + std::to_string(r) + "'s process (another PID namespace?)";
       }
     }
@@ -350,10 +333,9 @@ void ShmAllReduce::Barrier() {
     Futex(&header_->generation, FUTEX_WAIT, gen, &tick);
     if (header_->generation.load(std::memory_order_acquire) != gen) return;
     for (int r = 0; r < world_; ++r) {
-      uint64_t start = 0;
-      char state = '?';
-      if (r != rank_ && (!ProcessStat(peers_[r], &start, &state) || state == 'Z' || state == 'X' ||
-                         start != header_->starts[r])) {
+      ProcStat peer;
+      if (r != rank_ && (!ReadProcStat(peers_[r], &peer) || peer.state == 'Z' ||
+                         peer.state == 'X' || peer.start_ticks != header_->starts[r])) {
         throw std::runtime_error("shared-memory all-reduce: rank " + std::to_string(r) + " (pid " +
                                  std::to_string(peers_[r]) + ") has exited");
       }

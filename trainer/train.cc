@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/proc_stat.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/ddp.h"
@@ -31,20 +32,12 @@ double Seconds(Clock::time_point since) {
 
 // Seconds since this process was started by the kernel (includes loading libtorch).
 double ProcessAgeSeconds() {
-  std::ifstream stat("/proc/self/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  unsigned long long start_ticks = 0;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 22) start_ticks = std::stoull(field);
-  }
+  ProcStat self;
+  if (!ReadProcStat(0, &self)) return 0;
   std::ifstream up("/proc/uptime");
   double uptime = 0;
   up >> uptime;
-  return uptime - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return uptime - static_cast<double>(self.start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // The BLAS library this process actually mapped (libblas.so.3 is an alternatives link).

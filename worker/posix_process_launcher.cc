@@ -9,9 +9,10 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "common/proc_stat.h"
 
 namespace convoy {
 
@@ -153,13 +154,8 @@ std::vector<ReapedProcess> PosixProcessLauncher::PollExits() {
 }
 
 bool PosixProcessLauncher::IsStopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const auto close = line.rfind(')');  // the command name may contain spaces and ')'
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  const char state = line[close + 2];
-  return state == 'T' || state == 't';
+  ProcStat stat;
+  return ReadProcStat(pid, &stat) && (stat.state == 'T' || stat.state == 't');
 }
 
 }  // namespace convoy

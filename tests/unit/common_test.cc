@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 
+#include "common/proc_stat.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
 
@@ -21,6 +26,47 @@ TEST(ParseHostPortTest, GoodAndBad) {
     EXPECT_FALSE(st.ok()) << bad;
     EXPECT_NE(st.status().message().find("--coordinator"), std::string::npos) << bad;
   }
+}
+
+TEST(ProcStatTest, SelfIsRunning) {
+  ProcStat self;
+  ASSERT_TRUE(ReadProcStat(0, &self));
+  EXPECT_EQ(self.state, 'R');
+  EXPECT_GT(self.start_ticks, 0u);
+}
+
+// A stopped child whose command name holds ") " (the kernel does not escape it): fields are
+// counted from the last ')', and the state and start time come out right.
+TEST(ProcStatTest, StoppedChildWithParenthesesInItsName) {
+  ProcStat self;
+  ASSERT_TRUE(ReadProcStat(0, &self));
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "a) S 1 (b");
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
+
+  ProcStat stat;
+  ASSERT_TRUE(ReadProcStat(child, &stat));
+  EXPECT_EQ(stat.state, 'T');
+  EXPECT_GE(stat.start_ticks, self.start_ticks);  // started after this test's process
+
+  kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_FALSE(ReadProcStat(child, &stat));  // reaped: no such process
 }
 
 TEST(SignalNameTest, KnownAndUnknown) {
