@@ -49,11 +49,22 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 )sql";
 
-// A prepared statement, finalized on scope exit.
+// A prepared statement for one use: either owned (finalized on scope exit) or one of the
+// store's cached statements (reset and unbound on scope exit, ready for the next use).
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(sqlite3* db, const char* sql) : owned_(true) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  explicit Stmt(sqlite3_stmt* cached) : stmt_(cached), rc_(cached ? SQLITE_OK : SQLITE_ERROR) {}
+  ~Stmt() {
+    if (owned_) {
+      sqlite3_finalize(stmt_);
+    } else if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
@@ -79,6 +90,7 @@ class Stmt {
  private:
   sqlite3_stmt* stmt_ = nullptr;
   int rc_ = SQLITE_ERROR;
+  bool owned_ = false;
 };
 
 }  // namespace
@@ -153,12 +165,25 @@ StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string
 }
 
 SqliteJobStore::~SqliteJobStore() {
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
   close(lock_fd_);
 }
 
 Status SqliteJobStore::Error(const std::string& what) const {
   return Status::Unavailable(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+sqlite3_stmt* SqliteJobStore::Cached(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it != cache_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return nullptr;  // not cached: the caller's error names what failed
+  }
+  cache_.emplace(sql, stmt);
+  return stmt;
 }
 
 Status SqliteJobStore::Exec(const char* sql) {
@@ -182,9 +207,9 @@ Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
   head.clear_events();
   head.clear_attempts();
   {
-    Stmt s(db_,
-           "INSERT OR REPLACE INTO jobs(id, name, state, created_ms, updated_ms, job) "
-           "VALUES(?, ?, ?, ?, ?, ?)");
+    Stmt s(
+        Cached("INSERT OR REPLACE INTO jobs(id, name, state, created_ms, updated_ms, job) "
+               "VALUES(?, ?, ?, ?, ?, ?)"));
     if (!s.ok()) return fail("prepare jobs");
     s.Text(1, job.id());
     s.Text(2, job.spec().name());
@@ -195,7 +220,7 @@ Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
     if (s.Step() != SQLITE_DONE) return fail("write job " + job.id());
   }
   for (const v1::Attempt& a : job.attempts()) {
-    Stmt s(db_, "INSERT OR REPLACE INTO attempts(job_id, attempt, body) VALUES(?, ?, ?)");
+    Stmt s(Cached("INSERT OR REPLACE INTO attempts(job_id, attempt, body) VALUES(?, ?, ?)"));
     if (!s.ok()) return fail("prepare attempts");
     s.Text(1, job.id());
     s.Int(2, a.attempt());
@@ -203,10 +228,10 @@ Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
     if (s.Step() != SQLITE_DONE) return fail("write attempt of " + job.id());
   }
   if (event != nullptr) {
-    Stmt s(db_,
-           "INSERT INTO events(job_id, seq, time_ms, from_state, to_state, attempt, reason, body) "
-           "VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?1), "
-           "?2, ?3, ?4, ?5, ?6, ?7)");
+    Stmt s(Cached(
+        "INSERT INTO events(job_id, seq, time_ms, from_state, to_state, attempt, reason, body) "
+        "VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?1), "
+        "?2, ?3, ?4, ?5, ?6, ?7)"));
     if (!s.ok()) return fail("prepare events");
     s.Text(1, job.id());
     s.Int(2, event->time_unix_ms());
@@ -278,7 +303,7 @@ StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
 }
 
 Status SqliteJobStore::SaveWorker(const v1::WorkerInfo& worker) {
-  Stmt s(db_, "INSERT OR REPLACE INTO workers(name, updated_ms, body) VALUES(?, ?, ?)");
+  Stmt s(Cached("INSERT OR REPLACE INTO workers(name, updated_ms, body) VALUES(?, ?, ?)"));
   if (!s.ok()) return Error("prepare workers");
   s.Text(1, worker.name());
   s.Int(2, worker.last_heartbeat_unix_ms());

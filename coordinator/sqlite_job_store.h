@@ -4,12 +4,14 @@
 // Threading: as JobStore (one caller at a time, under the coordinator's state lock).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "coordinator/job_store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace convoy {
 
@@ -31,11 +33,15 @@ class SqliteJobStore : public JobStore {
   SqliteJobStore(sqlite3* db, std::string path, int lock_fd)
       : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
   Status Exec(const char* sql);
+  // The statement for `sql` (a string literal: cached by its address), prepared on first use
+  // and kept for the store's life; null when it cannot be prepared.
+  sqlite3_stmt* Cached(const char* sql);
   Status Error(const std::string& what) const;
 
   sqlite3* db_;
   const std::string path_;
   const int lock_fd_;  // flock'ed <path>.lock
+  std::map<const char*, sqlite3_stmt*> cache_;
 };
 
 }  // namespace convoy
