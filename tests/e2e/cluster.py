@@ -20,6 +20,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def process_gone(pid):
+    """True when `pid` has exited: no /proc entry (it can vanish between two reads) or a
+    zombie its parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def job_pids(job_id, attempt=None):
     """PIDs of live processes whose environment has CONVOY_JOB_ID=job_id (and
     CONVOY_ATTEMPT=attempt when given)."""
@@ -32,23 +42,12 @@ def job_pids(job_id, attempt=None):
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in env and state != "Z" and (attempt_needle is None or attempt_needle in env):
+        if needle in env and (attempt_needle is None or attempt_needle in env) \
+                and not process_gone(int(entry)):
             pids.append(int(entry))
     return pids
-
-
-def process_gone(pid):
-    """True when `pid` has exited: no /proc entry (it can vanish between two reads) or a
-    zombie its parent has not reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def rank_pid(job_id, rank):
