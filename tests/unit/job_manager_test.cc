@@ -7,7 +7,7 @@
 #include <memory>
 #include <set>
 
-#include "coordinator/memory_job_store.h"
+#include "tests/support/memory_job_store.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "coordinator/memory_job_store.h"
+#include "tests/support/memory_job_store.h"
 
 namespace convoy {
 namespace {

@@ -1,4 +1,4 @@
-#include "coordinator/memory_job_store.h"
+#include "tests/support/memory_job_store.h"
 
 namespace convoy {
 
