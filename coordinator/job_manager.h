@@ -68,8 +68,22 @@ class JobManager {
   StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Job> Get(const std::string& id) const;
-  // Every job, oldest first.
-  std::vector<v1::Job> List() const;
+  // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
+  // event log, and each attempt without its nodes and exits (node_count/exit_count set).
+  std::vector<v1::Job> List(bool full = true) const;
+  // Summaries of the jobs that are not finished, oldest first: O(active jobs), for the
+  // metrics exporter.
+  std::vector<v1::Job> ListActive() const;
+
+  // Counts kept as things change (O(1) to read): what the exporter and `convoy workers`
+  // summarise.
+  struct Stats {
+    std::map<v1::JobState, int> jobs;           // every job, by state
+    std::map<v1::WorkerState, int> workers;     // every known worker, by state
+    int64_t slots_total = 0;                    // of READY workers
+    int64_t slots_used = 0;                     // by ranks that are not gone
+  };
+  Stats GetStats() const;
   // FAILED_PRECONDITION when the job already finished.
   StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason);
 
@@ -80,11 +94,13 @@ class JobManager {
   void Unwatch(uint64_t watch_id);
 
   // Asks the worker that runs `rank` of the job's attempt (`attempt` < 0: the latest) for its
-  // log from `offset`. `fn` gets the answer, or an error when the worker is not connected or
-  // does not answer in time. Returns the attempt asked for.
+  // log from `offset`. With `wait_ms` > 0 the worker holds the request until bytes arrive,
+  // the rank exits or wait_ms passes (ReadLogs.wait_ms). `fn` gets the answer, or an error
+  // when the worker is not connected or does not answer within wait_ms plus
+  // log_request_timeout_ms. Returns the attempt asked for.
   using LogFn = std::function<void(const StatusOr<v1::LogData>& data)>;
   StatusOr<int> RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
-                            int max_bytes, LogFn fn);
+                            int max_bytes, int wait_ms, LogFn fn);
 
   // Every worker with its used slots and jobs.
   std::vector<v1::WorkerInfo> ListWorkers() const;
