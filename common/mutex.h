@@ -1,7 +1,8 @@
 // A std::mutex that Clang's thread-safety analysis understands (libstdc++'s is not
 // annotated), and the attribute macros, after Abseil's thread_annotations.h and LevelDB's
 // port/thread_annotations.h. Build with clang and -Wthread-safety (CI does) to check that
-// every member marked GUARDED_BY(mu_) is touched only with mu_ held.
+// every member marked GUARDED_BY(mu_) is touched only with mu_ held. Abseil (which gRPC
+// includes) may define the same macro names to the same attributes: the first one wins.
 #pragma once
 
 #include <condition_variable>
@@ -13,19 +14,45 @@
 #define CONVOY_TSA(x)
 #endif
 
+#ifndef CAPABILITY
 #define CAPABILITY(x) CONVOY_TSA(capability(x))
+#endif
+#ifndef SCOPED_CAPABILITY
 #define SCOPED_CAPABILITY CONVOY_TSA(scoped_lockable)
+#endif
+#ifndef GUARDED_BY
 #define GUARDED_BY(x) CONVOY_TSA(guarded_by(x))
+#endif
+#ifndef PT_GUARDED_BY
 #define PT_GUARDED_BY(x) CONVOY_TSA(pt_guarded_by(x))
+#endif
+#ifndef ACQUIRED_BEFORE
 #define ACQUIRED_BEFORE(...) CONVOY_TSA(acquired_before(__VA_ARGS__))
+#endif
+#ifndef ACQUIRED_AFTER
 #define ACQUIRED_AFTER(...) CONVOY_TSA(acquired_after(__VA_ARGS__))
+#endif
+#ifndef REQUIRES
 #define REQUIRES(...) CONVOY_TSA(requires_capability(__VA_ARGS__))
+#endif
+#ifndef EXCLUDES
 #define EXCLUDES(...) CONVOY_TSA(locks_excluded(__VA_ARGS__))
+#endif
+#ifndef ACQUIRE
 #define ACQUIRE(...) CONVOY_TSA(acquire_capability(__VA_ARGS__))
+#endif
+#ifndef RELEASE
 #define RELEASE(...) CONVOY_TSA(release_capability(__VA_ARGS__))
+#endif
+#ifndef TRY_ACQUIRE
 #define TRY_ACQUIRE(...) CONVOY_TSA(try_acquire_capability(__VA_ARGS__))
+#endif
+#ifndef RETURN_CAPABILITY
 #define RETURN_CAPABILITY(x) CONVOY_TSA(lock_returned(x))
+#endif
+#ifndef NO_THREAD_SAFETY_ANALYSIS
 #define NO_THREAD_SAFETY_ANALYSIS CONVOY_TSA(no_thread_safety_analysis)
+#endif
 
 namespace convoy {
 

@@ -2,12 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <future>
-#include <thread>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
 
+#include "common/mutex.h"
 #include "common/util.h"
-#include "coordinator/job_state_machine.h"
 
 namespace convoy {
 
@@ -31,268 +32,484 @@ grpc::Status ToGrpc(const Status& status) {
   return {grpc::StatusCode::UNKNOWN, status.message()};
 }
 
-// ---- WorkerStreams
-
-bool WorkerStreams::Send(const std::string& name, const v1::CoordinatorMessage& msg) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(name);
-  if (it == sessions_.end()) return false;
-  Session& s = *it->second;
-  std::lock_guard<std::mutex> slock(s.mu);
-  if (s.closed) return false;
-  s.queue.push_back(msg);
-  s.cv.notify_one();
-  return true;
-}
-
-void WorkerStreams::Attach(const std::string& name, std::shared_ptr<Session> session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(name);
-  if (it != sessions_.end()) {
-    spdlog::warn("worker {} connected again; closing its previous stream", name);
-    Close(*it->second);
-  }
-  sessions_[name] = std::move(session);
-}
-
-bool WorkerStreams::Detach(const std::string& name, const std::shared_ptr<Session>& session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(name);
-  if (it == sessions_.end() || it->second != session) return false;
-  sessions_.erase(it);
-  return true;
-}
-
-void WorkerStreams::CloseAll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [name, s] : sessions_) Close(*s);
-}
-
-void WorkerStreams::Close(Session& s) {
-  std::lock_guard<std::mutex> slock(s.mu);
-  if (s.closed) return;
-  s.closed = true;
-  s.cv.notify_all();
-  if (s.context != nullptr) s.context->TryCancel();
-}
-
-// ---- WorkerService
-
-grpc::Status WorkerServiceImpl::Connect(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) {
-  v1::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
-  if (!first.has_register_()) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"};
-  }
-  const v1::Register& reg = first.register_();
-  if (!IsValidName(reg.name())) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "register.name: '" + reg.name() + "' is not a valid worker name"};
-  }
-  if (reg.slots() < 0 || reg.slots() > 4096 || reg.cores() < 0) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "register.slots: out of range"};
-  }
-  const std::string name = reg.name();
-  auto session = std::make_shared<WorkerStreams::Session>();
-  session->context = context;
-  {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    streams_.Attach(name, session);
-    v1::RegisterAck ack = jobs_.OnRegister(reg);
-    v1::CoordinatorMessage msg;
-    *msg.mutable_register_ack() = ack;
-    std::lock_guard<std::mutex> slock(session->mu);
-    session->queue.push_front(msg);
-  }
-
-  std::thread writer([session, stream, context] {
-    for (;;) {
-      v1::CoordinatorMessage msg;
-      {
-        std::unique_lock<std::mutex> lock(session->mu);
-        session->cv.wait(lock, [&] { return session->closed || !session->queue.empty(); });
-        if (session->closed) return;
-        msg = std::move(session->queue.front());
-        session->queue.pop_front();
-      }
-      if (!stream->Write(msg)) {
-        WorkerStreams::Close(*session);
-        context->TryCancel();
-        return;
-      }
-    }
-  });
-
-  v1::WorkerMessage msg;
-  while (stream->Read(&msg)) {
-    if (msg.has_register_()) {
-      spdlog::warn("worker {}: register on an open stream; ignored", name);
-      continue;
-    }
-    std::lock_guard<std::mutex> lock(state_mu_);
-    jobs_.OnWorkerMessage(name, msg);
-  }
-  WorkerStreams::Close(*session);
-  writer.join();
-  {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    if (streams_.Detach(name, session)) {
-      spdlog::warn("worker {}: stream closed", name);
-      jobs_.OnDisconnect(name);
-    }
-  }
-  return grpc::Status::OK;
-}
-
-// ---- JobService
-
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
-                                       v1::SubmitJobResponse* resp) {
-  std::lock_guard<std::mutex> lock(state_mu_);
-  auto id = jobs_.Submit(req->spec());
-  if (!id.ok()) return ToGrpc(id.status());
-  resp->set_job_id(*id);
-  return grpc::Status::OK;
-}
-
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
-                                    v1::Job* resp) {
-  std::lock_guard<std::mutex> lock(state_mu_);
-  auto job = jobs_.Get(req->job_id());
-  if (!job.ok()) return ToGrpc(job.status());
-  *resp = std::move(*job);
-  return grpc::Status::OK;
-}
-
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
-                                      v1::ListJobsResponse* resp) {
-  std::lock_guard<std::mutex> lock(state_mu_);
-  for (v1::Job& job : jobs_.List()) *resp->add_jobs() = std::move(job);
-  return grpc::Status::OK;
-}
-
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
-                                       v1::Job* resp) {
-  std::lock_guard<std::mutex> lock(state_mu_);
-  auto job = jobs_.Cancel(req->job_id(), req->reason());
-  if (!job.ok()) return ToGrpc(job.status());
-  *resp = std::move(*job);
-  return grpc::Status::OK;
-}
-
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
-                                         v1::ListWorkersResponse* resp) {
-  std::lock_guard<std::mutex> lock(state_mu_);
-  for (v1::WorkerInfo& w : jobs_.ListWorkers()) *resp->add_workers() = std::move(w);
-  return grpc::Status::OK;
-}
-
 namespace {
 
-// Updates handed from JobManager (under the state lock) to a streaming call's thread.
-struct WatchQueue {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<v1::WatchJobResponse> updates;
-  bool done = false;
+// The outgoing side of one streaming call: a bounded queue with at most one write in
+// flight, and the call's end. Every method may be called from any thread. Decisions are
+// made under mu_; the reactor operation they lead to (StartWrite, Finish, TryCancel) is
+// started after mu_ is released, "pinned" so that OnDone (Detach) waits for it: the
+// reactor and its context are never touched after OnDone.
+template <typename Msg, typename Reactor>
+class Outbound {
+ public:
+  enum class Push { kQueued, kClosed, kOverflow };
+
+  Outbound(Reactor* reactor, grpc::CallbackServerContext* context, size_t limit)
+      : reactor_(reactor), context_(context), limit_(limit) {}
+
+  // Queues `msg`. kOverflow: the queue was full, so the call is ended with
+  // RESOURCE_EXHAUSTED and cancelled (a write the client never reads would never finish).
+  Push Enqueue(Msg msg) EXCLUDES(mu_) {
+    Action a;
+    Push result = Push::kQueued;
+    {
+      MutexLock lock(mu_);
+      if (closing_) return Push::kClosed;
+      if (queue_.size() >= limit_) {
+        closing_ = true;
+        queue_.clear();
+        status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "the client did not read fast enough");
+        a.cancel = true;
+        result = Push::kOverflow;
+      } else {
+        queue_.push_back(std::move(msg));
+      }
+      Next(a);
+    }
+    Run(a);
+    return result;
+  }
+
+  // The reactor's OnWriteDone.
+  void WriteDone(bool ok) EXCLUDES(mu_) {
+    Action a;
+    {
+      MutexLock lock(mu_);
+      writing_ = false;
+      if (!ok) {
+        closing_ = true;
+        queue_.clear();
+      }
+      Next(a);
+    }
+    Run(a);
+  }
+
+  // Ends the call with `status` once everything queued is written.
+  void Finish(grpc::Status status) EXCLUDES(mu_) {
+    Action a;
+    {
+      MutexLock lock(mu_);
+      if (closing_) return;
+      closing_ = true;
+      status_ = std::move(status);
+      Next(a);
+    }
+    Run(a);
+  }
+
+  // Ends the call now with `status`, dropping what is queued and cancelling a write in
+  // flight.
+  void Abort(grpc::Status status) EXCLUDES(mu_) {
+    Action a;
+    {
+      MutexLock lock(mu_);
+      if (finished_) return;
+      if (!closing_) status_ = std::move(status);
+      closing_ = true;
+      queue_.clear();
+      a.cancel = true;
+      Next(a);
+    }
+    Run(a);
+  }
+
+  bool closing() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return closing_;
+  }
+
+  // The reactor's OnDone: waits for operations in progress; nothing touches the reactor after.
+  void Detach() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    alive_ = false;
+    while (pins_ > 0) unpinned_.Wait(mu_);
+  }
+
+ private:
+  struct Action {
+    bool cancel = false;
+    bool write = false;
+    bool finish = false;
+    bool pinned = false;
+  };
+
+  // Chooses what to start next; pins the reactor when something is to be started.
+  void Next(Action& a) REQUIRES(mu_) {
+    if (!alive_) {
+      a = Action();
+      return;
+    }
+    if (!finished_ && !writing_) {
+      if (!queue_.empty()) {
+        writing_ = true;
+        inflight_ = std::move(queue_.front());
+        queue_.pop_front();
+        a.write = true;
+      } else if (closing_) {
+        finished_ = true;
+        a.finish = true;
+      }
+    }
+    if (a.cancel || a.write || a.finish) {
+      a.pinned = true;
+      ++pins_;
+    }
+  }
+
+  void Run(const Action& a) EXCLUDES(mu_) {
+    if (!a.pinned) return;
+    if (a.cancel) context_->TryCancel();
+    if (a.write) reactor_->StartWrite(&inflight_);
+    if (a.finish) reactor_->Finish(status_);
+    MutexLock lock(mu_);
+    if (--pins_ == 0) unpinned_.SignalAll();
+  }
+
+  Reactor* const reactor_;
+  grpc::CallbackServerContext* const context_;
+  const size_t limit_;
+  Mutex mu_;
+  CondVar unpinned_;
+  std::deque<Msg> queue_ GUARDED_BY(mu_);
+  Msg inflight_;  // written by the thread that set writing_, read by gRPC during the write
+  bool writing_ GUARDED_BY(mu_) = false;
+  bool closing_ GUARDED_BY(mu_) = false;   // no more messages accepted
+  bool finished_ GUARDED_BY(mu_) = false;  // Finish started
+  bool alive_ GUARDED_BY(mu_) = true;      // OnDone not yet called
+  int pins_ GUARDED_BY(mu_) = 0;
+  grpc::Status status_;  // set before finished_, read once by the finishing thread
+};
+
+// ---- WorkerService.Connect: one bidirectional stream per worker.
+
+class WorkerReactor final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  WorkerReactor(Coordinator& coordinator, grpc::CallbackServerContext* context, size_t limit)
+      : coordinator_(coordinator), stream_(std::make_shared<Stream>(this, context, limit)) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (!name_.empty()) coordinator_.OnStreamClosed(name_, stream_.get());
+      stream_->out.Finish(grpc::Status::OK);
+      return;
+    }
+    if (name_.empty()) {
+      grpc::Status refused = CheckRegister(in_);
+      if (!refused.ok()) {
+        spdlog::warn("refused a worker stream from {}: {}", stream_->peer, refused.error_message());
+        stream_->out.Finish(refused);
+        return;
+      }
+      name_ = in_.register_().name();
+      stream_->name = name_;
+      coordinator_.OnRegister(in_.register_(), stream_);
+    } else if (in_.has_register_()) {
+      spdlog::warn("worker {}: register on an open stream; ignored", name_);
+    } else {
+      coordinator_.OnWorkerMessage(name_, in_);
+    }
+    if (!stream_->out.closing()) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { stream_->out.WriteDone(ok); }
+
+  void OnCancel() override {
+    stream_->out.Abort(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+
+  void OnDone() override {
+    if (!name_.empty()) coordinator_.OnStreamClosed(name_, stream_.get());
+    stream_->out.Detach();
+    delete this;
+  }
+
+ private:
+  struct Stream final : WorkerStream {
+    Stream(WorkerReactor* reactor, grpc::CallbackServerContext* context, size_t limit)
+        : out(reactor, context, limit), peer(context->peer()) {}
+    bool Enqueue(const v1::CoordinatorMessage& msg) override {
+      auto pushed = out.Enqueue(msg);
+      if (pushed == decltype(out)::Push::kOverflow) {
+        spdlog::warn("worker {}: stream dropped: its queue of messages is full and not read", name);
+      }
+      return pushed == decltype(out)::Push::kQueued;
+    }
+    void Close(const std::string& why) override {
+      out.Abort(grpc::Status(grpc::StatusCode::ABORTED, why));
+    }
+    Outbound<v1::CoordinatorMessage, WorkerReactor> out;
+    const std::string peer;
+    std::string name;  // set once, on the reactor's thread, before the stream is shared
+  };
+
+  static grpc::Status CheckRegister(const v1::WorkerMessage& first) {
+    if (!first.has_register_()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"};
+    }
+    const v1::Register& reg = first.register_();
+    if (!IsValidName(reg.name())) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "register.name: '" + reg.name() + "' is not a valid worker name"};
+    }
+    if (reg.slots() < 0 || reg.slots() > 4096) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "register.slots: out of range"};
+    }
+    if (reg.cores() < 0) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "register.cores: out of range"};
+    }
+    return grpc::Status::OK;
+  }
+
+  Coordinator& coordinator_;
+  std::shared_ptr<Stream> stream_;
+  v1::WorkerMessage in_;
+  std::string name_;  // empty until Register; touched only by the read chain and OnDone
+};
+
+// ---- JobService.WatchJob: updates pushed by the Coordinator's commit thread.
+
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+ public:
+  using Out = Outbound<v1::WatchJobResponse, WatchReactor>;
+
+  WatchReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
+               const std::string& job_id, size_t limit)
+      : coordinator_(coordinator), out_(std::make_shared<Out>(this, context, limit)) {
+    std::shared_ptr<Out> out = out_;
+    auto id =
+        coordinator_.Watch(job_id, [out, job_id](const v1::WatchJobResponse& update, bool done) {
+          if (out->Enqueue(update) == Out::Push::kOverflow) {
+            spdlog::warn("watch of job {}: the client does not read; dropped", job_id);
+          }
+          if (done) out->Finish(grpc::Status::OK);
+        });
+    if (!id.ok()) {
+      out_->Finish(ToGrpc(id.status()));
+    } else {
+      watch_id_ = *id;
+    }
+  }
+
+  void OnWriteDone(bool ok) override { out_->WriteDone(ok); }
+  void OnCancel() override { out_->Abort(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")); }
+  void OnDone() override {
+    if (watch_id_ != 0) coordinator_.Unwatch(watch_id_);
+    out_->Detach();
+    delete this;
+  }
+
+ private:
+  Coordinator& coordinator_;
+  std::shared_ptr<Out> out_;
+  uint64_t watch_id_ = 0;
+};
+
+// ---- JobService.GetLogs: chunks asked of the worker one at a time; with follow, each
+// request waits on the worker until bytes arrive (ReadLogs.wait_ms), so nothing polls.
+
+class LogsReactor;
+
+class LogsCall : public std::enable_shared_from_this<LogsCall> {
+ public:
+  static constexpr int kChunk = 256 * 1024;
+  // How long the worker holds a follow request with nothing new to say.
+  static constexpr int kFollowWaitMs = 10000;
+  using Out = Outbound<v1::LogChunk, LogsReactor>;
+
+  LogsCall(Coordinator& coordinator, LogsReactor* reactor, grpc::CallbackServerContext* context,
+           const v1::GetLogsRequest& req)
+      : coordinator_(coordinator),
+        req_(req),
+        out_(reactor, context, 4),
+        offset_(req.tail_bytes() > 0 ? -req.tail_bytes() : 0),
+        attempt_(req.has_attempt() ? req.attempt() : -1) {}
+
+  Out& out() { return out_; }
+
+  // Asks for the next chunk. wait: the last answer had nothing new.
+  void Request(bool wait) EXCLUDES(mu_) {
+    int attempt;
+    int64_t offset;
+    {
+      MutexLock lock(mu_);
+      attempt = attempt_;
+      offset = offset_;
+    }
+    std::weak_ptr<LogsCall> weak = weak_from_this();
+    auto asked = coordinator_.RequestLogs(req_.job_id(), req_.rank(), attempt, offset, kChunk,
+                                          wait ? kFollowWaitMs : 0,
+                                          [weak](const StatusOr<v1::LogData>& data) {
+                                            if (auto self = weak.lock()) self->OnData(data);
+                                          });
+    if (!asked.ok()) {
+      bool first;
+      {
+        MutexLock lock(mu_);
+        first = first_;
+      }
+      out_.Finish(first ? ToGrpc(asked.status()) : grpc::Status::OK);
+      return;
+    }
+    MutexLock lock(mu_);
+    attempt_ = asked->attempt;
+    job_finished_ = asked->job_finished;
+  }
+
+  // The reactor's OnWriteDone: the next chunk is asked for once the last one is written.
+  void WriteDone(bool ok) EXCLUDES(mu_) {
+    out_.WriteDone(ok);
+    bool next = false;
+    {
+      MutexLock lock(mu_);
+      next = ok && next_after_write_;
+      next_after_write_ = false;
+    }
+    if (next) Request(false);
+  }
+
+ private:
+  void OnData(const StatusOr<v1::LogData>& data) EXCLUDES(mu_) {
+    if (!data.ok()) {
+      out_.Finish(ToGrpc(data.status()));
+      return;
+    }
+    if (!data->error().empty()) {
+      out_.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, data->error()));
+      return;
+    }
+    const bool full = static_cast<int>(data->data().size()) >= kChunk;
+    bool finished;
+    int attempt;
+    {
+      MutexLock lock(mu_);
+      first_ = false;
+      offset_ = data->next_offset();
+      finished = job_finished_;
+      attempt = attempt_;
+    }
+    const bool end = !full && (!req_.follow() || data->eof() || (finished && data->data().empty()));
+    if (!data->data().empty()) {
+      v1::LogChunk chunk;
+      chunk.set_rank(req_.rank());
+      chunk.set_attempt(attempt);
+      chunk.set_data(data->data());
+      if (!end) {
+        MutexLock lock(mu_);
+        next_after_write_ = true;
+      }
+      if (out_.Enqueue(std::move(chunk)) != Out::Push::kQueued) return;
+    }
+    if (end) {
+      out_.Finish(grpc::Status::OK);
+    } else if (data->data().empty()) {
+      Request(true);
+    }
+  }
+
+  Coordinator& coordinator_;
+  const v1::GetLogsRequest req_;
+  Out out_;
+  Mutex mu_;
+  int64_t offset_ GUARDED_BY(mu_);
+  int attempt_ GUARDED_BY(mu_);
+  bool first_ GUARDED_BY(mu_) = true;
+  bool job_finished_ GUARDED_BY(mu_) = false;
+  bool next_after_write_ GUARDED_BY(mu_) = false;
+};
+
+class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
+ public:
+  LogsReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
+              const v1::GetLogsRequest& req)
+      : call_(std::make_shared<LogsCall>(coordinator, this, context, req)) {
+    call_->Request(false);
+  }
+  void OnWriteDone(bool ok) override { call_->WriteDone(ok); }
+  void OnCancel() override {
+    call_->out().Abort(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  void OnDone() override {
+    call_->out().Detach();
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<LogsCall> call_;
 };
 
 }  // namespace
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* req,
-                                      grpc::ServerWriter<v1::WatchJobResponse>* writer) {
-  auto q = std::make_shared<WatchQueue>();
-  uint64_t watch_id = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    auto id = jobs_.Watch(req->job_id(), [q](const v1::WatchJobResponse& update, bool done) {
-      std::lock_guard<std::mutex> qlock(q->mu);
-      if (!done) q->updates.push_back(update);
-      q->done = q->done || done;
-      q->cv.notify_one();
-    });
-    if (!id.ok()) return ToGrpc(id.status());
-    watch_id = *id;
-  }
-  bool ok = true;
-  while (ok && !context->IsCancelled()) {
-    std::deque<v1::WatchJobResponse> batch;
-    bool done = false;
-    {
-      std::unique_lock<std::mutex> lock(q->mu);
-      q->cv.wait_for(lock, std::chrono::milliseconds(500),
-                     [&] { return q->done || !q->updates.empty(); });
-      batch.swap(q->updates);
-      done = q->done;
-    }
-    for (const auto& update : batch) {
-      if (!writer->Write(update)) {
-        ok = false;
-        break;
-      }
-    }
-    if (done) {
-      // The final snapshot goes last.
-      std::lock_guard<std::mutex> lock(state_mu_);
-      auto job = jobs_.Get(req->job_id());
-      if (job.ok() && ok) {
-        v1::WatchJobResponse last;
-        *last.mutable_job() = *job;
-        writer->Write(last);
-      }
-      break;
-    }
-  }
-  std::lock_guard<std::mutex> lock(state_mu_);
-  jobs_.Unwatch(watch_id);
-  return grpc::Status::OK;
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
+    grpc::CallbackServerContext* context) {
+  return new WorkerReactor(coordinator_, context, limits_.worker_queue);
 }
 
-grpc::Status JobServiceImpl::GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* req,
-                                     grpc::ServerWriter<v1::LogChunk>* writer) {
-  constexpr int kChunk = 256 * 1024;
-  int64_t offset = req->tail_bytes() > 0 ? -req->tail_bytes() : 0;
-  int attempt = req->has_attempt() ? req->attempt() : -1;
-  bool first = true;
-  while (!context->IsCancelled()) {
-    auto promise = std::make_shared<std::promise<StatusOr<v1::LogData>>>();
-    auto future = promise->get_future();
-    bool terminal = false;
-    {
-      std::lock_guard<std::mutex> lock(state_mu_);
-      auto asked = jobs_.RequestLogs(
-          req->job_id(), req->rank(), attempt, offset, kChunk,
-          [promise](const StatusOr<v1::LogData>& data) { promise->set_value(data); });
-      if (!asked.ok()) return first ? ToGrpc(asked.status()) : grpc::Status::OK;
-      attempt = *asked;
-      auto job = jobs_.Get(req->job_id());
-      terminal = job.ok() && IsTerminal(job->state());
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* req,
+                                                    v1::SubmitJobResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  coordinator_.Submit(req->spec(), [reactor, resp](const StatusOr<std::string>& id) {
+    if (!id.ok()) {
+      reactor->Finish(ToGrpc(id.status()));
+      return;
     }
-    if (future.wait_for(std::chrono::seconds(15)) != std::future_status::ready) {
-      return {grpc::StatusCode::UNAVAILABLE, "the worker did not answer the log request"};
-    }
-    StatusOr<v1::LogData> data = future.get();
-    if (!data.ok()) return ToGrpc(data.status());
-    if (!data->error().empty()) {
-      return {grpc::StatusCode::NOT_FOUND, data->error()};
-    }
-    first = false;
-    if (!data->data().empty()) {
-      v1::LogChunk chunk;
-      chunk.set_rank(req->rank());
-      chunk.set_attempt(attempt);
-      chunk.set_data(data->data());
-      if (!writer->Write(chunk)) return grpc::Status::OK;
-    }
-    offset = data->next_offset();
-    if (static_cast<int>(data->data().size()) >= kChunk) continue;
-    if (!req->follow() || data->eof()) break;
-    if (terminal && data->data().empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-  return grpc::Status::OK;
+    resp->set_job_id(*id);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                 const v1::GetJobRequest* req, v1::Job* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto job = coordinator_.Get(req->job_id());
+  if (job.ok()) *resp = std::move(*job);
+  reactor->Finish(ToGrpc(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* req,
+                                                   v1::ListJobsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  for (v1::Job& job : coordinator_.List(req->full())) *resp->add_jobs() = std::move(job);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* req,
+                                                    v1::Job* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  coordinator_.Cancel(req->job_id(), req->reason(), [reactor, resp](const StatusOr<v1::Job>& job) {
+    if (job.ok()) *resp = *job;
+    reactor->Finish(ToGrpc(job.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const v1::ListWorkersRequest*,
+                                                      v1::ListWorkersResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  for (v1::WorkerInfo& w : coordinator_.ListWorkers()) *resp->add_workers() = std::move(w);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* req) {
+  return new WatchReactor(coordinator_, context, req->job_id(), limits_.watch_queue);
+}
+
+grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetLogs(
+    grpc::CallbackServerContext* context, const v1::GetLogsRequest* req) {
+  return new LogsReactor(coordinator_, context, *req);
 }
 
 }  // namespace convoy

@@ -1,92 +1,76 @@
-// The gRPC services of convoy-coordinator. They only translate messages and statuses and
-// take the state lock around JobManager calls; all decisions are JobManager's.
+// The gRPC services of convoy-coordinator on gRPC's callback API: no thread per call or
+// stream, no polling. They translate messages and statuses and call the Coordinator, which
+// makes every decision (coordinator/coordinator.h).
 //
-// Threading: gRPC's sync server runs each call on its own thread. `state_mu` (owned by the
-// caller, see main.cc) guards JobManager and WorkerRegistry. Lock order: state_mu, then
-// WorkerStreams::mu_, then a Session's mu. Each worker stream has a writer thread that
-// drains its queue, so that JobManager's sends never block on the network.
+// Threading: reactions run on gRPC's callback threads; the Coordinator's replies, watch
+// updates and log data arrive on its commit thread. Each streaming call keeps a bounded
+// queue of outgoing messages behind its own mutex, and at most one write in flight; a
+// client that does not read is dropped (RESOURCE_EXHAUSTED, with a log line) when its queue
+// is full, so it can never stall the coordinator. No reactor operation (StartWrite, Finish)
+// is ever started with a lock held.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
-#include <deque>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
+#include <cstddef>
 
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/coordinator.h"
 
 namespace convoy {
 
 // grpc::Status for a convoy::Status.
 grpc::Status ToGrpc(const Status& status);
 
-// The open worker streams, by worker name.
-class WorkerStreams : public WorkerChannel {
- public:
-  struct Session {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<v1::CoordinatorMessage> queue;  // guarded by mu
-    bool closed = false;                       // guarded by mu
-    grpc::ServerContext* context = nullptr;
-  };
-
-  bool Send(const std::string& name, const v1::CoordinatorMessage& msg) override;
-  // Makes `session` the worker's stream, closing (and cancelling) any previous one.
-  void Attach(const std::string& name, std::shared_ptr<Session> session);
-  // Removes `session` if it is still the worker's stream; true when it was.
-  bool Detach(const std::string& name, const std::shared_ptr<Session>& session);
-  // Closes every stream (shutdown).
-  void CloseAll();
-
-  static void Close(Session& session);
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_;  // guarded by mu_
+// Bounds of the per-stream queues.
+struct StreamLimits {
+  // Messages queued for one worker before it counts as stuck and its stream is dropped
+  // (it reconnects and reconciles). A 10,000-rank attempt's launch is one message per worker.
+  size_t worker_queue = 4096;
+  // Updates queued for one `convoy watch` before the watcher counts as too slow.
+  size_t watch_queue = 1024;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(std::mutex& state_mu, JobManager& jobs, WorkerStreams& streams)
-      : state_mu_(state_mu), jobs_(jobs), streams_(streams) {}
+  WorkerServiceImpl(Coordinator& coordinator, StreamLimits limits = {})
+      : coordinator_(coordinator), limits_(limits) {}
 
-  grpc::Status Connect(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) override;
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
 
  private:
-  std::mutex& state_mu_;
-  JobManager& jobs_;
-  WorkerStreams& streams_;
+  Coordinator& coordinator_;
+  const StreamLimits limits_;
 };
 
-class JobServiceImpl final : public v1::JobService::Service {
+class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(std::mutex& state_mu, JobManager& jobs) : state_mu_(state_mu), jobs_(jobs) {}
+  JobServiceImpl(Coordinator& coordinator, StreamLimits limits = {})
+      : coordinator_(coordinator), limits_(limits) {}
 
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
-                         v1::SubmitJobResponse* resp) override;
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) override;
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
-                        v1::ListJobsResponse* resp) override;
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
-                         v1::Job* resp) override;
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* req,
-                        grpc::ServerWriter<v1::WatchJobResponse>* writer) override;
-  grpc::Status GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* req,
-                       grpc::ServerWriter<v1::LogChunk>* writer) override;
-  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* req,
-                           v1::ListWorkersResponse* resp) override;
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
+                                      const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* req, v1::Job* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* req, v1::Job* resp) override;
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* context,
+                                                           const v1::WatchJobRequest* req) override;
+  grpc::ServerWriteReactor<v1::LogChunk>* GetLogs(grpc::CallbackServerContext* context,
+                                                  const v1::GetLogsRequest* req) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::ListWorkersRequest* req,
+                                        v1::ListWorkersResponse* resp) override;
 
  private:
-  std::mutex& state_mu_;
-  JobManager& jobs_;
+  Coordinator& coordinator_;
+  const StreamLimits limits_;
 };
 
 }  // namespace convoy

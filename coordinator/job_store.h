@@ -1,11 +1,13 @@
 // Where the coordinator keeps its state. The logic classes see only this interface; the
 // SQLite implementation (sqlite_job_store.h) is wired in by main, an in-memory one by tests.
 //
-// Threading: implementations are called with the coordinator's state lock held, from one
-// thread at a time; they need no locking of their own but must not call back into the
-// coordinator.
+// Threading: implementations are called from one thread at a time and need no locking of
+// their own. In the coordinator that thread is the commit thread (coordinator/coordinator.h),
+// never one holding the state lock: JobManager writes into a write-behind store that only
+// queues, and the commit thread applies each queue with Write(), in one transaction.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,13 @@
 #include "convoy/v1/job.pb.h"
 
 namespace convoy {
+
+// One write of a batch: a job (with an event to append, or none) or a worker.
+struct StoreWrite {
+  std::optional<v1::Job> job;  // set for a job write; its events are ignored
+  std::optional<v1::JobEvent> event;
+  std::optional<v1::WorkerInfo> worker;  // set for a worker write
+};
 
 class JobStore {
  public:
@@ -35,6 +44,24 @@ class JobStore {
 
   // Every stored worker, by name.
   virtual StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() = 0;
+
+  // Applies `writes` in order, as if by SaveJob/SaveWorker one by one; all or nothing where
+  // the store has transactions (SQLite: one transaction, one fsync). Where a job is written
+  // more than once, only its last body needs writing, but every event is appended, in order.
+  // This default calls SaveJob/SaveWorker in turn and stops at the first error.
+  virtual Status Write(const std::vector<StoreWrite>& writes) {
+    for (const StoreWrite& w : writes) {
+      if (w.job) {
+        Status st = SaveJob(*w.job, w.event ? &*w.event : nullptr);
+        if (!st.ok()) return st;
+      }
+      if (w.worker) {
+        Status st = SaveWorker(*w.worker);
+        if (!st.ok()) return st;
+      }
+    }
+    return Status::Ok();
+  }
 };
 
 }  // namespace convoy

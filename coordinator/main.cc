@@ -1,25 +1,23 @@
 // convoy-coordinator: wires the store, the job manager, the gRPC services, the ticker and
-// the metrics exporter together. Decisions live in JobManager.
+// the metrics exporter together. Decisions live in JobManager, threads and locks in
+// Coordinator.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "common/clock.h"
+#include "common/fd_limit.h"
 #include "common/signals.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/flags.h"
-#include "coordinator/grpc_service.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/grpc_server.h"
 #include "coordinator/metrics_exporter.h"
 #include "coordinator/sqlite_job_store.h"
-#include "coordinator/worker_registry.h"
 
 int main(int argc, char** argv) {
   using namespace convoy;
@@ -40,6 +38,16 @@ int main(int argc, char** argv) {
   // Blocked in every thread; main waits for them below.
   sigset_t signals = BlockShutdownSignals();
 
+  // Every worker holds a connection: thousands of descriptors.
+  const FileLimit files = RaiseFileLimit();
+  if (files.ok) {
+    spdlog::info("open-file limit: soft {} (was {}), hard {}", files.soft, files.before,
+                 files.hard);
+  } else {
+    spdlog::warn("open-file limit: could not raise the soft limit {} to the hard limit {}",
+                 files.before, files.hard);
+  }
+
   std::error_code ec;
   std::filesystem::create_directories(flags.state_dir, ec);
   if (ec) {
@@ -54,22 +62,12 @@ int main(int argc, char** argv) {
   }
 
   SystemClock clock;
-  WorkerRegistry registry(clock, static_cast<int64_t>(flags.worker_timeout_s * 1000));
-  WorkerStreams streams;
-  JobManagerOptions options;
-  options.kill_grace_ms = flags.kill_grace_ms;
-  options.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
-  options.heartbeat_interval_ms = flags.heartbeat_interval_ms;
-  JobManager jobs(clock, **store, registry, streams, options);
-  std::mutex state_mu;
-  {
-    std::lock_guard<std::mutex> lock(state_mu);
-    Status st = jobs.Recover();
-    if (!st.ok()) {
-      spdlog::error("cannot load state from {}: {}", db_path, st.message());
-      return 1;
-    }
-  }
+  CoordinatorOptions options;
+  options.worker_timeout_ms = static_cast<int64_t>(flags.worker_timeout_s * 1000);
+  options.jobs.kill_grace_ms = flags.kill_grace_ms;
+  options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
+  options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
+  Coordinator coordinator(clock, **store, options);
 
   std::unique_ptr<MetricsExporter> exporter;
   if (!flags.metrics_listen.empty()) {
@@ -80,56 +78,29 @@ int main(int argc, char** argv) {
       return 1;
     }
     spdlog::info("serving /metrics on {}", flags.metrics_listen);
+    coordinator.set_on_export(
+        [&exporter](const JobManager::Stats& stats, const std::vector<v1::Job>& active) {
+          exporter->Update(stats, active);
+        });
+  }
+  Status started = coordinator.Start();
+  if (!started.ok()) {
+    spdlog::error("cannot load state from {}: {}", db_path, started.message());
+    return 1;
   }
 
-  WorkerServiceImpl worker_service(state_mu, jobs, streams);
-  JobServiceImpl job_service(state_mu, jobs);
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(&worker_service);
-  builder.RegisterService(&job_service);
-  builder.SetMaxReceiveMessageSize(16 * 1024 * 1024);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound_port == 0) {
-    spdlog::error("--listen {}: cannot listen there", flags.listen);
+  auto server = GrpcServer::Start(coordinator, flags.listen);
+  if (!server.ok()) {
+    spdlog::error("{}", server.status().message());
     return 1;
   }
   spdlog::info("convoy-coordinator {} listening on {} (state {})", CONVOY_VERSION, flags.listen,
                db_path);
 
-  std::atomic<bool> stopping{false};
-  std::thread ticker([&] {
-    auto next_metrics = std::chrono::steady_clock::now();
-    while (!stopping) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      std::vector<v1::Job> job_snapshot;
-      std::vector<v1::WorkerInfo> worker_snapshot;
-      const bool export_now = exporter && std::chrono::steady_clock::now() >= next_metrics;
-      {
-        std::lock_guard<std::mutex> lock(state_mu);
-        jobs.Tick();
-        if (export_now) {
-          job_snapshot = jobs.List();
-          worker_snapshot = jobs.ListWorkers();
-        }
-      }
-      if (export_now) {
-        exporter->Update(job_snapshot, worker_snapshot);
-        next_metrics = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      }
-    }
-  });
-
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received signal {}; shutting down (training keeps running on the workers)", sig);
-  stopping = true;
-  streams.CloseAll();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  ticker.join();
+  (*server)->Shutdown();
+  coordinator.Stop();
   return 0;
 }

@@ -4,6 +4,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <set>
+
 #include "coordinator/job_state_machine.h"
 
 namespace convoy {
@@ -37,44 +39,37 @@ MetricsExporter::MetricsExporter(const std::string& listen)
 
 MetricsExporter::~MetricsExporter() = default;
 
-void MetricsExporter::Update(const std::vector<v1::Job>& jobs,
-                             const std::vector<v1::WorkerInfo>& workers) {
-  std::map<std::string, int> by_state;
+void MetricsExporter::Update(const JobManager::Stats& stats, const std::vector<v1::Job>& active) {
   for (int s = v1::PENDING; s <= v1::CANCELLED; ++s) {
-    by_state[StateName(static_cast<v1::JobState>(s))] = 0;
+    const auto state = static_cast<v1::JobState>(s);
+    auto it = stats.jobs.find(state);
+    jobs_->Add({{"state", StateName(state)}}).Set(it == stats.jobs.end() ? 0 : it->second);
   }
-  for (const v1::Job& job : jobs) ++by_state[StateName(job.state())];
-  for (const auto& [state, n] : by_state) jobs_->Add({{"state", state}}).Set(n);
-
-  std::map<std::string, int> worker_states{{"READY", 0}, {"UNREACHABLE", 0}, {"LOST", 0}};
-  for (const v1::WorkerInfo& w : workers) {
-    std::string s = v1::WorkerState_Name(w.state());
-    if (s.rfind("WORKER_", 0) == 0) s = s.substr(7);
-    ++worker_states[s];
+  for (v1::WorkerState state : {v1::WORKER_READY, v1::WORKER_UNREACHABLE, v1::WORKER_LOST}) {
+    std::string name = v1::WorkerState_Name(state);
+    if (name.rfind("WORKER_", 0) == 0) name = name.substr(7);
+    auto it = stats.workers.find(state);
+    workers_->Add({{"state", name}}).Set(it == stats.workers.end() ? 0 : it->second);
   }
-  for (const auto& [state, n] : worker_states) workers_->Add({{"state", state}}).Set(n);
 
-  std::map<std::string, bool> live;
-  for (const v1::Job& job : jobs) live[job.id()] = !IsTerminal(job.state());
+  // Series of jobs that are no longer active go; the active ones are (re)set.
+  std::set<std::string> live;
+  for (const v1::Job& job : active) live.insert(job.id());
   for (auto it = job_series_.begin(); it != job_series_.end();) {
-    if (live[it->first]) {
+    if (live.count(it->first) > 0) {
       ++it;
       continue;
     }
-    for (auto& [family, gauge] : it->second) family->Remove(gauge);
+    for (const auto& [family, gauge] : it->second) family->Remove(gauge);
     it = job_series_.erase(it);
   }
-  for (const v1::Job& job : jobs) {
-    if (IsTerminal(job.state())) continue;
+  for (const v1::Job& job : active) {
     auto& series = job_series_[job.id()];
     auto set = [&series](prometheus::Family<prometheus::Gauge>* family,
                          const std::map<std::string, std::string>& labels, double value) {
       prometheus::Gauge& g = family->Add(labels);
       g.Set(value);
-      for (const auto& [f, existing] : series) {
-        if (existing == &g) return;
-      }
-      series.emplace_back(family, &g);
+      series.insert({family, &g});
     };
     set(restarts_, {{"job", job.id()}, {"name", job.spec().name()}}, job.restarts());
     for (const v1::MetricRecord& m : job.latest()) {

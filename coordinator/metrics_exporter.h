@@ -1,16 +1,19 @@
 // The coordinator's Prometheus /metrics (prometheus-cpp). Series per rank exist only for
 // jobs that are not finished, so label cardinality does not grow with history.
 //
-// Threading: Update is called from one thread (the ticker) with snapshots taken under the
-// state lock; prometheus-cpp serves scrapes from its own threads.
+// Threading: Update is called from one thread (the Coordinator's ticker, no lock held) with
+// the counts and the active jobs' summaries; prometheus-cpp serves scrapes from its own
+// threads. Update is O(active jobs' ranks), never O(every job ever run).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "convoy/v1/job.pb.h"
+#include "coordinator/job_manager.h"
 
 namespace prometheus {
 class Exposer;
@@ -28,7 +31,9 @@ class MetricsExporter {
   explicit MetricsExporter(const std::string& listen);
   ~MetricsExporter();
 
-  void Update(const std::vector<v1::Job>& jobs, const std::vector<v1::WorkerInfo>& workers);
+  // Sets the gauges: jobs and workers by state from `stats`, and per-job/per-rank series of
+  // the `active` jobs (series of jobs no longer active are removed).
+  void Update(const JobManager::Stats& stats, const std::vector<v1::Job>& active);
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -41,7 +46,7 @@ class MetricsExporter {
   prometheus::Family<prometheus::Gauge>* samples_per_s_;
   // Per-job and per-rank series currently exported, by job id.
   std::map<std::string,
-           std::vector<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>>>
+           std::set<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>>>
       job_series_;
 };
 

@@ -196,13 +196,16 @@ Status SqliteJobStore::Exec(const char* sql) {
   return Status::Ok();
 }
 
-Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
+template <typename F>
+Status SqliteJobStore::InTransaction(F&& body) {
   CONVOY_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto fail = [this](const std::string& what) {
-    Status st = Error(what);
-    Exec("ROLLBACK");
-    return st;
-  };
+  Status st = body();
+  if (st.ok()) st = Exec("COMMIT");
+  if (!st.ok()) Exec("ROLLBACK");
+  return st;
+}
+
+Status SqliteJobStore::WriteJobBody(const v1::Job& job) {
   v1::Job head = job;
   head.clear_events();
   head.clear_attempts();
@@ -210,41 +213,69 @@ Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
     Stmt s(
         Cached("INSERT OR REPLACE INTO jobs(id, name, state, created_ms, updated_ms, job) "
                "VALUES(?, ?, ?, ?, ?, ?)"));
-    if (!s.ok()) return fail("prepare jobs");
+    if (!s.ok()) return Error("prepare jobs");
     s.Text(1, job.id());
     s.Text(2, job.spec().name());
     s.Int(3, job.state());
     s.Int(4, job.created_unix_ms());
     s.Int(5, job.updated_unix_ms());
     s.Blob(6, head.SerializeAsString());
-    if (s.Step() != SQLITE_DONE) return fail("write job " + job.id());
+    if (s.Step() != SQLITE_DONE) return Error("write job " + job.id());
   }
   for (const v1::Attempt& a : job.attempts()) {
     Stmt s(Cached("INSERT OR REPLACE INTO attempts(job_id, attempt, body) VALUES(?, ?, ?)"));
-    if (!s.ok()) return fail("prepare attempts");
+    if (!s.ok()) return Error("prepare attempts");
     s.Text(1, job.id());
     s.Int(2, a.attempt());
     s.Blob(3, a.SerializeAsString());
-    if (s.Step() != SQLITE_DONE) return fail("write attempt of " + job.id());
+    if (s.Step() != SQLITE_DONE) return Error("write attempt of " + job.id());
   }
-  if (event != nullptr) {
-    Stmt s(Cached(
-        "INSERT INTO events(job_id, seq, time_ms, from_state, to_state, attempt, reason, body) "
-        "VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?1), "
-        "?2, ?3, ?4, ?5, ?6, ?7)"));
-    if (!s.ok()) return fail("prepare events");
-    s.Text(1, job.id());
-    s.Int(2, event->time_unix_ms());
-    s.Int(3, event->from());
-    s.Int(4, event->to());
-    s.Int(5, event->attempt());
-    s.Text(6, event->reason());
-    s.Blob(7, event->SerializeAsString());
-    if (s.Step() != SQLITE_DONE) return fail("write event of " + job.id());
+  return Status::Ok();
+}
+
+Status SqliteJobStore::AppendEvent(const std::string& job_id, const v1::JobEvent& event) {
+  Stmt s(
+      Cached("INSERT INTO events(job_id, seq, time_ms, from_state, to_state, attempt, reason, "
+             "body) VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?1), "
+             "?2, ?3, ?4, ?5, ?6, ?7)"));
+  if (!s.ok()) return Error("prepare events");
+  s.Text(1, job_id);
+  s.Int(2, event.time_unix_ms());
+  s.Int(3, event.from());
+  s.Int(4, event.to());
+  s.Int(5, event.attempt());
+  s.Text(6, event.reason());
+  s.Blob(7, event.SerializeAsString());
+  if (s.Step() != SQLITE_DONE) return Error("write event of " + job_id);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
+  return InTransaction([&]() -> Status {
+    CONVOY_RETURN_IF_ERROR(WriteJobBody(job));
+    if (event != nullptr) CONVOY_RETURN_IF_ERROR(AppendEvent(job.id(), *event));
+    return Status::Ok();
+  });
+}
+
+Status SqliteJobStore::Write(const std::vector<StoreWrite>& writes) {
+  // A job written many times in one batch (every rank exit of a big job) needs only its
+  // last body: find it first.
+  std::map<std::string, size_t> last_body;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (writes[i].job) last_body[writes[i].job->id()] = i;
   }
-  Status st = Exec("COMMIT");
-  if (!st.ok()) Exec("ROLLBACK");
-  return st;
+  return InTransaction([&]() -> Status {
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const StoreWrite& w = writes[i];
+      if (w.job) {
+        if (last_body[w.job->id()] == i) CONVOY_RETURN_IF_ERROR(WriteJobBody(*w.job));
+        if (w.event) CONVOY_RETURN_IF_ERROR(AppendEvent(w.job->id(), *w.event));
+      }
+      if (w.worker) CONVOY_RETURN_IF_ERROR(WriteWorker(*w.worker));
+    }
+    return Status::Ok();
+  });
 }
 
 StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
@@ -302,7 +333,9 @@ StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
   return jobs;
 }
 
-Status SqliteJobStore::SaveWorker(const v1::WorkerInfo& worker) {
+Status SqliteJobStore::SaveWorker(const v1::WorkerInfo& worker) { return WriteWorker(worker); }
+
+Status SqliteJobStore::WriteWorker(const v1::WorkerInfo& worker) {
   Stmt s(Cached("INSERT OR REPLACE INTO workers(name, updated_ms, body) VALUES(?, ?, ?)"));
   if (!s.ok()) return Error("prepare workers");
   s.Text(1, worker.name());

@@ -1,7 +1,7 @@
 // The coordinator's durable state in one SQLite file (WAL, synchronous=FULL): jobs, their
 // attempts, every event, and workers' last known state. Raw sqlite3 C API.
 //
-// Threading: as JobStore (one caller at a time, under the coordinator's state lock).
+// Threading: as JobStore (one caller at a time: the coordinator's commit thread).
 #pragma once
 
 #include <map>
@@ -28,6 +28,9 @@ class SqliteJobStore : public JobStore {
   StatusOr<std::vector<v1::Job>> LoadJobs() override;
   Status SaveWorker(const v1::WorkerInfo& worker) override;
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+  // One transaction: each job's body and attempts once (its last write), every event and
+  // worker in order.
+  Status Write(const std::vector<StoreWrite>& writes) override;
 
  private:
   SqliteJobStore(sqlite3* db, std::string path, int lock_fd)
@@ -37,6 +40,13 @@ class SqliteJobStore : public JobStore {
   // and kept for the store's life; null when it cannot be prepared.
   sqlite3_stmt* Cached(const char* sql);
   Status Error(const std::string& what) const;
+  // The statements of SaveJob/SaveWorker, inside a transaction the caller opened.
+  Status WriteJobBody(const v1::Job& job);
+  Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
+  Status WriteWorker(const v1::WorkerInfo& worker);
+  // Runs `body` inside BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
+  template <typename F>
+  Status InTransaction(F&& body);
 
   sqlite3* db_;
   const std::string path_;

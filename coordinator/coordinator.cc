@@ -1,0 +1,305 @@
+#include "coordinator/coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <type_traits>
+
+#include "coordinator/job_state_machine.h"
+
+namespace convoy {
+
+// ---- The write-behind store and the stream channel (called by JobManager, mu_ held)
+
+Status Coordinator::WriteBehindStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.job = job;
+  w.job->clear_events();  // the store keeps the log itself
+  if (event != nullptr) w.event = *event;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::Job>> Coordinator::WriteBehindStore::LoadJobs() {
+  return c_.durable_.LoadJobs();
+}
+
+Status Coordinator::WriteBehindStore::SaveWorker(const v1::WorkerInfo& worker) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.worker = worker;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::WorkerInfo>> Coordinator::WriteBehindStore::LoadWorkers() {
+  return c_.durable_.LoadWorkers();
+}
+
+bool Coordinator::StreamChannel::Send(const std::string& name, const v1::CoordinatorMessage& msg) {
+  c_.mu_.AssertHeld();
+  auto it = c_.streams_.find(name);
+  if (it == c_.streams_.end()) return false;
+  c_.effects_.sends.emplace_back(it->second, msg);
+  return true;
+}
+
+// ---- Life cycle
+
+template <typename F>
+auto Coordinator::Locked(F&& f) {
+  MutexLock lock(mu_);
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    Seal();
+  } else {
+    auto result = f();
+    Seal();
+    return result;
+  }
+}
+
+Coordinator::Coordinator(const Clock& clock, JobStore& store, CoordinatorOptions options)
+    : clock_(clock),
+      durable_(store),
+      options_(options),
+      registry_(clock, options.worker_timeout_ms),
+      jobs_(clock, write_behind_, registry_, channel_, options.jobs) {}
+
+Coordinator::~Coordinator() { Stop(); }
+
+Status Coordinator::Start() {
+  Status st = Locked([&] { return jobs_.Recover(); });
+  if (!st.ok()) return st;
+  started_ = true;
+  commit_thread_ = std::thread([this] { CommitLoop(); });
+  if (options_.run_ticker) ticker_thread_ = std::thread([this] { TickerLoop(); });
+  return Status::Ok();
+}
+
+void Coordinator::Stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  {
+    MutexLock lock(ticker_mu_);
+    ticker_stop_ = true;
+    ticker_cv_.SignalAll();
+  }
+  if (ticker_thread_.joinable()) ticker_thread_.join();
+  std::map<std::string, std::shared_ptr<WorkerStream>> streams;
+  {
+    MutexLock lock(mu_);
+    streams.swap(streams_);
+  }
+  for (auto& [name, stream] : streams) stream->Close("the coordinator is shutting down");
+  {
+    MutexLock lock(commit_mu_);
+    stopping_ = true;
+    commit_cv_.SignalAll();
+  }
+  if (commit_thread_.joinable()) commit_thread_.join();
+}
+
+// ---- Locked sections and the commit thread
+
+void Coordinator::Seal() {
+  if (effects_.empty()) return;
+  MutexLock lock(commit_mu_);
+  queue_.push_back(std::move(effects_));
+  effects_ = Effects();
+  ++sealed_;
+  commit_cv_.Signal();
+}
+
+void Coordinator::CommitLoop() {
+  for (;;) {
+    std::deque<Effects> batch;
+    {
+      MutexLock lock(commit_mu_);
+      while (queue_.empty() && !stopping_) commit_cv_.Wait(commit_mu_);
+      if (queue_.empty() && stopping_) return;
+      batch.swap(queue_);
+    }
+    std::vector<StoreWrite> writes;
+    for (Effects& e : batch) {
+      for (StoreWrite& w : e.writes) writes.push_back(std::move(w));
+    }
+    if (!writes.empty()) {
+      int failures = 0;
+      for (;;) {
+        Status st = durable_.Write(writes);
+        if (st.ok()) break;
+        if (failures++ % 30 == 0) {
+          spdlog::error(
+              "cannot persist {} change(s): {}; holding their messages and replies, retrying "
+              "every second",
+              writes.size(), st.message());
+        }
+        MutexLock lock(commit_mu_);
+        if (stopping_) {
+          spdlog::error("shutting down with {} change(s) not persisted", writes.size());
+          return;
+        }
+        commit_cv_.WaitFor(commit_mu_, std::chrono::seconds(1));
+      }
+    }
+    for (Effects& e : batch) {
+      for (auto& [stream, msg] : e.sends) stream->Enqueue(msg);
+      for (auto& fn : e.after) fn();
+    }
+    MutexLock lock(commit_mu_);
+    done_ += batch.size();
+    flushed_cv_.SignalAll();
+  }
+}
+
+void Coordinator::Flush() {
+  MutexLock lock(commit_mu_);
+  const uint64_t target = sealed_;
+  while (done_ < target && !stopping_) flushed_cv_.Wait(commit_mu_);
+}
+
+void Coordinator::TickerLoop() {
+  int64_t next_export = clock_.NowMonotonicMs();
+  for (;;) {
+    {
+      MutexLock lock(ticker_mu_);
+      if (ticker_stop_) return;
+      ticker_cv_.WaitFor(ticker_mu_, std::chrono::milliseconds(options_.tick_ms));
+      if (ticker_stop_) return;
+    }
+    Tick();
+    if (on_export_ && clock_.NowMonotonicMs() >= next_export) {
+      next_export = clock_.NowMonotonicMs() + options_.export_interval_ms;
+      JobManager::Stats stats;
+      std::vector<v1::Job> active;
+      {
+        MutexLock lock(mu_);
+        stats = jobs_.GetStats();
+        active = jobs_.ListActive();
+      }
+      on_export_(stats, active);
+    }
+  }
+}
+
+void Coordinator::Tick() {
+  Locked([&] { jobs_.Tick(); });
+}
+
+// ---- Clients
+
+void Coordinator::Submit(const v1::JobSpec& spec, std::function<void(StatusOr<std::string>)> done) {
+  Locked([&] {
+    StatusOr<std::string> id = jobs_.Submit(spec);
+    Defer([done = std::move(done), id = std::move(id)] { done(id); });
+  });
+}
+
+void Coordinator::Cancel(const std::string& id, const std::string& reason,
+                         std::function<void(StatusOr<v1::Job>)> done) {
+  Locked([&] {
+    StatusOr<v1::Job> job = jobs_.Cancel(id, reason);
+    Defer([done = std::move(done), job = std::move(job)] { done(job); });
+  });
+}
+
+StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
+  MutexLock lock(mu_);
+  return jobs_.Get(id);
+}
+
+std::vector<v1::Job> Coordinator::List(bool full) {
+  MutexLock lock(mu_);
+  return jobs_.List(full);
+}
+
+std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
+  MutexLock lock(mu_);
+  return jobs_.ListWorkers();
+}
+
+JobManager::Stats Coordinator::GetStats() {
+  MutexLock lock(mu_);
+  return jobs_.GetStats();
+}
+
+StatusOr<uint64_t> Coordinator::Watch(const std::string& id, JobManager::WatchFn fn) {
+  auto shared = std::make_shared<JobManager::WatchFn>(std::move(fn));
+  return Locked([&] {
+    // JobManager calls this with mu_ held, inside a locked section: hand each update to the
+    // commit thread, in order, after what it reports is durable.
+    return jobs_.Watch(id, [this, shared](const v1::WatchJobResponse& update, bool done) {
+      mu_.AssertHeld();
+      Defer([shared, update, done] { (*shared)(update, done); });
+    });
+  });
+}
+
+void Coordinator::Unwatch(uint64_t watch_id) {
+  MutexLock lock(mu_);
+  jobs_.Unwatch(watch_id);
+}
+
+StatusOr<Coordinator::LogRequest> Coordinator::RequestLogs(const std::string& id, int rank,
+                                                           int attempt, int64_t offset,
+                                                           int max_bytes, int wait_ms,
+                                                           JobManager::LogFn fn) {
+  auto shared = std::make_shared<JobManager::LogFn>(std::move(fn));
+  return Locked([&]() -> StatusOr<LogRequest> {
+    auto asked = jobs_.RequestLogs(id, rank, attempt, offset, max_bytes, wait_ms,
+                                   [this, shared](const StatusOr<v1::LogData>& data) {
+                                     mu_.AssertHeld();
+                                     Defer([shared, data] { (*shared)(data); });
+                                   });
+    if (!asked.ok()) return asked.status();
+    LogRequest out;
+    out.attempt = *asked;
+    auto job = jobs_.Get(id);
+    out.job_finished = job.ok() && IsTerminal(job->state());
+    return out;
+  });
+}
+
+// ---- Workers
+
+void Coordinator::OnRegister(const v1::Register& reg, std::shared_ptr<WorkerStream> stream) {
+  std::shared_ptr<WorkerStream> replaced;
+  Locked([&] {
+    auto it = streams_.find(reg.name());
+    if (it != streams_.end() && it->second != stream) replaced = it->second;
+    streams_[reg.name()] = stream;
+    // The ack goes first on the new stream, before anything OnRegister decides to send.
+    const size_t first = effects_.sends.size();
+    v1::CoordinatorMessage ack;
+    *ack.mutable_register_ack() = jobs_.OnRegister(reg);
+    effects_.sends.insert(effects_.sends.begin() + static_cast<std::ptrdiff_t>(first),
+                          {stream, std::move(ack)});
+    if (replaced) {
+      spdlog::warn("worker {} connected again; closing its previous stream", reg.name());
+      Defer([replaced] { replaced->Close("replaced by a newer stream of the same worker"); });
+    }
+  });
+}
+
+void Coordinator::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
+  Locked([&] { jobs_.OnWorkerMessage(worker, msg); });
+}
+
+void Coordinator::OnStreamClosed(const std::string& worker, const WorkerStream* stream) {
+  Locked([&] {
+    auto it = streams_.find(worker);
+    if (it == streams_.end() || it->second.get() != stream) return;
+    streams_.erase(it);
+    spdlog::warn("worker {}: stream closed", worker);
+    jobs_.OnDisconnect(worker);
+  });
+}
+
+size_t Coordinator::ConnectedWorkers() {
+  MutexLock lock(mu_);
+  return streams_.size();
+}
+
+}  // namespace convoy
