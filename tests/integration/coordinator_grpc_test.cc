@@ -1,5 +1,6 @@
-// The coordinator's gRPC services over real loopback gRPC with a real SQLite file. The
-// worker side is a scripted stream (the network edge), so every message can be checked.
+// The coordinator's gRPC services over real loopback gRPC with a real SQLite file, on the
+// in-process test cluster. The worker side is a scripted stream (the network edge), so every
+// message can be checked.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -8,8 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "coordinator/grpc_service.h"
-#include "coordinator/sqlite_job_store.h"
+#include "tests/support/test_cluster.h"
 
 namespace convoy {
 namespace {
@@ -18,101 +18,14 @@ using namespace std::chrono_literals;
 
 class CoordinatorGrpcTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("convoy-grpc-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto store = SqliteJobStore::Open((dir_ / "convoy.db").string());
-    ASSERT_TRUE(store.ok()) << store.status().message();
-    store_ = std::move(*store);
-    registry_ = std::make_unique<WorkerRegistry>(clock_, 10000);
-    JobManagerOptions options;
-    options.failure_window_ms = 100;
-    jobs_ = std::make_unique<JobManager>(clock_, *store_, *registry_, streams_, options);
-    ASSERT_TRUE(jobs_->Recover().ok());
-    worker_service_ = std::make_unique<WorkerServiceImpl>(mu_, *jobs_, streams_);
-    job_service_ = std::make_unique<JobServiceImpl>(mu_, *jobs_);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(worker_service_.get());
-    builder.RegisterService(job_service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_GT(port, 0);
-    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                       grpc::InsecureChannelCredentials());
-    job_stub_ = v1::JobService::NewStub(channel);
-    worker_stub_ = v1::WorkerService::NewStub(channel);
-    ticker_ = std::thread([this] {
-      while (!stop_) {
-        std::this_thread::sleep_for(20ms);
-        std::lock_guard<std::mutex> lock(mu_);
-        jobs_->Tick();
-      }
-    });
+  using ScriptedWorker = testing::ScriptedWorker;
+  std::unique_ptr<ScriptedWorker> Connect(const std::string& name) {
+    return cluster_->ConnectScripted(name);
   }
+  v1::Job GetJob(const std::string& id) { return cluster_->GetJob(id); }
 
-  void TearDown() override {
-    stop_ = true;
-    if (ticker_.joinable()) ticker_.join();
-    streams_.CloseAll();
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
-    std::filesystem::remove_all(dir_);
-  }
-
-  // A scripted worker: one Connect stream.
-  struct FakeWorker {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream;
-
-    v1::CoordinatorMessage Next() {
-      v1::CoordinatorMessage msg;
-      EXPECT_TRUE(stream->Read(&msg));
-      return msg;
-    }
-    void Send(const v1::WorkerMessage& msg) { EXPECT_TRUE(stream->Write(msg)); }
-  };
-
-  std::unique_ptr<FakeWorker> Connect(const std::string& name) {
-    auto w = std::make_unique<FakeWorker>();
-    w->stream = worker_stub_->Connect(&w->ctx);
-    v1::WorkerMessage reg;
-    reg.mutable_register_()->set_name(name);
-    reg.mutable_register_()->set_address("127.0.0.1");
-    reg.mutable_register_()->set_hostname("localhost");
-    reg.mutable_register_()->set_cores(1);
-    reg.mutable_register_()->set_slots(1);
-    w->Send(reg);
-    v1::CoordinatorMessage ack = w->Next();
-    EXPECT_TRUE(ack.has_register_ack());
-    return w;
-  }
-
-  v1::Job GetJob(const std::string& id) {
-    grpc::ClientContext ctx;
-    v1::GetJobRequest req;
-    req.set_job_id(id);
-    v1::Job job;
-    EXPECT_TRUE(job_stub_->GetJob(&ctx, req, &job).ok());
-    return job;
-  }
-
-  SystemClock clock_;
-  std::filesystem::path dir_;
-  std::unique_ptr<SqliteJobStore> store_;
-  std::unique_ptr<WorkerRegistry> registry_;
-  WorkerStreams streams_;
-  std::mutex mu_;
-  std::unique_ptr<JobManager> jobs_;
-  std::unique_ptr<WorkerServiceImpl> worker_service_;
-  std::unique_ptr<JobServiceImpl> job_service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::JobService::Stub> job_stub_;
-  std::unique_ptr<v1::WorkerService::Stub> worker_stub_;
-  std::atomic<bool> stop_{false};
-  std::thread ticker_;
+  std::unique_ptr<testing::TestCluster> cluster_ = std::make_unique<testing::TestCluster>();
+  v1::JobService::Stub* job_stub_ = &cluster_->jobs();
 };
 
 TEST_F(CoordinatorGrpcTest, JobRunsOverTheWorkerStreamAndWatchEndsWithTheOutcome) {
@@ -193,8 +106,10 @@ TEST_F(CoordinatorGrpcTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(job_stub_->GetJob(&ctx2, get, &job).error_code(), grpc::StatusCode::NOT_FOUND);
 
   // A worker whose first message is not a registration is refused; the server stays up.
+  auto worker_stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext wctx;
-  auto stream = worker_stub_->Connect(&wctx);
+  auto stream = worker_stub->Connect(&wctx);
   v1::WorkerMessage hb;
   hb.mutable_heartbeat();
   stream->Write(hb);
@@ -204,7 +119,7 @@ TEST_F(CoordinatorGrpcTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   grpc::ClientContext wctx2;
-  auto bad_name = worker_stub_->Connect(&wctx2);
+  auto bad_name = worker_stub->Connect(&wctx2);
   v1::WorkerMessage reg;
   reg.mutable_register_()->set_name("../evil");
   bad_name->Write(reg);
@@ -267,6 +182,170 @@ TEST_F(CoordinatorGrpcTest, LogsAreFetchedFromTheWorkerThatRanTheRank) {
   grpc::Status st = missing->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(st.error_message().find("rank 3"), std::string::npos);
+}
+
+// Runs `job` (one rank on `w`) up to RUNNING: reserve port, launch, started.
+void StartOneRank(testing::ScriptedWorker& w, const std::string& job) {
+  ASSERT_TRUE(w.Next().has_reserve_port());
+  v1::WorkerMessage port;
+  port.mutable_port_reserved()->set_job_id(job);
+  port.mutable_port_reserved()->set_port(40000);
+  ASSERT_TRUE(w.Send(port));
+  v1::CoordinatorMessage launch = w.Next();
+  ASSERT_TRUE(launch.has_launch());
+  ASSERT_EQ(launch.launch().ranks_size(), 1);
+  v1::WorkerMessage started;
+  started.mutable_process_started()->set_job_id(job);
+  started.mutable_process_started()->set_pid(4242);
+  ASSERT_TRUE(w.Send(started));
+}
+
+v1::JobSpec OneRankSpec(const std::string& name) {
+  v1::JobSpec spec;
+  spec.set_name(name);
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  return spec;
+}
+
+TEST(CoordinatorSlowClients, AWatcherThatNeverReadsDelaysNeitherTheJobNorOtherClients) {
+  auto options = testing::TestCluster::DefaultOptions();
+  options.limits.watch_queue = 8;
+  testing::TestCluster cluster(options);
+  auto w1 = cluster.ConnectScripted("w1");
+  const std::string id = cluster.Submit(OneRankSpec("slow-watch"));
+
+  // The slow client: opens a watch and never reads it.
+  grpc::ClientContext slow_ctx;
+  v1::WatchJobRequest req;
+  req.set_job_id(id);
+  auto slow = cluster.jobs().WatchJob(&slow_ctx, req);
+  StartOneRank(*w1, id);
+  ASSERT_TRUE(cluster.WaitForState(id, v1::RUNNING));
+
+  // Far more than flow control and the queue hold: ~40 MB of metric updates.
+  for (int batch = 0; batch < 40; ++batch) {
+    v1::WorkerMessage metrics;
+    metrics.mutable_metrics()->set_job_id(id);
+    for (int i = 0; i < 10; ++i) {
+      auto* rec = metrics.mutable_metrics()->add_records();
+      rec->set_step(batch * 10 + i);
+      rec->set_has_step(true);
+      for (int k = 0; k < 100; ++k) {
+        (*rec->mutable_values())["k" + std::to_string(k) + std::string(1000, 'x')] = k;
+      }
+    }
+    ASSERT_TRUE(w1->Send(metrics));
+  }
+  v1::WorkerMessage exited;
+  exited.mutable_process_exited()->set_job_id(id);
+  ASSERT_TRUE(w1->Send(exited));
+
+  // The job finishes and other clients are served while the slow one has read nothing.
+  EXPECT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED));
+  grpc::ClientContext list_ctx;
+  v1::ListJobsResponse listed;
+  ASSERT_TRUE(cluster.jobs().ListJobs(&list_ctx, v1::ListJobsRequest(), &listed).ok());
+  ASSERT_EQ(listed.jobs_size(), 1);
+  EXPECT_EQ(listed.jobs(0).state(), v1::SUCCEEDED);
+  grpc::ClientContext watch_ctx;
+  auto fast = cluster.jobs().WatchJob(&watch_ctx, req);
+  v1::WatchJobResponse update;
+  v1::Job last;
+  while (fast->Read(&update)) {
+    if (update.has_job()) last = update.job();
+  }
+  EXPECT_TRUE(fast->Finish().ok());
+  EXPECT_EQ(last.state(), v1::SUCCEEDED);
+
+  // The slow watcher was dropped, not waited for.
+  while (slow->Read(&update)) {
+  }
+  EXPECT_EQ(slow->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST(CoordinatorRestart, ARunningJobSurvivesACoordinatorRestartAndItsWorkerComesBack) {
+  testing::TestCluster cluster;
+  auto w1 = cluster.ConnectScripted("w1");
+  const std::string id = cluster.Submit(OneRankSpec("survivor"));
+  StartOneRank(*w1, id);
+  ASSERT_TRUE(cluster.WaitForState(id, v1::RUNNING));
+  cluster.coordinator().Flush();
+
+  cluster.StopCoordinator();
+  w1->Close();
+  cluster.StartCoordinator();
+  EXPECT_EQ(cluster.GetJob(id).state(), v1::RUNNING);
+
+  // The worker re-registers, reporting its rank still running, then the rank ends well.
+  v1::AttemptStatus running;
+  running.set_job_id(id);
+  running.set_attempt(0);
+  v1::RankStatus* rank = running.add_ranks();
+  rank->set_pid(4242);
+  rank->set_running(true);
+  auto back = cluster.ConnectScripted("w1", 1, {running});
+  v1::WorkerMessage exited;
+  exited.mutable_process_exited()->set_job_id(id);
+  ASSERT_TRUE(back->Send(exited));
+  EXPECT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED));
+  EXPECT_EQ(cluster.GetJob(id).restarts(), 0);
+}
+
+TEST(CoordinatorLogs, FollowWaitsOnTheWorkerInsteadOfPolling) {
+  testing::TestCluster cluster;
+  auto w1 = cluster.ConnectScripted("w1");
+  const std::string id = cluster.Submit(OneRankSpec("follow"));
+  StartOneRank(*w1, id);
+  ASSERT_TRUE(cluster.WaitForState(id, v1::RUNNING));
+
+  grpc::ClientContext ctx;
+  v1::GetLogsRequest req;
+  req.set_job_id(id);
+  req.set_rank(0);
+  req.set_follow(true);
+  auto reader = cluster.jobs().GetLogs(&ctx, req);
+  auto answer = [&](const v1::ReadLogs& read, const std::string& data, bool eof) {
+    v1::WorkerMessage msg;
+    msg.mutable_log_data()->set_request_id(read.request_id());
+    msg.mutable_log_data()->set_data(data);
+    msg.mutable_log_data()->set_next_offset(read.offset() + static_cast<int64_t>(data.size()));
+    msg.mutable_log_data()->set_eof(eof);
+    ASSERT_TRUE(w1->Send(msg));
+  };
+  // First read: no waiting; nothing yet.
+  v1::CoordinatorMessage first = w1->Next();
+  ASSERT_TRUE(first.has_read_logs());
+  EXPECT_EQ(first.read_logs().wait_ms(), 0);
+  answer(first.read_logs(), "", false);
+  // Then one held request at a time: the worker answers when bytes arrive.
+  v1::CoordinatorMessage held = w1->Next();
+  ASSERT_TRUE(held.has_read_logs());
+  EXPECT_GT(held.read_logs().wait_ms(), 0);
+  answer(held.read_logs(), "line 1\n", false);
+  v1::LogChunk chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  EXPECT_EQ(chunk.data(), "line 1\n");
+  v1::CoordinatorMessage next = w1->Next();
+  ASSERT_TRUE(next.has_read_logs());
+  EXPECT_EQ(next.read_logs().offset(), 7);
+  answer(next.read_logs(), "", true);
+  EXPECT_FALSE(reader->Read(&chunk));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST(CoordinatorCluster, RealInProcessWorkersRunATwoNodeJob) {
+  testing::TestCluster cluster;
+  cluster.StartWorker("w1");
+  cluster.StartWorker("w2");
+  v1::JobSpec spec = OneRankSpec("two-nodes");
+  spec.set_nodes(2);
+  const std::string id = cluster.Submit(spec);
+  EXPECT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED));
+  const v1::Job job = cluster.GetJob(id);
+  ASSERT_EQ(job.attempts_size(), 1);
+  EXPECT_EQ(job.attempts(0).exits_size(), 2);
 }
 
 }  // namespace

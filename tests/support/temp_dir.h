@@ -14,8 +14,7 @@ namespace convoy::testing {
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "convoy-test") {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl);
     path_ = tmpl;
   }

@@ -1,0 +1,178 @@
+#include "tests/support/test_cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "worker/coordinator_connection.h"
+#include "worker/posix_process_launcher.h"
+#include "worker/supervisor.h"
+
+namespace convoy::testing {
+
+using namespace std::chrono_literals;
+
+// ---- ScriptedWorker
+
+v1::CoordinatorMessage ScriptedWorker::Next() {
+  v1::CoordinatorMessage msg;
+  EXPECT_TRUE(stream_->Read(&msg)) << "worker " << name_ << ": the stream ended";
+  return msg;
+}
+
+bool ScriptedWorker::Send(const v1::WorkerMessage& msg) { return stream_->Write(msg); }
+
+grpc::Status ScriptedWorker::Close() {
+  stream_->WritesDone();
+  v1::CoordinatorMessage ignored;
+  while (stream_->Read(&ignored)) {
+  }
+  return stream_->Finish();
+}
+
+// ---- InProcessWorker
+
+InProcessWorker::~InProcessWorker() {
+  if (supervisor_) supervisor_->Stop();
+  if (connection_) connection_->Shutdown();
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---- TestCluster
+
+TestCluster::Options TestCluster::DefaultOptions() {
+  Options o;
+  o.coordinator.jobs.failure_window_ms = 100;
+  o.coordinator.tick_ms = 20;
+  o.coordinator.worker_timeout_ms = 10000;
+  return o;
+}
+
+TestCluster::TestCluster(Options options) : options_(options) { StartCoordinator(); }
+
+TestCluster::~TestCluster() {
+  workers_.clear();
+  StopCoordinator();
+}
+
+void TestCluster::StartCoordinator() {
+  auto store = SqliteJobStore::Open(dir_ / "convoy.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  store_ = std::move(*store);
+  coordinator_ = std::make_unique<Coordinator>(clock_, *store_, options_.coordinator);
+  Status st = coordinator_->Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto server =
+      GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_), options_.limits);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  server_ = std::move(*server);
+  port_ = server_->port();
+  if (!channel_) {
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    job_stub_ = v1::JobService::NewStub(channel_);
+    worker_stub_ = v1::WorkerService::NewStub(channel_);
+  }
+}
+
+void TestCluster::StopCoordinator() {
+  if (server_) server_->Shutdown(500);
+  if (coordinator_) coordinator_->Stop();
+  server_.reset();
+  coordinator_.reset();
+  store_.reset();
+}
+
+std::string TestCluster::address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+std::unique_ptr<ScriptedWorker> TestCluster::ConnectScripted(
+    const std::string& name, int slots, const std::vector<v1::AttemptStatus>& attempts) {
+  auto w = std::make_unique<ScriptedWorker>();
+  w->name_ = name;
+  w->stream_ = worker_stub_->Connect(&w->ctx_);
+  v1::WorkerMessage reg;
+  reg.mutable_register_()->set_name(name);
+  reg.mutable_register_()->set_address("127.0.0.1");
+  reg.mutable_register_()->set_hostname("localhost");
+  reg.mutable_register_()->set_cores(slots);
+  reg.mutable_register_()->set_slots(slots);
+  for (const v1::AttemptStatus& a : attempts) *reg.mutable_register_()->add_attempts() = a;
+  EXPECT_TRUE(w->Send(reg));
+  EXPECT_TRUE(w->Next().has_register_ack()) << "worker " << name << " got no RegisterAck";
+  return w;
+}
+
+InProcessWorker& TestCluster::StartWorker(const std::string& name, int slots) {
+  auto w = std::make_unique<InProcessWorker>();
+  w->name_ = name;
+  w->work_dir_ = dir_ / ("worker-" + name);
+  std::filesystem::create_directories(w->work_dir_);
+  WorkerConfig config;
+  config.name = name;
+  config.address = "127.0.0.1";
+  config.hostname = "localhost";
+  config.work_dir = w->work_dir_;
+  config.cores = slots;
+  config.slots = slots;
+  config.kill_grace_ms = 1000;
+  config.env = {{"PATH", "/usr/bin:/bin"}};
+  w->launcher_ = std::make_unique<PosixProcessLauncher>();
+  w->connection_ = std::make_unique<CoordinatorConnection>(address());
+  w->supervisor_ = std::make_unique<Supervisor>(config, *w->launcher_, *w->connection_, w->clock_);
+  w->connection_->SetSupervisor(w->supervisor_.get());
+  w->supervisor_->Start();
+  CoordinatorConnection* connection = w->connection_.get();
+  w->thread_ = std::thread([connection] { connection->Run(); });
+  InProcessWorker& ref = *w;
+  workers_.push_back(std::move(w));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const v1::WorkerInfo& info : coordinator_->ListWorkers()) {
+          if (info.name() == name && info.state() == v1::WORKER_READY) return true;
+        }
+        return false;
+      },
+      30s))
+      << "worker " << name << " did not register";
+  return ref;
+}
+
+std::string TestCluster::Submit(const v1::JobSpec& spec) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = job_stub_->SubmitJob(&ctx, req, &resp);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return resp.job_id();
+}
+
+v1::Job TestCluster::GetJob(const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::GetJobRequest req;
+  req.set_job_id(id);
+  v1::Job job;
+  grpc::Status st = job_stub_->GetJob(&ctx, req, &job);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return job;
+}
+
+bool TestCluster::WaitForState(const std::string& id, v1::JobState state,
+                               std::chrono::milliseconds timeout) {
+  return WaitFor(
+      [&] {
+        auto job = coordinator_->Get(id);
+        return job.ok() && job->state() == state;
+      },
+      timeout);
+}
+
+bool TestCluster::WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+}  // namespace convoy::testing
