@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds with warnings as errors, checks formatting, and runs every
-# test (unit, integration, trainer, end to end) through CTest.
+# test (unit, integration, trainer, end to end, the bounded scale run) through CTest. Then,
+# each within a time budget, the thread checks: the coordinator and worker built with clang's
+# -Wthread-safety as errors, and the unit and integration tests under ThreadSanitizer.
 # Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
+#   CONVOY_SKIP_THREAD_CHECKS=1 skips the clang and TSAN builds (quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -13,5 +16,9 @@ if [ -n "$files" ] && command -v clang-format >/dev/null; then
   clang-format --dry-run --Werror $files
 fi
 
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 1500 "$@"
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 "$@")
+
+if [ "${CONVOY_SKIP_THREAD_CHECKS:-0}" = 1 ] || [ $# -gt 0 ]; then
+  exit 0
+fi
+scripts/thread-checks.sh
