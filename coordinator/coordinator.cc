@@ -70,7 +70,10 @@ Coordinator::Coordinator(const Clock& clock, JobStore& store, CoordinatorOptions
 Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start() {
-  Status st = Locked([&] { return jobs_.Recover(); });
+  Status st = Locked([&] {
+    mu_.AssertHeld();
+    return jobs_.Recover();
+  });
   if (!st.ok()) return st;
   started_ = true;
   commit_thread_ = std::thread([this] { CommitLoop(); });
@@ -185,13 +188,17 @@ void Coordinator::TickerLoop() {
 }
 
 void Coordinator::Tick() {
-  Locked([&] { jobs_.Tick(); });
+  Locked([&] {
+    mu_.AssertHeld();
+    jobs_.Tick();
+  });
 }
 
 // ---- Clients
 
 void Coordinator::Submit(const v1::JobSpec& spec, std::function<void(StatusOr<std::string>)> done) {
   Locked([&] {
+    mu_.AssertHeld();
     StatusOr<std::string> id = jobs_.Submit(spec);
     Defer([done = std::move(done), id = std::move(id)] { done(id); });
   });
@@ -200,6 +207,7 @@ void Coordinator::Submit(const v1::JobSpec& spec, std::function<void(StatusOr<st
 void Coordinator::Cancel(const std::string& id, const std::string& reason,
                          std::function<void(StatusOr<v1::Job>)> done) {
   Locked([&] {
+    mu_.AssertHeld();
     StatusOr<v1::Job> job = jobs_.Cancel(id, reason);
     Defer([done = std::move(done), job = std::move(job)] { done(job); });
   });
@@ -228,6 +236,7 @@ JobManager::Stats Coordinator::GetStats() {
 StatusOr<uint64_t> Coordinator::Watch(const std::string& id, JobManager::WatchFn fn) {
   auto shared = std::make_shared<JobManager::WatchFn>(std::move(fn));
   return Locked([&] {
+    mu_.AssertHeld();
     // JobManager calls this with mu_ held, inside a locked section: hand each update to the
     // commit thread, in order, after what it reports is durable.
     return jobs_.Watch(id, [this, shared](const v1::WatchJobResponse& update, bool done) {
@@ -248,6 +257,7 @@ StatusOr<Coordinator::LogRequest> Coordinator::RequestLogs(const std::string& id
                                                            JobManager::LogFn fn) {
   auto shared = std::make_shared<JobManager::LogFn>(std::move(fn));
   return Locked([&]() -> StatusOr<LogRequest> {
+    mu_.AssertHeld();
     auto asked = jobs_.RequestLogs(id, rank, attempt, offset, max_bytes, wait_ms,
                                    [this, shared](const StatusOr<v1::LogData>& data) {
                                      mu_.AssertHeld();
@@ -267,6 +277,7 @@ StatusOr<Coordinator::LogRequest> Coordinator::RequestLogs(const std::string& id
 void Coordinator::OnRegister(const v1::Register& reg, std::shared_ptr<WorkerStream> stream) {
   std::shared_ptr<WorkerStream> replaced;
   Locked([&] {
+    mu_.AssertHeld();
     auto it = streams_.find(reg.name());
     if (it != streams_.end() && it->second != stream) replaced = it->second;
     streams_[reg.name()] = stream;
@@ -284,11 +295,15 @@ void Coordinator::OnRegister(const v1::Register& reg, std::shared_ptr<WorkerStre
 }
 
 void Coordinator::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
-  Locked([&] { jobs_.OnWorkerMessage(worker, msg); });
+  Locked([&] {
+    mu_.AssertHeld();
+    jobs_.OnWorkerMessage(worker, msg);
+  });
 }
 
 void Coordinator::OnStreamClosed(const std::string& worker, const WorkerStream* stream) {
   Locked([&] {
+    mu_.AssertHeld();
     auto it = streams_.find(worker);
     if (it == streams_.end() || it->second.get() != stream) return;
     streams_.erase(it);
