@@ -1,0 +1,215 @@
+// The Coordinator's guarantees, with a fake clock, the in-memory store and fake streams:
+// what a locked section decides is durable before any message or reply acting on it goes
+// out; RegisterAck is the first message on a new stream; watch updates come in order; a
+// newer stream replaces an older one.
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "tests/support/memory_job_store.h"
+
+namespace convoy {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FakeStream : public WorkerStream {
+ public:
+  bool Enqueue(const v1::CoordinatorMessage& msg) override {
+    MutexLock lock(mu_);
+    if (closed_) return false;
+    got_.push_back(msg);
+    return true;
+  }
+  void Close(const std::string& why) override {
+    MutexLock lock(mu_);
+    closed_ = true;
+    close_reason_ = why;
+  }
+  std::vector<v1::CoordinatorMessage> Messages() {
+    MutexLock lock(mu_);
+    return got_;
+  }
+  std::string close_reason() {
+    MutexLock lock(mu_);
+    return close_reason_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<v1::CoordinatorMessage> got_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::string close_reason_ GUARDED_BY(mu_);
+};
+
+v1::Register Registration(const std::string& name) {
+  v1::Register reg;
+  reg.set_name(name);
+  reg.set_address("127.0.0.1");
+  reg.set_cores(1);
+  reg.set_slots(1);
+  return reg;
+}
+
+v1::JobSpec OneRank() {
+  v1::JobSpec spec;
+  spec.set_name("one");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  return spec;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions options;
+    options.run_ticker = false;
+    options.jobs.failure_window_ms = 100;
+    coordinator_ = std::make_unique<Coordinator>(clock_, store_, options);
+    ASSERT_TRUE(coordinator_->Start().ok());
+  }
+
+  // Submits and waits for the (durable) reply.
+  std::string Submit(const v1::JobSpec& spec) {
+    std::atomic<bool> done{false};
+    std::string id;
+    coordinator_->Submit(spec, [&](const StatusOr<std::string>& r) {
+      EXPECT_TRUE(r.ok());
+      if (r.ok()) id = *r;
+      done = true;
+    });
+    coordinator_->Tick();  // places it, if Submit did not already
+    coordinator_->Flush();
+    EXPECT_TRUE(done);
+    return id;
+  }
+
+  void Send(const std::string& worker, const v1::WorkerMessage& msg) {
+    coordinator_->OnWorkerMessage(worker, msg);
+  }
+
+  FakeClock clock_;
+  MemoryJobStore store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, RegisterAckComesFirstEvenWhenRegisteringDecidesAKill) {
+  auto stream = std::make_shared<FakeStream>();
+  v1::Register reg = Registration("w1");
+  v1::AttemptStatus* stale = reg.add_attempts();  // an attempt of a job nobody knows
+  stale->set_job_id("j-000099");
+  stale->set_attempt(0);
+  v1::RankStatus* rank = stale->add_ranks();
+  rank->set_pid(77);
+  rank->set_running(true);
+  coordinator_->OnRegister(reg, stream);
+  coordinator_->Flush();
+  auto got = stream->Messages();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].has_register_ack());
+  ASSERT_TRUE(got[1].has_kill());
+  EXPECT_EQ(got[1].kill().job_id(), "j-000099");
+}
+
+TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
+  auto stream = std::make_shared<FakeStream>();
+  coordinator_->OnRegister(Registration("w1"), stream);
+  coordinator_->Flush();
+  ASSERT_EQ(stream->Messages().size(), 1u);  // the ack
+
+  store_.FailNextWrite();  // the submit's first commit fails; the commit thread retries
+  std::atomic<bool> replied{false};
+  coordinator_->Submit(OneRank(), [&](const StatusOr<std::string>& r) {
+    EXPECT_TRUE(r.ok());
+    replied = true;
+  });
+  coordinator_->Tick();
+  // The job is decided (visible to readers) but neither acknowledged nor acted on.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(coordinator_->List(false).size(), 1u);
+  EXPECT_FALSE(replied);
+  EXPECT_EQ(stream->Messages().size(), 1u);
+
+  coordinator_->Flush();  // the retry succeeds
+  EXPECT_TRUE(replied);
+  auto got = stream->Messages();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[1].has_reserve_port());
+  auto stored = store_.LoadJobs();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].state(), v1::RENDEZVOUS);
+}
+
+TEST_F(CoordinatorTest, WatchUpdatesComeInOrderFromSnapshotToTheEnd) {
+  auto stream = std::make_shared<FakeStream>();
+  coordinator_->OnRegister(Registration("w1"), stream);
+  const std::string id = Submit(OneRank());
+
+  Mutex mu;
+  std::vector<std::pair<v1::WatchJobResponse, bool>> seen;
+  auto watched = coordinator_->Watch(id, [&](const v1::WatchJobResponse& u, bool done) {
+    MutexLock lock(mu);
+    seen.emplace_back(u, done);
+  });
+  ASSERT_TRUE(watched.ok());
+
+  v1::WorkerMessage port;
+  port.mutable_port_reserved()->set_job_id(id);
+  port.mutable_port_reserved()->set_port(40000);
+  Send("w1", port);
+  v1::WorkerMessage started;
+  started.mutable_process_started()->set_job_id(id);
+  started.mutable_process_started()->set_pid(10);
+  Send("w1", started);
+  v1::WorkerMessage exited;
+  exited.mutable_process_exited()->set_job_id(id);
+  Send("w1", exited);
+  coordinator_->Flush();
+
+  MutexLock lock(mu);
+  ASSERT_GE(seen.size(), 3u);
+  ASSERT_TRUE(seen.front().first.has_job());
+  EXPECT_EQ(seen.front().first.job().state(), v1::RENDEZVOUS);
+  std::vector<v1::JobState> events;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].second, i + 1 == seen.size()) << "done only on the last update";
+    if (seen[i].first.has_event()) events.push_back(seen[i].first.event().to());
+  }
+  EXPECT_EQ(events, (std::vector<v1::JobState>{v1::RUNNING, v1::SUCCEEDED}));
+  ASSERT_TRUE(seen.back().first.has_job());
+  EXPECT_EQ(seen.back().first.job().state(), v1::SUCCEEDED);
+}
+
+TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
+  auto first = std::make_shared<FakeStream>();
+  auto second = std::make_shared<FakeStream>();
+  coordinator_->OnRegister(Registration("w1"), first);
+  coordinator_->OnRegister(Registration("w1"), second);
+  coordinator_->Flush();
+  EXPECT_NE(first->close_reason().find("replaced"), std::string::npos);
+  EXPECT_EQ(coordinator_->ConnectedWorkers(), 1u);
+
+  // The old stream ending says nothing about the worker, which is on the new one.
+  coordinator_->OnStreamClosed("w1", first.get());
+  ASSERT_EQ(coordinator_->ListWorkers().size(), 1u);
+  EXPECT_EQ(coordinator_->ListWorkers()[0].state(), v1::WORKER_READY);
+  const std::string id = Submit(OneRank());
+  coordinator_->Flush();
+  ASSERT_EQ(second->Messages().size(), 2u);
+  EXPECT_TRUE(second->Messages()[1].has_reserve_port());
+  EXPECT_EQ(first->Messages().size(), 1u);
+
+  coordinator_->OnStreamClosed("w1", second.get());
+  EXPECT_EQ(coordinator_->ListWorkers()[0].state(), v1::WORKER_UNREACHABLE);
+  EXPECT_EQ(coordinator_->ConnectedWorkers(), 0u);
+  (void)id;
+}
+
+}  // namespace
+}  // namespace convoy
