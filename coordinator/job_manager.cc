@@ -45,13 +45,15 @@ Status JobManager::Recover() {
   for (v1::Job& job : *jobs) {
     JobRecord& r = jobs_[job.id()];
     r.job = std::move(job);
+    Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
+    for (int i = 0; i < r.job.latest_size(); ++i) r.latest_index[r.job.latest(i).rank()] = i;
     int number = 0;
     if (std::sscanf(r.job.id().c_str(), "j-%d", &number) == 1 && number >= next_job_number_) {
       next_job_number_ = number + 1;
     }
-    AttemptRuntime& rt = r.rt;
-    rt.released = true;
+    r.rt.released = true;
     if (!HoldsWorkers(r.job.state()) || r.job.attempts_size() == 0) continue;
+    AttemptRuntime rt;
     const v1::Attempt& a = r.job.attempts(r.job.attempts_size() - 1);
     rt.attempt = a.attempt();
     rt.released = false;
@@ -72,8 +74,12 @@ Status JobManager::Recover() {
       auto it = rt.ranks.find(e.rank());
       if (it != rt.ranks.end()) it->second.gone = true;
     }
+    for (const auto& [rank, rr] : rt.ranks) {
+      if (!rr.gone) rt.awaiting.insert(rr.worker);
+    }
+    Attach(r, std::move(rt));
     spdlog::info("recovered job {} in {} (attempt {}); waiting for its workers", r.job.id(),
-                 StateName(r.job.state()), rt.attempt);
+                 StateName(r.job.state()), r.rt.attempt);
   }
   spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
   return Status::Ok();
@@ -100,6 +106,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   *job.add_events() = event;
   JobRecord& r = jobs_[id];
   r.job = std::move(job);
+  Track(id, v1::JOB_STATE_UNSPECIFIED, v1::PENDING);
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(), spec.nodes());
   TrySchedule();
   return std::string(id);
@@ -111,10 +118,121 @@ StatusOr<v1::Job> JobManager::Get(const std::string& id) const {
   return r->job;
 }
 
-std::vector<v1::Job> JobManager::List() const {
+std::vector<v1::Job> JobManager::List(bool full) const {
   std::vector<v1::Job> out;
-  for (const auto& [id, r] : jobs_) out.push_back(r.job);
+  out.reserve(jobs_.size());
+  for (const auto& [id, r] : jobs_) out.push_back(full ? r.job : Summary(r.job));
   return out;
+}
+
+std::vector<v1::Job> JobManager::ListActive() const {
+  std::vector<v1::Job> out;
+  for (const std::string& id : active_) out.push_back(Summary(jobs_.at(id).job));
+  return out;
+}
+
+v1::Job JobManager::Summary(const v1::Job& job) {
+  v1::Job s;
+  s.set_id(job.id());
+  *s.mutable_spec() = job.spec();
+  s.set_state(job.state());
+  s.set_created_unix_ms(job.created_unix_ms());
+  s.set_updated_unix_ms(job.updated_unix_ms());
+  s.set_attempt(job.attempt());
+  s.set_restarts(job.restarts());
+  *s.mutable_latest() = job.latest();
+  s.set_message(job.message());
+  for (const v1::Attempt& a : job.attempts()) {
+    v1::Attempt* t = s.add_attempts();
+    t->set_attempt(a.attempt());
+    t->set_master_addr(a.master_addr());
+    t->set_master_port(a.master_port());
+    t->set_started_unix_ms(a.started_unix_ms());
+    t->set_ended_unix_ms(a.ended_unix_ms());
+    if (a.has_failure()) *t->mutable_failure() = a.failure();
+    t->set_node_count(a.nodes_size());
+    t->set_exit_count(a.exits_size());
+  }
+  return s;
+}
+
+JobManager::Stats JobManager::GetStats() const {
+  Stats st;
+  st.jobs = jobs_by_state_;
+  for (const v1::WorkerInfo& w : workers_.List()) {
+    ++st.workers[w.state()];
+    if (w.state() == v1::WORKER_READY) st.slots_total += w.slots();
+  }
+  for (const auto& [worker, used] : used_slots_) st.slots_used += used;
+  return st;
+}
+
+void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
+  if (from != v1::JOB_STATE_UNSPECIFIED && --jobs_by_state_[from] == 0) jobs_by_state_.erase(from);
+  ++jobs_by_state_[to];
+  if (IsTerminal(to)) {
+    active_.erase(id);
+  } else {
+    active_.insert(id);
+  }
+  if (to == v1::PENDING || to == v1::RESTARTING) {
+    waiting_.insert(id);
+    schedule_needed_ = true;
+  } else {
+    waiting_.erase(id);
+  }
+}
+
+void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
+  rt.ranks_by_worker.clear();
+  rt.started_count = 0;
+  rt.gone_count = 0;
+  for (const auto& [rank, rr] : rt.ranks) {
+    rt.ranks_by_worker[rr.worker].push_back(rank);
+    if (rr.started) ++rt.started_count;
+    if (rr.gone) {
+      ++rt.gone_count;
+    } else {
+      ++used_slots_[rr.worker];
+    }
+    worker_jobs_[rr.worker].insert(r.job.id());
+  }
+  r.rt = std::move(rt);
+  attached_.insert(r.job.id());
+}
+
+void JobManager::Detach(JobRecord& r) {
+  AttemptRuntime& rt = r.rt;
+  for (const auto& [worker, ranks] : rt.ranks_by_worker) {
+    for (int rank : ranks) {
+      if (!rt.ranks[rank].gone) --used_slots_[worker];
+    }
+    auto it = worker_jobs_.find(worker);
+    if (it != worker_jobs_.end()) {
+      it->second.erase(r.job.id());
+      if (it->second.empty()) worker_jobs_.erase(it);
+    }
+  }
+  // A finished attempt keeps no per-rank state: nothing later scans it.
+  rt.ranks.clear();
+  rt.ranks_by_worker.clear();
+  rt.awaiting.clear();
+  rt.pending_failures.clear();
+  attached_.erase(r.job.id());
+  schedule_needed_ = true;
+}
+
+void JobManager::MarkStarted(AttemptRuntime& rt, RankRuntime& rr) {
+  if (rr.started) return;
+  rr.started = true;
+  ++rt.started_count;
+}
+
+void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
+  if (rr.gone) return;
+  rr.gone = true;
+  ++rt.gone_count;
+  --used_slots_[rr.worker];
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason) {
@@ -153,7 +271,7 @@ void JobManager::Unwatch(uint64_t watch_id) {
 }
 
 StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
-                                      int max_bytes, LogFn fn) {
+                                      int max_bytes, int wait_ms, LogFn fn) {
   JobRecord* r = Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (attempt < 0) attempt = r->job.attempts_size() == 0 ? -1 : r->job.attempt();
@@ -184,12 +302,14 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
   read->set_rank(rank);
   read->set_offset(offset);
   read->set_max_bytes(max_bytes);
+  read->set_wait_ms(wait_ms);
   if (!channel_.Send(worker, msg)) {
     return Status::Unavailable("worker " + worker + " that ran rank " + std::to_string(rank) +
                                " is not connected");
   }
   pending_logs_[request_id] =
-      PendingLog{std::move(fn), clock_.NowMonotonicMs() + options_.log_request_timeout_ms};
+      PendingLog{std::move(fn),
+                 clock_.NowMonotonicMs() + std::max(wait_ms, 0) + options_.log_request_timeout_ms};
   return attempt;
 }
 
@@ -197,15 +317,9 @@ std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
   std::vector<v1::WorkerInfo> out = workers_.List();
   for (v1::WorkerInfo& w : out) {
     w.set_used_slots(UsedSlots(w.name()));
-    for (const auto& [id, r] : jobs_) {
-      if (r.rt.released) continue;
-      for (const auto& [rank, rr] : r.rt.ranks) {
-        if (rr.worker == w.name() && !rr.gone) {
-          w.add_jobs(id);
-          break;
-        }
-      }
-    }
+    auto it = worker_jobs_.find(w.name());
+    if (it == worker_jobs_.end()) continue;
+    for (const std::string& id : it->second) w.add_jobs(id);
   }
   return out;
 }
@@ -236,6 +350,8 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
   *next.mutable_events() = std::move(*r.job.mutable_events());
   *next.add_events() = event;
   r.job = std::move(next);
+  dirty_.erase(r.job.id());
+  Track(r.job.id(), from, to);
   spdlog::info("job {}: {} -> {}: {}", r.job.id(), StateName(from), StateName(to), reason);
 
   v1::WatchJobResponse ev;
@@ -256,6 +372,16 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
 
 void JobManager::Persist(JobRecord& r) {
   r.job.set_updated_unix_ms(clock_.NowUnixMs());
+  dirty_.insert(r.job.id());
+}
+
+void JobManager::FlushDirty() {
+  for (const std::string& id : dirty_) SaveNow(jobs_.at(id));
+  dirty_.clear();
+}
+
+void JobManager::SaveNow(JobRecord& r) {
+  r.job.set_updated_unix_ms(clock_.NowUnixMs());
   v1::Job copy = r.job;
   copy.clear_events();
   Status st = store_.SaveJob(copy, nullptr);
@@ -267,18 +393,15 @@ void JobManager::Notify(JobRecord& r, const v1::WatchJobResponse& update) {
 }
 
 int JobManager::UsedSlots(const std::string& worker) const {
-  int used = 0;
-  for (const auto& [id, r] : jobs_) {
-    if (r.rt.released || r.rt.attempt < 0) continue;
-    for (const auto& [rank, rr] : r.rt.ranks) {
-      if (rr.worker == worker && !rr.gone) ++used;
-    }
-  }
-  return used;
+  auto it = used_slots_.find(worker);
+  return it == used_slots_.end() ? 0 : it->second;
 }
 
 void JobManager::TrySchedule() {
-  for (auto& [id, r] : jobs_) {
+  schedule_needed_ = false;
+  const std::vector<std::string> waiting(waiting_.begin(), waiting_.end());  // in submit order
+  for (const std::string& id : waiting) {
+    JobRecord& r = jobs_.at(id);
     const v1::JobState s = r.job.state();
     if (s == v1::PENDING || (s == v1::RESTARTING && r.rt.released)) TryPlace(r);
   }
@@ -327,6 +450,7 @@ bool JobManager::TryPlace(JobRecord& r) {
   }
   AttemptRuntime rt;
   rt.attempt = attempt;
+  rt.released = false;
   const int64_t now = clock_.NowMonotonicMs();
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
   // Transition replaced r.job: `a` points into the old copy.
@@ -339,7 +463,7 @@ bool JobManager::TryPlace(JobRecord& r) {
       rr.last_progress_mono_ms = now;
     }
   }
-  r.rt = std::move(rt);
+  Attach(r, std::move(rt));
   const std::string& master = (*chosen)[0];
   if (!Transition(r, v1::RENDEZVOUS, "reserving the master port on " + master).ok()) return true;
   v1::CoordinatorMessage msg;
@@ -381,22 +505,21 @@ void JobManager::SendKill(JobRecord& r, const std::string& reason) {
   rt.pending_failures.clear();
   rt.deadline_mono_ms =
       clock_.NowMonotonicMs() + options_.kill_grace_ms + options_.teardown_slack_ms;
-  std::vector<std::string> sent;
-  for (const auto& [rank, rr] : rt.ranks) {
-    if (rr.gone) continue;
-    if (std::find(sent.begin(), sent.end(), rr.worker) != sent.end()) continue;
-    sent.push_back(rr.worker);
+  for (const auto& [worker, ranks] : rt.ranks_by_worker) {
+    bool any = false;
+    for (int rank : ranks) any = any || !rt.ranks[rank].gone;
+    if (!any) continue;
     v1::CoordinatorMessage msg;
     v1::Kill* kill = msg.mutable_kill();
     kill->set_job_id(r.job.id());
     kill->set_attempt(rt.attempt);
     kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
     kill->set_reason(reason);
-    if (!channel_.Send(rr.worker, msg)) {
+    if (!channel_.Send(worker, msg)) {
       spdlog::warn(
           "job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "
           "itself when it reconnects or loses the coordinator",
-          r.job.id(), rr.worker, rt.attempt);
+          r.job.id(), worker, rt.attempt);
     }
   }
 }
@@ -407,8 +530,7 @@ void JobManager::MaybeFinishTeardown(JobRecord& r) {
   // Only a decided attempt is released: one whose failure is still being attributed (the
   // failure window) must keep its state even when every rank is already gone.
   if (!rt.tearing_down && !IsTerminal(r.job.state())) return;
-  bool all_gone = true;
-  for (const auto& [rank, rr] : rt.ranks) all_gone = all_gone && rr.gone;
+  const bool all_gone = rt.gone_count == rt.ranks.size();
   const bool expired = rt.tearing_down && clock_.NowMonotonicMs() >= rt.deadline_mono_ms;
   if (!all_gone && !expired) return;
   if (!all_gone) {
@@ -416,14 +538,14 @@ void JobManager::MaybeFinishTeardown(JobRecord& r) {
         "job {}: ranks of attempt {} not reported gone by the teardown deadline; "
         "releasing their slots",
         r.job.id(), rt.attempt);
-    for (auto& [rank, rr] : rt.ranks) rr.gone = true;
+    for (auto& [rank, rr] : rt.ranks) MarkGone(rt, rr);
   }
   rt.released = true;
   if (v1::Attempt* a = CurrentAttempt(r); a != nullptr && a->ended_unix_ms() == 0) {
     a->set_ended_unix_ms(clock_.NowUnixMs());
   }
+  Detach(r);
   Persist(r);
-  TrySchedule();
 }
 
 v1::RankFailure JobManager::FailureFor(const JobRecord& r, int rank,

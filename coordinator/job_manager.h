@@ -9,12 +9,24 @@
 //
 // Persistence rule: every transition is written to the JobStore (with its event) before any
 // message that acts on it is sent. When the write fails, the transition does not happen.
+// (The Coordinator's store is write-behind: the write is queued, and the commit thread makes
+// it durable before it sends any message decided after it.) Rank exits, metrics and slot
+// releases only mark the job dirty; Tick() writes each dirty job once. A kill -9 of the
+// coordinator can therefore lose the exits and metrics of the last tick (50 ms): recovery
+// re-derives them, because each worker reports its attempts' ranks and exit statuses in
+// Register, and OnRegister replays those exits.
+//
+// Cost: worker events (heartbeat, metrics, exit, register) are O(ranks of that worker) or
+// O(records), never O(jobs ever run): finished attempts drop their rank runtime, and an
+// index maps each worker to the jobs that hold it. Scheduling runs once per Tick when
+// something changed (a job arrived, slots were freed, a worker became ready).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,10 +90,10 @@ class JobManager {
   // Counts kept as things change (O(1) to read): what the exporter and `convoy workers`
   // summarise.
   struct Stats {
-    std::map<v1::JobState, int> jobs;           // every job, by state
-    std::map<v1::WorkerState, int> workers;     // every known worker, by state
-    int64_t slots_total = 0;                    // of READY workers
-    int64_t slots_used = 0;                     // by ranks that are not gone
+    std::map<v1::JobState, int> jobs;        // every job, by state
+    std::map<v1::WorkerState, int> workers;  // every known worker, by state
+    int64_t slots_total = 0;                 // of READY workers
+    int64_t slots_used = 0;                  // by ranks that are not gone
   };
   Stats GetStats() const;
   // FAILED_PRECONDITION when the job already finished.
@@ -138,11 +150,18 @@ class JobManager {
     // Failures collected during the failure window, in arrival order.
     std::vector<v1::RankFailure> pending_failures;
     int64_t failure_window_end_mono_ms = 0;
+    // Ranks by worker, and how many ranks have started / are gone: O(1) checks per event.
+    std::map<std::string, std::vector<int>> ranks_by_worker;
+    size_t started_count = 0;
+    size_t gone_count = 0;
+    // Workers not yet back after a coordinator restart (recovering attempts).
+    std::set<std::string> awaiting;
   };
   struct JobRecord {
     v1::Job job;
     AttemptRuntime rt;
     std::map<uint64_t, WatchFn> watchers;
+    std::map<int, int> latest_index;  // rank -> index in job.latest
   };
   struct PendingLog {
     LogFn fn;
@@ -156,8 +175,21 @@ class JobManager {
   // Persists the job with a new state and event, then updates memory and tells watchers.
   Status Transition(JobRecord& r, v1::JobState to, const std::string& reason,
                     const v1::RankFailure* failure = nullptr);
-  // Persists the job as it is (no event). Logs on failure.
+  // Marks the job to be written at the end of the tick (no event).
   void Persist(JobRecord& r);
+  // Writes the job as it is (no event) now. Logs on failure.
+  void SaveNow(JobRecord& r);
+  // Writes every dirty job once.
+  void FlushDirty();
+  // Keeps the state indexes (counts, active, waiting) in step with a job's state.
+  void Track(const std::string& id, v1::JobState from, v1::JobState to);
+  // Installs `rt` as the job's attempt runtime: indexes its workers and takes their slots.
+  void Attach(JobRecord& r, AttemptRuntime rt);
+  // The attempt's slots are free: drops its ranks from the indexes.
+  void Detach(JobRecord& r);
+  void MarkStarted(AttemptRuntime& rt, RankRuntime& rr);
+  void MarkGone(AttemptRuntime& rt, RankRuntime& rr);
+  static v1::Job Summary(const v1::Job& job);
   void Notify(JobRecord& r, const v1::WatchJobResponse& update);
 
   // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
@@ -173,6 +205,9 @@ class JobManager {
   void OnLogData(const v1::LogData& msg);
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
+  // After a coordinator restart, node 0's worker is back but the master port was never
+  // recorded: asks it again.
+  void MaybeRendezvousAgain(JobRecord& r, const std::string& worker);
 
   // A failure observed now; the root cause is chosen when the failure window closes.
   void ReportFailure(JobRecord& r, v1::RankFailure failure);
@@ -191,6 +226,15 @@ class JobManager {
   const JobManagerOptions options_;
 
   std::map<std::string, JobRecord> jobs_;  // by id; ids sort by submission order
+  // Indexes, kept by Track/Attach/Detach.
+  std::map<v1::JobState, int> jobs_by_state_;
+  std::set<std::string> active_;    // jobs not in a terminal state
+  std::set<std::string> waiting_;   // PENDING or RESTARTING: candidates for placement
+  std::set<std::string> attached_;  // jobs whose attempt holds slots (not released)
+  std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
+  std::map<std::string, int> used_slots_;                     // worker -> ranks not gone
+  std::set<std::string> dirty_;
+  bool schedule_needed_ = false;
   int64_t next_job_number_ = 1;
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id

@@ -51,7 +51,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
         auto it = r->rt.ranks.find(rs.rank());
         if (it == r->rt.ranks.end() || it->second.worker != reg.name()) continue;
         if (rs.running()) {
-          it->second.started = true;
+          MarkStarted(r->rt, it->second);
           it->second.pid = rs.pid();
         } else {
           v1::ProcessExited exited;
@@ -80,54 +80,66 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   }
 
   // Ranks this worker should run but no longer knows of: they died with a worker restart.
-  for (auto& [id, r] : jobs_) {
-    if (r.rt.released || r.rt.tearing_down || IsTerminal(r.job.state()) || !r.rt.launched) {
+  // Only the jobs that hold this worker are looked at.
+  std::vector<std::string> held;
+  if (auto wj = worker_jobs_.find(reg.name()); wj != worker_jobs_.end()) {
+    held.assign(wj->second.begin(), wj->second.end());
+  }
+  for (const std::string& id : held) {
+    JobRecord& r = jobs_.at(id);
+    r.rt.awaiting.erase(reg.name());
+    if (r.rt.released || r.rt.tearing_down || IsTerminal(r.job.state())) continue;
+    if (!r.rt.launched) {
+      MaybeRendezvousAgain(r, reg.name());
       continue;
     }
     const v1::AttemptStatus* reported = nullptr;
     for (const v1::AttemptStatus& as : reg.attempts()) {
       if (as.job_id() == id && as.attempt() == r.rt.attempt) reported = &as;
     }
-    for (auto& [rank, rr] : r.rt.ranks) {
-      if (rr.worker != reg.name() || rr.gone) continue;
+    for (int rank : r.rt.ranks_by_worker[reg.name()]) {
+      RankRuntime& rr = r.rt.ranks[rank];
+      if (rr.gone) continue;
       bool known = false;
       if (reported != nullptr) {
         for (const v1::RankStatus& rs : reported->ranks()) known = known || rs.rank() == rank;
       }
       if (known) continue;
       if (!rr.started && !r.rt.recovering) continue;  // its launch may still be in flight
-      rr.gone = true;
+      MarkGone(r.rt, rr);
       v1::RankFailure f = FailureFor(r, rank, reg.name());
       f.set_reason("rank " + std::to_string(rank) + " on worker " + reg.name() +
                    " vanished: the worker came back without it");
       ReportFailure(r, f);
     }
-    // A rendezvous cut short by a coordinator restart: ask node 0 for its port again.
-    v1::Attempt* a = CurrentAttempt(r);
-    if (r.rt.recovering && !r.rt.launched && a != nullptr && a->nodes_size() > 0 &&
-        a->nodes(0).worker() == reg.name() && r.rt.pending_failures.empty()) {
-      if (r.job.state() == v1::SCHEDULED) {
-        (void)Transition(r, v1::RENDEZVOUS, "reserving the master port on " + reg.name());
-      }
-      v1::CoordinatorMessage msg;
-      msg.mutable_reserve_port()->set_job_id(id);
-      msg.mutable_reserve_port()->set_attempt(r.rt.attempt);
-      channel_.Send(reg.name(), msg);
-    }
-    bool confirmed = true;
-    for (const auto& [rank, rr] : r.rt.ranks) {
-      confirmed = confirmed && (rr.gone || workers_.IsReady(rr.worker));
-    }
-    if (confirmed && r.rt.recovering) {
+    if (r.rt.awaiting.empty() && r.rt.recovering) {
       r.rt.recovering = false;
       spdlog::info("job {}: every worker of attempt {} is back", id, r.rt.attempt);
     }
     MaybeRunning(r);
   }
-  TrySchedule();
+  // A worker with free slots: jobs that wait are placed at the next tick (not here: 10,000
+  // workers registering must not each run the scheduler).
+  if (!waiting_.empty()) schedule_needed_ = true;
   v1::RegisterAck ack;
   ack.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   return ack;
+}
+
+void JobManager::MaybeRendezvousAgain(JobRecord& r, const std::string& worker) {
+  // A rendezvous cut short by a coordinator restart: ask node 0 for its port again.
+  v1::Attempt* a = CurrentAttempt(r);
+  if (r.rt.recovering && a != nullptr && a->nodes_size() > 0 && a->nodes(0).worker() == worker &&
+      r.rt.pending_failures.empty()) {
+    if (r.job.state() == v1::SCHEDULED) {
+      (void)Transition(r, v1::RENDEZVOUS, "reserving the master port on " + worker);
+    }
+    v1::CoordinatorMessage msg;
+    msg.mutable_reserve_port()->set_job_id(r.job.id());
+    msg.mutable_reserve_port()->set_attempt(r.rt.attempt);
+    channel_.Send(worker, msg);
+  }
+  if (r.rt.awaiting.empty() && r.rt.recovering) r.rt.recovering = false;
 }
 
 void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
@@ -178,7 +190,9 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
   }
   a->set_master_addr(a->nodes(0).address());
   a->set_master_port(msg.port());
-  Persist(*r);
+  // Written now, not at the tick: a restarted coordinator must not ask for a second port
+  // while ranks of this one already run.
+  SaveNow(*r);
   r->rt.launched = true;
   std::vector<v1::NodeAssignment> nodes(a->nodes().begin(), a->nodes().end());
   for (const v1::NodeAssignment& n : nodes) {
@@ -199,7 +213,7 @@ void JobManager::OnProcessStarted(const std::string& worker, const v1::ProcessSt
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
   if (it == r->rt.ranks.end() || it->second.worker != worker) return;
-  it->second.started = true;
+  MarkStarted(r->rt, it->second);
   it->second.pid = msg.pid();
   it->second.last_progress_mono_ms = clock_.NowMonotonicMs();
   MaybeRunning(*r);
@@ -207,9 +221,7 @@ void JobManager::OnProcessStarted(const std::string& worker, const v1::ProcessSt
 
 void JobManager::MaybeRunning(JobRecord& r) {
   if (r.job.state() != v1::RENDEZVOUS || r.rt.tearing_down) return;
-  for (const auto& [rank, rr] : r.rt.ranks) {
-    if (!rr.started) return;
-  }
+  if (r.rt.started_count < r.rt.ranks.size()) return;
   const int64_t now = clock_.NowMonotonicMs();
   for (auto& [rank, rr] : r.rt.ranks) rr.last_progress_mono_ms = now;
   (void)Transition(r, v1::RUNNING,
@@ -221,7 +233,7 @@ void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFaile
   JobRecord* r = Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
-  if (it != r->rt.ranks.end()) it->second.gone = true;
+  if (it != r->rt.ranks.end()) MarkGone(r->rt, it->second);
   v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
   f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker +
                " could not start: " + msg.error());
@@ -235,8 +247,8 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
   auto it = r->rt.ranks.find(msg.rank());
   if (it == r->rt.ranks.end() || it->second.worker != worker || it->second.gone) return;
   RankRuntime& rr = it->second;
-  rr.gone = true;
-  rr.started = true;
+  MarkGone(r->rt, rr);
+  MarkStarted(r->rt, rr);
   if (v1::Attempt* a = CurrentAttempt(*r)) *a->add_exits() = msg;
   spdlog::info("job {}: rank {} on {} {}", r->job.id(), msg.rank(), worker,
                DescribeExit(msg.exit()));
@@ -255,8 +267,7 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
     return;
   }
   MaybeRunning(*r);
-  bool all_ok = true;
-  for (const auto& [rank, other] : r->rt.ranks) all_ok = all_ok && other.gone;
+  const bool all_ok = r->rt.gone_count == r->rt.ranks.size();
   if (!all_ok || !r->rt.pending_failures.empty()) {
     Persist(*r);
     return;
@@ -282,9 +293,12 @@ void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& hea
   for (const v1::StoppedRank& s : heartbeat.stopped()) {
     stopped.insert({s.job_id(), s.attempt(), s.rank()});
   }
-  for (auto& [id, r] : jobs_) {
-    for (auto& [rank, rr] : r.rt.ranks) {
-      if (rr.worker == worker) rr.stopped = stopped.count({id, r.rt.attempt, rank}) > 0;
+  auto held = worker_jobs_.find(worker);
+  if (held == worker_jobs_.end()) return;
+  for (const std::string& id : held->second) {
+    JobRecord& r = jobs_.at(id);
+    for (int rank : r.rt.ranks_by_worker[worker]) {
+      r.rt.ranks[rank].stopped = stopped.count({id, r.rt.attempt, rank}) > 0;
     }
   }
 }
@@ -301,8 +315,9 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     v1::MetricRecord rec = rec0;
     rec.set_attempt(batch.attempt());
     bool replaced = false;
-    for (v1::MetricRecord& old : *r->job.mutable_latest()) {
-      if (old.rank() != rec.rank()) continue;
+    auto at = r->latest_index.find(rec.rank());
+    if (at != r->latest_index.end()) {
+      v1::MetricRecord& old = *r->job.mutable_latest(at->second);
       // Keep values (e.g. test_accuracy) of earlier records unless this one updates them.
       for (const auto& [k, v] : old.values()) rec.mutable_values()->insert({k, v});
       if (old.attempt() != rec.attempt()) rec.mutable_values()->clear();
@@ -314,7 +329,10 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
       old = rec;
       replaced = true;
     }
-    if (!replaced) *r->job.add_latest() = rec;
+    if (!replaced) {
+      r->latest_index[rec.rank()] = r->job.latest_size();
+      *r->job.add_latest() = rec;
+    }
     v1::WatchJobResponse update;
     *update.mutable_metric() = rec;
     Notify(*r, update);
@@ -333,12 +351,19 @@ void JobManager::OnWorkerLost(const std::string& worker) {
   const v1::WorkerInfo* info = workers_.Find(worker);
   if (info != nullptr) (void)store_.SaveWorker(*info);
   spdlog::warn("worker {} lost: not heard from for {} ms", worker, workers_.worker_timeout_ms());
-  for (auto& [id, r] : jobs_) {
+  std::vector<std::string> held;
+  if (auto wj = worker_jobs_.find(worker); wj != worker_jobs_.end()) {
+    held.assign(wj->second.begin(), wj->second.end());
+  }
+  for (const std::string& id : held) {
+    JobRecord& r = jobs_.at(id);
     if (r.rt.released || r.rt.attempt < 0) continue;
+    r.rt.awaiting.erase(worker);
     int first_rank = -1;
-    for (auto& [rank, rr] : r.rt.ranks) {
-      if (rr.worker != worker || rr.gone) continue;
-      rr.gone = true;
+    for (int rank : r.rt.ranks_by_worker[worker]) {
+      RankRuntime& rr = r.rt.ranks[rank];
+      if (rr.gone) continue;
+      MarkGone(r.rt, rr);
       if (first_rank < 0) first_rank = rank;
     }
     if (first_rank < 0) continue;
@@ -357,7 +382,9 @@ void JobManager::OnWorkerLost(const std::string& worker) {
 void JobManager::Tick() {
   for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
   const int64_t now = clock_.NowMonotonicMs();
-  for (auto& [id, r] : jobs_) {
+  const std::vector<std::string> attached(attached_.begin(), attached_.end());
+  for (const std::string& id : attached) {
+    JobRecord& r = jobs_.at(id);
     AttemptRuntime& rt = r.rt;
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
@@ -443,7 +470,8 @@ void JobManager::Tick() {
     it = pending_logs_.erase(it);
     fn(Status::Unavailable("the worker did not answer the log request in time"));
   }
-  TrySchedule();
+  if (schedule_needed_) TrySchedule();
+  FlushDirty();
 }
 
 }  // namespace convoy

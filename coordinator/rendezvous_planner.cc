@@ -26,10 +26,12 @@ v1::Launch PlanLaunch(const std::string& job_id, int attempt, const v1::JobSpec&
   *launch.mutable_spec() = spec;
   launch.set_group_rank(group_rank);
   launch.set_num_nodes(static_cast<int>(nodes.size()));
-  launch.set_local_world_size(nodes[group_rank].ranks_size());
-  int world = 0;
-  for (const auto& n : nodes) world += n.ranks_size();
-  launch.set_world_size(world);
+  const v1::NodeAssignment& node = nodes[group_rank];
+  launch.set_local_world_size(node.ranks_size());
+  // Every node of a gang runs the same number of processes (PlanRanks), so this is O(1):
+  // a 10,000-node attempt builds 10,000 launches without summing over the nodes each time.
+  launch.set_world_size(static_cast<int>(nodes.size()) * node.ranks_size());
+  *launch.mutable_ranks() = node.ranks();
   launch.set_master_addr(nodes[0].address());
   launch.set_master_port(master_port);
   launch.set_restart_count(attempt);

@@ -23,6 +23,7 @@ std::vector<v1::NodeAssignment> PlanRanks(const std::vector<PlannedNode>& nodes)
 
 // The Launch for node `group_rank` of an attempt whose master is node 0's address and
 // `master_port`. run_id is "<job id>" so that every attempt of a job shares it, as torchrun's.
+// Launch.ranks carries each process's RANK (ranks[local_rank]): the worker computes none.
 v1::Launch PlanLaunch(const std::string& job_id, int attempt, const v1::JobSpec& spec,
                       const std::vector<v1::NodeAssignment>& nodes, int group_rank,
                       int master_port);

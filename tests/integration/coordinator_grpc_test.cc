@@ -259,10 +259,15 @@ TEST(CoordinatorSlowClients, AWatcherThatNeverReadsDelaysNeitherTheJobNorOtherCl
   EXPECT_TRUE(fast->Finish().ok());
   EXPECT_EQ(last.state(), v1::SUCCEEDED);
 
-  // The slow watcher was dropped, not waited for.
+  // The slow watcher was dropped, not waited for: what it still holds in its buffers ends
+  // before the job does, and its call ends in error (the server cancels it, so the client
+  // sees CANCELLED; the server's log names the slow client).
+  bool slow_saw_end = false;
   while (slow->Read(&update)) {
+    slow_saw_end = slow_saw_end || (update.has_job() && update.job().state() == v1::SUCCEEDED);
   }
-  EXPECT_EQ(slow->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_FALSE(slow_saw_end);
+  EXPECT_FALSE(slow->Finish().ok());
 }
 
 TEST(CoordinatorRestart, ARunningJobSurvivesACoordinatorRestartAndItsWorkerComesBack) {

@@ -55,6 +55,7 @@ class JobManagerTest : public ::testing::Test {
     live_.insert(name);
     v1::RegisterAck ack = jm_->OnRegister(reg);
     EXPECT_GT(ack.heartbeat_interval_ms(), 0);
+    jm_->Tick();  // the coordinator's next tick places what waits for it
   }
 
   void KillWorker(const std::string& name) {
@@ -130,6 +131,7 @@ class JobManagerTest : public ::testing::Test {
     e->mutable_exit()->set_killed_by_worker(by_worker);
     e->mutable_exit()->add_stderr_tail("last words of rank " + std::to_string(rank));
     jm_->OnWorkerMessage(worker, msg);
+    jm_->Tick();  // as the coordinator's ticker would (no time passes)
   }
 
   void Metric(const std::string& worker, const std::string& job, int attempt, int rank,
