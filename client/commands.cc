@@ -58,8 +58,11 @@ ProgressView::Options ViewOptions(bool json) {
 Coordinator ConnectToCoordinator(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
-  // Notice a restarted coordinator quickly (gRPC's default backoff grows to 2 minutes).
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  // Notice a restarted coordinator quickly (gRPC's default backoff grows to 2 minutes), but
+  // give a loaded coordinator time to accept: in gRPC 1.51 the min reconnect backoff is also
+  // the connect timeout, and at 200 ms `convoy list` failed half the time against a
+  // coordinator with 3,000 workers. A coordinator that is down refuses at once either way.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   Coordinator c;

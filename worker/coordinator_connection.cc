@@ -8,8 +8,16 @@
 namespace convoy {
 namespace {
 
-constexpr int kInitialBackoffMs = 100;
-constexpr int kMaxBackoffMs = 5000;
+// The first retry comes after 250-500 ms; then the wait doubles up to 10 s, with full jitter
+// over its upper half, so that 10,000 workers that lost the same coordinator come back spread
+// over seconds instead of all in the same millisecond (and again, and again).
+constexpr int kInitialBackoffMs = 500;
+constexpr int kMaxBackoffMs = 10000;
+// How long one connection attempt may take. gRPC 1.51 uses GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+// as the floor of every connect deadline (subchannel: deadline = max(next backoff, now + min
+// connect timeout)): at 100 ms, handshakes slower than that under load were abandoned and
+// redialled, and the abandoned sockets piled up on the coordinator (FACTS.md).
+constexpr int kConnectTimeoutMs = 20000;
 // A stream that lived this long was healthy: the next reconnect starts from the shortest
 // backoff again.
 constexpr auto kHealthyStream = std::chrono::seconds(5);
@@ -23,10 +31,11 @@ CoordinatorConnection::CoordinatorConnection(const std::string& target) : target
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // gRPC's own reconnection backoff stays below ours, so that ours decides the pace.
+  // gRPC's own reconnection backoff stays at or below ours, so that ours decides the pace;
+  // the min backoff is the connect timeout (see kConnectTimeoutMs).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialBackoffMs);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialBackoffMs);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxBackoffMs);
   args.SetMaxReceiveMessageSize(16 * 1024 * 1024);
   channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::WorkerService::NewStub(channel_);

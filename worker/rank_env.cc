@@ -17,7 +17,8 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
     env["OMP_NUM_THREADS"] =
         std::to_string(std::max(1, cores / std::max(1, launch.local_world_size())));
   }
-  const int rank = launch.group_rank() * launch.local_world_size() + local_rank;
+  // The coordinator's plan names every process's RANK (Supervisor::Launch checked it).
+  const int rank = launch.ranks(local_rank);
   env["RANK"] = std::to_string(rank);
   env["LOCAL_RANK"] = std::to_string(local_rank);
   env["WORLD_SIZE"] = std::to_string(launch.world_size());

@@ -209,6 +209,7 @@ void Supervisor::Run() {
     }
     Reap();
     Timers();
+    RetryHeldLogs();  // every tick (50 ms): a held `logs -f` answers soon after bytes arrive
   }
   std::lock_guard<std::mutex> lock(mu_);
   FlushMetrics(true);
@@ -320,6 +321,23 @@ void Supervisor::Launch(const v1::Launch& launch) {
                            std::to_string(launch.world_size()));
     return;
   }
+  // RANK comes from the coordinator's plan (Launch.ranks), never computed here.
+  if (launch.ranks_size() != lws) {
+    refuse(first_rank, "launch.ranks: " + std::to_string(launch.ranks_size()) +
+                           " ranks for local_world_size " + std::to_string(lws));
+    return;
+  }
+  for (int l = 0; l < lws; ++l) {
+    const int rank = launch.ranks(l);
+    bool repeated = false;
+    for (int k = 0; k < l; ++k) repeated = repeated || launch.ranks(k) == rank;
+    if (rank < 0 || rank >= launch.world_size() || repeated) {
+      refuse(first_rank, "launch.ranks[" + std::to_string(l) + "]: rank " + std::to_string(rank) +
+                             " is out of the world of " + std::to_string(launch.world_size()) +
+                             " or repeated");
+      return;
+    }
+  }
   const Key key{launch.job_id(), launch.attempt()};
   if (attempts_.count(key) != 0) {
     spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
@@ -368,7 +386,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   for (int l = 0; l < lws; ++l) {
     auto r = std::make_unique<Rank>();
     r->local_rank = l;
-    r->rank = first_rank + l;
+    r->rank = launch.ranks(l);
     r->log = std::make_unique<RankLog>(a.dir + "/rank-" + std::to_string(r->rank) + ".log",
                                        config_.log_max_bytes);
     if (!r->log->ok()) {

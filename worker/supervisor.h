@@ -146,7 +146,13 @@ class Supervisor {
   void KillAttempt(Attempt& a, int64_t grace_ms);
   void KillEverything(const std::string& why);
   void ReservePort(const v1::ReservePort& req);
+  // Answers at once, or holds a request with wait_ms that has nothing to say yet.
   void ReadLogs(const v1::ReadLogs& req);
+  void AnswerLogs(const v1::ReadLogs& req);
+  // True while the rank runs and its log has no bytes at the request's offset.
+  bool LogsWouldWait(const v1::ReadLogs& req) const;
+  // Answers held requests whose log grew, whose rank exited, or whose wait is over.
+  void RetryHeldLogs();
   void PumpOutput(Rank& r, bool is_stderr);
   void Reap();
   void OnExit(Attempt& a, Rank& r, int wait_status);
@@ -186,6 +192,12 @@ class Supervisor {
   int64_t next_heartbeat_ms_ = 0;
   int64_t next_flush_ms_ = 0;
   std::deque<PendingRecord> pending_;  // metric records not yet sent, oldest first
+  // ReadLogs with wait_ms held until there is something to say (logs -f as a long poll).
+  struct HeldLogRead {
+    v1::ReadLogs req;
+    int64_t deadline_ms = 0;
+  };
+  std::vector<HeldLogRead> held_logs_;
   int64_t dropped_records_ = 0;
   std::thread thread_;
 };

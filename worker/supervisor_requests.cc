@@ -95,6 +95,44 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
 }
 
 void Supervisor::ReadLogs(const v1::ReadLogs& req) {
+  // At most this many held at once; more are answered at once (empty), as without wait_ms.
+  constexpr size_t kMaxHeld = 1024;
+  if (req.wait_ms() > 0 && held_logs_.size() < kMaxHeld && LogsWouldWait(req)) {
+    held_logs_.push_back({req, clock_.NowMonotonicMs() + req.wait_ms()});
+    return;
+  }
+  AnswerLogs(req);
+}
+
+bool Supervisor::LogsWouldWait(const v1::ReadLogs& req) const {
+  if (req.offset() < 0) return false;  // a tail: answer with what is there
+  auto it = attempts_.find({req.job_id(), req.attempt()});
+  if (it == attempts_.end()) return false;
+  for (const auto& r : it->second.ranks) {
+    if (r->rank != req.rank()) continue;
+    if (!r->running) return false;
+    struct stat st {};
+    const int64_t size = stat(r->log->path().c_str(), &st) == 0 ? st.st_size : 0;
+    return req.offset() >= size;
+  }
+  return false;
+}
+
+void Supervisor::RetryHeldLogs() {
+  if (held_logs_.empty()) return;
+  const int64_t now = clock_.NowMonotonicMs();
+  std::vector<HeldLogRead> still;
+  for (HeldLogRead& h : held_logs_) {
+    if (now < h.deadline_ms && LogsWouldWait(h.req)) {
+      still.push_back(std::move(h));
+    } else {
+      AnswerLogs(h.req);
+    }
+  }
+  held_logs_.swap(still);
+}
+
+void Supervisor::AnswerLogs(const v1::ReadLogs& req) {
   v1::WorkerMessage out;
   v1::LogData* d = out.mutable_log_data();
   d->set_request_id(req.request_id());

@@ -160,6 +160,7 @@ class WorkerConnectionTest : public ::testing::Test {
     l->set_num_nodes(1);
     l->set_local_world_size(1);
     l->set_world_size(1);
+    l->add_ranks(0);
     l->set_master_addr("127.0.0.1");
     l->set_master_port(29500);
     for (auto& a : argv) l->mutable_spec()->add_command(a);

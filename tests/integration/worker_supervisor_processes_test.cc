@@ -137,6 +137,7 @@ class SupervisorProcessesTest : public ::testing::Test {
     l->set_num_nodes(nodes);
     l->set_local_world_size(1);
     l->set_world_size(nodes);
+    l->add_ranks(group_rank);
     l->set_master_addr("127.0.0.1");
     l->set_master_port(29500);
     l->set_run_id(job);

@@ -224,7 +224,7 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"float with zero fraction", "name: t\nnodes: 2.0\nprocs_per_node: 1\ntrainer: {}\n",
        "nodes"},
       {"zero nodes", "name: t\nnodes: 0\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
-      {"1025 nodes", "name: t\nnodes: 1025\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
+      {"16385 nodes", "name: t\nnodes: 16385\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"int32 overflow", "name: t\nnodes: 2147483648\nprocs_per_node: 1\ntrainer: {}\n", "nodes"},
       {"huge nodes", "name: t\nnodes: 99999999999999999999\nprocs_per_node: 1\ntrainer: {}\n",
        "nodes"},
@@ -465,7 +465,7 @@ TEST(ExampleSpecsTest, ExamplesParse) {
 TEST(ValidateJobSpecTest, RpcSpecsAreCheckedToo) {
   v1::JobSpec spec;
   spec.set_name("x");
-  spec.set_nodes(2000);
+  spec.set_nodes(20000);
   spec.set_procs_per_node(1);
   spec.add_command("true");
   Status st = ValidateJobSpec(spec);

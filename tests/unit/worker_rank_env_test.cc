@@ -17,6 +17,8 @@ v1::Launch TwoByTwo(int group_rank) {
   launch.set_num_nodes(2);
   launch.set_local_world_size(2);
   launch.set_world_size(4);
+  launch.add_ranks(group_rank * 2);
+  launch.add_ranks(group_rank * 2 + 1);
   launch.set_master_addr("10.0.0.1");
   launch.set_master_port(41000);
   launch.set_restart_count(2);

@@ -117,6 +117,13 @@ class FakeOutbox : public Outbox {
     std::lock_guard<std::mutex> lock(mu_);
     up_ = up;
   }
+  // How many messages sent so far match `pred` (none removed).
+  size_t Count(const std::function<bool(const v1::WorkerMessage&)>& pred) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& m : sent_) n += pred(m) ? 1 : 0;
+    return n;
+  }
   // Waits (up to 5 s) for a message matching `pred` and returns it (removing it and every
   // message before it).
   std::optional<v1::WorkerMessage> WaitFor(
@@ -200,6 +207,7 @@ class SupervisorTest : public ::testing::Test {
     l->set_num_nodes(2);
     l->set_local_world_size(lws);
     l->set_world_size(2 * lws);
+    for (int i = 0; i < lws; ++i) l->add_ranks(group_rank * lws + i);
     l->set_master_addr("127.0.0.1");
     l->set_master_port(29500);
     l->set_run_id(job);
@@ -282,6 +290,15 @@ TEST_F(SupervisorTest, BadLaunchesAreRefusedWithLaunchFailed) {
   cases.push_back({LaunchMsg("../etc", 0, 0, 1, {"x"}), "invalid job id"});
   cases.push_back({LaunchMsg("j", -1, 0, 1, {"x"}), "invalid job id"});
   cases.push_back({LaunchMsg("j", 0, 5, 1, {"x"}), "inconsistent rank plan"});
+  v1::CoordinatorMessage no_ranks = LaunchMsg("j", 0, 0, 1, {"x"});
+  no_ranks.mutable_launch()->clear_ranks();
+  cases.push_back({no_ranks, "launch.ranks: 0 ranks for local_world_size 1"});
+  v1::CoordinatorMessage outside = LaunchMsg("j", 0, 0, 1, {"x"});
+  outside.mutable_launch()->set_ranks(0, 7);
+  cases.push_back({outside, "launch.ranks[0]: rank 7 is out of the world of 2"});
+  v1::CoordinatorMessage twice = LaunchMsg("j", 0, 0, 2, {"x"});
+  twice.mutable_launch()->set_ranks(1, 0);
+  cases.push_back({twice, "launch.ranks[1]: rank 0"});
   v1::CoordinatorMessage trainer = LaunchMsg("j", 0, 0, 1, {});
   trainer.mutable_launch()->mutable_spec()->mutable_trainer()->set_model("mlp");
   cases.push_back({trainer, "convoy-trainer not found at /nonexistent/convoy-trainer"});
@@ -503,6 +520,44 @@ TEST_F(SupervisorTest, ForgetAttemptDropsItsExitsButNotWhileItRuns) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->log_data().request_id(), 7);
   EXPECT_EQ(m->log_data().error(), "");
+  EXPECT_TRUE(m->log_data().eof());
+}
+
+TEST_F(SupervisorTest, AFollowReadIsHeldUntilBytesTheEndOfItsWaitOrItsRankExit) {
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  auto read = [&](int64_t id) {
+    v1::CoordinatorMessage m;
+    m.mutable_read_logs()->set_request_id(id);
+    m.mutable_read_logs()->set_job_id("j");
+    m.mutable_read_logs()->set_attempt(0);
+    m.mutable_read_logs()->set_rank(2);
+    m.mutable_read_logs()->set_offset(0);
+    m.mutable_read_logs()->set_wait_ms(5000);
+    sup_->Post(m);
+  };
+  auto answer = [](int64_t id) {
+    return [id](const v1::WorkerMessage& m) {
+      return m.has_log_data() && m.log_data().request_id() == id;
+    };
+  };
+  read(11);
+  launcher_.Exit(9999, 0);  // (an unknown pid) lets the supervisor take the request first
+  // The rank has written nothing: the request is held, not answered empty at once.
+  clock_.AdvanceMs(4999);
+  std::this_thread::sleep_for(200ms);  // many supervisor ticks
+  EXPECT_EQ(outbox_.Count(answer(11)), 0u);
+  clock_.AdvanceMs(1);  // the wait is over: answered, empty, not at the end
+  auto m = outbox_.WaitFor(answer(11));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(m->log_data().data().empty());
+  EXPECT_FALSE(m->log_data().eof());
+  // Held again; the rank exits: answered at once with the end of its log.
+  read(12);
+  launcher_.Exit(pids[0], 0);
+  m = outbox_.WaitFor(answer(12));
+  ASSERT_TRUE(m.has_value());
   EXPECT_TRUE(m->log_data().eof());
 }
 
