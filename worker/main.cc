@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/fd_limit.h"
 #include "common/signals.h"
 #include "worker/coordinator_connection.h"
 #include "worker/flags.h"
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
 
   // Blocked in every thread (they are started below); main waits for them.
   sigset_t signals = BlockShutdownSignals();
+
+  // Every rank holds pipes, a log file and a metrics socket.
+  const FileLimit files = RaiseFileLimit();
+  spdlog::info("open-file limit: soft {} (was {}), hard {}", files.soft, files.before, files.hard);
 
   WorkerConfig config;
   config.name = flags.name;
