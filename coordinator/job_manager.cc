@@ -16,7 +16,13 @@ namespace convoy {
 
 JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& workers,
                        WorkerChannel& channel, JobManagerOptions options)
-    : clock_(clock), store_(store), workers_(workers), channel_(channel), options_(options) {}
+    : clock_(clock),
+      store_(store),
+      workers_(workers),
+      channel_(channel),
+      options_(options),
+      scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
+      logs_(clock, options.log_request_timeout_ms) {}
 
 JobManager::JobRecord* JobManager::Find(const std::string& id) {
   auto it = jobs_.find(id);
@@ -46,7 +52,7 @@ Status JobManager::Recover() {
     JobRecord& r = jobs_[job.id()];
     r.job = std::move(job);
     Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
-    for (int i = 0; i < r.job.latest_size(); ++i) r.latest_index[r.job.latest(i).rank()] = i;
+    r.metrics.Rebuild(r.job);
     int number = 0;
     if (std::sscanf(r.job.id().c_str(), "j-%d", &number) == 1 && number >= next_job_number_) {
       next_job_number_ = number + 1;
@@ -293,7 +299,7 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
     return Status::NotFound("rank " + std::to_string(rank) + " is not part of attempt " +
                             std::to_string(attempt) + " of job " + id);
   }
-  const int64_t request_id = next_log_request_++;
+  const int64_t request_id = logs_.Add(std::move(fn), wait_ms);
   v1::CoordinatorMessage msg;
   v1::ReadLogs* read = msg.mutable_read_logs();
   read->set_request_id(request_id);
@@ -304,12 +310,10 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
   read->set_max_bytes(max_bytes);
   read->set_wait_ms(wait_ms);
   if (!channel_.Send(worker, msg)) {
+    logs_.Cancel(request_id);
     return Status::Unavailable("worker " + worker + " that ran rank " + std::to_string(rank) +
                                " is not connected");
   }
-  pending_logs_[request_id] =
-      PendingLog{std::move(fn),
-                 clock_.NowMonotonicMs() + std::max(wait_ms, 0) + options_.log_request_timeout_ms};
   return attempt;
 }
 
@@ -399,35 +403,44 @@ int JobManager::UsedSlots(const std::string& worker) const {
 
 void JobManager::TrySchedule() {
   schedule_needed_ = false;
-  const std::vector<std::string> waiting(waiting_.begin(), waiting_.end());  // in submit order
-  for (const std::string& id : waiting) {
-    JobRecord& r = jobs_.at(id);
+  std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
+  for (const std::string& id : waiting_) {
+    const JobRecord& r = jobs_.at(id);
     const v1::JobState s = r.job.state();
-    if (s == v1::PENDING || (s == v1::RESTARTING && r.rt.released)) TryPlace(r);
+    if (s != v1::PENDING && !(s == v1::RESTARTING && r.rt.released)) continue;
+    WaitingJob w{id, &r.job.spec(), {}};
+    if (r.job.attempts_size() > 0) {
+      for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
+        w.preferred.push_back(n.worker());
+      }
+    }
+    waiting.push_back(std::move(w));
   }
-}
-
-bool JobManager::TryPlace(JobRecord& r) {
+  if (waiting.empty()) return;
   std::vector<WorkerCapacity> capacity;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
     capacity.push_back({w->name(), w->slots() - UsedSlots(w->name()), w->gpus_size()});
   }
-  std::vector<std::string> preferred;
-  if (r.job.attempts_size() > 0) {
-    for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
-      preferred.push_back(n.worker());
-    }
+  std::set<std::string> placed;
+  for (const Placement& p : scheduler_.Schedule(waiting, std::move(capacity))) {
+    JobRecord* r = Find(p.id);
+    if (r == nullptr || !waiting_.count(p.id)) continue;
+    if (PlaceOn(*r, p.workers)) placed.insert(p.id);
   }
-  const v1::JobSpec& spec = r.job.spec();
-  auto chosen = PlaceGang(spec, capacity, preferred);
-  if (!chosen) {
+  for (const WaitingJob& w : waiting) {
+    if (placed.count(w.id)) continue;
+    JobRecord& r = jobs_.at(w.id);
     if (r.job.state() == v1::RESTARTING) {
-      (void)Transition(
-          r, v1::PENDING,
-          "waiting for " + std::to_string(spec.nodes()) + " workers with free slots to restart");
+      (void)Transition(r, v1::PENDING,
+                       "waiting for " + std::to_string(r.job.spec().nodes()) +
+                           " workers with free slots to restart");
     }
-    return false;
   }
+}
+
+bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_workers) {
+  const std::vector<std::string>* chosen = &chosen_workers;
+  const v1::JobSpec& spec = r.job.spec();
   std::vector<PlannedNode> planned;
   std::string names;
   for (const std::string& name : *chosen) {

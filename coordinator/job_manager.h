@@ -35,6 +35,9 @@
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/job_store.h"
+#include "coordinator/log_broker.h"
+#include "coordinator/metric_book.h"
+#include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
 
 namespace convoy {
@@ -63,6 +66,8 @@ struct JobManagerOptions {
   int64_t log_request_timeout_ms = 10000;
   // Sent to workers in RegisterAck.
   int32_t heartbeat_interval_ms = 1000;
+  // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
+  const Scheduler* scheduler = nullptr;
 };
 
 class JobManager {
@@ -161,11 +166,7 @@ class JobManager {
     v1::Job job;
     AttemptRuntime rt;
     std::map<uint64_t, WatchFn> watchers;
-    std::map<int, int> latest_index;  // rank -> index in job.latest
-  };
-  struct PendingLog {
-    LogFn fn;
-    int64_t deadline_mono_ms = 0;
+    MetricBook metrics;  // job.latest, merged
   };
 
   JobRecord* Find(const std::string& id);
@@ -194,7 +195,9 @@ class JobManager {
 
   // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
   void TrySchedule();
-  bool TryPlace(JobRecord& r);
+  // Starts a new attempt of `r` on `workers` (node 0 first). False when its transition
+  // could not be persisted.
+  bool PlaceOn(JobRecord& r, const std::vector<std::string>& workers);
   int UsedSlots(const std::string& worker) const;
   void OnPortReserved(const std::string& worker, const v1::PortReserved& msg);
   void OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg);
@@ -224,6 +227,8 @@ class JobManager {
   WorkerRegistry& workers_;
   WorkerChannel& channel_;
   const JobManagerOptions options_;
+  const FifoScheduler default_scheduler_;
+  const Scheduler& scheduler_;
 
   std::map<std::string, JobRecord> jobs_;  // by id; ids sort by submission order
   // Indexes, kept by Track/Attach/Detach.
@@ -238,8 +243,7 @@ class JobManager {
   int64_t next_job_number_ = 1;
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
-  int64_t next_log_request_ = 1;
-  std::map<int64_t, PendingLog> pending_logs_;
+  LogBroker logs_;
 };
 
 }  // namespace convoy

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/util.h"
+#include "coordinator/failure_attribution.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rendezvous_planner.h"
@@ -21,12 +22,6 @@ std::string DescribeExit(const v1::ProcessExit& e) {
 }
 
 bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }
-
-// Lower is a likelier root cause: a rank killed by a signal nobody in Convoy sent (SIGKILL
-// from outside, SIGSEGV...) makes its peers exit with errors, never the other way round.
-int CauseClass(const v1::RankFailure& f) {
-  return f.exit().signal() != 0 && !f.exit().killed_by_worker() ? 0 : 1;
-}
 
 }  // namespace
 
@@ -312,40 +307,14 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
     it->second.last_progress_mono_ms = now;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
-    v1::MetricRecord rec = rec0;
-    rec.set_attempt(batch.attempt());
-    bool replaced = false;
-    auto at = r->latest_index.find(rec.rank());
-    if (at != r->latest_index.end()) {
-      v1::MetricRecord& old = *r->job.mutable_latest(at->second);
-      // Keep values (e.g. test_accuracy) of earlier records unless this one updates them.
-      for (const auto& [k, v] : old.values()) rec.mutable_values()->insert({k, v});
-      if (old.attempt() != rec.attempt()) rec.mutable_values()->clear();
-      for (const auto& [k, v] : rec0.values()) (*rec.mutable_values())[k] = v;
-      if (!rec.has_loss() && old.has_loss() && old.attempt() == rec.attempt()) {
-        rec.set_loss(old.loss());  // an eval record carries no training loss
-        rec.set_has_loss(true);
-      }
-      old = rec;
-      replaced = true;
-    }
-    if (!replaced) {
-      r->latest_index[rec.rank()] = r->job.latest_size();
-      *r->job.add_latest() = rec;
-    }
+    const v1::MetricRecord rec = r->metrics.Record(&r->job, rec0, batch.attempt());
     v1::WatchJobResponse update;
     *update.mutable_metric() = rec;
     Notify(*r, update);
   }
 }
 
-void JobManager::OnLogData(const v1::LogData& msg) {
-  auto it = pending_logs_.find(msg.request_id());
-  if (it == pending_logs_.end()) return;
-  LogFn fn = std::move(it->second.fn);
-  pending_logs_.erase(it);
-  fn(msg);
-}
+void JobManager::OnLogData(const v1::LogData& msg) { logs_.Answer(msg); }
 
 void JobManager::OnWorkerLost(const std::string& worker) {
   const v1::WorkerInfo* info = workers_.Find(worker);
@@ -389,11 +358,7 @@ void JobManager::Tick() {
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
     if (!rt.pending_failures.empty() && now >= rt.failure_window_end_mono_ms) {
-      auto best = std::min_element(rt.pending_failures.begin(), rt.pending_failures.end(),
-                                   [](const v1::RankFailure& a, const v1::RankFailure& b) {
-                                     return CauseClass(a) < CauseClass(b);
-                                   });
-      v1::RankFailure cause = *best;
+      v1::RankFailure cause = ChooseRootCause(rt.pending_failures);
       if (CauseClass(cause) > 0) {
         // No rank was killed from outside. A peer whose worker's stream just broke (the
         // worker died or its link was cut) explains the others' broken collectives.
@@ -421,55 +386,20 @@ void JobManager::Tick() {
       FailAttempt(r, f);
     } else if (s == v1::RUNNING && !rt.tearing_down && r.job.spec().hang_timeout_s() > 0 &&
                rt.pending_failures.empty()) {
-      const int64_t limit = int64_t{r.job.spec().hang_timeout_s()} * 1000;
-      std::vector<int> silent;
-      int alive = 0;
+      std::vector<RankLiveness> liveness;
+      liveness.reserve(rt.ranks.size());
       for (const auto& [rank, rr] : rt.ranks) {
-        if (rr.gone) continue;
-        ++alive;
-        if (now - rr.last_progress_mono_ms >= limit) silent.push_back(rank);
+        liveness.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms});
       }
-      // A rank whose process is stopped is the cause; peers waiting for it in a collective
-      // fall silent too, possibly a moment earlier.
-      std::vector<int> stopped;
-      for (const auto& [rank, rr] : rt.ranks) {
-        if (!rr.gone && rr.stopped) stopped.push_back(rank);
-      }
-      if (!silent.empty()) {
-        std::string reason =
-            "hung: no progress for " + std::to_string(r.job.spec().hang_timeout_s()) + " s";
-        if (!stopped.empty()) {
-          silent = stopped;
-          reason += " from rank";
-          if (silent.size() > 1) reason += "s";
-          for (size_t i = 0; i < silent.size(); ++i) {
-            reason += (i == 0 ? " " : ", ") + std::to_string(silent[i]);
-          }
-          reason +=
-              silent.size() > 1 ? " (their processes are stopped)" : " (its process is stopped)";
-        } else if (static_cast<int>(silent.size()) < alive) {
-          reason += " from rank";
-          if (silent.size() > 1) reason += "s";
-          for (size_t i = 0; i < silent.size(); ++i) {
-            reason += (i == 0 ? " " : ", ") + std::to_string(silent[i]);
-          }
-        }
-        v1::RankFailure f = FailureFor(r, silent[0], rt.ranks[silent[0]].worker);
-        f.set_reason(reason);
+      if (auto hang = DetectHang(liveness, now, r.job.spec().hang_timeout_s())) {
+        v1::RankFailure f = FailureFor(r, hang->rank, rt.ranks[hang->rank].worker);
+        f.set_reason(hang->reason);
         FailAttempt(r, f);
       }
     }
     MaybeFinishTeardown(r);
   }
-  for (auto it = pending_logs_.begin(); it != pending_logs_.end();) {
-    if (now < it->second.deadline_mono_ms) {
-      ++it;
-      continue;
-    }
-    LogFn fn = std::move(it->second.fn);
-    it = pending_logs_.erase(it);
-    fn(Status::Unavailable("the worker did not answer the log request in time"));
-  }
+  logs_.Expire();
   if (schedule_needed_) TrySchedule();
   FlushDirty();
 }

@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <map>
 
 namespace convoy {
 
@@ -38,6 +39,23 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
   std::vector<std::string> chosen;
   for (int i = 0; i < nodes; ++i) chosen.push_back(ordered[i]->name);
   return chosen;
+}
+
+std::vector<Placement> FifoScheduler::Schedule(const std::vector<WaitingJob>& waiting,
+                                               std::vector<WorkerCapacity> capacity) const {
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < capacity.size(); ++i) by_name[capacity[i].name] = i;
+  std::vector<Placement> out;
+  for (const WaitingJob& job : waiting) {
+    auto chosen = PlaceGang(*job.spec, capacity, job.preferred);
+    if (!chosen) continue;
+    for (const std::string& name : *chosen) {
+      WorkerCapacity& w = capacity[by_name.at(name)];
+      w.free_slots -= ProcsPerNode(*job.spec, w.gpus);
+    }
+    out.push_back({job.id, std::move(*chosen)});
+  }
+  return out;
 }
 
 }  // namespace convoy

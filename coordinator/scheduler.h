@@ -28,4 +28,39 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
                                                   const std::vector<WorkerCapacity>& workers,
                                                   const std::vector<std::string>& preferred);
 
+// One job that waits to be placed.
+struct WaitingJob {
+  std::string id;
+  const v1::JobSpec* spec = nullptr;
+  // The previous attempt's workers, node 0 first (a restart lands where its checkpoint is).
+  std::vector<std::string> preferred;
+};
+
+// A decision: start job `id` on `workers` (node 0 first).
+struct Placement {
+  std::string id;
+  std::vector<std::string> workers;
+};
+
+// The scheduling seam: which waiting jobs start now, and where. The JobManager calls it at
+// most once per tick, when something changed (a job arrived, slots were freed, a worker became
+// ready), with the jobs that wait in submission order and the READY workers' free slots; the
+// jobs it leaves out keep waiting. Implementations are pure (no clock, no I/O).
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual std::vector<Placement> Schedule(const std::vector<WaitingJob>& waiting,
+                                          std::vector<WorkerCapacity> capacity) const = 0;
+};
+
+// First in, first out, with backfill: in submission order, each job whose whole gang fits is
+// placed (PlaceGang) and takes its slots; one that does not fit waits without holding back
+// later, smaller jobs (no reservation: a large job can starve; priorities are another
+// Scheduler's business).
+class FifoScheduler : public Scheduler {
+ public:
+  std::vector<Placement> Schedule(const std::vector<WaitingJob>& waiting,
+                                  std::vector<WorkerCapacity> capacity) const override;
+};
+
 }  // namespace convoy

@@ -78,3 +78,39 @@ TEST(RendezvousPlannerTest, RanksAreGroupRankTimesProcsPlusLocalRank) {
 
 }  // namespace
 }  // namespace convoy
+
+namespace convoy {
+namespace {
+
+v1::JobSpec Gang(int nodes, int procs) {
+  v1::JobSpec spec;
+  spec.set_name("g");
+  spec.set_nodes(nodes);
+  spec.set_procs_per_node(procs);
+  return spec;
+}
+
+TEST(FifoSchedulerTest, PlacesInOrderTakesSlotsAndBackfillsPastAJobThatDoesNotFit) {
+  const v1::JobSpec big = Gang(3, 1), small = Gang(1, 1), second = Gang(2, 1);
+  std::vector<WaitingJob> waiting{{"j-1", &big, {}}, {"j-2", &small, {}}, {"j-3", &second, {}}};
+  std::vector<WorkerCapacity> capacity{{"a", 1, 0}, {"b", 2, 0}};
+  auto placed = FifoScheduler().Schedule(waiting, capacity);
+  // j-1 needs 3 workers of 2: waits. j-2 takes b (most free slots). j-3 then needs 2 workers
+  // with a free slot: a and b (1 left) - it fits.
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].id, "j-2");
+  EXPECT_EQ(placed[0].workers, std::vector<std::string>{"b"});
+  EXPECT_EQ(placed[1].id, "j-3");
+  EXPECT_EQ(placed[1].workers.size(), 2u);
+}
+
+TEST(FifoSchedulerTest, AnEarlierJobKeepsTheSlotsALaterOneWanted) {
+  const v1::JobSpec one = Gang(1, 2);
+  std::vector<WaitingJob> waiting{{"j-1", &one, {}}, {"j-2", &one, {"a"}}};
+  auto placed = FifoScheduler().Schedule(waiting, {{"a", 2, 0}});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].id, "j-1");
+}
+
+}  // namespace
+}  // namespace convoy
