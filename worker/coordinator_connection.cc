@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <random>
+#include <thread>
 
 namespace convoy {
 namespace {
@@ -42,9 +43,13 @@ CoordinatorConnection::CoordinatorConnection(const std::string& target) : target
 }
 
 bool CoordinatorConnection::Send(const v1::WorkerMessage& msg) {
+  // Far more than a worker sends in the seconds a healthy stream can stall.
+  constexpr size_t kMaxQueued = 100000;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stream_ == nullptr || !registered_) return false;
-  return stream_->Write(msg);
+  if (stream_ == nullptr || !registered_ || out_.size() >= kMaxQueued) return false;
+  out_.push_back(msg);
+  out_cv_.notify_one();
+  return true;
 }
 
 void CoordinatorConnection::Shutdown() {
@@ -97,6 +102,7 @@ void CoordinatorConnection::Serve() {
   }
   v1::CoordinatorMessage msg;
   bool ok = false;
+  std::thread writer;
   {
     // Nobody else writes until registered_, so this write needs no lock.
     ok = stream->Write(reg);
@@ -106,7 +112,27 @@ void CoordinatorConnection::Serve() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         registered_ = true;
+        writer_stop_ = false;
+        out_.clear();
       }
+      // The writer: the only thread that writes from now on, so a write that waits on flow
+      // control holds nobody's lock.
+      writer = std::thread([this, s = stream.get(), ctx = &context] {
+        for (;;) {
+          v1::WorkerMessage next;
+          {
+            std::unique_lock<std::mutex> lock(mu_);
+            out_cv_.wait(lock, [this] { return writer_stop_ || !out_.empty(); });
+            if (writer_stop_) return;
+            next = std::move(out_.front());
+            out_.pop_front();
+          }
+          if (!s->Write(next)) {
+            ctx->TryCancel();  // the read loop ends too
+            return;
+          }
+        }
+      });
       spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)", target_,
                    reg.register_().attempts_size());
       supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms());
@@ -122,8 +148,13 @@ void CoordinatorConnection::Serve() {
     context_ = nullptr;
     stream_ = nullptr;
     registered_ = false;
+    writer_stop_ = true;
+    out_.clear();
+    out_cv_.notify_all();
     return r;
   }();
+  context.TryCancel();  // unblocks a write that waits on flow control
+  if (writer.joinable()) writer.join();
   if (was_registered) supervisor_->OnDisconnected();
   context.TryCancel();
   const grpc::Status st = stream->Finish();

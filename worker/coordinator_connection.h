@@ -1,20 +1,23 @@
 // The worker's one long-lived stream to the coordinator (WorkerService.Connect): dials,
 // registers with the supervisor's state (Register is the first message of every stream),
 // forwards coordinator messages to the supervisor, and reconnects forever with exponential
-// backoff (100 ms doubling to 5 s, with jitter) until Shutdown.
+// backoff (0.5 s doubling to 10 s, with jitter) until Shutdown.
 //
 // Threading: Run occupies the calling thread (the "connection thread"), which also reads
-// the stream. Send may be called from any thread (the supervisor's); writes are serialized
-// by `mu_`, which also guards the current stream. A write blocks while gRPC's flow control
-// holds it back; keepalive pings (5 s) fail it when the coordinator is really gone. Lock
-// order: the supervisor's lock may be held when calling Send; the connection thread never
-// calls into the supervisor while holding `mu_`.
+// the stream. Send may be called from any thread (the supervisor's, with its lock held): it
+// only queues, under `mu_`, and never blocks; a writer thread per registered stream drains
+// the queue in order, and it is the one that waits while gRPC's flow control holds a write
+// back (keepalive pings, 5 s, fail it when the coordinator is really gone). The queue is
+// bounded; past the bound Send returns false, as when disconnected. Lock order: the
+// supervisor's lock may be held when calling Send; the connection thread never calls into
+// the supervisor while holding `mu_`.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,8 +39,8 @@ class CoordinatorConnection : public Outbox {
   // Ends Run soon: cancels the current stream and stops reconnecting. Any thread.
   void Shutdown();
 
-  // Writes `msg` on the current stream once it is registered (the RegisterAck came); false
-  // when there is none or the write failed. Any thread.
+  // Queues `msg` for the current stream once it is registered (the RegisterAck came); false
+  // when there is none or its queue is full. Never blocks. Any thread.
   bool Send(const v1::WorkerMessage& msg) override;
 
  private:
@@ -56,9 +59,12 @@ class CoordinatorConnection : public Outbox {
   std::condition_variable wake_;            // Shutdown wakes a backoff sleep
   grpc::ClientContext* context_ = nullptr;  // guarded by mu_
   grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>* stream_ =
-      nullptr;               // guarded by mu_
-  bool registered_ = false;  // guarded by mu_
-  int failures_ = 0;         // connection thread only: registrations failed in a row
+      nullptr;                         // guarded by mu_
+  bool registered_ = false;            // guarded by mu_
+  std::deque<v1::WorkerMessage> out_;  // guarded by mu_: queued for the writer thread
+  std::condition_variable out_cv_;     // out_ has messages, or the writer must stop
+  bool writer_stop_ = false;           // guarded by mu_
+  int failures_ = 0;                   // connection thread only: registrations failed in a row
 };
 
 }  // namespace convoy
