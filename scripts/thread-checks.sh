@@ -19,10 +19,13 @@ fi
 timeout 900 cmake --build build-tsa -j "$JOBS" --target convoy-coordinator convoy-worker convoy
 
 echo "== unit and integration tests under ThreadSanitizer"
+# Debian's libprotobuf is built without TSAN, and protobuf's map_field.h gives MapFieldBase
+# two extra members when __SANITIZE_THREAD__ is defined: our code must see the library's
+# layout, so that macro is undefined (the instrumentation itself stays on).
 if [ ! -f build-tsan/CMakeCache.txt ]; then
   cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVOY_WERROR=ON \
     -DCONVOY_BUILD_TRAINER=OFF -DCONVOY_BUILD_BENCH=OFF -DCONVOY_SANITIZE=thread \
-    -DCMAKE_CXX_FLAGS="-O1" >/dev/null
+    -DCMAKE_CXX_FLAGS="-O1 -U__SANITIZE_THREAD__" >/dev/null
 fi
 timeout 1200 cmake --build build-tsan -j "$JOBS"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
