@@ -55,4 +55,52 @@ std::optional<Hang> DetectHang(const std::vector<RankLiveness>& ranks, int64_t n
   return hang;
 }
 
+std::string RendezvousTimeoutReason(const std::vector<int>& not_started) {
+  std::string missing;
+  for (int rank : not_started) missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+  return "rendezvous timed out: rank(s) " + missing + " did not start";
+}
+
+void FailureAttribution::Report(v1::RankFailure failure) {
+  if (pending_.empty()) window_end_ms_ = clock_->NowMonotonicMs() + window_ms_;
+  pending_.push_back(std::move(failure));
+}
+
+v1::RankFailure FailureAttribution::Decisive(v1::RankFailure failure) {
+  pending_.clear();
+  return failure;
+}
+
+std::optional<v1::RankFailure> FailureAttribution::RootCause(
+    const UnreachablePeerFn& unreachable_peer) {
+  if (pending_.empty() || clock_->NowMonotonicMs() < window_end_ms_) return std::nullopt;
+  v1::RankFailure cause = ChooseRootCause(pending_);
+  if (CauseClass(cause) > 0 && unreachable_peer) {
+    if (auto peer = unreachable_peer()) cause = std::move(*peer);
+  }
+  return cause;
+}
+
+bool FailureAttribution::RendezvousOverdue() const {
+  return pending_.empty() && rendezvous_deadline_ms_ > 0 &&
+         clock_->NowMonotonicMs() >= rendezvous_deadline_ms_;
+}
+
+std::optional<Hang> FailureAttribution::CheckHang(const LivenessFn& ranks, int hang_timeout_s) {
+  const int64_t now = clock_->NowMonotonicMs();
+  if (hang_timeout_s <= 0 || now < next_hang_check_ms_) return std::nullopt;
+  const std::vector<RankLiveness> live = ranks();
+  std::optional<Hang> hang = DetectHang(live, now, hang_timeout_s);
+  if (hang) return hang;
+  int64_t earliest = now;
+  bool any = false;
+  for (const RankLiveness& r : live) {
+    if (r.gone) continue;
+    earliest = any ? std::min(earliest, r.last_progress_ms) : r.last_progress_ms;
+    any = true;
+  }
+  next_hang_check_ms_ = earliest + int64_t{hang_timeout_s} * 1000;
+  return std::nullopt;
+}
+
 }  // namespace convoy

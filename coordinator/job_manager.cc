@@ -24,6 +24,10 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
       logs_(clock, options.log_request_timeout_ms) {}
 
+JobManager::AttemptRuntime JobManager::NewRuntime() const {
+  return AttemptRuntime(FailureAttribution(clock_, options_.failure_window_ms));
+}
+
 JobManager::JobRecord* JobManager::Find(const std::string& id) {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
@@ -49,7 +53,7 @@ Status JobManager::Recover() {
   if (!jobs.ok()) return jobs.status();
   const int64_t now = clock_.NowMonotonicMs();
   for (v1::Job& job : *jobs) {
-    JobRecord& r = jobs_[job.id()];
+    JobRecord& r = jobs_.try_emplace(job.id(), NewRuntime()).first->second;
     r.job = std::move(job);
     Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
     r.metrics.Rebuild(r.job);
@@ -59,7 +63,7 @@ Status JobManager::Recover() {
     }
     r.rt.released = true;
     if (!HoldsWorkers(r.job.state()) || r.job.attempts_size() == 0) continue;
-    AttemptRuntime rt;
+    AttemptRuntime rt = NewRuntime();
     const v1::Attempt& a = r.job.attempts(r.job.attempts_size() - 1);
     rt.attempt = a.attempt();
     rt.released = false;
@@ -67,6 +71,7 @@ Status JobManager::Recover() {
     rt.launched = a.master_port() != 0;
     rt.tearing_down = r.job.state() == v1::RESTARTING;
     rt.deadline_mono_ms = now + workers_.worker_timeout_ms() + options_.rendezvous_timeout_ms;
+    rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
     for (const v1::NodeAssignment& n : a.nodes()) {
       for (int i = 0; i < n.ranks_size(); ++i) {
         RankRuntime& rr = rt.ranks[n.ranks(i)];
@@ -110,7 +115,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   if (!st.ok()) return Status::Unavailable("cannot persist the job: " + st.message());
   ++next_job_number_;
   *job.add_events() = event;
-  JobRecord& r = jobs_[id];
+  JobRecord& r = jobs_.try_emplace(id, NewRuntime()).first->second;
   r.job = std::move(job);
   Track(id, v1::JOB_STATE_UNSPECIFIED, v1::PENDING);
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(), spec.nodes());
@@ -165,11 +170,9 @@ v1::Job JobManager::Summary(const v1::Job& job) {
 JobManager::Stats JobManager::GetStats() const {
   Stats st;
   st.jobs = jobs_by_state_;
-  for (const v1::WorkerInfo& w : workers_.List()) {
-    ++st.workers[w.state()];
-    if (w.state() == v1::WORKER_READY) st.slots_total += w.slots();
-  }
-  for (const auto& [worker, used] : used_slots_) st.slots_used += used;
+  st.workers = workers_.counts();
+  st.slots_total = workers_.ready_slots();
+  st.slots_used = used_total_;
   return st;
 }
 
@@ -200,6 +203,7 @@ void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
       ++rt.gone_count;
     } else {
       ++used_slots_[rr.worker];
+      ++used_total_;
     }
     worker_jobs_[rr.worker].insert(r.job.id());
   }
@@ -211,7 +215,10 @@ void JobManager::Detach(JobRecord& r) {
   AttemptRuntime& rt = r.rt;
   for (const auto& [worker, ranks] : rt.ranks_by_worker) {
     for (int rank : ranks) {
-      if (!rt.ranks[rank].gone) --used_slots_[worker];
+      if (!rt.ranks[rank].gone) {
+        --used_slots_[worker];
+        --used_total_;
+      }
     }
     auto it = worker_jobs_.find(worker);
     if (it != worker_jobs_.end()) {
@@ -223,7 +230,7 @@ void JobManager::Detach(JobRecord& r) {
   rt.ranks.clear();
   rt.ranks_by_worker.clear();
   rt.awaiting.clear();
-  rt.pending_failures.clear();
+  rt.failures.Clear();
   attached_.erase(r.job.id());
   schedule_needed_ = true;
 }
@@ -239,6 +246,7 @@ void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
   rr.gone = true;
   ++rt.gone_count;
   --used_slots_[rr.worker];
+  --used_total_;
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason) {
@@ -461,11 +469,12 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
     r.job = before;
     return false;
   }
-  AttemptRuntime rt;
+  AttemptRuntime rt = NewRuntime();
   rt.attempt = attempt;
   rt.released = false;
   const int64_t now = clock_.NowMonotonicMs();
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
+  rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
   // Transition replaced r.job: `a` points into the old copy.
   a = r.job.mutable_attempts(r.job.attempts_size() - 1);
   for (const v1::NodeAssignment& n : a->nodes()) {
@@ -515,7 +524,7 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
 void JobManager::SendKill(JobRecord& r, const std::string& reason) {
   AttemptRuntime& rt = r.rt;
   rt.tearing_down = true;
-  rt.pending_failures.clear();
+  rt.failures.Clear();
   rt.deadline_mono_ms =
       clock_.NowMonotonicMs() + options_.kill_grace_ms + options_.teardown_slack_ms;
   for (const auto& [worker, ranks] : rt.ranks_by_worker) {

@@ -34,6 +34,7 @@
 #include "common/status.h"
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
+#include "coordinator/failure_attribution.h"
 #include "coordinator/job_store.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
@@ -145,16 +146,16 @@ class JobManager {
   };
   // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
   struct AttemptRuntime {
+    explicit AttemptRuntime(FailureAttribution f) : failures(std::move(f)) {}
     int attempt = -1;
     std::map<int, RankRuntime> ranks;
     bool launched = false;  // Launch messages sent
     bool tearing_down = false;
-    bool released = false;    // slots free again
-    bool recovering = false;  // reloaded after a coordinator restart, not yet re-confirmed
-    int64_t deadline_mono_ms = 0;
-    // Failures collected during the failure window, in arrival order.
-    std::vector<v1::RankFailure> pending_failures;
-    int64_t failure_window_end_mono_ms = 0;
+    bool released = false;         // slots free again
+    bool recovering = false;       // reloaded after a coordinator restart, not yet re-confirmed
+    int64_t deadline_mono_ms = 0;  // of the rendezvous, then of the teardown
+    // The failure window, the rendezvous deadline and the next hang check.
+    FailureAttribution failures;
     // Ranks by worker, and how many ranks have started / are gone: O(1) checks per event.
     std::map<std::string, std::vector<int>> ranks_by_worker;
     size_t started_count = 0;
@@ -163,12 +164,15 @@ class JobManager {
     std::set<std::string> awaiting;
   };
   struct JobRecord {
+    explicit JobRecord(AttemptRuntime r) : rt(std::move(r)) {}
     v1::Job job;
     AttemptRuntime rt;
     std::map<uint64_t, WatchFn> watchers;
     MetricBook metrics;  // job.latest, merged
   };
 
+  // An empty runtime (no attempt) with this manager's clock and failure window.
+  AttemptRuntime NewRuntime() const;
   JobRecord* Find(const std::string& id);
   const JobRecord* Find(const std::string& id) const;
   v1::Attempt* CurrentAttempt(JobRecord& r);
@@ -238,6 +242,7 @@ class JobManager {
   std::set<std::string> attached_;  // jobs whose attempt holds slots (not released)
   std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
   std::map<std::string, int> used_slots_;                     // worker -> ranks not gone
+  int64_t used_total_ = 0;                                    // the sum of used_slots_
   std::set<std::string> dirty_;
   bool schedule_needed_ = false;
   int64_t next_job_number_ = 1;

@@ -125,7 +125,7 @@ void JobManager::MaybeRendezvousAgain(JobRecord& r, const std::string& worker) {
   // A rendezvous cut short by a coordinator restart: ask node 0 for its port again.
   v1::Attempt* a = CurrentAttempt(r);
   if (r.rt.recovering && a != nullptr && a->nodes_size() > 0 && a->nodes(0).worker() == worker &&
-      r.rt.pending_failures.empty()) {
+      !r.rt.failures.collecting()) {
     if (r.job.state() == v1::SCHEDULED) {
       (void)Transition(r, v1::RENDEZVOUS, "reserving the master port on " + worker);
     }
@@ -263,7 +263,7 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
   }
   MaybeRunning(*r);
   const bool all_ok = r->rt.gone_count == r->rt.ranks.size();
-  if (!all_ok || !r->rt.pending_failures.empty()) {
+  if (!all_ok || r->rt.failures.collecting()) {
     Persist(*r);
     return;
   }
@@ -277,10 +277,7 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
 
 void JobManager::ReportFailure(JobRecord& r, v1::RankFailure failure) {
   if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
-  if (r.rt.pending_failures.empty()) {
-    r.rt.failure_window_end_mono_ms = clock_.NowMonotonicMs() + options_.failure_window_ms;
-  }
-  r.rt.pending_failures.push_back(std::move(failure));
+  r.rt.failures.Report(std::move(failure));
 }
 
 void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat) {
@@ -341,8 +338,7 @@ void JobManager::OnWorkerLost(const std::string& worker) {
       f.set_reason("worker " + worker + " (" + f.host() + ") lost: no heartbeat for " +
                    std::to_string(workers_.worker_timeout_ms() / 1000) + " s");
       // Decided at once: the peers' errors were caused by this loss, not the other way round.
-      r.rt.pending_failures.insert(r.rt.pending_failures.begin(), f);
-      FailAttempt(r, f);
+      FailAttempt(r, r.rt.failures.Decisive(std::move(f)));
     }
     MaybeFinishTeardown(r);
   }
@@ -350,48 +346,48 @@ void JobManager::OnWorkerLost(const std::string& worker) {
 
 void JobManager::Tick() {
   for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
-  const int64_t now = clock_.NowMonotonicMs();
   const std::vector<std::string> attached(attached_.begin(), attached_.end());
   for (const std::string& id : attached) {
     JobRecord& r = jobs_.at(id);
     AttemptRuntime& rt = r.rt;
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
-    if (!rt.pending_failures.empty() && now >= rt.failure_window_end_mono_ms) {
-      v1::RankFailure cause = ChooseRootCause(rt.pending_failures);
-      if (CauseClass(cause) > 0) {
-        // No rank was killed from outside. A peer whose worker's stream just broke (the
-        // worker died or its link was cut) explains the others' broken collectives.
+    if (rt.failures.collecting()) {
+      // No rank killed from outside: a peer whose worker's stream just broke (the worker died
+      // or its link was cut) explains the others' broken collectives.
+      auto unreachable = [&]() -> std::optional<v1::RankFailure> {
         for (const auto& [rank, rr] : rt.ranks) {
           if (rr.gone || workers_.IsReady(rr.worker)) continue;
-          cause = FailureFor(r, rank, rr.worker);
-          cause.set_reason("worker " + rr.worker + " (" + cause.host() +
-                           ") became unreachable while its peers failed");
-          break;
+          v1::RankFailure f = FailureFor(r, rank, rr.worker);
+          f.set_reason("worker " + rr.worker + " (" + f.host() +
+                       ") became unreachable while its peers failed");
+          return f;
         }
+        return std::nullopt;
+      };
+      if (std::optional<v1::RankFailure> cause = rt.failures.RootCause(unreachable)) {
+        FailAttempt(r, *cause);
       }
-      FailAttempt(r, cause);
     } else if ((s == v1::SCHEDULED || s == v1::RENDEZVOUS) && !rt.tearing_down &&
-               now >= rt.deadline_mono_ms && rt.pending_failures.empty()) {
-      std::string missing;
-      int first = -1;
+               rt.failures.RendezvousOverdue()) {
+      std::vector<int> missing;
       for (const auto& [rank, rr] : rt.ranks) {
-        if (rr.started) continue;
-        if (first < 0) first = rank;
-        missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+        if (!rr.started) missing.push_back(rank);
       }
-      v1::RankFailure f =
-          FailureFor(r, first < 0 ? 0 : first, rt.ranks[first < 0 ? 0 : first].worker);
-      f.set_reason("rendezvous timed out: rank(s) " + missing + " did not start");
+      const int first = missing.empty() ? 0 : missing[0];
+      v1::RankFailure f = FailureFor(r, first, rt.ranks[first].worker);
+      f.set_reason(RendezvousTimeoutReason(missing));
       FailAttempt(r, f);
-    } else if (s == v1::RUNNING && !rt.tearing_down && r.job.spec().hang_timeout_s() > 0 &&
-               rt.pending_failures.empty()) {
-      std::vector<RankLiveness> liveness;
-      liveness.reserve(rt.ranks.size());
-      for (const auto& [rank, rr] : rt.ranks) {
-        liveness.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms});
-      }
-      if (auto hang = DetectHang(liveness, now, r.job.spec().hang_timeout_s())) {
+    } else if (s == v1::RUNNING && !rt.tearing_down) {
+      auto liveness = [&rt] {
+        std::vector<RankLiveness> out;
+        out.reserve(rt.ranks.size());
+        for (const auto& [rank, rr] : rt.ranks) {
+          out.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms});
+        }
+        return out;
+      };
+      if (auto hang = rt.failures.CheckHang(liveness, r.job.spec().hang_timeout_s())) {
         v1::RankFailure f = FailureFor(r, hang->rank, rt.ranks[hang->rank].worker);
         f.set_reason(hang->reason);
         FailAttempt(r, f);

@@ -1,7 +1,10 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace convoy {
 
@@ -18,24 +21,34 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
     int procs = ProcsPerNode(spec, w.gpus);
     return procs > 0 && w.free_slots >= procs;
   };
+  // O(workers + preferred), then a partial sort of the rest: a restart of a 10,000-node job
+  // on 10,000 workers must not compare every preferred name with every worker.
   std::vector<const WorkerCapacity*> ordered;
-  for (const std::string& name : preferred) {
-    for (const WorkerCapacity& w : workers) {
-      if (w.name == name && fits(w)) ordered.push_back(&w);
+  std::unordered_set<std::string> taken;
+  if (!preferred.empty()) {
+    std::unordered_map<std::string, const WorkerCapacity*> by_name;
+    by_name.reserve(workers.size());
+    for (const WorkerCapacity& w : workers) by_name.emplace(w.name, &w);
+    for (const std::string& name : preferred) {
+      auto it = by_name.find(name);
+      if (it == by_name.end() || !fits(*it->second) || !taken.insert(name).second) continue;
+      ordered.push_back(it->second);
     }
   }
   std::vector<const WorkerCapacity*> rest;
   for (const WorkerCapacity& w : workers) {
-    if (!fits(w)) continue;
-    if (std::find(preferred.begin(), preferred.end(), w.name) != preferred.end()) continue;
-    rest.push_back(&w);
+    if (fits(w) && taken.count(w.name) == 0) rest.push_back(&w);
   }
-  std::sort(rest.begin(), rest.end(), [](const WorkerCapacity* a, const WorkerCapacity* b) {
-    if (a->free_slots != b->free_slots) return a->free_slots > b->free_slots;
-    return a->name < b->name;
-  });
-  ordered.insert(ordered.end(), rest.begin(), rest.end());
-  if (static_cast<int>(ordered.size()) < nodes) return std::nullopt;
+  if (ordered.size() + rest.size() < static_cast<size_t>(nodes)) return std::nullopt;
+  const size_t need =
+      std::min(rest.size(),
+               static_cast<size_t>(nodes) - std::min(ordered.size(), static_cast<size_t>(nodes)));
+  std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(need), rest.end(),
+                    [](const WorkerCapacity* a, const WorkerCapacity* b) {
+                      if (a->free_slots != b->free_slots) return a->free_slots > b->free_slots;
+                      return a->name < b->name;
+                    });
+  ordered.insert(ordered.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(need));
   std::vector<std::string> chosen;
   for (int i = 0; i < nodes; ++i) chosen.push_back(ordered[i]->name);
   return chosen;

@@ -1,8 +1,16 @@
 // The coordinator's view of its workers: who is connected, when each was last heard from,
-// and who is lost. Plain C++ with an injected Clock; not thread-safe (the coordinator's state
-// lock guards it).
+// and who is lost. Plain C++ with an injected Clock.
+//
+// Threading: not thread-safe; the Coordinator calls it with its state lock held (directly,
+// and through JobManager).
+//
+// Cost: every event is O(log workers); ExpireLost is O(workers that expire), because the
+// workers are kept in the order they were last heard from; the counts by state and the
+// READY slots are kept as things change, so reading them is O(1).
 #pragma once
 
+#include <cstdint>
+#include <list>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,11 +25,14 @@ class WorkerRegistry {
  public:
   WorkerRegistry(const Clock& clock, int64_t worker_timeout_ms)
       : clock_(clock), worker_timeout_ms_(worker_timeout_ms) {}
+  WorkerRegistry(const WorkerRegistry&) = delete;
+  WorkerRegistry& operator=(const WorkerRegistry&) = delete;
 
   // Records a (re)registration: the worker is READY and heard from now.
   void OnRegister(const v1::Register& reg);
 
-  // Any message from the worker counts as a heartbeat.
+  // Any message from the worker counts as a heartbeat. Does not revive a LOST worker (only a
+  // registration does).
   void OnHeard(const std::string& name);
 
   // The stream to the worker broke: it is UNREACHABLE until it comes back or times out.
@@ -32,10 +43,10 @@ class WorkerRegistry {
   void Restore(const v1::WorkerInfo& info);
 
   // Marks workers not heard from for the timeout as LOST and returns their names (each name
-  // once, when it becomes lost).
+  // once, when it becomes lost), oldest silence first.
   std::vector<std::string> ExpireLost();
 
-  // READY workers.
+  // READY workers, by name.
   std::vector<const v1::WorkerInfo*> Ready() const;
 
   // nullptr when unknown.
@@ -45,16 +56,32 @@ class WorkerRegistry {
   // Every known worker, by name, with last_heartbeat_unix_ms filled in.
   std::vector<v1::WorkerInfo> List() const;
 
+  // How many known workers are in each state (states with none are absent). O(1).
+  const std::map<v1::WorkerState, int>& counts() const { return counts_; }
+  // The slots of the READY workers, summed. O(1).
+  int64_t ready_slots() const { return ready_slots_; }
+
   int64_t worker_timeout_ms() const { return worker_timeout_ms_; }
 
  private:
   struct Entry {
     v1::WorkerInfo info;
     int64_t last_heard_mono_ms = 0;
+    bool in_heard_order = false;             // in heard_order_ (every worker not LOST)
+    std::list<std::string>::iterator heard;  // its place there
   };
+  // Moves `e` to `state`, keeping the counts.
+  void SetState(Entry& e, v1::WorkerState state);
+  // `e` was heard from now: the newest in heard_order_.
+  void Heard(Entry& e);
+
   const Clock& clock_;
   const int64_t worker_timeout_ms_;
   std::map<std::string, Entry> workers_;
+  // Names of the workers that are not LOST, least recently heard from first.
+  std::list<std::string> heard_order_;
+  std::map<v1::WorkerState, int> counts_;
+  int64_t ready_slots_ = 0;
 };
 
 }  // namespace convoy
