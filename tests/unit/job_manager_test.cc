@@ -31,6 +31,16 @@ class FakeChannel : public WorkerChannel {
   std::vector<std::pair<std::string, v1::CoordinatorMessage>> sent;
 };
 
+// The in-memory store, counting the body writes of each job.
+class CountingStore : public MemoryJobStore {
+ public:
+  Status SaveJob(const v1::Job& job, const v1::JobEvent* event) override {
+    ++saves[job.id()];
+    return MemoryJobStore::SaveJob(job, event);
+  }
+  std::map<std::string, int> saves;
+};
+
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override { Restart(); }
@@ -156,7 +166,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  MemoryJobStore store_;
+  CountingStore store_;
   FakeChannel channel_;
   JobManagerOptions options_;
   std::unique_ptr<WorkerRegistry> registry_;
@@ -491,6 +501,326 @@ TEST_F(JobManagerTest, RendezvousThatNeverCompletesTimesOut) {
   v1::Job job = Job(id);
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_NE(job.message().find("rendezvous timed out"), std::string::npos);
+}
+
+// ---- Summaries, active jobs and counts (List(false), ListActive, GetStats)
+
+TEST_F(JobManagerTest, SummariesLeaveOutEventsNodesAndExitsButCountThem) {
+  AddWorker("w1", 2);
+  AddWorker("w2", 2);
+  const std::string done = Submit(2, 2);
+  StartAttempt(done);
+  for (int rank = 0; rank < 4; ++rank) Exit(rank < 2 ? "w1" : "w2", done, 0, rank, 0);
+  const std::string waiting = Submit(3, 1);  // 3 nodes, 2 workers: PENDING
+  auto summaries = jm_->List(/*full=*/false);
+  ASSERT_EQ(summaries.size(), 2u);
+  const v1::Job& s = summaries[0];
+  EXPECT_EQ(s.id(), done);
+  EXPECT_EQ(s.state(), v1::SUCCEEDED);
+  EXPECT_EQ(s.events_size(), 0);
+  ASSERT_EQ(s.attempts_size(), 1);
+  EXPECT_EQ(s.attempts(0).nodes_size(), 0);
+  EXPECT_EQ(s.attempts(0).exits_size(), 0);
+  EXPECT_EQ(s.attempts(0).node_count(), 2);
+  EXPECT_EQ(s.attempts(0).exit_count(), 4);
+  EXPECT_EQ(s.attempts(0).master_port(), 40000);
+  EXPECT_EQ(s.spec().nodes(), 2);
+  auto full = jm_->List(/*full=*/true);
+  EXPECT_EQ(full[0].events_size(), 5);
+  EXPECT_EQ(full[0].attempts(0).nodes_size(), 2);
+  EXPECT_EQ(full[0].attempts(0).exits_size(), 4);
+
+  auto active = jm_->ListActive();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].id(), waiting);
+  EXPECT_EQ(active[0].events_size(), 0);
+}
+
+TEST_F(JobManagerTest, StatsCountJobsWorkersAndSlotsAsTheyChange) {
+  AddWorker("w1", 2);
+  AddWorker("w2", 3);
+  JobManager::Stats st = jm_->GetStats();
+  EXPECT_EQ(st.workers[v1::WORKER_READY], 2);
+  EXPECT_EQ(st.slots_total, 5);
+  EXPECT_EQ(st.slots_used, 0);
+  EXPECT_TRUE(st.jobs.empty());
+
+  const std::string id = Submit(2, 2);
+  StartAttempt(id);
+  const std::string big = Submit(5, 1);  // waits
+  st = jm_->GetStats();
+  EXPECT_EQ(st.jobs[v1::RUNNING], 1);
+  EXPECT_EQ(st.jobs[v1::PENDING], 1);
+  EXPECT_EQ(st.slots_used, 4);
+  Exit(Job(id).attempts(0).nodes(0).worker(), id, 0, 0, 0);
+  EXPECT_EQ(jm_->GetStats().slots_used, 3);  // a rank that is gone frees its slot
+
+  KillWorker("w2");
+  st = jm_->GetStats();
+  EXPECT_EQ(st.workers[v1::WORKER_READY], 1);
+  EXPECT_EQ(st.workers[v1::WORKER_UNREACHABLE], 1);
+  EXPECT_EQ(st.slots_total, 2);  // only READY workers' slots
+  Advance(10500);
+  st = jm_->GetStats();
+  EXPECT_EQ(st.workers.count(v1::WORKER_UNREACHABLE), 0u);
+  EXPECT_EQ(st.workers[v1::WORKER_LOST], 1);
+  EXPECT_EQ(st.jobs[v1::FAILED], 1);  // w2 was lost, no restarts
+  EXPECT_EQ(st.jobs.count(v1::RUNNING), 0u);
+  ASSERT_TRUE(jm_->Cancel(big, "").ok());
+  st = jm_->GetStats();
+  EXPECT_EQ(st.jobs[v1::CANCELLED], 1);
+  EXPECT_EQ(st.jobs.count(v1::PENDING), 0u);
+  EXPECT_TRUE(jm_->ListActive().empty());
+}
+
+// ---- Log requests with a wait (ReadLogs.wait_ms)
+
+TEST_F(JobManagerTest, LogRequestCarriesItsWaitAndFailsAfterWaitPlusTheAnswerTimeout) {
+  AddWorker("w1", 1);
+  const std::string id = Submit(1, 1);
+  StartAttempt(id);
+  std::vector<StatusOr<v1::LogData>> got;
+  auto fn = [&](const StatusOr<v1::LogData>& d) { got.push_back(d); };
+  auto attempt = jm_->RequestLogs(id, 0, -1, 10, 4096, /*wait_ms=*/5000, fn);
+  ASSERT_TRUE(attempt.ok());
+  EXPECT_EQ(*attempt, 0);
+  auto reads = channel_.Take(v1::CoordinatorMessage::kReadLogs);
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0].first, "w1");
+  const v1::ReadLogs& read = reads[0].second.read_logs();
+  EXPECT_EQ(read.wait_ms(), 5000);
+  EXPECT_EQ(read.offset(), 10);
+  EXPECT_EQ(read.max_bytes(), 4096);
+  Advance(5000 + options_.log_request_timeout_ms - 500);
+  EXPECT_TRUE(got.empty());  // the worker may still be holding it
+  Advance(500);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status().code(), StatusCode::kUnavailable);
+
+  // An answer reaches its request.
+  ASSERT_TRUE(jm_->RequestLogs(id, 0, 0, 0, 100, 0, fn).ok());
+  reads = channel_.Take(v1::CoordinatorMessage::kReadLogs);
+  ASSERT_EQ(reads.size(), 1u);
+  v1::WorkerMessage answer;
+  answer.mutable_log_data()->set_request_id(reads[0].second.read_logs().request_id());
+  answer.mutable_log_data()->set_data("hello");
+  jm_->OnWorkerMessage("w1", answer);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(got[1].ok());
+  EXPECT_EQ(got[1]->data(), "hello");
+  EXPECT_EQ(jm_->RequestLogs(id, 7, 0, 0, 100, 0, fn).status().code(), StatusCode::kNotFound);
+}
+
+// ---- Persistence in batches
+
+TEST_F(JobManagerTest, ExitsAreWrittenOnceAtTheNextTick) {
+  AddWorker("w1", 4);
+  const std::string id = Submit(1, 4);
+  StartAttempt(id);
+  const int before = store_.saves[id];
+  for (int rank = 0; rank < 3; ++rank) {
+    v1::WorkerMessage msg;
+    auto* e = msg.mutable_process_exited();
+    e->set_job_id(id);
+    e->set_attempt(0);
+    e->set_rank(rank);
+    jm_->OnWorkerMessage("w1", msg);
+  }
+  EXPECT_EQ(store_.saves[id], before);  // nothing written yet
+  EXPECT_EQ(Job(id).attempts(0).exits_size(), 3);
+  jm_->Tick();
+  EXPECT_EQ(store_.saves[id], before + 1);  // three exits, one write
+  auto stored = store_.LoadJobs();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ((*stored)[0].attempts(0).exits_size(), 3);
+  jm_->Tick();
+  EXPECT_EQ(store_.saves[id], before + 1);  // nothing new: nothing written
+  // A transition is written at once, with its event.
+  Exit("w1", id, 0, 3, 0);
+  EXPECT_EQ((*store_.LoadJobs())[0].state(), v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, ExitsLostWithTheCoordinatorAreReplayedFromTheWorkersReport) {
+  AddWorker("w1", 2);
+  const std::string id = Submit(1, 2);
+  StartAttempt(id);
+  v1::WorkerMessage msg;
+  auto* e = msg.mutable_process_exited();
+  e->set_job_id(id);
+  e->set_attempt(0);
+  e->set_rank(0);
+  jm_->OnWorkerMessage("w1", msg);
+  Restart();  // kill -9 before the tick: rank 0's exit never reached the store
+  EXPECT_EQ(Job(id).attempts(0).exits_size(), 0);
+  v1::AttemptStatus as;
+  as.set_job_id(id);
+  as.set_attempt(0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto* rs = as.add_ranks();
+    rs->set_rank(rank);
+    rs->set_local_rank(rank);
+    rs->set_running(rank == 1);
+  }
+  AddWorker("w1", 2, {as});
+  EXPECT_EQ(Job(id).attempts(0).exits_size(), 1);
+  Exit("w1", id, 0, 1, 0);
+  EXPECT_EQ(Job(id).state(), v1::SUCCEEDED);
+}
+
+// ---- Per-worker costs: finished attempts keep no ranks
+
+TEST_F(JobManagerTest, FinishedJobsLeaveNoTraceOnTheirWorkers) {
+  AddWorker("w1", 2);
+  AddWorker("w2", 2);
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = Submit(2, 2);
+    StartAttempt(id);
+    for (int rank = 0; rank < 4; ++rank) Exit(rank < 2 ? "w1" : "w2", id, 0, rank, 0);
+    ASSERT_EQ(Job(id).state(), v1::SUCCEEDED);
+  }
+  const std::string running = Submit(1, 1);
+  StartAttempt(running);
+  for (const v1::WorkerInfo& w : jm_->ListWorkers()) {
+    // Only the running job is held; the finished ones dropped their ranks.
+    if (w.jobs_size() > 0) {
+      EXPECT_EQ(w.jobs_size(), 1) << w.name();
+      EXPECT_EQ(w.jobs(0), running);
+      EXPECT_EQ(w.used_slots(), 1);
+    } else {
+      EXPECT_EQ(w.used_slots(), 0) << w.name();
+    }
+  }
+  // A heartbeat naming a stopped rank of a finished job changes nothing.
+  v1::StoppedRank s;
+  s.set_job_id("j-000001");
+  s.set_attempt(0);
+  s.set_rank(0);
+  stopped_["w1"].push_back(s);
+  Advance(1000);
+  EXPECT_EQ(Job("j-000001").state(), v1::SUCCEEDED);
+  EXPECT_EQ(Job(running).state(), v1::RUNNING);
+}
+
+// ---- Scheduling at the tick
+
+TEST_F(JobManagerTest, RegistrationsArePlacedAtTheNextTickNotEachOnArrival) {
+  const std::string id = Submit(3, 1);
+  for (const std::string name : {"w1", "w2", "w3"}) {
+    channel_.connected.insert(name);
+    live_.insert(name);
+    v1::Register reg;
+    reg.set_name(name);
+    reg.set_address("10.0.0." + name.substr(1));
+    reg.set_slots(1);
+    jm_->OnRegister(reg);
+  }
+  EXPECT_EQ(Job(id).state(), v1::PENDING);  // three registrations, no scheduling yet
+  jm_->Tick();
+  EXPECT_EQ(Job(id).state(), v1::RENDEZVOUS);
+}
+
+// A Scheduler that places nothing, counting its calls.
+class CountingScheduler : public Scheduler {
+ public:
+  std::vector<Placement> Schedule(const std::vector<WaitingJob>& waiting,
+                                  std::vector<WorkerCapacity> capacity) const override {
+    ++calls;
+    last_waiting = waiting.size();
+    last_capacity = capacity.size();
+    return {};
+  }
+  mutable int calls = 0;
+  mutable size_t last_waiting = 0;
+  mutable size_t last_capacity = 0;
+};
+
+TEST_F(JobManagerTest, AnotherSchedulerDecidesAndRunsAtMostOncePerTickWhenSomethingChanged) {
+  CountingScheduler scheduler;
+  options_.scheduler = &scheduler;
+  Restart();
+  const std::string a = Submit(1, 1);
+  Submit(1, 1);
+  EXPECT_EQ(scheduler.calls, 2);  // Submit places at once
+  for (int i = 1; i <= 3; ++i) {
+    v1::Register reg;
+    reg.set_name("w" + std::to_string(i));
+    reg.set_slots(1);
+    jm_->OnRegister(reg);
+  }
+  jm_->Tick();
+  EXPECT_EQ(scheduler.calls, 3);  // three registrations, one run
+  EXPECT_EQ(scheduler.last_waiting, 2u);
+  EXPECT_EQ(scheduler.last_capacity, 3u);
+  jm_->Tick();
+  EXPECT_EQ(scheduler.calls, 3);           // nothing changed
+  EXPECT_EQ(Job(a).state(), v1::PENDING);  // it placed nothing
+}
+
+// ---- Rendezvous: the launch carries each process's RANK
+
+TEST_F(JobManagerTest, LaunchesCarryTheRanksOfTheirProcesses) {
+  AddWorker("w1", 3);
+  AddWorker("w2", 3);
+  const std::string id = Submit(2, 3);
+  auto launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto& [worker, l] : launches) {
+    ASSERT_EQ(l.ranks_size(), 3) << worker;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(l.ranks(i), l.group_rank() * 3 + i);
+  }
+}
+
+// ---- Scale: a 10,000-node job on 10,000 workers, start to finish (behaviour, not time)
+
+TEST_F(JobManagerTest, TenThousandNodeJobRunsAndRestartsOnItsWorkers) {
+  constexpr int kNodes = 10000;
+  for (int i = 0; i < kNodes; ++i) {
+    const std::string name = "w" + std::to_string(i);
+    channel_.connected.insert(name);
+    v1::Register reg;
+    reg.set_name(name);
+    reg.set_address("10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256));
+    reg.set_slots(1);
+    jm_->OnRegister(reg);
+  }
+  jm_->Tick();
+  const std::string id = Submit(kNodes, 1, /*max_restarts=*/1);
+  ASSERT_EQ(Job(id).state(), v1::RENDEZVOUS);
+  auto launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
+  EXPECT_EQ(jm_->GetStats().slots_used, kNodes);
+  // One rank fails; the teardown's exits arrive in any order; the restart keeps the nodes.
+  std::map<int, std::string> worker_of;
+  for (const auto& [worker, l] : launches) worker_of[l.ranks(0)] = worker;
+  v1::WorkerMessage msg;
+  auto* e = msg.mutable_process_exited();
+  e->set_job_id(id);
+  e->set_attempt(0);
+  e->set_rank(kNodes / 2);
+  e->mutable_exit()->set_exit_code(1);
+  jm_->OnWorkerMessage(worker_of[kNodes / 2], msg);
+  clock_.AdvanceMs(options_.failure_window_ms);
+  jm_->Tick();
+  ASSERT_EQ(Job(id).state(), v1::RESTARTING);
+  EXPECT_EQ(channel_.Take(v1::CoordinatorMessage::kKill).size(), static_cast<size_t>(kNodes - 1));
+  for (int rank = kNodes - 1; rank >= 0; --rank) {
+    if (rank == kNodes / 2) continue;
+    e->set_rank(rank);
+    e->mutable_exit()->set_signal(15);
+    e->mutable_exit()->set_killed_by_worker(true);
+    jm_->OnWorkerMessage(worker_of[rank], msg);
+  }
+  jm_->Tick();
+  v1::Job job = Job(id);
+  ASSERT_EQ(job.state(), v1::RENDEZVOUS);
+  ASSERT_EQ(job.attempts_size(), 2);
+  for (int n = 0; n < kNodes; n += 997) {
+    EXPECT_EQ(job.attempts(1).nodes(n).worker(), job.attempts(0).nodes(n).worker());
+  }
+  launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
 }
 
 }  // namespace
