@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
+#include "common/clock.h"
+
 namespace convoy {
 namespace {
 
@@ -54,6 +59,119 @@ TEST(DetectHangTest, AllSilentNamesNobodyButAStoppedRankIsBlamedOverItsWaitingPe
   // Rank 0 fell silent first, waiting in a collective for rank 1, whose process is stopped.
   std::vector<RankLiveness> stopped{{0, false, false, 0}, {1, false, true, 3000}};
   hang = DetectHang(stopped, 6000, 5);
+  ASSERT_TRUE(hang.has_value());
+  EXPECT_EQ(hang->rank, 1);
+  EXPECT_EQ(hang->reason, "hung: no progress for 5 s from rank 1 (its process is stopped)");
+}
+
+// ---- FailureAttribution: one attempt's window, deadline and hang checks on a fake clock
+
+TEST(FailureAttributionTest, TheWindowCollectsThenChoosesTheOutsideSignal) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  EXPECT_FALSE(fa.collecting());
+  EXPECT_FALSE(fa.RootCause(nullptr).has_value());
+  fa.Report(Failure(0, 1, 0));  // the peer's report arrives first and opens the window
+  clock.AdvanceMs(200);
+  fa.Report(Failure(1, 0, 9));
+  EXPECT_TRUE(fa.collecting());
+  clock.AdvanceMs(99);
+  EXPECT_FALSE(fa.RootCause(nullptr).has_value());  // 299 ms: still open
+  clock.AdvanceMs(1);
+  auto cause = fa.RootCause(nullptr);
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_EQ(cause->rank(), 1);
+  // Not acted on (e.g. the transition could not be written): decided again later.
+  EXPECT_TRUE(fa.collecting());
+  EXPECT_EQ(fa.RootCause(nullptr)->rank(), 1);
+  fa.Clear();
+  EXPECT_FALSE(fa.collecting());
+}
+
+TEST(FailureAttributionTest, AnUnreachablePeerExplainsErrorsButNotAnOutsideSignal) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  int asked = 0;
+  auto peer = [&]() -> std::optional<v1::RankFailure> {
+    ++asked;
+    v1::RankFailure f;
+    f.set_rank(5);
+    f.set_reason("worker w5 became unreachable while its peers failed");
+    return f;
+  };
+  fa.Report(Failure(0, 1, 0));
+  clock.AdvanceMs(300);
+  EXPECT_EQ(fa.RootCause(peer)->rank(), 5);
+  EXPECT_EQ(asked, 1);
+  fa.Clear();
+  fa.Report(Failure(2, 0, 11));  // SIGSEGV: the cause itself
+  clock.AdvanceMs(300);
+  EXPECT_EQ(fa.RootCause(peer)->rank(), 2);
+  EXPECT_EQ(asked, 1);  // not asked
+  fa.Clear();
+  fa.Report(Failure(3, 1, 0));
+  clock.AdvanceMs(300);
+  EXPECT_EQ(fa.RootCause([] { return std::optional<v1::RankFailure>(); })->rank(), 3);
+}
+
+TEST(FailureAttributionTest, ALostWorkerIsDecisive) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  fa.Report(Failure(0, 1, 0));
+  v1::RankFailure lost;
+  lost.set_rank(4);
+  lost.set_reason("worker w4 lost");
+  EXPECT_EQ(fa.Decisive(lost).rank(), 4);
+  EXPECT_FALSE(fa.collecting());
+}
+
+TEST(FailureAttributionTest, TheRendezvousDeadlineWaitsForAFailureBeingAttributed) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  EXPECT_FALSE(fa.RendezvousOverdue());  // no deadline set
+  fa.SetRendezvousDeadline(clock.NowMonotonicMs() + 5000);
+  clock.AdvanceMs(4999);
+  EXPECT_FALSE(fa.RendezvousOverdue());
+  clock.AdvanceMs(1);
+  EXPECT_TRUE(fa.RendezvousOverdue());
+  fa.Report(Failure(0, 1, 0));
+  EXPECT_FALSE(fa.RendezvousOverdue());  // the failure decides the attempt first
+  EXPECT_EQ(RendezvousTimeoutReason({3, 5}), "rendezvous timed out: rank(s) 3, 5 did not start");
+}
+
+TEST(FailureAttributionTest, HangChecksLookAtTheRanksOnlyWhenAHangCanBeDue) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  const int64_t t0 = clock.NowMonotonicMs();
+  std::vector<RankLiveness> ranks{{0, false, false, t0}, {1, false, false, t0}};
+  int scans = 0;
+  auto liveness = [&] {
+    ++scans;
+    return ranks;
+  };
+  EXPECT_FALSE(fa.CheckHang(liveness, 5).has_value());
+  EXPECT_EQ(scans, 1);
+  for (int i = 0; i < 9; ++i) {  // 4.5 s of ticks: nothing can be due before t0 + 5 s
+    clock.AdvanceMs(500);
+    ranks[0].last_progress_ms = clock.NowMonotonicMs();  // rank 0 progresses
+    EXPECT_FALSE(fa.CheckHang(liveness, 5).has_value());
+  }
+  EXPECT_EQ(scans, 1);
+  clock.AdvanceMs(500);  // t0 + 5 s: rank 1 has been silent for the timeout
+  auto hang = fa.CheckHang(liveness, 5);
+  ASSERT_TRUE(hang.has_value());
+  EXPECT_EQ(hang->rank, 1);
+  EXPECT_EQ(scans, 2);
+  EXPECT_FALSE(fa.CheckHang(liveness, 0).has_value());  // no timeout: never hung
+}
+
+TEST(FailureAttributionTest, AStoppedRankIsNamedWhenTheHangIsFound) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  const int64_t t0 = clock.NowMonotonicMs();
+  std::vector<RankLiveness> ranks{{0, false, false, t0}, {1, false, true, t0 + 1000}};
+  clock.AdvanceMs(5000);
+  auto hang = fa.CheckHang([&] { return ranks; }, 5);
   ASSERT_TRUE(hang.has_value());
   EXPECT_EQ(hang->rank, 1);
   EXPECT_EQ(hang->reason, "hung: no progress for 5 s from rank 1 (its process is stopped)");

@@ -112,5 +112,30 @@ TEST(FifoSchedulerTest, AnEarlierJobKeepsTheSlotsALaterOneWanted) {
   EXPECT_EQ(placed[0].id, "j-1");
 }
 
+TEST(PlaceGangTest, ARestartOfTenThousandNodesKeepsEveryNodeOnItsWorker) {
+  constexpr int kNodes = 10000;
+  std::vector<WorkerCapacity> workers;
+  std::vector<std::string> preferred;
+  for (int i = 0; i < kNodes + 10; ++i) {
+    workers.push_back({"w" + std::to_string(i), 1 + i % 3, 0});
+  }
+  for (int i = kNodes - 1; i >= 0; --i) preferred.push_back("w" + std::to_string(i));
+  preferred[17] = "gone";  // a worker of the previous attempt that left
+  auto chosen = PlaceGang(Gang(kNodes, 1), workers, preferred);
+  ASSERT_TRUE(chosen.has_value());
+  ASSERT_EQ(chosen->size(), static_cast<size_t>(kNodes));
+  for (int n = 0; n < 17; ++n) EXPECT_EQ((*chosen)[n], preferred[n]);
+  EXPECT_EQ((*chosen)[17], preferred[18]);  // the rest keep their order, then the best others
+  // The replacement is the best of the others: most free slots (3: i % 3 == 2), then name.
+  EXPECT_EQ(chosen->back(), "w10001");
+}
+
+TEST(PlaceGangTest, OnlyTheBestOthersAreChosenInOrder) {
+  std::vector<WorkerCapacity> workers{{"d", 1, 0}, {"a", 2, 0}, {"c", 3, 0}, {"b", 2, 0}};
+  auto chosen = PlaceGang(Gang(3, 1), workers, {"d"});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(*chosen, (std::vector<std::string>{"d", "c", "a"}));
+}
+
 }  // namespace
 }  // namespace convoy
