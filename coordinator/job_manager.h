@@ -18,8 +18,13 @@
 //
 // Cost: worker events (heartbeat, metrics, exit, register) are O(ranks of that worker) or
 // O(records), never O(jobs ever run): finished attempts drop their rank runtime, and an
-// index maps each worker to the jobs that hold it. Scheduling runs once per Tick when
-// something changed (a job arrived, slots were freed, a worker became ready).
+// index maps each worker to the jobs that hold it. Nothing is O(N^2) in a job's nodes:
+// counters (started, gone) answer "all started / all gone", kills go once per worker, each
+// launch is O(its ranks), placement is O(workers + nodes) (a 10,000-node job on 10,000
+// workers places and launches in milliseconds). Scheduling runs once per Tick when something
+// changed (a job arrived, slots were freed, a worker became ready); Submit places at once.
+// Tick is O(active jobs + workers that expire): a running attempt's ranks are scanned for a
+// hang only when one can be due (FailureAttribution::CheckHang). GetStats is O(states).
 #pragma once
 
 #include <cstdint>
