@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds with warnings as errors, checks formatting, and runs every
 # test (unit, integration, trainer, end to end, the bounded scale run) through CTest. Then,
-# each within a time budget, the thread checks: the coordinator and worker built with clang's
-# -Wthread-safety as errors, and the unit and integration tests under ThreadSanitizer.
+# within a time budget, the thread check: the daemons built with clang's -Wthread-safety as
+# errors (scripts/thread-checks.sh).
 # Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
 #   CONVOY_SKIP_THREAD_CHECKS=1 skips the clang and TSAN builds (quick local runs).
 set -euo pipefail
