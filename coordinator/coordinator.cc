@@ -297,6 +297,21 @@ void Coordinator::OnRegister(const v1::Register& reg, std::shared_ptr<WorkerStre
 void Coordinator::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
   Locked([&] {
     mu_.AssertHeld();
+    if (jobs_.IsLost(worker)) {
+      // Declared lost while its stream lived on (its heartbeats came too late): its ranks
+      // were failed. Ending the stream makes it register again, reporting what it still
+      // runs, and the usual reconciliation brings it back instead of leaving it LOST.
+      auto it = streams_.find(worker);
+      if (it != streams_.end()) {
+        std::shared_ptr<WorkerStream> stream = it->second;
+        streams_.erase(it);
+        spdlog::warn(
+            "worker {} was declared lost but is still talking; asking it to register again",
+            worker);
+        Defer([stream] { stream->Close("declared lost; register again"); });
+      }
+      return;
+    }
     jobs_.OnWorkerMessage(worker, msg);
   });
 }

@@ -134,6 +134,12 @@ class JobManager {
   v1::RegisterAck OnRegister(const v1::Register& reg);
   void OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg);
   void OnDisconnect(const std::string& worker);
+  // True when `worker` was declared lost (its ranks failed): it must register again before
+  // anything it says counts.
+  bool IsLost(const std::string& worker) const {
+    const v1::WorkerInfo* w = workers_.Find(worker);
+    return w != nullptr && w->state() == v1::WORKER_LOST;
+  }
 
   // Advances timeouts: lost workers, hung attempts, rendezvous and teardown deadlines, the
   // failure window, log requests. Call it often (every 50-100 ms).

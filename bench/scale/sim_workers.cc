@@ -7,6 +7,7 @@
 // runs. Traffic goes only to --coordinator (loopback in the benchmark).
 //
 // Prints one JSON line of counters a second on stdout (see Stats below).
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -443,6 +444,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--workers: must be positive\n");
     return 2;
   }
+  // As in convoy-coordinator: Debian's abseil checks every mutex acquisition for cycles.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const convoy::FileLimit files = convoy::RaiseFileLimit();
   std::fprintf(stderr, "sim-workers: %d workers, open-file limit %" PRIu64 "\n", o.workers,
                files.soft);
