@@ -271,6 +271,61 @@ class Run:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def emfile_check(args):
+    """The coordinator under a 300-descriptor limit, 400 workers dialling: it must say it ran
+    out, keep serving (`convoy list`), and accept again once the workers are gone."""
+    failures = []
+    d = tempfile.mkdtemp(prefix="convoy-emfile-")
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    log_path = os.path.join(d, "coordinator.log")
+    with open(log_path, "w") as log:
+        coord = subprocess.Popen(
+            ["prlimit", "--nofile=300:300", os.path.join(args.bin_dir, "convoy-coordinator"),
+             "--listen", target, "--state-dir", os.path.join(d, "state"), "--insecure"],
+            stdout=log, stderr=log)
+    gen = None
+    try:
+        time.sleep(0.5)
+        gen = Generator(args.bin_dir, target, 400, os.path.join(d, "sim.log"))
+        deadline = time.time() + 30
+        while time.time() < deadline and "out of file descriptors" not in open(log_path).read():
+            time.sleep(0.2)
+        if "out of file descriptors" not in open(log_path).read():
+            failures.append("the coordinator never said it ran out of descriptors")
+        cli = lambda: subprocess.run([os.path.join(args.bin_dir, "convoy"), "--coordinator",
+                                      target, "list"], capture_output=True, timeout=30)
+        if coord.poll() is not None:
+            failures.append("the coordinator died when descriptors ran out")
+        time.sleep(2)
+        if gen.get("registered_now") == 0 or gen.get("dropped") != 0:
+            failures.append(f"open streams were not kept: {gen.get('registered_now')} registered, "
+                            f"{gen.get('dropped')} dropped while out of descriptors")
+        gen.stop()
+        gen = None
+        deadline = time.time() + 30
+        while time.time() < deadline and "accepting connections again" not in open(log_path).read():
+            time.sleep(0.2)
+        if "accepting connections again" not in open(log_path).read():
+            failures.append("the coordinator did not accept again once descriptors were free")
+        if cli().returncode != 0:
+            failures.append("convoy list failed after the descriptors were free again")
+    except Exception as e:
+        failures.append(f"error: {e}")
+    finally:
+        if gen:
+            gen.stop()
+        if coord.poll() is None:
+            coord.send_signal(signal.SIGTERM)
+            try:
+                coord.wait(10)
+            except subprocess.TimeoutExpired:
+                coord.kill()
+        if not args.keep:
+            shutil.rmtree(d, ignore_errors=True)
+    return failures
+
+
 COLUMNS = [("workers", "workers"), ("registered_s", "registered in s"), ("refused", "refused"),
            ("coord_cpu_pct", "coord CPU %"), ("gen_cpu_pct", "generator CPU %"),
            ("coord_rss_mib", "coord RSS MiB"), ("coord_threads", "coord threads"),
@@ -291,6 +346,8 @@ def main():
     p.add_argument("--restart-run-s", type=int, default=40)
     p.add_argument("--check", action="store_true", help="CI: assert correctness only")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--emfile", action="store_true",
+                   help="also run the coordinator out of file descriptors (300) with 400 workers")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (logs)")
     args = p.parse_args()
     if args.check:
@@ -320,6 +377,15 @@ def main():
                 print(f"{r['workers']} workers: {f}")
     failed = sum(len(r["failures"]) for r in rows)
     checks = len(rows) * (6 if args.restart else 5)
+    if args.emfile:
+        print("== out of file descriptors: limit 300, 400 workers", flush=True)
+        emfile = emfile_check(args)
+        for f in emfile:
+            print(f"descriptors: {f}")
+        if not emfile:
+            print("descriptors: ran out, shed new connections, kept the open ones, accepted again")
+        failed += len(emfile)
+        checks += 3
     if args.check:
         print(f"{checks - min(failed, checks)} passed, {failed} failed")
     return 1 if (args.check and failed) else 0

@@ -139,19 +139,25 @@ void Listener::Loop() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EMFILE || errno == ENFILE) {
-        if (!exhausted) {
-          exhausted = true;
-          shed_in_episode = 0;
-          spdlog::error(
-              "listener: out of file descriptors ({} open); shedding new connections, serving "
-              "the open ones",
-              CountOpenFiles());
-        }
         // Release the spare, take the waiting connection and close it: the client sees the
         // connection refused and backs off, instead of waiting in the backlog.
+        const bool first = !exhausted;
+        exhausted = true;
+        if (first) shed_in_episode = 0;
+        if (first && spare_fd_ < 0) {
+          spdlog::error(
+              "listener: out of file descriptors; shedding new connections, serving the open "
+              "ones");
+        }
         if (spare_fd_ >= 0) {
           close(spare_fd_);
           spare_fd_ = -1;
+          if (first) {  // counted with the spare's descriptor free: listing needs one
+            spdlog::error(
+                "listener: out of file descriptors ({} open); shedding new connections, "
+                "serving the open ones",
+                CountOpenFiles());
+          }
           const int victim = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
           if (victim >= 0) {
             close(victim);
