@@ -13,7 +13,7 @@
 namespace convoy {
 
 // Limits, with the reason for each.
-inline constexpr int kMaxNodes = 16384;  // bench/scale: 10,000-node jobs on one coordinator
+inline constexpr int kMaxNodes = 16384;       // bench/scale: 10,000-node jobs on one coordinator
 inline constexpr int kMaxProcsPerNode = 256;  // one process per core or GPU of a big box
 inline constexpr int kMaxWorldSize = 65536;
 inline constexpr int kMaxRestarts = 100;  // a job failing more often needs a person
