@@ -16,6 +16,9 @@ enum class StatusCode {
   kFailedPrecondition,
   kUnavailable,
   kInternal,
+  kUnauthenticated,
+  kPermissionDenied,
+  kResourceExhausted,
 };
 
 class Status {
@@ -34,6 +37,15 @@ class Status {
   }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -28,6 +28,12 @@ grpc::Status ToGrpc(const Status& status) {
       return {grpc::StatusCode::UNAVAILABLE, status.message()};
     case StatusCode::kInternal:
       return {grpc::StatusCode::INTERNAL, status.message()};
+    case StatusCode::kUnauthenticated:
+      return {grpc::StatusCode::UNAUTHENTICATED, status.message()};
+    case StatusCode::kPermissionDenied:
+      return {grpc::StatusCode::PERMISSION_DENIED, status.message()};
+    case StatusCode::kResourceExhausted:
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
   }
   return {grpc::StatusCode::UNKNOWN, status.message()};
 }
