@@ -1,5 +1,7 @@
 #include "common/util.h"
 
+#include <arpa/inet.h>
+
 #include <csignal>
 #include <cstring>
 
@@ -27,6 +29,13 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
     return Status::InvalidArgument(flag + ": port " + port_text + " is out of range");
   }
   return std::make_pair(host, port);
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return false;
 }
 
 std::string SignalName(int signal) {

@@ -12,6 +12,9 @@ namespace convoy {
 StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
                                                     const std::string& flag);
 
+// True for "localhost", 127.0.0.0/8 and ::1: where plain text (--insecure) may be used.
+bool IsLoopbackHost(const std::string& host);
+
 // "SIGKILL" for 9, "signal 64" for an unknown number.
 std::string SignalName(int signal);
 

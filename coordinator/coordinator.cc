@@ -196,19 +196,20 @@ void Coordinator::Tick() {
 
 // ---- Clients
 
-void Coordinator::Submit(const v1::JobSpec& spec, std::function<void(StatusOr<std::string>)> done) {
+void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner,
+                         std::function<void(StatusOr<std::string>)> done) {
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<std::string> id = jobs_.Submit(spec);
+    StatusOr<std::string> id = jobs_.Submit(spec, owner);
     Defer([done = std::move(done), id = std::move(id)] { done(id); });
   });
 }
 
-void Coordinator::Cancel(const std::string& id, const std::string& reason,
+void Coordinator::Cancel(const std::string& id, const std::string& reason, const std::string& by,
                          std::function<void(StatusOr<v1::Job>)> done) {
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<v1::Job> job = jobs_.Cancel(id, reason);
+    StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by);
     Defer([done = std::move(done), job = std::move(job)] { done(job); });
   });
 }

@@ -88,9 +88,9 @@ class Coordinator {
   void set_on_export(ExportFn fn) { on_export_ = std::move(fn); }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
-  void Submit(const v1::JobSpec& spec, std::function<void(StatusOr<std::string>)> done)
-      EXCLUDES(mu_);
-  void Cancel(const std::string& id, const std::string& reason,
+  void Submit(const v1::JobSpec& spec, const std::string& owner,
+              std::function<void(StatusOr<std::string>)> done) EXCLUDES(mu_);
+  void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);

@@ -2,24 +2,64 @@
 
 #include <chrono>
 
+#include "common/util.h"
+
 namespace convoy {
+
+ServerSecurity InsecureForTests() {
+  ServerSecurity s;
+  s.insecure = true;
+  return s;
+}
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator,
                                                         const std::string& listen,
+                                                        ServerSecurity security,
                                                         StreamLimits limits) {
+  auto hp = ParseHostPort(listen, "--listen");
+  if (!hp.ok()) return hp.status();
+  if (security.insecure && !IsLoopbackHost(hp->first)) {
+    return Status::InvalidArgument(
+        "--insecure serves plain text without authentication: it "
+        "listens only on a loopback address, not '" +
+        hp->first + "'");
+  }
+  if (!security.insecure && security.tokens == nullptr) {
+    return Status::InvalidArgument("TLS needs the token store");
+  }
   auto listener = Listener::Bind(listen);
   if (!listener.ok()) return listener.status();
   std::unique_ptr<GrpcServer> s(new GrpcServer());
+  s->security_ = std::move(security);
+  ServerSecurity& sec = s->security_;
+  sec.auth.insecure = sec.insecure;
+  sec.auth.tokens = sec.tokens;
+  sec.auth.clock = &s->clock_;
+  s->auth_ = std::make_unique<Authorizer>(sec.auth);
   s->listener_ = std::move(*listener);
-  s->worker_service_ = std::make_unique<WorkerServiceImpl>(coordinator, limits);
-  s->job_service_ = std::make_unique<JobServiceImpl>(coordinator, limits);
+  s->worker_service_ = std::make_unique<WorkerServiceImpl>(coordinator, *s->auth_, limits);
+  s->job_service_ = std::make_unique<JobServiceImpl>(coordinator, *s->auth_, limits);
+  s->join_service_ = std::make_unique<JoinServiceImpl>(*s->auth_, sec.insecure ? nullptr : &sec.ca,
+                                                       sec.tokens, s->clock_);
+
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (sec.insecure) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    // Client certificates are asked for and, when given, verified against the cluster CA
+    // (workers); people and joining workers come without one and show a token instead.
+    grpc::SslServerCredentialsOptions opts(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    opts.pem_root_certs = sec.ca.ca.cert_pem;
+    opts.pem_key_cert_pairs.push_back({sec.server_key_pem, sec.server_cert_pem});
+    creds = grpc::SslServerCredentials(opts);
+  }
 
   grpc::ServerBuilder builder;
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
+  builder.RegisterService(s->join_service_.get());
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      grpc::InsecureServerCredentials());
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds);
   builder.SetMaxReceiveMessageSize(16 * 1024 * 1024);
   builder.SetMaxSendMessageSize(64 * 1024 * 1024);
   // Pings from the server find dead peers whose TCP connection never said so; a worker's

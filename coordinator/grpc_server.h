@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
@@ -15,11 +16,28 @@
 
 namespace convoy {
 
+// How the server proves itself and checks its callers.
+struct ServerSecurity {
+  // Plain text, every caller the local admin: refused on anything but a loopback address.
+  bool insecure = false;
+  // TLS: the server's certificate chain and key (PEM), and the cluster CA that client
+  // certificates must be signed by.
+  std::string server_cert_pem;
+  std::string server_key_pem;
+  ClusterCa ca;
+  TokenStore* tokens = nullptr;
+  AuthOptions auth;  // insecure, tokens and clock are filled in by Start
+};
+
+// Plain text for tests and the local demo (no TLS, no tokens).
+ServerSecurity InsecureForTests();
+
 class GrpcServer {
  public:
   // Serves `coordinator` on `listen` (HOST:PORT; port 0 picks a free one).
   static StatusOr<std::unique_ptr<GrpcServer>> Start(Coordinator& coordinator,
                                                      const std::string& listen,
+                                                     ServerSecurity security,
                                                      StreamLimits limits = {});
   ~GrpcServer();
 
@@ -30,6 +48,10 @@ class GrpcServer {
 
  private:
   GrpcServer() = default;
+  ServerSecurity security_;
+  SystemClock clock_;
+  std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<JoinServiceImpl> join_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<Listener> listener_;

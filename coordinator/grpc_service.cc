@@ -188,13 +188,39 @@ class Outbound {
   grpc::Status status_;  // set before finished_, read once by the finishing thread
 };
 
+// Calls refused before they started (credentials, rights, limits).
+template <typename Req, typename Resp>
+class RefusedBidi final : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  explicit RefusedBidi(const Status& why) { this->Finish(ToGrpc(why)); }
+  void OnDone() override { delete this; }
+};
+
+template <typename Resp>
+class RefusedWrite final : public grpc::ServerWriteReactor<Resp> {
+ public:
+  explicit RefusedWrite(const Status& why) { this->Finish(ToGrpc(why)); }
+  void OnDone() override { delete this; }
+};
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const Status& why) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(why));
+  return reactor;
+}
+
 // ---- WorkerService.Connect: one bidirectional stream per worker.
 
 class WorkerReactor final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
-  WorkerReactor(Coordinator& coordinator, grpc::CallbackServerContext* context, size_t limit)
-      : coordinator_(coordinator), stream_(std::make_shared<Stream>(this, context, limit)) {
+  // `cert_name`: the name in the worker's client certificate (empty with --insecure): the
+  // only name this stream may register, and so report, under.
+  WorkerReactor(Coordinator& coordinator, grpc::CallbackServerContext* context, size_t limit,
+                std::string cert_name)
+      : coordinator_(coordinator),
+        stream_(std::make_shared<Stream>(this, context, limit)),
+        cert_name_(std::move(cert_name)) {
     StartRead(&in_);
   }
 
@@ -206,6 +232,11 @@ class WorkerReactor final
     }
     if (name_.empty()) {
       grpc::Status refused = CheckRegister(in_);
+      if (refused.ok() && !cert_name_.empty() && in_.register_().name() != cert_name_) {
+        refused = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                               "register.name: the client certificate is for worker '" +
+                                   cert_name_ + "', not '" + in_.register_().name() + "'");
+      }
       if (!refused.ok()) {
         spdlog::warn("refused a worker stream from {}: {}", stream_->peer, refused.error_message());
         stream_->out.Finish(refused);
@@ -273,6 +304,7 @@ class WorkerReactor final
 
   Coordinator& coordinator_;
   std::shared_ptr<Stream> stream_;
+  const std::string cert_name_;
   v1::WorkerMessage in_;
   std::string name_;  // empty until Register; touched only by the read chain and OnDone
 };
@@ -284,8 +316,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
   using Out = Outbound<v1::WatchJobResponse, WatchReactor>;
 
   WatchReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
-               const std::string& job_id, size_t limit)
-      : coordinator_(coordinator), out_(std::make_shared<Out>(this, context, limit)) {
+               const std::string& job_id, size_t limit, std::shared_ptr<void> slot)
+      : coordinator_(coordinator),
+        out_(std::make_shared<Out>(this, context, limit)),
+        slot_(std::move(slot)) {
     std::shared_ptr<Out> out = out_;
     auto id =
         coordinator_.Watch(job_id, [out, job_id](const v1::WatchJobResponse& update, bool done) {
@@ -312,6 +346,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
  private:
   Coordinator& coordinator_;
   std::shared_ptr<Out> out_;
+  std::shared_ptr<void> slot_;  // the caller's stream quota, given back when the call ends
   uint64_t watch_id_ = 0;
 };
 
@@ -431,8 +466,8 @@ class LogsCall : public std::enable_shared_from_this<LogsCall> {
 class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
   LogsReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
-              const v1::GetLogsRequest& req)
-      : call_(std::make_shared<LogsCall>(coordinator, this, context, req)) {
+              const v1::GetLogsRequest& req, std::shared_ptr<void> slot)
+      : call_(std::make_shared<LogsCall>(coordinator, this, context, req)), slot_(std::move(slot)) {
     call_->Request(false);
   }
   void OnWriteDone(bool ok) override { call_->WriteDone(ok); }
@@ -446,20 +481,31 @@ class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
 
  private:
   std::shared_ptr<LogsCall> call_;
+  std::shared_ptr<void> slot_;
 };
 
 }  // namespace
 
+// Every handler begins with auth_.Check naming its own method (coordinator/auth.h).
+
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new WorkerReactor(coordinator_, context, limits_.worker_queue);
+  auto who = auth_.Check(*context, "/convoy.v1.WorkerService/Connect");
+  if (!who.ok()) return new RefusedBidi<v1::WorkerMessage, v1::CoordinatorMessage>(who.status());
+  return new WorkerReactor(coordinator_, context, limits_.worker_queue,
+                           who->kind == Principal::Kind::kWorker ? who->name : "");
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/SubmitJob");
+  if (!who.ok()) return FinishNow(context, who.status());
+  Status quota = auth_.TakeSubmit(*who);
+  if (!quota.ok()) return FinishNow(context, quota);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  coordinator_.Submit(req->spec(), [reactor, resp](const StatusOr<std::string>& id) {
+  const std::string owner = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.Submit(req->spec(), owner, [reactor, resp](const StatusOr<std::string>& id) {
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
       return;
@@ -472,6 +518,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* req, v1::Job* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/GetJob");
+  if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto job = coordinator_.Get(req->job_id());
   if (job.ok()) *resp = std::move(*job);
@@ -482,6 +530,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* req,
                                                    v1::ListJobsResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/ListJobs");
+  if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   for (v1::Job& job : coordinator_.List(req->full())) *resp->add_jobs() = std::move(job);
   reactor->Finish(grpc::Status::OK);
@@ -491,17 +541,29 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* req,
                                                     v1::Job* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/CancelJob");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (!who->admin()) {
+    auto job = coordinator_.Get(req->job_id());
+    if (!job.ok()) return FinishNow(context, job.status());
+    Status mine = Authorizer::CheckOwner(*who, *job, Right::kJobsCancel);
+    if (!mine.ok()) return FinishNow(context, mine);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  coordinator_.Cancel(req->job_id(), req->reason(), [reactor, resp](const StatusOr<v1::Job>& job) {
-    if (job.ok()) *resp = *job;
-    reactor->Finish(ToGrpc(job.status()));
-  });
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.Cancel(req->job_id(), req->reason(), by,
+                      [reactor, resp](const StatusOr<v1::Job>& job) {
+                        if (job.ok()) *resp = *job;
+                        reactor->Finish(ToGrpc(job.status()));
+                      });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest*,
                                                       v1::ListWorkersResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/ListWorkers");
+  if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   for (v1::WorkerInfo& w : coordinator_.ListWorkers()) *resp->add_workers() = std::move(w);
   reactor->Finish(grpc::Status::OK);
@@ -510,12 +572,107 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* req) {
-  return new WatchReactor(coordinator_, context, req->job_id(), limits_.watch_queue);
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/WatchJob");
+  if (!who.ok()) return new RefusedWrite<v1::WatchJobResponse>(who.status());
+  auto slot = auth_.AcquireStream(*who);
+  if (!slot.ok()) return new RefusedWrite<v1::WatchJobResponse>(slot.status());
+  return new WatchReactor(coordinator_, context, req->job_id(), limits_.watch_queue,
+                          std::move(*slot));
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetLogs(
     grpc::CallbackServerContext* context, const v1::GetLogsRequest* req) {
-  return new LogsReactor(coordinator_, context, *req);
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/GetLogs");
+  if (!who.ok()) return new RefusedWrite<v1::LogChunk>(who.status());
+  if (!who->admin()) {
+    auto job = coordinator_.Get(req->job_id());
+    if (!job.ok()) return new RefusedWrite<v1::LogChunk>(job.status());
+    Status mine = Authorizer::CheckOwner(*who, *job, Right::kLogsRead);
+    if (!mine.ok()) return new RefusedWrite<v1::LogChunk>(mine);
+  }
+  auto slot = auth_.AcquireStream(*who);
+  if (!slot.ok()) return new RefusedWrite<v1::LogChunk>(slot.status());
+  return new LogsReactor(coordinator_, context, *req, std::move(*slot));
+}
+
+// ---- JoinService
+
+grpc::ServerUnaryReactor* JoinServiceImpl::GetClusterInfo(grpc::CallbackServerContext* context,
+                                                          const v1::GetClusterInfoRequest*,
+                                                          v1::ClusterInfo* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JoinService/GetClusterInfo");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (ca_ == nullptr) {
+    return FinishNow(context, Status::FailedPrecondition(
+                                  "this coordinator runs --insecure: it has no cluster CA"));
+  }
+  resp->set_ca_pem(ca_->ca.cert_pem);
+  resp->set_ca_fingerprint(ca_->fingerprint);
+  return FinishNow(context, Status::Ok());
+}
+
+Status JoinServiceImpl::Issue(const std::string& name, const std::string& csr_pem,
+                              v1::JoinResponse* resp) {
+  if (ca_ == nullptr) {
+    return Status::FailedPrecondition(
+        "this coordinator runs --insecure: it issues no certificates");
+  }
+  if (ca_->ca.key_pem.empty()) {
+    return Status::FailedPrecondition(
+        "this coordinator uses the operator's own PKI (--tls-ca): give the worker --tls-cert, "
+        "--tls-key and --tls-ca instead of a join token");
+  }
+  const int64_t now = clock_.NowUnixMs() / 1000;
+  CertTemplate t;
+  t.common_name = name;
+  t.client = true;
+  t.not_before_s = now - 300;  // clock skew between hosts
+  t.not_after_s = now + ca_->worker_cert_ttl_s;
+  auto cert = SignCertificateRequest(ca_->ca, csr_pem, t);
+  if (!cert.ok()) return Status::InvalidArgument("csr_pem: " + cert.status().message());
+  resp->set_cert_pem(*cert);
+  resp->set_ca_pem(ca_->ca.cert_pem);
+  resp->set_not_after_unix_s(t.not_after_s);
+  return Status::Ok();
+}
+
+grpc::ServerUnaryReactor* JoinServiceImpl::Join(grpc::CallbackServerContext* context,
+                                                const v1::JoinRequest* req,
+                                                v1::JoinResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JoinService/Join");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (!IsValidName(req->name())) {
+    return FinishNow(context,
+                     Status::InvalidArgument("name: '" + req->name() +
+                                             "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
+  }
+  if (tokens_ != nullptr) {
+    // The use is taken only now that the request is known to be well formed.
+    bool malformed = false;
+    auto used =
+        tokens_->Check(Authorizer::BearerToken(*context, &malformed), clock_.NowUnixMs(), true);
+    if (!used.ok()) return FinishNow(context, used.status());
+  }
+  Status issued = Issue(req->name(), req->csr_pem(), resp);
+  if (issued.ok()) {
+    spdlog::info("worker {} joined from {} with join token {}", req->name(), context->peer(),
+                 who->token_id);
+  }
+  return FinishNow(context, issued);
+}
+
+grpc::ServerUnaryReactor* JoinServiceImpl::Renew(grpc::CallbackServerContext* context,
+                                                 const v1::RenewRequest* req,
+                                                 v1::JoinResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JoinService/Renew");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (who->kind != Principal::Kind::kWorker) {
+    return FinishNow(context, Status::FailedPrecondition(
+                                  "renewal needs the worker's current client certificate"));
+  }
+  Status issued = Issue(who->name, req->csr_pem(), resp);
+  if (issued.ok()) spdlog::info("worker {} renewed its certificate", who->name);
+  return FinishNow(context, issued);
 }
 
 }  // namespace convoy

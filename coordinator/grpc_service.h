@@ -14,8 +14,11 @@
 
 #include <cstddef>
 
+#include "common/pki.h"
+#include "convoy/v1/auth.grpc.pb.h"
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 
 namespace convoy {
@@ -34,21 +37,22 @@ struct StreamLimits {
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(Coordinator& coordinator, StreamLimits limits = {})
-      : coordinator_(coordinator), limits_(limits) {}
+  WorkerServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
+      : coordinator_(coordinator), auth_(auth), limits_(limits) {}
 
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
  private:
   Coordinator& coordinator_;
+  Authorizer& auth_;
   const StreamLimits limits_;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(Coordinator& coordinator, StreamLimits limits = {})
-      : coordinator_(coordinator), limits_(limits) {}
+  JobServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
+      : coordinator_(coordinator), auth_(auth), limits_(limits) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* req,
@@ -70,7 +74,43 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
 
  private:
   Coordinator& coordinator_;
+  Authorizer& auth_;
   const StreamLimits limits_;
+};
+
+// The cluster's certificate authority as the coordinator holds it.
+struct ClusterCa {
+  // The CA's certificate and key; the key is empty when the operator brought their own PKI
+  // (--tls-ca): then the coordinator issues nothing and Join answers FAILED_PRECONDITION.
+  KeyAndCert ca;
+  std::string fingerprint;
+  // Lifetime of the client certificates it issues to workers (they renew at 2/3 of it).
+  int64_t worker_cert_ttl_s = 24 * 3600;
+};
+
+// JoinService (proto/convoy/v1/auth.proto): the CA certificate for anyone, a worker
+// certificate for a join token, a renewed one for a worker's current certificate.
+class JoinServiceImpl final : public v1::JoinService::CallbackService {
+ public:
+  // `ca` null: --insecure, nothing to hand out.
+  JoinServiceImpl(Authorizer& auth, const ClusterCa* ca, TokenStore* tokens, const Clock& clock)
+      : auth_(auth), ca_(ca), tokens_(tokens), clock_(clock) {}
+
+  grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
+                                           const v1::GetClusterInfoRequest* req,
+                                           v1::ClusterInfo* resp) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context, const v1::JoinRequest* req,
+                                 v1::JoinResponse* resp) override;
+  grpc::ServerUnaryReactor* Renew(grpc::CallbackServerContext* context, const v1::RenewRequest* req,
+                                  v1::JoinResponse* resp) override;
+
+ private:
+  Status Issue(const std::string& name, const std::string& csr_pem, v1::JoinResponse* resp);
+
+  Authorizer& auth_;
+  const ClusterCa* const ca_;
+  TokenStore* const tokens_;
+  const Clock& clock_;
 };
 
 }  // namespace convoy

@@ -96,7 +96,7 @@ Status JobManager::Recover() {
   return Status::Ok();
 }
 
-StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
+StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner) {
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
   char id[32];
   std::snprintf(id, sizeof(id), "j-%06lld", static_cast<long long>(next_job_number_));
@@ -106,11 +106,13 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   job.set_state(v1::PENDING);
   job.set_created_unix_ms(clock_.NowUnixMs());
   job.set_updated_unix_ms(job.created_unix_ms());
-  job.set_message("submitted");
+  job.set_owner(owner);
+  const std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
+  job.set_message(submitted);
   v1::JobEvent event;
   event.set_time_unix_ms(job.created_unix_ms());
   event.set_to(v1::PENDING);
-  event.set_reason("submitted");
+  event.set_reason(submitted);
   Status st = store_.SaveJob(job, &event);
   if (!st.ok()) return Status::Unavailable("cannot persist the job: " + st.message());
   ++next_job_number_;
@@ -153,6 +155,7 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   s.set_restarts(job.restarts());
   *s.mutable_latest() = job.latest();
   s.set_message(job.message());
+  s.set_owner(job.owner());
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());
@@ -249,13 +252,15 @@ void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
   --used_total_;
 }
 
-StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason) {
+StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
+                                     const std::string& by) {
   JobRecord* r = Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (IsTerminal(r->job.state())) {
     return Status::FailedPrecondition("job " + id + " already " + StateName(r->job.state()));
   }
-  const std::string why = reason.empty() ? "cancelled by user" : "cancelled: " + reason;
+  const std::string who = by.empty() ? "cancelled by user" : "cancelled by " + by;
+  const std::string why = reason.empty() ? who : who + ": " + reason;
   CONVOY_RETURN_IF_ERROR(Transition(*r, v1::CANCELLED, why));
   if (r->rt.attempt >= 0 && !r->rt.released) SendKill(*r, why);
   MaybeFinishTeardown(*r);
@@ -307,7 +312,7 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
     return Status::NotFound("rank " + std::to_string(rank) + " is not part of attempt " +
                             std::to_string(attempt) + " of job " + id);
   }
-  const int64_t request_id = logs_.Add(std::move(fn), wait_ms);
+  const int64_t request_id = logs_.Add(std::move(fn), wait_ms, worker);
   v1::CoordinatorMessage msg;
   v1::ReadLogs* read = msg.mutable_read_logs();
   read->set_request_id(request_id);

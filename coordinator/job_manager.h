@@ -88,7 +88,8 @@ class JobManager {
   // ---- Client API
   // Validates `spec` (INVALID_ARGUMENT naming the field), persists the job as PENDING and
   // tries to place it. Returns the new job's id.
-  StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // `owner`: who submitted it (the token's user; empty with --insecure), kept on the job.
+  StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& owner = "");
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Job> Get(const std::string& id) const;
   // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
@@ -108,7 +109,9 @@ class JobManager {
   };
   Stats GetStats() const;
   // FAILED_PRECONDITION when the job already finished.
-  StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason);
+  // `by`: who cancels (recorded in the event); empty with --insecure.
+  StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason,
+                           const std::string& by = "");
 
   // Calls `fn` at once with the job's snapshot, then with every event, metric and new
   // snapshot; with done = true after the job reached a terminal state (no call follows).
@@ -220,7 +223,7 @@ class JobManager {
   void OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg);
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
   void OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat);
-  void OnLogData(const v1::LogData& msg);
+  void OnLogData(const std::string& worker, const v1::LogData& msg);
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
   // After a coordinator restart, node 0's worker is back but the master port was never

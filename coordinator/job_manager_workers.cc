@@ -159,7 +159,7 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
       OnMetrics(worker, msg.metrics());
       break;
     case v1::WorkerMessage::kLogData:
-      OnLogData(msg.log_data());
+      OnLogData(worker, msg.log_data());
       break;
     default:
       spdlog::warn("worker {}: unexpected message (case {}); ignored", worker,
@@ -228,7 +228,9 @@ void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFaile
   JobRecord* r = Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
-  if (it != r->rt.ranks.end()) MarkGone(r->rt, it->second);
+  // Only the worker that was given the rank speaks for it (its certificate says who it is).
+  if (it == r->rt.ranks.end() || it->second.worker != worker) return;
+  MarkGone(r->rt, it->second);
   v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
   f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker +
                " could not start: " + msg.error());
@@ -313,7 +315,12 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
   }
 }
 
-void JobManager::OnLogData(const v1::LogData& msg) { logs_.Answer(msg); }
+void JobManager::OnLogData(const std::string& worker, const v1::LogData& msg) {
+  if (!logs_.Answer(msg, worker)) {
+    spdlog::debug("worker {}: log data for request {} not asked of it; ignored", worker,
+                  msg.request_id());
+  }
+}
 
 void JobManager::OnWorkerLost(const std::string& worker) {
   const v1::WorkerInfo* info = workers_.Find(worker);

@@ -23,13 +23,15 @@ class LogBroker {
   LogBroker(const Clock& clock, int64_t answer_timeout_ms)
       : clock_(clock), answer_timeout_ms_(answer_timeout_ms) {}
 
-  // Registers a request the worker may hold for `wait_ms`; returns its id.
-  int64_t Add(LogFn fn, int wait_ms);
+  // Registers a request the worker may hold for `wait_ms`; returns its id. `worker`: the
+  // only worker whose answer is taken (empty: any, for tests of the broker alone).
+  int64_t Add(LogFn fn, int wait_ms, const std::string& worker = "");
   // Forgets a request that could not be sent (its callback is not called).
   void Cancel(int64_t id);
   // The worker's answer: calls the request's callback once. False for an unknown id (late,
   // cancelled, or never asked), which is ignored.
-  bool Answer(const v1::LogData& data);
+  // An answer from a worker other than the one asked is ignored too (false).
+  bool Answer(const v1::LogData& data, const std::string& from = "");
   // Fails every request past its deadline; returns how many.
   int Expire();
   size_t pending() const { return pending_.size(); }
@@ -38,6 +40,7 @@ class LogBroker {
   struct Pending {
     LogFn fn;
     int64_t deadline_mono_ms = 0;
+    std::string worker;
   };
   const Clock& clock_;
   const int64_t answer_timeout_ms_;

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto server = GrpcServer::Start(coordinator, flags.listen);
+  auto server = GrpcServer::Start(coordinator, flags.listen, InsecureForTests());
   if (!server.ok()) {
     spdlog::error("{}", server.status().message());
     return 1;

@@ -62,8 +62,8 @@ void TestCluster::StartCoordinator() {
   coordinator_ = std::make_unique<Coordinator>(clock_, *store_, options_.coordinator);
   Status st = coordinator_->Start();
   ASSERT_TRUE(st.ok()) << st.message();
-  auto server =
-      GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_), options_.limits);
+  auto server = GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_),
+                                  InsecureForTests(), options_.limits);
   ASSERT_TRUE(server.ok()) << server.status().message();
   server_ = std::move(*server);
   port_ = server_->port();

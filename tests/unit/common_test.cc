@@ -13,6 +13,15 @@
 namespace convoy {
 namespace {
 
+TEST(IsLoopbackHostTest, OnlyLoopback) {
+  for (const char* yes : {"localhost", "127.0.0.1", "127.1.2.3", "::1"}) {
+    EXPECT_TRUE(IsLoopbackHost(yes)) << yes;
+  }
+  for (const char* no : {"0.0.0.0", "10.0.0.1", "::", "example.com", "128.0.0.1", "", "127"}) {
+    EXPECT_FALSE(IsLoopbackHost(no)) << no;
+  }
+}
+
 TEST(ParseHostPortTest, GoodAndBad) {
   auto ok = ParseHostPort("127.0.0.1:7070", "--listen");
   ASSERT_TRUE(ok.ok());

@@ -48,5 +48,21 @@ TEST(LogBrokerTest, ARequestFailsAfterItsWaitPlusTheAnswerTimeout) {
   EXPECT_EQ(broker.pending(), 0u);
 }
 
+TEST(LogBrokerTest, OnlyTheWorkerAskedMayAnswer) {
+  FakeClock clock;
+  LogBroker broker(clock, 10000);
+  std::vector<std::string> got;
+  const int64_t id =
+      broker.Add([&](const StatusOr<v1::LogData>& d) { got.push_back(d->data()); }, 0, "w1");
+  v1::LogData data;
+  data.set_request_id(id);
+  data.set_data("forged by w2");
+  EXPECT_FALSE(broker.Answer(data, "w2"));
+  EXPECT_TRUE(got.empty());
+  data.set_data("from w1");
+  EXPECT_TRUE(broker.Answer(data, "w1"));
+  EXPECT_EQ(got, std::vector<std::string>{"from w1"});
+}
+
 }  // namespace
 }  // namespace convoy

@@ -1,0 +1,219 @@
+#include "coordinator/auth.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace convoy {
+
+const char* RightName(Right right) {
+  switch (right) {
+    case Right::kPublic:
+      return "public";
+    case Right::kJoin:
+      return "cluster.join";
+    case Right::kWorker:
+      return "workers.connect";
+    case Right::kJobsRead:
+      return "jobs.read";
+    case Right::kWorkersRead:
+      return "workers.read";
+    case Right::kJobsSubmit:
+      return "jobs.submit";
+    case Right::kJobsCancel:
+      return "jobs.cancel";
+    case Right::kLogsRead:
+      return "logs.read";
+  }
+  return "?";
+}
+
+const std::map<std::string, Right>& MethodRights() {
+  static const auto* rights = new std::map<std::string, Right>{
+      {"/convoy.v1.JobService/SubmitJob", Right::kJobsSubmit},
+      {"/convoy.v1.JobService/GetJob", Right::kJobsRead},
+      {"/convoy.v1.JobService/ListJobs", Right::kJobsRead},
+      {"/convoy.v1.JobService/CancelJob", Right::kJobsCancel},
+      {"/convoy.v1.JobService/WatchJob", Right::kJobsRead},
+      {"/convoy.v1.JobService/GetLogs", Right::kLogsRead},
+      {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
+      {"/convoy.v1.WorkerService/Connect", Right::kWorker},
+      {"/convoy.v1.JoinService/GetClusterInfo", Right::kPublic},
+      {"/convoy.v1.JoinService/Join", Right::kJoin},
+      {"/convoy.v1.JoinService/Renew", Right::kWorker},
+  };
+  return *rights;
+}
+
+namespace {
+
+bool RoleHas(Role role, Right right) {
+  switch (right) {
+    case Right::kJobsRead:
+    case Right::kWorkersRead:
+      return role == Role::kViewer || role == Role::kUser || role == Role::kAdmin;
+    case Right::kJobsSubmit:
+    case Right::kJobsCancel:
+    case Right::kLogsRead:
+      return role == Role::kUser || role == Role::kAdmin;
+    case Right::kJoin:
+      return role == Role::kWorker;
+    case Right::kPublic:
+      return true;
+    case Right::kWorker:
+      return false;  // a certificate, never a token
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string Principal::Describe() const {
+  switch (kind) {
+    case Kind::kLocal:
+      return "local (--insecure)";
+    case Kind::kUser:
+      return name + " (" + RoleName(role) + ")";
+    case Kind::kWorker:
+      return "worker " + name;
+    case Kind::kJoin:
+      return "join token " + token_id;
+    case Kind::kAnonymous:
+      return "anonymous";
+  }
+  return "?";
+}
+
+std::string Authorizer::PeerCertificateName(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (!auth || !auth->IsPeerAuthenticated()) return "";
+  for (const grpc::string_ref& v : auth->FindPropertyValues("x509_common_name")) {
+    return std::string(v.data(), v.size());
+  }
+  return "";
+}
+
+std::string Authorizer::BearerToken(const grpc::ServerContextBase& context, bool* malformed) {
+  *malformed = false;
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return "";
+  const std::string value(it->second.data(), it->second.size());
+  constexpr const char kBearer[] = "Bearer ";
+  if (value.size() <= sizeof(kBearer) - 1 || value.compare(0, sizeof(kBearer) - 1, kBearer) != 0) {
+    *malformed = true;
+    return "";
+  }
+  return value.substr(sizeof(kBearer) - 1);
+}
+
+StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& context,
+                                      const std::string& method) {
+  auto rule = MethodRights().find(method);
+  if (rule == MethodRights().end()) {
+    spdlog::error("{}: no authorisation rule for this method; refused", method);
+    return Status::PermissionDenied(method + " has no authorisation rule");
+  }
+  const Right right = rule->second;
+  Principal who;
+  if (options_.insecure) {
+    who.kind = Principal::Kind::kLocal;
+    who.role = Role::kAdmin;
+    return who;
+  }
+  if (right == Right::kPublic) return who;
+
+  auto refuse = [&](Status st) -> Status {
+    spdlog::warn("refused {} from {} ({}): {}", method, context.peer(), who.Describe(),
+                 st.message());
+    return st;
+  };
+
+  if (right == Right::kWorker) {
+    who.name = PeerCertificateName(context);
+    if (who.name.empty()) {
+      return refuse(Status::Unauthenticated(
+          "a client certificate signed by the cluster CA is required (worker join)"));
+    }
+    who.kind = Principal::Kind::kWorker;
+    return who;
+  }
+
+  bool malformed = false;
+  const std::string token = BearerToken(context, &malformed);
+  if (malformed) {
+    return refuse(Status::Unauthenticated("the authorization metadata must be 'Bearer <token>'"));
+  }
+  if (token.empty()) {
+    return refuse(Status::Unauthenticated(
+        "no credentials: pass a token (--token, CONVOY_TOKEN or `convoy login`)"));
+  }
+  auto record = options_.tokens->Check(token, options_.clock->NowUnixMs(), false);
+  if (!record.ok()) return refuse(record.status());
+  who.kind = record->role == Role::kWorker ? Principal::Kind::kJoin : Principal::Kind::kUser;
+  who.name = record->user;
+  who.role = record->role;
+  who.token_id = record->id;
+  if (!RoleHas(who.role, right)) {
+    return refuse(Status::PermissionDenied(std::string("permission denied: ") + RoleName(who.role) +
+                                           " token of '" + who.name + "' lacks the right " +
+                                           RightName(right)));
+  }
+  return who;
+}
+
+Status Authorizer::CheckOwner(const Principal& who, const v1::Job& job, Right right) {
+  if (who.admin() || job.owner() == who.name) return Status::Ok();
+  return Status::PermissionDenied(std::string("permission denied: ") + RightName(right) +
+                                  " on job " + job.id() + " of '" + job.owner() +
+                                  "' needs its owner or an admin; you are " + who.Describe());
+}
+
+StatusOr<std::shared_ptr<void>> Authorizer::AcquireStream(const Principal& who) {
+  if (who.kind != Principal::Kind::kUser) return std::shared_ptr<void>();
+  {
+    MutexLock lock(mu_);
+    Quota& q = quotas_[who.token_id];
+    if (q.streams >= options_.max_streams_per_token) {
+      return Status::ResourceExhausted(
+          "too many open watch/logs streams for token " + who.token_id + " (" +
+          std::to_string(options_.max_streams_per_token) + "); close one, or retry when one ends");
+    }
+    ++q.streams;
+  }
+  const std::string key = who.token_id;
+  return std::shared_ptr<void>(reinterpret_cast<void*>(1),
+                               [this, key](void*) { ReleaseStream(key); });
+}
+
+void Authorizer::ReleaseStream(const std::string& key) {
+  MutexLock lock(mu_);
+  auto it = quotas_.find(key);
+  if (it != quotas_.end() && it->second.streams > 0) --it->second.streams;
+}
+
+Status Authorizer::TakeSubmit(const Principal& who) {
+  if (who.kind != Principal::Kind::kUser) return Status::Ok();
+  const int64_t now = options_.clock->NowMonotonicMs();
+  const double per_ms = options_.submits_per_minute / 60000.0;
+  MutexLock lock(mu_);
+  Quota& q = quotas_[who.token_id];
+  if (q.submits < 0) {
+    q.submits = options_.submit_burst;
+  } else {
+    q.submits = std::min(options_.submit_burst, q.submits + (now - q.refilled_ms) * per_ms);
+  }
+  q.refilled_ms = now;
+  if (q.submits < 1) {
+    const double wait_s = std::ceil((1 - q.submits) / per_ms / 1000.0);
+    return Status::ResourceExhausted("too many submits for token " + who.token_id + " (" +
+                                     std::to_string(static_cast<int>(options_.submits_per_minute)) +
+                                     " a minute); retry in " +
+                                     std::to_string(static_cast<int>(wait_s)) + " s");
+  }
+  q.submits -= 1;
+  return Status::Ok();
+}
+
+}  // namespace convoy

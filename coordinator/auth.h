@@ -1,0 +1,123 @@
+// Who is calling and what they may do (README "Securing a cluster").
+//
+// Every handler of every service starts with Authorizer::Check(context, method): the method's
+// full gRPC name is looked up in one table (MethodRights) that says which right it needs; a
+// method missing from the table is refused (default deny), and the table test in
+// tests/integration/coordinator_auth_test.cc calls every method of every generated service
+// descriptor without credentials, so that a method added without a rule fails CI.
+//
+//  - People present `authorization: Bearer cvy_<id>.<secret>` (TokenStore). viewer: the read
+//    verbs; user: also submit, and cancel and read the logs of their own jobs; admin:
+//    everything, on everyone's jobs.
+//  - Workers are who their client certificate says (mutual TLS, signed by the cluster CA):
+//    the certificate's common name is the worker's name on WorkerService.Connect.
+//  - A join token (role worker) only buys a worker certificate (JoinService.Join).
+//  - --insecure (loopback only): every caller is the local admin.
+//
+// Missing or bad credentials: UNAUTHENTICATED; valid but not allowed: PERMISSION_DENIED
+// naming the missing right. Refusals are logged with the peer's address.
+//
+// Limits against abuse, per token: concurrent WatchJob/GetLogs streams, and submits as a
+// token bucket; past them RESOURCE_EXHAUSTED says when to retry.
+//
+// Thread-safe: its own mutex, never held across anything but map updates.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/status.h"
+#include "convoy/v1/job.pb.h"
+#include "coordinator/token_store.h"
+
+namespace convoy {
+
+// The rights methods need. kPublic: anyone (the CA certificate). kWorker: a client
+// certificate from the cluster CA. kJoin: a join token.
+enum class Right {
+  kPublic,
+  kJoin,
+  kWorker,
+  kJobsRead,
+  kWorkersRead,
+  kJobsSubmit,
+  kJobsCancel,
+  kLogsRead,
+};
+
+const char* RightName(Right right);
+
+// Full method name ("/convoy.v1.JobService/SubmitJob") -> the right it needs.
+const std::map<std::string, Right>& MethodRights();
+
+struct Principal {
+  enum class Kind { kLocal, kUser, kWorker, kJoin, kAnonymous };
+  Kind kind = Kind::kAnonymous;
+  // The user, the worker's certificate name, or empty (local, anonymous).
+  std::string name;
+  Role role = Role::kViewer;
+  std::string token_id;
+  bool admin() const {
+    return kind == Kind::kLocal || (kind == Kind::kUser && role == Role::kAdmin);
+  }
+  // "alice (user)", "worker w1", "local".
+  std::string Describe() const;
+};
+
+struct AuthOptions {
+  // Plain text on loopback: every caller is the local admin.
+  bool insecure = false;
+  TokenStore* tokens = nullptr;  // required unless insecure
+  const Clock* clock = nullptr;  // required
+  // Concurrent WatchJob + GetLogs streams one token may hold.
+  int max_streams_per_token = 32;
+  // Submits: a bucket of `submit_burst`, refilled at `submits_per_minute`.
+  double submits_per_minute = 60;
+  double submit_burst = 20;
+};
+
+class Authorizer {
+ public:
+  explicit Authorizer(AuthOptions options) : options_(options) {}
+
+  // The caller of `method` when they may call it; otherwise UNAUTHENTICATED or
+  // PERMISSION_DENIED (logged with the peer). `method` must be in MethodRights.
+  StatusOr<Principal> Check(const grpc::ServerContextBase& context, const std::string& method);
+
+  // Cancelling or reading the logs of `job`: its owner or an admin.
+  static Status CheckOwner(const Principal& who, const v1::Job& job, Right right);
+
+  // One stream (watch, logs) of `who` for as long as the returned handle lives;
+  // RESOURCE_EXHAUSTED past the cap.
+  StatusOr<std::shared_ptr<void>> AcquireStream(const Principal& who) EXCLUDES(mu_);
+
+  // Takes one submit from `who`'s bucket; RESOURCE_EXHAUSTED with the wait otherwise.
+  Status TakeSubmit(const Principal& who) EXCLUDES(mu_);
+
+  // The name in a verified client certificate of the cluster CA; empty when there is none.
+  static std::string PeerCertificateName(const grpc::ServerContextBase& context);
+
+  // The bearer token in the call's metadata; empty when there is none.
+  static std::string BearerToken(const grpc::ServerContextBase& context, bool* malformed);
+
+  bool insecure() const { return options_.insecure; }
+
+ private:
+  struct Quota {
+    int streams = 0;
+    double submits = -1;  // tokens in the bucket; -1: full (never used)
+    int64_t refilled_ms = 0;
+  };
+  void ReleaseStream(const std::string& key) EXCLUDES(mu_);
+
+  const AuthOptions options_;
+  Mutex mu_;
+  std::map<std::string, Quota> quotas_ GUARDED_BY(mu_);  // by token id (or "local")
+};
+
+}  // namespace convoy
