@@ -1,5 +1,8 @@
 #include "client/commands.h"
 
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include <grpcpp/grpcpp.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -14,6 +17,8 @@
 #include "client/progress.h"
 #include "client/watch.h"
 #include "common/job_spec.h"
+#include "common/pki.h"
+#include "convoy/v1/auth.grpc.pb.h"
 
 namespace convoy {
 namespace {
@@ -32,8 +37,21 @@ void SetDeadline(grpc::ClientContext& ctx) {
 }
 
 int RpcFailed(const grpc::Status& st, const std::string& what) {
-  std::cerr << "convoy: " << what << ": " << st.error_message();
-  if (ExitCodeFor(st) == kExitUnavailable) std::cerr << " (is the coordinator running?)";
+  std::cerr << "convoy: " << what << ": ";
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+      std::cerr << "not authenticated: " << st.error_message();
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      std::cerr << st.error_message();
+      break;
+    default:
+      std::cerr << st.error_message();
+      if (ExitCodeFor(st) == kExitUnavailable) {
+        std::cerr << " (is the coordinator running? A TLS coordinator needs --ca and --token, "
+                     "or `convoy login`)";
+      }
+  }
   std::cerr << "\n";
   return ExitCodeFor(st);
 }
@@ -55,9 +73,11 @@ ProgressView::Options ViewOptions(bool json) {
 
 }  // namespace
 
-Coordinator ConnectToCoordinator(const std::string& target) {
+Coordinator ConnectToCoordinator(const ClientConfig& config) {
+  const std::string& target = config.coordinator;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
+  args.SetMaxSendMessageSize(16 * 1024 * 1024);     // the coordinator's own bound
   // Notice a restarted coordinator quickly (gRPC's default backoff grows to 2 minutes), but
   // give a loaded coordinator time to accept: in gRPC 1.51 the min reconnect backoff is also
   // the connect timeout, and at 200 ms `convoy list` failed half the time against a
@@ -66,7 +86,18 @@ Coordinator ConnectToCoordinator(const std::string& target) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   Coordinator c;
-  c.channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (config.insecure) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = config.ca_pem;
+    creds = grpc::SslCredentials(ssl);
+    if (!config.token.empty()) {
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(config.token));
+    }
+  }
+  c.channel = grpc::CreateCustomChannel(target, creds, args);
   c.stub = v1::JobService::NewStub(c.channel);
   return c;
 }
@@ -159,6 +190,53 @@ int WorkersCommand(Coordinator& c, const CommandOptions& options) {
   grpc::Status st = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
   if (!st.ok()) return RpcFailed(st, "workers");
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
+  return kExitOk;
+}
+
+StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint) {
+  grpc::experimental::TlsChannelCredentialsOptions opts;
+  opts.set_verify_server_certs(false);
+  opts.set_check_call_host(false);
+  opts.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  auto channel = grpc::CreateChannel(target, grpc::experimental::TlsCredentials(opts));
+  auto stub = v1::JoinService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ClusterInfo info;
+  grpc::Status st = stub->GetClusterInfo(&ctx, v1::GetClusterInfoRequest(), &info);
+  if (!st.ok()) return Status::Unavailable("cannot fetch the cluster CA: " + st.error_message());
+  auto actual = CertificateFingerprint(info.ca_pem());
+  if (!actual.ok()) return Status::Unavailable("the coordinator sent no usable CA certificate");
+  if (!FingerprintMatches(fingerprint, *actual)) {
+    return Status::InvalidArgument("the coordinator's CA " + *actual +
+                                   " does not match --ca-fingerprint " + fingerprint +
+                                   ": wrong cluster, or someone in the middle");
+  }
+  return info.ca_pem();
+}
+
+int LoginCommand(const ClientConfig& config, const std::string& path) {
+  if (config.token.empty()) {
+    std::cerr << "convoy login: --token is required (ask your admin: convoy-coordinator token "
+                 "create --user YOU --role user)\n";
+    return kExitUsage;
+  }
+  if (config.insecure || config.ca_pem.empty()) {
+    std::cerr << "convoy login: --ca FILE or --ca-fingerprint SHA256:... is required\n";
+    return kExitUsage;
+  }
+  Coordinator c = ConnectToCoordinator(config);
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ListJobsResponse resp;
+  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  if (!st.ok()) return RpcFailed(st, "login");
+  Status saved = SaveClientConfig(path, config);
+  if (!saved.ok()) {
+    std::cerr << "convoy login: " << saved.message() << "\n";
+    return kExitUsage;
+  }
+  std::cerr << "logged in to " << config.coordinator << "; wrote " << path << " (mode 0600)\n";
   return kExitOk;
 }
 

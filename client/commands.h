@@ -8,6 +8,8 @@
 
 #include <grpcpp/channel.h>
 
+#include "client/config.h"
+#include "common/status.h"
 #include "convoy/v1/job.grpc.pb.h"
 
 namespace convoy {
@@ -18,9 +20,17 @@ struct Coordinator {
   std::unique_ptr<v1::JobService::Stub> stub;
 };
 
-// The one place where the CLI's channel is made, so that TLS and tokens slot in here.
-// Plain text for now. `target` is HOST:PORT (or any gRPC target URI). Connects lazily.
-Coordinator ConnectToCoordinator(const std::string& target);
+// The one place where the CLI's channel is made: TLS verified against the cluster CA with
+// the token as `authorization: Bearer` on every call, or plain text when `config.insecure`.
+// `config.coordinator` is HOST:PORT (or any gRPC target URI). Connects lazily.
+Coordinator ConnectToCoordinator(const ClientConfig& config);
+
+// The cluster CA's certificate, fetched without verifying the coordinator and then checked
+// against `fingerprint` ("SHA256:..."): how `convoy login --ca-fingerprint` trusts a cluster.
+StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint);
+
+// `convoy login`: checks the credentials with one call, then writes them to `path`.
+int LoginCommand(const ClientConfig& config, const std::string& path);
 
 struct CommandOptions {
   bool json = false;  // --output json

@@ -19,7 +19,13 @@ const char* const kExitCodesHelp =
     "  3  the coordinator cannot be reached\n"
     "  4  no such job\n"
     "  5  any other error from the coordinator\n"
-    "The coordinator is --coordinator, else $CONVOY_COORDINATOR, else 127.0.0.1:7070.";
+    "  6  not authenticated: no token, or a malformed, unknown, expired or revoked one\n"
+    "  7  permission denied: the token's role lacks the right (the message names it)\n"
+    "The coordinator is --coordinator, else $CONVOY_COORDINATOR, else the config file\n"
+    "(~/.config/convoy/config.yaml, written by `convoy login`), else 127.0.0.1:7070.\n"
+    "The token is --token, else $CONVOY_TOKEN, else the config file; the CA --ca FILE,\n"
+    "else $CONVOY_CA, else the config file. Without a token or CA, a loopback coordinator\n"
+    "is spoken to in plain text (convoy-coordinator --insecure).";
 
 int ExitCodeFor(const grpc::Status& status) {
   switch (status.error_code()) {
@@ -32,6 +38,10 @@ int ExitCodeFor(const grpc::Status& status) {
       return kExitUnavailable;
     case grpc::StatusCode::NOT_FOUND:
       return kExitNotFound;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return kExitUnauthenticated;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return kExitPermissionDenied;
     default:
       return kExitRpcError;
   }
@@ -201,12 +211,13 @@ std::string FormatTable(const std::vector<std::string>& header,
 std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::Job& j : jobs.jobs()) {
-    rows.push_back({j.id(), j.spec().name(), StateText(j.state()), std::to_string(j.attempt()),
-                    ShapeText(j.spec()),
+    rows.push_back({j.id(), j.spec().name(), j.owner().empty() ? "-" : j.owner(),
+                    StateText(j.state()), std::to_string(j.attempt()), ShapeText(j.spec()),
                     j.created_unix_ms() > 0 ? FormatDuration(now - j.created_unix_ms()) : "-",
                     j.message()});
   }
-  return FormatTable({"ID", "NAME", "STATE", "ATTEMPT", "NODES×PROCS", "AGE", "MESSAGE"}, rows);
+  return FormatTable({"ID", "NAME", "OWNER", "STATE", "ATTEMPT", "NODES×PROCS", "AGE", "MESSAGE"},
+                     rows);
 }
 
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now) {

@@ -16,11 +16,13 @@ namespace convoy {
 // CLI exit codes; kExitCodesHelp documents them in `convoy --help`. Scripts rely on them.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitJobNotSucceeded = 1,  // the watched job ended FAILED or CANCELLED
-  kExitUsage = 2,            // bad command line or invalid spec (the message names the field)
-  kExitUnavailable = 3,      // the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED)
-  kExitNotFound = 4,         // no such job
-  kExitRpcError = 5,         // any other RPC error
+  kExitJobNotSucceeded = 1,   // the watched job ended FAILED or CANCELLED
+  kExitUsage = 2,             // bad command line or invalid spec (the message names the field)
+  kExitUnavailable = 3,       // the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED)
+  kExitNotFound = 4,          // no such job
+  kExitRpcError = 5,          // any other RPC error
+  kExitUnauthenticated = 6,   // no, malformed, unknown, expired or revoked credentials
+  kExitPermissionDenied = 7,  // valid credentials without the right (the message names it)
 };
 extern const char* const kExitCodesHelp;
 

@@ -2,9 +2,12 @@
 // line and dispatches; the verbs are in commands.cc, rendering in format.cc and the live
 // view in progress.cc / watch.cc.
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "client/commands.h"
+#include "client/config.h"
 #include "client/format.h"
 #include "common/util.h"
 
@@ -23,9 +26,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("convoy ") + CONVOY_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // --coordinator may also follow the verb
-  std::string coordinator = kDefaultCoordinator;
-  app.add_option("--coordinator", coordinator, "HOST:PORT of convoy-coordinator")
-      ->envname("CONVOY_COORDINATOR")
+  std::string coordinator, token, ca_file, ca_fingerprint, config_path = DefaultConfigPath();
+  bool insecure = false;
+  app.add_option("--coordinator", coordinator,
+                 "HOST:PORT of convoy-coordinator (default: the config file, else " +
+                     std::string(kDefaultCoordinator) + ")")
+      ->envname("CONVOY_COORDINATOR");
+  app.add_option("--token", token, "bearer token (convoy-coordinator token create)")
+      ->envname("CONVOY_TOKEN");
+  app.add_option("--ca", ca_file, "PEM file of the cluster CA")->envname("CONVOY_CA");
+  app.add_flag("--insecure", insecure, "plain text to a --insecure coordinator on loopback");
+  app.add_option("--config", config_path, "the config file")
+      ->envname("CONVOY_CONFIG")
       ->capture_default_str();
 
   std::string output = "text";
@@ -69,6 +81,12 @@ int main(int argc, char** argv) {
   add_output(cancel);
   CLI::App* workers = app.add_subcommand("workers", "list workers");
   add_output(workers);
+  CLI::App* login = app.add_subcommand(
+      "login",
+      "check --coordinator, --token and --ca (or --ca-fingerprint), then save them in "
+      "the config file (mode 0600)");
+  login->add_option("--ca-fingerprint", ca_fingerprint,
+                    "fetch the CA from the coordinator and check it against this SHA256:...");
 
   try {
     app.parse(argc, argv);
@@ -82,24 +100,70 @@ int main(int argc, char** argv) {
     const auto extra = app.remaining();
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
       std::cerr << "convoy: unknown command '" << extra[0]
-                << "' (commands: submit, list, status, watch, logs, cancel, workers)";
+                << "' (commands: submit, list, status, watch, logs, cancel, workers, login)";
     } else {
       std::cerr << "convoy: " << e.what();
     }
     std::cerr << "\nRun 'convoy --help' for usage.\n";
     return kExitUsage;
   }
+  // Flags and environment first, then the config file (not read at all when everything
+  // came from flags: a bad file must not stand in the way of explicit flags).
+  ClientConfig config;
+  if (!login->parsed() && (coordinator.empty() || token.empty() || ca_file.empty()) && !insecure) {
+    auto file = LoadClientConfig(config_path);
+    if (!file.ok()) {
+      std::cerr << "convoy: " << file.status().message() << "\n";
+      return kExitUsage;
+    }
+    config = *file;
+  }
+  if (!coordinator.empty()) config.coordinator = coordinator;
+  if (config.coordinator.empty()) config.coordinator = kDefaultCoordinator;
+  coordinator = config.coordinator;
+  if (!token.empty()) config.token = token;
+  if (!ca_file.empty()) {
+    std::ifstream in(ca_file);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().find("BEGIN CERTIFICATE") == std::string::npos) {
+      std::cerr << "convoy: --ca (or CONVOY_CA) " << ca_file
+                << ": not a readable PEM certificate\n";
+      return kExitUsage;
+    }
+    config.ca_pem = pem.str();
+  }
+  if (login->parsed() && !ca_fingerprint.empty()) {
+    auto ca = FetchPinnedCa(config.coordinator, ca_fingerprint);
+    if (!ca.ok()) {
+      std::cerr << "convoy login: " << ca.status().message() << "\n";
+      return ca.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitUnavailable;
+    }
+    config.ca_pem = *ca;
+  }
   // HOST:PORT is checked here; a gRPC target URI ("dns:///host:port", "unix:/path") is
   // passed through as it is.
+  std::string host;
   if (coordinator.find(":/") == std::string::npos) {
     auto hp = ParseHostPort(coordinator, "--coordinator (or CONVOY_COORDINATOR)");
     if (!hp.ok()) {
       std::cerr << "convoy: " << hp.status().message() << "\n";
       return kExitUsage;
     }
+    host = hp->first;
   }
+  // Plain text only when asked, or when nothing secret would travel: no token, no CA, and a
+  // coordinator on this machine (convoy-coordinator --insecure serves loopback only).
+  config.insecure =
+      insecure || (config.token.empty() && config.ca_pem.empty() && IsLoopbackHost(host));
+  if (insecure && !IsLoopbackHost(host)) {
+    std::cerr << "convoy: --insecure: plain text is for a coordinator on loopback, not '" << host
+              << "'\n";
+    return kExitUsage;
+  }
+  if (login->parsed()) return LoginCommand(config, config_path);
 
-  Coordinator c = ConnectToCoordinator(coordinator);
+  Coordinator c = ConnectToCoordinator(config);
   CommandOptions options;
   options.json = output == "json";
   if (submit->parsed()) return SubmitCommand(c, file, watch, options);

@@ -147,7 +147,7 @@ StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& context,
   }
   if (token.empty()) {
     return refuse(Status::Unauthenticated(
-        "no credentials: pass a token (--token, CONVOY_TOKEN or `convoy login`)"));
+        "no credentials: give a token (--token, CONVOY_TOKEN or `convoy login`)"));
   }
   auto record = options_.tokens->Check(token, options_.clock->NowUnixMs(), false);
   if (!record.ok()) return refuse(record.status());

@@ -1,22 +1,61 @@
 #include "coordinator/flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include "common/util.h"
 
 namespace convoy {
 
+StatusOr<int64_t> ParseDuration(const std::string& text, const std::string& flag) {
+  if (text == "0") return 0;
+  size_t i = 0;
+  int64_t n = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9' && n < (int64_t{1} << 40)) {
+    n = n * 10 + (text[i++] - '0');
+  }
+  const std::string unit = text.substr(i);
+  int64_t mult = 0;
+  if (unit == "s") mult = 1;
+  if (unit == "m") mult = 60;
+  if (unit == "h") mult = 3600;
+  if (unit == "d") mult = 86400;
+  if (i == 0 || mult == 0 || n <= 0 || n > 3650 * 86400 / mult) {
+    return Status::InvalidArgument(flag + ": '" + text +
+                                   "' is not a duration such as 90s, 15m, 1h or 30d");
+  }
+  return n * mult;
+}
+
 Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* exit_code) {
   CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
   app.set_version_flag("--version", std::string(CONVOY_VERSION));
+  app.fallthrough();
+  if (const char* dir = std::getenv("CONVOY_STATE_DIR")) f->state_dir = dir;
+  app.add_option("--state-dir", f->state_dir, "directory of the SQLite state and tls/ (created)")
+      ->capture_default_str();
   app.add_option("--listen", f->listen, "HOST:PORT of the gRPC API")->capture_default_str();
-  app.add_option("--state-dir", f->state_dir, "directory of the SQLite state (created)")
-      ->required();
-  app.add_option("--metrics-listen", f->metrics_listen, "HOST:PORT of the Prometheus /metrics");
-  app.add_flag("--insecure", f->insecure, "plain-text gRPC without authentication (local only)");
+  app.add_option("--metrics-listen", f->metrics_listen,
+                 "HOST:PORT of the Prometheus /metrics (:PORT binds loopback)");
+  app.add_flag("--insecure", f->insecure,
+               "plain-text gRPC without authentication (loopback addresses only)");
+  app.add_option("--advertise-address", f->advertise_address,
+                 "the name or address clients reach this coordinator by (in its certificate)");
+  app.add_option("--tls-san", f->tls_sans, "another name for the serving certificate (repeatable)");
+  app.add_option("--tls-cert", f->tls_cert, "your own serving certificate (PEM)");
+  app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
+  app.add_option("--tls-ca", f->tls_ca, "the CA that signs the workers' client certificates");
+  app.add_option("--worker-cert-ttl", f->worker_cert_ttl, "lifetime of issued worker certificates")
+      ->capture_default_str();
+  app.add_option("--max-streams-per-token", f->max_streams_per_token,
+                 "concurrent watch/logs streams per token")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--submits-per-minute", f->submits_per_minute, "submit rate per token")
+      ->check(CLI::Range(0.1, 1e6))
+      ->capture_default_str();
   app.add_option("--worker-timeout", f->worker_timeout_s,
-                 "seconds without heartbeat before a "
-                 "worker is lost")
+                 "seconds without heartbeat before a worker is lost")
       ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
   app.add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM to SIGKILL grace on teardown")
@@ -30,26 +69,85 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")->capture_default_str();
+
+  CLI::App* init =
+      app.add_subcommand("init", "make the cluster CA and print its fingerprint (idempotent)");
+  CLI::App* token = app.add_subcommand("token", "bearer tokens of people, join tokens of workers");
+  token->require_subcommand(1);
+  CLI::App* create = token->add_subcommand("create", "make a token and print it (shown once)");
+  create->add_option("--user", f->token_user,
+                     "who the token is for (not needed for --role worker)");
+  create->add_option("--role", f->token_role, "admin|user|viewer|worker")->required();
+  create->add_option("--ttl", f->token_ttl,
+                     "lifetime: 90s, 15m, 1h, 30d; 0 never (default 30d, "
+                     "join tokens 1h)");
+  create->add_option("--uses", f->token_uses, "join tokens: how many workers may use it")
+      ->check(CLI::Range(1, 1000000));
+  CLI::App* list = token->add_subcommand("list", "tokens without their secrets");
+  CLI::App* revoke =
+      token->add_subcommand("revoke", "revoke a token (by id) or every token of a user");
+  revoke->add_option("id_or_user", f->revoke, "token id or user")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     *exit_code = app.exit(e);
     return Status::InvalidArgument(e.what());
   }
+  *exit_code = 2;
+  if (init->parsed()) f->command = "init";
+  if (create->parsed()) f->command = "token create";
+  if (list->parsed()) f->command = "token list";
+  if (revoke->parsed()) f->command = "token revoke";
+  if (f->state_dir.empty()) return Status::InvalidArgument("--state-dir must not be empty");
+  if (f->command == "token create") {
+    if (f->token_role != "worker" && f->token_user.empty()) {
+      return Status::InvalidArgument("--user is required for a person's token");
+    }
+    if (f->token_role == "worker" && f->token_user.empty()) f->token_user = "join";
+    if (!IsValidName(f->token_user)) {
+      return Status::InvalidArgument("--user: '" + f->token_user +
+                                     "' is not valid: use 1-63 of [A-Za-z0-9._-]");
+    }
+    if (f->token_ttl.empty()) f->token_ttl = f->token_role == "worker" ? "1h" : "30d";
+    auto ttl = ParseDuration(f->token_ttl, "--ttl");
+    if (!ttl.ok()) return ttl.status();
+    if (f->token_uses > 0 && f->token_role != "worker") {
+      return Status::InvalidArgument("--uses applies to join tokens (--role worker) only");
+    }
+  }
+  if (f->command != "serve") {
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
+    f->metrics_listen = "127.0.0.1" + f->metrics_listen;
+  }
   for (const auto& [flag, value] : {std::make_pair("--listen", f->listen),
                                     std::make_pair("--metrics-listen", f->metrics_listen)}) {
     if (value.empty()) continue;
     auto hp = ParseHostPort(value, flag);
-    if (!hp.ok()) {
-      *exit_code = 2;
-      return hp.status();
+    if (!hp.ok()) return hp.status();
+  }
+  if (f->insecure) {
+    auto hp = ParseHostPort(f->listen, "--listen");
+    if (!IsLoopbackHost(hp->first)) {
+      return Status::InvalidArgument(
+          "--insecure serves plain text without authentication: --listen must be a loopback "
+          "address (127.0.0.1, ::1, localhost), not '" +
+          hp->first + "'; drop --insecure to serve TLS");
+    }
+    if (!f->tls_cert.empty() || !f->tls_key.empty() || !f->tls_ca.empty()) {
+      return Status::InvalidArgument("--insecure and --tls-cert/--tls-key/--tls-ca conflict");
     }
   }
-  if (!f->insecure) {
-    *exit_code = 2;
-    return Status::InvalidArgument(
-        "TLS is not implemented yet; pass --insecure for plain-text local use");
+  const int own = !f->tls_cert.empty() + !f->tls_key.empty() + !f->tls_ca.empty();
+  if (own != 0 && own != 3) {
+    return Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together");
   }
+  auto ttl = ParseDuration(f->worker_cert_ttl, "--worker-cert-ttl");
+  if (!ttl.ok()) return ttl.status();
+  if (*ttl < 300) return Status::InvalidArgument("--worker-cert-ttl: at least 5m");
+  *exit_code = 0;
   return Status::Ok();
 }
 

@@ -1,18 +1,44 @@
 // convoy-coordinator's command line (DESIGN.md "Command-line contract") and its defaults.
+//
+//   convoy-coordinator [serve flags]             serve (the default)
+//   convoy-coordinator init                      make the cluster CA, print its fingerprint
+//   convoy-coordinator token create --user U --role R [--ttl 30d] [--uses N]
+//   convoy-coordinator token list
+//   convoy-coordinator token revoke ID|USER
+// Every form takes --state-dir (default /var/lib/convoy, or CONVOY_STATE_DIR).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace convoy {
 
 struct CoordinatorFlags {
+  // "serve", "init", "token create", "token list", "token revoke".
+  std::string command = "serve";
   std::string listen = "127.0.0.1:7070";
-  std::string state_dir;
-  // Empty: no /metrics endpoint.
+  // The SQLite state and tls/ (the cluster CA): where a package's systemd unit keeps it.
+  std::string state_dir = "/var/lib/convoy";
+  // Empty: no /metrics endpoint. A bare ":PORT" binds loopback only.
   std::string metrics_listen;
+  // Plain text without authentication; refused on anything but a loopback address.
   bool insecure = false;
+  // Names other than the listen host that clients reach the coordinator by (put in the
+  // serving certificate).
+  std::string advertise_address;
+  std::vector<std::string> tls_sans;
+  // The operator's own PKI (all three or none).
+  std::string tls_cert, tls_key, tls_ca;
+  // Lifetime of the client certificates issued to workers: a day, renewed at 2/3 of it,
+  // bounds how long a stolen worker certificate is good for.
+  std::string worker_cert_ttl = "24h";
+  // Per-token limits.
+  int max_streams_per_token = 32;
+  double submits_per_minute = 60;
+
   // A worker not heard from for this long is lost and its ranks count as gone. Heartbeats
   // come every second; 10 s rides out a GC pause or a busy machine without leaving a
   // failed node's peers blocked for long.
@@ -23,10 +49,20 @@ struct CoordinatorFlags {
   double rendezvous_timeout_s = 60;
   int heartbeat_interval_ms = 1000;
   std::string log_level = "info";
+
+  // token create / revoke.
+  std::string token_user;
+  std::string token_role;
+  std::string token_ttl;  // empty: 30d for people, 1h for join tokens
+  int token_uses = 0;     // 0: unlimited
+  std::string revoke;
 };
 
 // Parses argv; on --help or an error prints to stdout/stderr and returns the exit code in
 // `exit_code` (the caller exits with it) with a non-OK status.
 Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* flags, int* exit_code);
+
+// "90s", "15m", "1h", "30d", "0" (never) -> seconds. Errors name `flag`.
+StatusOr<int64_t> ParseDuration(const std::string& text, const std::string& flag);
 
 }  // namespace convoy

@@ -8,17 +8,24 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/fd_limit.h"
 #include "common/signals.h"
+#include "common/util.h"
+#include "coordinator/admin_commands.h"
+#include "coordinator/cluster_pki.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/flags.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/metrics_exporter.h"
 #include "coordinator/sqlite_job_store.h"
+#include "coordinator/token_store.h"
 
 int main(int argc, char** argv) {
   using namespace convoy;
@@ -32,9 +39,12 @@ int main(int argc, char** argv) {
     return exit_code;
   }
   if (exit_code != 0) return exit_code;
+  if (flags.command != "serve") return RunAdminCommand(flags);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ coordinator: %v");
-  spdlog::warn("--insecure: gRPC is plain text and unauthenticated; use only on a trusted host");
+  if (flags.insecure) {
+    spdlog::warn("--insecure: gRPC is plain text and unauthenticated; use only on a trusted host");
+  }
 
   // Blocked in every thread; main waits for them below.
   sigset_t signals = BlockShutdownSignals();
@@ -60,7 +70,49 @@ int main(int argc, char** argv) {
     spdlog::error("--state-dir {}: {}", flags.state_dir, ec.message());
     return 1;
   }
+  chmod(flags.state_dir.c_str(), 0700);  // tokens' hashes, the CA's key, every job's spec
   const std::string db_path = flags.state_dir + "/convoy.db";
+
+  // Security first: a coordinator that cannot serve TLS must not start at all.
+  ServerSecurity security;
+  security.insecure = flags.insecure;
+  std::unique_ptr<TokenStore> tokens;
+  if (!flags.insecure) {
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    StatusOr<ClusterPki> pki = Status::Ok();
+    if (!flags.tls_cert.empty()) {
+      pki = LoadOwnPki(flags.tls_cert, flags.tls_key, flags.tls_ca, now_s);
+    } else {
+      auto hp = ParseHostPort(flags.listen, "--listen");
+      pki =
+          EnsureClusterPki(flags.state_dir + "/tls",
+                           ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
+    }
+    if (!pki.ok()) {
+      spdlog::error("TLS: {}", pki.status().message());
+      return 1;
+    }
+    if (pki->created_ca) {
+      spdlog::info("made the cluster CA in {}/tls (first start)", flags.state_dir);
+    }
+    spdlog::info("cluster CA fingerprint {}", pki->ca_fingerprint);
+    auto opened = TokenStore::Open(flags.state_dir + "/tokens.db");
+    if (!opened.ok()) {
+      spdlog::error("{}", opened.status().message());
+      return 1;
+    }
+    tokens = std::move(*opened);
+    security.tokens = tokens.get();
+    security.server_cert_pem = pki->server.cert_pem;
+    security.server_key_pem = pki->server.key_pem;
+    security.ca.ca = pki->ca;
+    security.ca.fingerprint = pki->ca_fingerprint;
+    security.ca.worker_cert_ttl_s = *ParseDuration(flags.worker_cert_ttl, "--worker-cert-ttl");
+    security.auth.max_streams_per_token = flags.max_streams_per_token;
+    security.auth.submits_per_minute = flags.submits_per_minute;
+  }
   auto store = SqliteJobStore::Open(db_path);
   if (!store.ok()) {
     spdlog::error("{}", store.status().message());
@@ -95,16 +147,34 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto server = GrpcServer::Start(coordinator, flags.listen, InsecureForTests());
+  auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security));
   if (!server.ok()) {
     spdlog::error("{}", server.status().message());
     return 1;
   }
-  spdlog::info("convoy-coordinator {} listening on {} (state {})", CONVOY_VERSION, flags.listen,
-               db_path);
+  spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
+               flags.insecure ? "PLAIN TEXT" : "TLS", db_path);
+
+  // Tokens' last use is written in batches.
+  std::mutex flush_mu;
+  std::condition_variable flush_cv;
+  bool stopping = false;
+  std::thread flusher([&] {
+    std::unique_lock<std::mutex> lock(flush_mu);
+    while (!stopping) {
+      flush_cv.wait_for(lock, std::chrono::seconds(10));
+      if (tokens) tokens->Flush();
+    }
+  });
 
   int sig = 0;
   sigwait(&signals, &sig);
+  {
+    std::lock_guard<std::mutex> lock(flush_mu);
+    stopping = true;
+  }
+  flush_cv.notify_all();
+  flusher.join();
   spdlog::info("received signal {}; shutting down (training keeps running on the workers)", sig);
   (*server)->Shutdown();
   coordinator.Stop();

@@ -1,5 +1,6 @@
 // Bearer tokens of the cluster's people and join tokens of its workers, in the coordinator's
-// SQLite state (table `tokens`). A token is shown once, when it is made; only a salted SHA-256
+// SQLite state (<state-dir>/tokens.db, table `tokens`; a file of its own so that the local
+// `token` commands never touch the jobs' database). A token is shown once, when it is made; only a salted SHA-256
 // of its secret is stored. The secret is 32 random bytes, so a fast hash is enough: there is
 // nothing to guess (a password would need a slow one).
 //

@@ -62,13 +62,33 @@ void TestCluster::StartCoordinator() {
   coordinator_ = std::make_unique<Coordinator>(clock_, *store_, options_.coordinator);
   Status st = coordinator_->Start();
   ASSERT_TRUE(st.ok()) << st.message();
+  ServerSecurity security = InsecureForTests();
+  if (options_.secure) {
+    if (!tokens_) {
+      auto pki =
+          EnsureClusterPki(dir_ / "tls", {"127.0.0.1", "localhost"}, clock_.NowUnixMs() / 1000);
+      ASSERT_TRUE(pki.ok()) << pki.status().message();
+      pki_ = *pki;
+      auto tokens = TokenStore::Open(dir_ / "tokens.db");
+      ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+      tokens_ = std::move(*tokens);
+    }
+    security.insecure = false;
+    security.tokens = tokens_.get();
+    security.server_cert_pem = pki_.server.cert_pem;
+    security.server_key_pem = pki_.server.key_pem;
+    security.ca.ca = pki_.ca;
+    security.ca.fingerprint = pki_.ca_fingerprint;
+    security.auth = options_.auth;
+  }
   auto server = GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_),
-                                  InsecureForTests(), options_.limits);
+                                  std::move(security), options_.limits);
   ASSERT_TRUE(server.ok()) << server.status().message();
   server_ = std::move(*server);
   port_ = server_->port();
   if (!channel_) {
-    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    channel_ = options_.secure ? SecureChannel(MakeToken("test-cluster", Role::kAdmin))
+                               : grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
     job_stub_ = v1::JobService::NewStub(channel_);
     worker_stub_ = v1::WorkerService::NewStub(channel_);
   }
@@ -84,11 +104,71 @@ void TestCluster::StopCoordinator() {
 
 std::string TestCluster::address() const { return "127.0.0.1:" + std::to_string(port_); }
 
+std::string TestCluster::MakeToken(const std::string& user, Role role, int64_t ttl_ms, int uses) {
+  auto token = tokens_->Create(user, role, ttl_ms, uses, clock_.NowUnixMs());
+  EXPECT_TRUE(token.ok()) << token.status().message();
+  return token.ok() ? *token : "";
+}
+
+std::shared_ptr<grpc::Channel> TestCluster::SecureChannel(const std::string& token,
+                                                          const KeyAndCert* key_cert) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pki_.ca.cert_pem;
+  if (key_cert != nullptr) {
+    ssl.pem_private_key = key_cert->key_pem;
+    ssl.pem_cert_chain = key_cert->cert_pem;
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(ssl);
+  if (!token.empty()) {
+    creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(token));
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  return grpc::CreateCustomChannel(address(), creds, args);
+}
+
+KeyAndCert TestCluster::WorkerCertificate(const std::string& name, const KeyAndCert* ca,
+                                          int64_t not_before_s, int64_t not_after_s) {
+  const int64_t now = clock_.NowUnixMs() / 1000;
+  auto key = NewPrivateKey();
+  EXPECT_TRUE(key.ok());
+  CertTemplate t;
+  t.common_name = name;
+  t.client = true;
+  t.not_before_s = not_before_s != 0 ? not_before_s : now - 3600;
+  t.not_after_s = not_after_s != 0 ? not_after_s : now + 3600;
+  auto cert = IssueCertificate(ca != nullptr ? *ca : pki_.ca, *key, t);
+  EXPECT_TRUE(cert.ok()) << cert.status().message();
+  return {*key, cert.ok() ? *cert : ""};
+}
+
+std::unique_ptr<ScriptedWorker> TestCluster::OpenScripted(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& name, int slots) {
+  auto w = std::make_unique<ScriptedWorker>();
+  w->name_ = name;
+  w->stub_ = v1::WorkerService::NewStub(channel);
+  w->stream_ = w->stub_->Connect(&w->ctx_);
+  v1::WorkerMessage reg;
+  reg.mutable_register_()->set_name(name);
+  reg.mutable_register_()->set_address("127.0.0.1");
+  reg.mutable_register_()->set_hostname("localhost");
+  reg.mutable_register_()->set_cores(slots);
+  reg.mutable_register_()->set_slots(slots);
+  w->Send(reg);
+  return w;
+}
+
 std::unique_ptr<ScriptedWorker> TestCluster::ConnectScripted(
     const std::string& name, int slots, const std::vector<v1::AttemptStatus>& attempts) {
   auto w = std::make_unique<ScriptedWorker>();
   w->name_ = name;
-  w->stream_ = worker_stub_->Connect(&w->ctx_);
+  if (options_.secure) {
+    const KeyAndCert cert = WorkerCertificate(name);
+    w->stub_ = v1::WorkerService::NewStub(SecureChannel("", &cert));
+    w->stream_ = w->stub_->Connect(&w->ctx_);
+  } else {
+    w->stream_ = worker_stub_->Connect(&w->ctx_);
+  }
   v1::WorkerMessage reg;
   reg.mutable_register_()->set_name(name);
   reg.mutable_register_()->set_address("127.0.0.1");

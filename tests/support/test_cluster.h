@@ -19,9 +19,11 @@
 #include "common/clock.h"
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
+#include "coordinator/cluster_pki.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/sqlite_job_store.h"
+#include "coordinator/token_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
@@ -47,6 +49,7 @@ class ScriptedWorker {
  private:
   friend class TestCluster;
   std::string name_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;  // its own channel, when it has one
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
 };
@@ -74,6 +77,10 @@ class TestCluster {
   struct Options {
     CoordinatorOptions coordinator;
     StreamLimits limits;
+    // TLS with a CA of the cluster's own in its temp dir, tokens, mutual TLS for workers
+    // (as convoy-coordinator serves by default). false: --insecure.
+    bool secure = false;
+    AuthOptions auth;  // limits per token when secure
   };
   // Short timeouts that keep tests quick (failure window 100 ms, worker timeout 10 s).
   static Options DefaultOptions();
@@ -93,9 +100,26 @@ class TestCluster {
   const TempDir& dir() const { return dir_; }
 
   // Connects a scripted worker, reporting `attempts` as a worker that comes back does, and
-  // waits for its RegisterAck.
+  // waits for its RegisterAck. When secure, with a client certificate for `name`.
   std::unique_ptr<ScriptedWorker> ConnectScripted(
       const std::string& name, int slots = 1, const std::vector<v1::AttemptStatus>& attempts = {});
+  // Opens a worker stream on `channel` and sends Register for `name` without waiting.
+  std::unique_ptr<ScriptedWorker> OpenScripted(const std::shared_ptr<grpc::Channel>& channel,
+                                               const std::string& name, int slots = 1);
+
+  // ---- Secure clusters.
+  const ClusterPki& pki() const { return pki_; }
+  TokenStore& tokens() { return *tokens_; }
+  // A token for `user` with `role` (expiring after `ttl_ms`, 0: never).
+  std::string MakeToken(const std::string& user, Role role, int64_t ttl_ms = 0, int uses = 0);
+  // A channel that verifies the coordinator with the cluster CA and sends `token` (if any)
+  // and the client certificate `key_cert` (if any).
+  std::shared_ptr<grpc::Channel> SecureChannel(const std::string& token,
+                                               const KeyAndCert* key_cert = nullptr);
+  // A client certificate for worker `name` signed by `ca` (the cluster's when null), valid
+  // from `not_before_s` to `not_after_s` (now-1h .. now+1h when both are 0).
+  KeyAndCert WorkerCertificate(const std::string& name, const KeyAndCert* ca = nullptr,
+                               int64_t not_before_s = 0, int64_t not_after_s = 0);
   // Starts a real worker with `slots` slots; returns once it registered.
   InProcessWorker& StartWorker(const std::string& name, int slots = 1);
 
@@ -120,6 +144,8 @@ class TestCluster {
   std::unique_ptr<v1::JobService::Stub> job_stub_;
   std::unique_ptr<v1::WorkerService::Stub> worker_stub_;
   std::vector<std::unique_ptr<InProcessWorker>> workers_;
+  ClusterPki pki_;
+  std::unique_ptr<TokenStore> tokens_;
 };
 
 }  // namespace testing

@@ -29,8 +29,8 @@ TEST_F(ClientFormatTest, ExitCodeForEachRpcStatus) {
       {grpc::StatusCode::NOT_FOUND, 4},
       {grpc::StatusCode::FAILED_PRECONDITION, 5},
       {grpc::StatusCode::INTERNAL, 5},
-      {grpc::StatusCode::UNAUTHENTICATED, 5},
-      {grpc::StatusCode::PERMISSION_DENIED, 5},
+      {grpc::StatusCode::UNAUTHENTICATED, 6},
+      {grpc::StatusCode::PERMISSION_DENIED, 7},
       {grpc::StatusCode::CANCELLED, 5},
       {grpc::StatusCode::UNKNOWN, 5},
   };
@@ -118,15 +118,17 @@ TEST_F(ClientFormatTest, JobTable) {
   j->set_created_unix_ms(kT0 - 245'000);
   j->set_message("all 2 ranks started");
   v1::Job* g = list.add_jobs();
+  list.mutable_jobs(0)->set_owner("alice");
   g->set_id("j-000008");
   g->mutable_spec()->set_name("gpu");
   g->mutable_spec()->set_nodes(4);
   g->mutable_spec()->set_procs_per_node_gpu(true);
   g->set_state(v1::PENDING);
-  EXPECT_EQ(FormatJobTable(list, kT0),
-            "ID        NAME        STATE    ATTEMPT  NODES×PROCS  AGE    MESSAGE\n"
-            "j-000007  fmnist-cnn  RUNNING  1        2×1          4m05s  all 2 ranks started\n"
-            "j-000008  gpu         PENDING  0        4×gpu        -      \n");
+  EXPECT_EQ(
+      FormatJobTable(list, kT0),
+      "ID        NAME        OWNER  STATE    ATTEMPT  NODES×PROCS  AGE    MESSAGE\n"
+      "j-000007  fmnist-cnn  alice  RUNNING  1        2×1          4m05s  all 2 ranks started\n"
+      "j-000008  gpu         -      PENDING  0        4×gpu        -      \n");
 }
 
 TEST_F(ClientFormatTest, WorkerTable) {
