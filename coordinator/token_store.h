@@ -1,8 +1,8 @@
 // Bearer tokens of the cluster's people and join tokens of its workers, in the coordinator's
 // SQLite state (<state-dir>/tokens.db, table `tokens`; a file of its own so that the local
-// `token` commands never touch the jobs' database). A token is shown once, when it is made; only a salted SHA-256
-// of its secret is stored. The secret is 32 random bytes, so a fast hash is enough: there is
-// nothing to guess (a password would need a slow one).
+// `token` commands never touch the jobs' database). A token is shown once, when it is
+// made; only a salted SHA-256 of its secret is stored. The secret is 32 random bytes, so a fast
+// hash is enough: there is nothing to guess (a password would need a slow one).
 //
 // `convoy-coordinator token create|list|revoke` and the running coordinator each open the
 // file with their own connection; the coordinator keeps the table in memory and reloads it

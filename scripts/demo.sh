@@ -4,6 +4,11 @@
 # that trains the Fashion-MNIST CNN for one epoch over Gloo, shows live progress and the
 # final test accuracy, and stops everything it started (also on Ctrl-C or failure).
 #
+# It runs the secure default, as a cluster would (README "Securing a cluster"): it makes a
+# throwaway cluster CA in its temp dir (convoy-coordinator init), joins the two workers with
+# a join token and the CA's fingerprint (mutual TLS), and submits with a user's token over
+# TLS. CONVOY_DEMO_INSECURE=1 runs the plain-text loopback mode instead.
+#
 # Usage: scripts/demo.sh [JOB_SPEC]     (default: examples/fmnist-2x1.yaml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,14 +46,29 @@ METRICS_PORT=$(free_port)
 export CONVOY_COORDINATOR=127.0.0.1:$PORT
 
 echo "demo: coordinator on $CONVOY_COORDINATOR, metrics on 127.0.0.1:$METRICS_PORT, state in $RUN_DIR"
+COORD_SECURITY=(--insecure)
+WORKER_SECURITY=(--insecure)
+if [ "${CONVOY_DEMO_INSECURE:-0}" != 1 ]; then
+  # The two commands that secure a cluster: the CA (its fingerprint pins it on the workers)
+  # and a join token for the workers; then a token for the person who submits.
+  FINGERPRINT=$("$BIN/convoy-coordinator" init --state-dir "$RUN_DIR/state" 2>/dev/null)
+  JOIN_TOKEN=$("$BIN/convoy-coordinator" token create --state-dir "$RUN_DIR/state" \
+    --role worker --ttl 1h --uses 2 2>/dev/null)
+  export CONVOY_TOKEN=$("$BIN/convoy-coordinator" token create --state-dir "$RUN_DIR/state" \
+    --user demo --role user --ttl 1h 2>/dev/null)
+  export CONVOY_CA=$RUN_DIR/state/tls/ca.crt
+  COORD_SECURITY=()
+  WORKER_SECURITY=(--join-token "$JOIN_TOKEN" --ca-fingerprint "$FINGERPRINT")
+  echo "demo: TLS with a throwaway CA $FINGERPRINT; workers join with a token, you submit as 'demo'"
+fi
 "$BIN/convoy-coordinator" --listen "$CONVOY_COORDINATOR" --state-dir "$RUN_DIR/state" \
-  --metrics-listen "127.0.0.1:$METRICS_PORT" --insecure >"$RUN_DIR/coordinator.log" 2>&1 &
+  --metrics-listen "127.0.0.1:$METRICS_PORT" "${COORD_SECURITY[@]}" >"$RUN_DIR/coordinator.log" 2>&1 &
 PIDS+=($!)
 for name in w1 w2; do
   # Two workers share this machine: each declares half of its cores.
   "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
     --cores "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" \
-    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" --insecure \
+    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" "${WORKER_SECURITY[@]}" \
     >"$RUN_DIR/$name.log" 2>&1 &
   PIDS+=($!)
 done

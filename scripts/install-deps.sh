@@ -11,7 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
   dataset-fashion-mnist python3-torch python3-pytest prometheus
-  iproute2 procps psmisc
+  iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
 )
 
 missing=()

@@ -25,7 +25,13 @@ constexpr auto kHealthyStream = std::chrono::seconds(5);
 
 }  // namespace
 
-CoordinatorConnection::CoordinatorConnection(const std::string& target) : target_(target) {
+CoordinatorConnection::CoordinatorConnection(const std::string& target,
+                                             WorkerCredentials* credentials)
+    : target_(target), credentials_(credentials) {
+  Dial();
+}
+
+void CoordinatorConnection::Dial() {
   grpc::ChannelArguments args;
   // Detect a dead coordinator (or a cut link) within seconds, not at the next write.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
@@ -38,7 +44,11 @@ CoordinatorConnection::CoordinatorConnection(const std::string& target) : target
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxBackoffMs);
   args.SetMaxReceiveMessageSize(16 * 1024 * 1024);
-  channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  args.SetMaxSendMessageSize(16 * 1024 * 1024);
+  std::shared_ptr<grpc::ChannelCredentials> creds = credentials_ != nullptr
+                                                        ? credentials_->Current(&generation_)
+                                                        : grpc::InsecureChannelCredentials();
+  channel_ = grpc::CreateCustomChannel(target_, creds, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 
@@ -69,6 +79,10 @@ void CoordinatorConnection::Run() {
   int backoff_ms = kInitialBackoffMs;
   while (!stopping_) {
     const auto began = std::chrono::steady_clock::now();
+    // A renewed certificate is used from the next connection on.
+    uint64_t generation = generation_;
+    if (credentials_ != nullptr) credentials_->Current(&generation);
+    if (generation != generation_) Dial();
     Serve();
     if (stopping_) break;
     if (std::chrono::steady_clock::now() - began > kHealthyStream) backoff_ms = kInitialBackoffMs;

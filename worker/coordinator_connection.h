@@ -23,14 +23,17 @@
 #include <string>
 
 #include "convoy/v1/worker.grpc.pb.h"
+#include "worker/credentials.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
 
 class CoordinatorConnection : public Outbox {
  public:
-  // `target` is HOST:PORT. Plain text only (TLS is not implemented yet).
-  explicit CoordinatorConnection(const std::string& target);
+  // `target` is HOST:PORT. `credentials`: TLS (mutual, with the worker's certificate);
+  // null: plain text (--insecure, tests). Not owned; must outlive this.
+  explicit CoordinatorConnection(const std::string& target,
+                                 WorkerCredentials* credentials = nullptr);
 
   // Must be called before Run.
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
@@ -44,12 +47,16 @@ class CoordinatorConnection : public Outbox {
   bool Send(const v1::WorkerMessage& msg) override;
 
  private:
+  // Makes the channel with the current credentials (connection thread, or the constructor).
+  void Dial();
   // One connection's life; returns when the stream ends.
   void Serve();
   // Sleeps up to `ms`, less when Shutdown is called.
   void SleepMs(int ms);
 
   const std::string target_;
+  WorkerCredentials* const credentials_;
+  uint64_t generation_ = 0;  // of the credentials channel_ was made with
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   Supervisor* supervisor_ = nullptr;

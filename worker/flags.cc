@@ -20,7 +20,17 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--cores", f->cores, "CPU cores this worker may use (default: all online)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
-  app.add_flag("--insecure", f->insecure, "plain-text gRPC without authentication (local only)");
+  app.add_flag("--insecure", f->insecure,
+               "plain-text gRPC without authentication (a coordinator on loopback only)");
+  app.add_option("--join-token", f->join_token,
+                 "join token (convoy-coordinator token create "
+                 "--role worker)")
+      ->envname("CONVOY_JOIN_TOKEN");
+  app.add_option("--ca-fingerprint", f->ca_fingerprint,
+                 "SHA256:... of the cluster CA (printed by convoy-coordinator init)");
+  app.add_option("--tls-cert", f->tls_cert, "your own client certificate (PEM; its name = --name)");
+  app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
+  app.add_option("--tls-ca", f->tls_ca, "the CA that signed the coordinator's certificate");
   app.add_option("--trainer", f->trainer, "path of convoy-trainer");
   app.add_option("--orphan-timeout", f->orphan_timeout_s,
                  "seconds without a coordinator before ranks are stopped")
@@ -52,9 +62,25 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
     return Status::InvalidArgument("--name: '" + f->name +
                                    "' is not valid: use 1-63 of [A-Za-z0-9._-]");
   }
-  if (!f->insecure) {
+  if (f->insecure) {
+    if (!IsLoopbackHost(hp->first)) {
+      return Status::InvalidArgument(
+          "--insecure sends plain text without authentication: only to a coordinator on "
+          "loopback, not '" +
+          hp->first + "'; join with --join-token and --ca-fingerprint instead");
+    }
+    if (!f->join_token.empty() || !f->tls_cert.empty()) {
+      return Status::InvalidArgument("--insecure conflicts with --join-token and --tls-cert");
+    }
+  }
+  const int own = !f->tls_cert.empty() + !f->tls_key.empty() + !f->tls_ca.empty();
+  if (own != 0 && own != 3) {
+    return Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together");
+  }
+  if (!f->join_token.empty() && f->ca_fingerprint.empty()) {
     return Status::InvalidArgument(
-        "TLS is not implemented yet; pass --insecure for plain-text local use");
+        "--join-token needs --ca-fingerprint (printed by convoy-coordinator init): the worker "
+        "trusts the coordinator only once its CA matches");
   }
   *exit_code = 0;
   return Status::Ok();

@@ -27,8 +27,13 @@ struct WorkerFlags {
   int cores = 0;
   // Where attempts' logs, metrics sockets and default checkpoints live.
   std::string work_dir;
-  // Required until TLS exists, so that plain text is always a conscious choice.
+  // Plain text to a coordinator on loopback (tests, the local demo); never elsewhere.
   bool insecure = false;
+  // Joining a secured cluster (README "Securing a cluster"); CONVOY_JOIN_TOKEN too.
+  std::string join_token;
+  std::string ca_fingerprint;
+  // The operator's own PKI instead (all three): the certificate's name must be --name.
+  std::string tls_cert, tls_key, tls_ca;
   // Empty: convoy-trainer next to this binary (how packages and the build lay them out).
   std::string trainer;
   // With no coordinator reachable this long, ranks are stopped: nobody could report or stop

@@ -14,6 +14,7 @@
 #include "common/fd_limit.h"
 #include "common/signals.h"
 #include "worker/coordinator_connection.h"
+#include "worker/credentials.h"
 #include "worker/flags.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
@@ -36,9 +37,11 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");
-  spdlog::warn(
-      "--insecure: the connection to the coordinator is PLAIN TEXT and UNAUTHENTICATED; "
-      "anyone who can reach it can run commands here. Use only on a trusted host.");
+  if (flags.insecure) {
+    spdlog::warn(
+        "--insecure: the connection to the coordinator is PLAIN TEXT and UNAUTHENTICATED; "
+        "use only with a coordinator on this host.");
+  }
 
   // Blocked in every thread (they are started below); main waits for them.
   sigset_t signals = BlockShutdownSignals();
@@ -73,7 +76,24 @@ int main(int argc, char** argv) {
   config.env = ProcessEnvironment();
 
   SystemClock clock;
-  CoordinatorConnection connection(flags.coordinator);
+  CredentialOptions cred_options;
+  cred_options.coordinator = flags.coordinator;
+  cred_options.name = flags.name;
+  cred_options.work_dir = config.work_dir;
+  cred_options.insecure = flags.insecure;
+  cred_options.join_token = flags.join_token;
+  cred_options.ca_fingerprint = flags.ca_fingerprint;
+  cred_options.tls_cert = flags.tls_cert;
+  cred_options.tls_key = flags.tls_key;
+  cred_options.tls_ca = flags.tls_ca;
+  auto credentials = WorkerCredentials::Create(cred_options, clock);
+  if (!credentials.ok()) {
+    spdlog::error("{}", credentials.status().message());
+    return credentials.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  (*credentials)->StartRenewal();
+  CoordinatorConnection connection(flags.coordinator,
+                                   flags.insecure ? nullptr : credentials->get());
   PosixProcessLauncher launcher;
   Supervisor supervisor(config, launcher, connection, clock);
   connection.SetSupervisor(&supervisor);

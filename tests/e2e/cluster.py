@@ -73,8 +73,11 @@ def wait_for(predicate, timeout, what, interval=0.1):
 
 
 class Cluster:
-    def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000):
+    def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000, secure=False):
+        """secure: the default deployment (TLS with a CA made by `convoy-coordinator init`,
+        workers joined with a join token, the CLI with an admin token); else --insecure."""
         self.dir = tempfile.mkdtemp(prefix="convoy-e2e-")
+        self.secure = secure
         self.port = free_port()
         self.metrics_port = free_port()
         self.target = f"127.0.0.1:{self.port}"
@@ -82,7 +85,12 @@ class Cluster:
         self.kill_grace_ms = kill_grace_ms
         self.procs = {}
         self.jobs = []
+        self.token = None
         try:
+            if secure:
+                self.fingerprint = self.admin("init").stdout.strip()
+                self.join_token = self.make_token("worker", uses=workers + 4)
+                self.token = self.make_token("admin", user="root")
             self.start_coordinator()
             for i in range(1, workers + 1):
                 self.start_worker(f"w{i}", slots)
@@ -98,11 +106,31 @@ class Cluster:
                                             start_new_session=True)
         return self.procs[name]
 
+    def admin(self, *args):
+        """convoy-coordinator's local commands (init, token ...) on this cluster's state."""
+        return subprocess.run([os.path.join(BIN, "convoy-coordinator"), *args, "--state-dir",
+                               os.path.join(self.dir, "state")],
+                              capture_output=True, text=True, timeout=30, check=True)
+
+    def make_token(self, role, user=None, ttl=None, uses=None):
+        args = ["token", "create", "--role", role]
+        if user:
+            args += ["--user", user]
+        if ttl:
+            args += ["--ttl", ttl]
+        if uses:
+            args += ["--uses", str(uses)]
+        return self.admin(*args).stdout.strip()
+
+    def ca_path(self):
+        return os.path.join(self.dir, "state", "tls", "ca.crt")
+
     def start_coordinator(self):
         return self._spawn("coordinator", [
             os.path.join(BIN, "convoy-coordinator"), "--listen", self.target,
             "--state-dir", os.path.join(self.dir, "state"),
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}", "--insecure",
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+            *([] if self.secure else ["--insecure"]),
             "--worker-timeout", str(self.worker_timeout),
             "--kill-grace-ms", str(self.kill_grace_ms)])
 
@@ -110,7 +138,9 @@ class Cluster:
         return self._spawn(name, [
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
             "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
-            "--work-dir", os.path.join(self.dir, name), "--insecure",
+            "--work-dir", os.path.join(self.dir, name),
+            *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
+              if self.secure else ["--insecure"]),
             "--kill-grace-ms", str(self.kill_grace_ms), *extra])
 
     def signal(self, name, sig):
@@ -130,9 +160,15 @@ class Cluster:
             return ""
 
     # ---- the CLI
-    def cli(self, *args, check=True, timeout=60):
-        r = subprocess.run([os.path.join(BIN, "convoy"), "--coordinator", self.target, *args],
-                           capture_output=True, text=True, timeout=timeout)
+    def cli(self, *args, check=True, timeout=60, token=None):
+        """The CLI as the cluster's admin, or as the holder of `token`."""
+        creds = []
+        if self.secure:
+            creds = ["--ca", self.ca_path(), "--token", token or self.token]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOY_")}
+        env["HOME"] = self.dir  # no config file of the person running the tests
+        r = subprocess.run([os.path.join(BIN, "convoy"), "--coordinator", self.target, *creds,
+                            *args], capture_output=True, text=True, timeout=timeout, env=env)
         if check and r.returncode != 0:
             raise AssertionError(f"convoy {' '.join(args)} exited {r.returncode}: {r.stderr}")
         return r

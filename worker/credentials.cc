@@ -1,0 +1,308 @@
+#include "worker/credentials.h"
+
+#include <fcntl.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "convoy/v1/auth.grpc.pb.h"
+
+namespace convoy {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(flag + " " + path + ": " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Status WriteFile(const std::string& path, const std::string& data, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Unavailable(tmp + ": " + std::strerror(errno));
+  fchmod(fd, mode);
+  const bool ok =
+      write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) && fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::Unavailable(path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Mutual(const std::string& key, const std::string& cert,
+                                                 const std::string& ca) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ca;
+  ssl.pem_private_key = key;
+  ssl.pem_cert_chain = cert;
+  return grpc::SslCredentials(ssl);
+}
+
+std::chrono::system_clock::time_point Deadline(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+}  // namespace
+
+int64_t RenewAtS(int64_t not_before_s, int64_t not_after_s) {
+  return not_before_s + (not_after_s - not_before_s) * 2 / 3;
+}
+
+StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const CredentialOptions& o,
+                                                                       const Clock& clock,
+                                                                       int64_t join_deadline_ms) {
+  std::unique_ptr<WorkerCredentials> c(new WorkerCredentials(o, clock));
+  if (o.insecure) {
+    c->creds_ = grpc::InsecureChannelCredentials();
+    return c;
+  }
+  const int64_t now_s = clock.NowUnixMs() / 1000;
+  if (!o.tls_cert.empty()) {
+    auto cert = ReadFile(o.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(o.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    auto ca = ReadFile(o.tls_ca, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    Status match = KeyMatchesCertificate(*key, *cert);
+    if (!match.ok()) {
+      return Status::InvalidArgument("--tls-key is not the key of --tls-cert: " + match.message());
+    }
+    Status verified = VerifyCertificate(*cert, *ca, now_s);
+    if (!verified.ok()) {
+      return Status::InvalidArgument("--tls-cert does not verify against --tls-ca: " +
+                                     verified.message());
+    }
+    auto info = InspectCertificate(*cert);
+    if (info.ok() && info->common_name != o.name) {
+      return Status::InvalidArgument("--tls-cert is for '" + info->common_name +
+                                     "' but --name is '" + o.name +
+                                     "': the coordinator knows a worker by its certificate");
+    }
+    c->Use(*key, *cert, *ca);
+    return c;
+  }
+  c->renewable_ = true;
+  Status stored = c->LoadStored();
+  if (stored.ok()) {
+    spdlog::info("TLS: using the certificate stored in {}/tls (valid until {})", o.work_dir,
+                 c->not_after_s());
+    return c;
+  }
+  if (o.join_token.empty() || o.ca_fingerprint.empty()) {
+    return Status::InvalidArgument(
+        "no credentials: join the cluster with --join-token and --ca-fingerprint (from "
+        "`convoy-coordinator token create --role worker` and `convoy-coordinator init`), or "
+        "pass --tls-cert, --tls-key and --tls-ca, or --insecure for a coordinator on loopback" +
+        (stored.message().empty() ? std::string() : " (stored: " + stored.message() + ")"));
+  }
+  Status joined = c->Join(join_deadline_ms);
+  if (!joined.ok()) return joined;
+  return c;
+}
+
+WorkerCredentials::~WorkerCredentials() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (renewal_.joinable()) renewal_.join();
+}
+
+void WorkerCredentials::Use(const std::string& key, const std::string& cert,
+                            const std::string& ca) {
+  auto info = InspectCertificate(cert);
+  std::lock_guard<std::mutex> lock(mu_);
+  key_pem_ = key;
+  cert_pem_ = cert;
+  ca_pem_ = ca;
+  if (info.ok()) info_ = *info;
+  creds_ = Mutual(key, cert, ca);
+  ++generation_;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> WorkerCredentials::Current(uint64_t* generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation != nullptr) *generation = generation_;
+  return creds_;
+}
+
+int64_t WorkerCredentials::not_after_s() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return info_.not_after_s;
+}
+
+Status WorkerCredentials::LoadStored() {
+  const std::string dir = options_.work_dir + "/tls";
+  auto key = ReadFile(dir + "/worker.key", "stored key");
+  auto cert = ReadFile(dir + "/worker.crt", "stored certificate");
+  auto ca = ReadFile(dir + "/ca.crt", "stored CA");
+  if (!key.ok() || !cert.ok() || !ca.ok()) return Status::NotFound("");
+  const int64_t now_s = clock_.NowUnixMs() / 1000;
+  auto info = InspectCertificate(*cert);
+  if (!info.ok()) return Status::InvalidArgument(dir + "/worker.crt: " + info.status().message());
+  if (info->common_name != options_.name) {
+    return Status::InvalidArgument(dir + "/worker.crt is for '" + info->common_name + "'");
+  }
+  if (!options_.ca_fingerprint.empty()) {
+    auto fp = CertificateFingerprint(*ca);
+    if (!fp.ok() || !FingerprintMatches(options_.ca_fingerprint, *fp)) {
+      return Status::InvalidArgument(dir + "/ca.crt is not the CA of --ca-fingerprint");
+    }
+  }
+  Status verified = VerifyCertificate(*cert, *ca, now_s);
+  if (!verified.ok()) return Status::InvalidArgument(dir + "/worker.crt: " + verified.message());
+  Status match = KeyMatchesCertificate(*key, *cert);
+  if (!match.ok()) return Status::InvalidArgument(dir + "/worker.key: " + match.message());
+  Use(*key, *cert, *ca);
+  return Status::Ok();
+}
+
+Status WorkerCredentials::Store(const std::string& key, const std::string& cert,
+                                const std::string& ca) {
+  const std::string dir = options_.work_dir + "/tls";
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Unavailable(dir + ": " + std::strerror(errno));
+  }
+  chmod(dir.c_str(), 0700);
+  CONVOY_RETURN_IF_ERROR(WriteFile(dir + "/ca.crt", ca, 0644));
+  CONVOY_RETURN_IF_ERROR(WriteFile(dir + "/worker.key", key, 0600));
+  return WriteFile(dir + "/worker.crt", cert, 0644);
+}
+
+Status WorkerCredentials::Join(int64_t deadline_ms) {
+  const int64_t give_up = clock_.NowMonotonicMs() + deadline_ms;
+  int backoff_ms = 500;
+  for (;;) {
+    // 1. The CA, trusted by its fingerprint alone.
+    grpc::experimental::TlsChannelCredentialsOptions unverified;
+    unverified.set_verify_server_certs(false);
+    unverified.set_check_call_host(false);
+    unverified.set_certificate_verifier(
+        std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+    auto probe = v1::JoinService::NewStub(
+        grpc::CreateChannel(options_.coordinator, grpc::experimental::TlsCredentials(unverified)));
+    grpc::ClientContext info_ctx;
+    info_ctx.set_deadline(Deadline(10));
+    v1::ClusterInfo info;
+    grpc::Status st = probe->GetClusterInfo(&info_ctx, v1::GetClusterInfoRequest(), &info);
+    if (st.ok()) {
+      auto actual = CertificateFingerprint(info.ca_pem());
+      if (!actual.ok()) return Status::Unavailable("the coordinator sent no usable CA");
+      if (!FingerprintMatches(options_.ca_fingerprint, *actual)) {
+        return Status::InvalidArgument(
+            "the coordinator's CA " + *actual + " does not match --ca-fingerprint " +
+            options_.ca_fingerprint + ": wrong cluster, or someone in the middle");
+      }
+      // 2. The certificate, on a channel that verifies the coordinator with that CA.
+      auto key = NewPrivateKey();
+      if (!key.ok()) return key.status();
+      auto csr = NewCertificateRequest(*key, options_.name);
+      if (!csr.ok()) return csr.status();
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = info.ca_pem();
+      auto creds = grpc::CompositeChannelCredentials(
+          grpc::SslCredentials(ssl), grpc::AccessTokenCredentials(options_.join_token));
+      auto stub = v1::JoinService::NewStub(grpc::CreateChannel(options_.coordinator, creds));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(Deadline(10));
+      v1::JoinRequest req;
+      req.set_name(options_.name);
+      req.set_csr_pem(*csr);
+      v1::JoinResponse resp;
+      st = stub->Join(&ctx, req, &resp);
+      if (st.ok()) {
+        Status verified =
+            VerifyCertificate(resp.cert_pem(), info.ca_pem(), clock_.NowUnixMs() / 1000);
+        if (!verified.ok()) return Status::Unavailable("issued certificate: " + verified.message());
+        CONVOY_RETURN_IF_ERROR(Store(*key, resp.cert_pem(), info.ca_pem()));
+        Use(*key, resp.cert_pem(), info.ca_pem());
+        spdlog::info("joined the cluster (CA {}): certificate for '{}' valid until {}", *actual,
+                     options_.name, resp.not_after_unix_s());
+        return Status::Ok();
+      }
+      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+          st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        return Status::InvalidArgument("join token refused: " + st.error_message());
+      }
+    }
+    if (clock_.NowMonotonicMs() >= give_up) {
+      return Status::Unavailable("cannot join: " + st.error_message());
+    }
+    spdlog::warn("cannot reach the coordinator to join ({}); retrying", st.error_message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min(backoff_ms * 2, 10000);
+  }
+}
+
+Status WorkerCredentials::MaybeRenew() {
+  if (!renewable_) return Status::Ok();
+  std::string key, cert, ca;
+  CertInfo info;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    key = key_pem_;
+    cert = cert_pem_;
+    ca = ca_pem_;
+    info = info_;
+  }
+  const int64_t now_s = clock_.NowUnixMs() / 1000;
+  if (now_s < RenewAtS(info.not_before_s, info.not_after_s)) return Status::Ok();
+  auto new_key = NewPrivateKey();
+  if (!new_key.ok()) return new_key.status();
+  auto csr = NewCertificateRequest(*new_key, options_.name);
+  if (!csr.ok()) return csr.status();
+  auto stub =
+      v1::JoinService::NewStub(grpc::CreateChannel(options_.coordinator, Mutual(key, cert, ca)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(10));
+  v1::RenewRequest req;
+  req.set_csr_pem(*csr);
+  v1::JoinResponse resp;
+  grpc::Status st = stub->Renew(&ctx, req, &resp);
+  if (!st.ok()) {
+    const int64_t left = info.not_after_s - now_s;
+    if (left < 3600) {
+      spdlog::error("TLS: cannot renew the worker certificate ({}); it expires in {} s",
+                    st.error_message(), left);
+    }
+    return Status::Unavailable("renewal: " + st.error_message());
+  }
+  Status verified = VerifyCertificate(resp.cert_pem(), ca, now_s);
+  if (!verified.ok()) return Status::Unavailable("renewed certificate: " + verified.message());
+  CONVOY_RETURN_IF_ERROR(Store(*new_key, resp.cert_pem(), ca));
+  Use(*new_key, resp.cert_pem(), ca);
+  spdlog::info("TLS: renewed the worker certificate, valid until {}", resp.not_after_unix_s());
+  return Status::Ok();
+}
+
+void WorkerCredentials::StartRenewal(int period_ms) {
+  if (!renewable_) return;
+  renewal_ = std::thread([this, period_ms] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      stop_cv_.wait_for(lock, std::chrono::milliseconds(period_ms));
+      if (stopping_) break;
+      lock.unlock();
+      Status st = MaybeRenew();
+      if (!st.ok()) spdlog::warn("TLS: {}; retrying", st.message());
+      lock.lock();
+    }
+  });
+}
+
+}  // namespace convoy

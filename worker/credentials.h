@@ -1,0 +1,92 @@
+// The worker's identity towards the coordinator (README "Securing a cluster").
+//
+//  - Join: `--join-token T --ca-fingerprint SHA256:...`. The cluster CA is fetched over TLS
+//    without verification (JoinService.GetClusterInfo) and trusted only when its fingerprint
+//    matches; then, on a channel that verifies the coordinator with that CA, the token and a
+//    certificate request buy a client certificate for the worker's name (JoinService.Join).
+//    The private key is made here and never leaves. Key, certificate and CA are kept in
+//    <work-dir>/tls/ (0700; the key 0600), so that a restarted worker needs no new token.
+//  - Own PKI: `--tls-cert --tls-key --tls-ca`, used as they are.
+//  - --insecure: plain text, to a coordinator on loopback only.
+//
+// A joined worker renews its certificate (JoinService.Renew over mutual TLS, a new key)
+// once 2/3 of its lifetime has passed, retrying every minute; the next connection uses the
+// new one (an established TLS connection is not affected by the old one's expiry).
+//
+// Thread-safe: Current() from the connection thread, the renewal from its own thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/pki.h"
+#include "common/status.h"
+
+namespace convoy {
+
+struct CredentialOptions {
+  std::string coordinator;  // HOST:PORT
+  std::string name;         // the worker's name: the certificate's common name
+  std::string work_dir;
+  bool insecure = false;
+  std::string join_token;
+  std::string ca_fingerprint;
+  std::string tls_cert, tls_key, tls_ca;
+};
+
+// When a certificate valid from `not_before_s` to `not_after_s` is renewed: at 2/3 of its
+// lifetime.
+int64_t RenewAtS(int64_t not_before_s, int64_t not_after_s);
+
+class WorkerCredentials {
+ public:
+  // Loads or obtains the worker's credentials (joining the cluster when needed). Errors say
+  // which flag to fix; a refused join token is an error, an unreachable coordinator is
+  // retried until `join_deadline_ms` has passed.
+  static StatusOr<std::unique_ptr<WorkerCredentials>> Create(const CredentialOptions& options,
+                                                             const Clock& clock,
+                                                             int64_t join_deadline_ms = 600000);
+  ~WorkerCredentials();
+
+  // The credentials for the next connection, and a number that changes when they do.
+  std::shared_ptr<grpc::ChannelCredentials> Current(uint64_t* generation = nullptr);
+
+  // Renews when due (RenewAtS); OK when nothing was due or the renewal worked.
+  Status MaybeRenew();
+  // Runs MaybeRenew every `period_ms` on a thread of its own until destroyed.
+  void StartRenewal(int period_ms = 60000);
+
+  bool insecure() const { return options_.insecure; }
+  // The current certificate's validity (0 with --insecure).
+  int64_t not_after_s();
+  bool renewable() const { return renewable_; }
+
+ private:
+  WorkerCredentials(const CredentialOptions& options, const Clock& clock)
+      : options_(options), clock_(clock) {}
+  Status LoadStored();
+  Status Join(int64_t deadline_ms);
+  Status Store(const std::string& key, const std::string& cert, const std::string& ca);
+  void Use(const std::string& key, const std::string& cert, const std::string& ca);
+
+  const CredentialOptions options_;
+  const Clock& clock_;
+  bool renewable_ = false;  // joined (not --tls-cert, not --insecure)
+  std::mutex mu_;
+  std::string key_pem_, cert_pem_, ca_pem_;          // guarded by mu_
+  CertInfo info_;                                    // guarded by mu_
+  std::shared_ptr<grpc::ChannelCredentials> creds_;  // guarded by mu_
+  uint64_t generation_ = 0;                          // guarded by mu_
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread renewal_;
+};
+
+}  // namespace convoy
