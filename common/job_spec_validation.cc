@@ -1,10 +1,12 @@
 #include "common/job_spec_validation.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
 
+#include "common/job_paths.h"
 #include "common/util.h"
 
 namespace convoy {
@@ -23,6 +25,15 @@ Status CheckRange(const std::string& field, T value, T lo, T hi) {
   return Status::Ok();
 }
 
+// At most `max` bytes of what the user wrote, cut at a UTF-8 character boundary, for quoting in
+// a message: a coordinator sends the message back in gRPC trailers, which are small (8 KiB).
+std::string Shorten(const std::string& value, size_t max = 64) {
+  if (value.size() <= max) return value;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(value[n]) & 0xC0) == 0x80) --n;
+  return value.substr(0, n) + "...";
+}
+
 Status CheckOneOf(const std::string& field, const std::string& value,
                   const std::set<std::string>& allowed) {
   if (allowed.count(value) != 0) return Status::Ok();
@@ -31,7 +42,47 @@ Status CheckOneOf(const std::string& field, const std::string& value,
     if (a.empty()) continue;
     list += (list.empty() ? "" : ", ") + a;
   }
-  return Invalid(field, "must be one of " + list + ", got '" + value + "'");
+  return Invalid(field, "must be one of " + list + ", got '" + Shorten(value) + "'");
+}
+
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF). Protobuf refuses to decode a string field that is not, so a spec holding such
+// bytes (YAML passes them through) would fail at the coordinator instead of here.
+bool IsUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
 }
 
 Status CheckText(const std::string& field, const std::string& value, size_t max) {
@@ -40,23 +91,16 @@ Status CheckText(const std::string& field, const std::string& value, size_t max)
                               std::to_string(max) + " allowed");
   }
   if (value.find('\0') != std::string::npos) return Invalid(field, "contains a NUL byte");
+  if (!IsUtf8(value)) return Invalid(field, "is not valid UTF-8");
   return Status::Ok();
 }
 
-// Empty, or an absolute path without ".." components.
+// Empty, or a path without ".." components: relative means relative to the job's own
+// directory on each worker, which also checks where it resolves (common/job_paths.h).
 Status CheckPath(const std::string& field, const std::string& path) {
   if (path.empty()) return Status::Ok();
   CONVOY_RETURN_IF_ERROR(CheckText(field, path, kMaxPathBytes));
-  if (path[0] != '/') return Invalid(field, "must be an absolute path, got '" + path + "'");
-  size_t start = 1;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    if (path.compare(start, end - start, "..") == 0) {
-      return Invalid(field, "must not contain '..' components, got '" + path + "'");
-    }
-    start = end + 1;
-  }
+  if (HasDotDotComponent(path)) return Invalid(field, "'" + path + "' must not contain '..'");
   return Status::Ok();
 }
 
@@ -127,7 +171,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (spec.name().empty()) return Invalid("name", "is required");
   if (!IsValidName(spec.name())) {
-    return Invalid("name", "'" + spec.name() +
+    return Invalid("name", "'" + Shorten(spec.name()) +
                                "' is not valid: use 1-63 of [A-Za-z0-9._-], not starting "
                                "with '.' or '-'");
   }
@@ -159,7 +203,8 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (spec.env_size() > kMaxArgs) return Invalid("env", "too many variables");
   for (const auto& [key, value] : spec.env()) {
-    const std::string field = "env." + key;
+    if (key.empty()) return Invalid("env", "a variable has an empty name");
+    const std::string field = "env." + Shorten(key, 256);  // longer: invalid
     bool ok = !key.empty() && key.size() <= 256 && !(key[0] >= '0' && key[0] <= '9');
     for (char c : key) {
       ok = ok &&

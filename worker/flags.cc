@@ -20,6 +20,15 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--cores", f->cores, "CPU cores this worker may use (default: all online)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
+  app.add_option("--run-as", f->run_as, "user the ranks run as when the worker is root")
+      ->capture_default_str();
+  app.add_flag("--allow-root-jobs", f->allow_root_jobs, "let --run-as name root (uid 0)");
+  app.add_option("--job-root", f->job_root, "directory of the jobs' own directories")
+      ->capture_default_str();
+  app.add_option("--data-path", f->data_paths,
+                 "read-only root a job's trainer.data_dir may name (repeatable)")
+      ->take_all()
+      ->capture_default_str();
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (a coordinator on loopback only)");
   app.add_option("--join-token", f->join_token,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -25,8 +26,19 @@ struct WorkerFlags {
   // sharing one machine each declare their share, so that ranks get the right
   // OMP_NUM_THREADS.
   int cores = 0;
-  // Where attempts' logs, metrics sockets and default checkpoints live.
+  // Where attempts' logs and metrics sockets live (the worker's own files).
   std::string work_dir;
+  // When the worker is root, every rank runs as this user: a job must never get root
+  // because the worker has it. The install script creates `convoy` (a system user).
+  std::string run_as = "convoy";
+  // Whether --run-as may name uid 0 (a deliberate choice, never a default).
+  bool allow_root_jobs = false;
+  // Each job's directory is <job_root>/<job id>; a job's checkpoint_dir, working_dir and
+  // data_dir must resolve under it. Under /var/lib like the other daemons' state.
+  std::string job_root = "/var/lib/convoy/jobs";
+  // Read-only roots a job's trainer.data_dir may name besides the job root; Debian's
+  // dataset packages install under /usr/share/datasets.
+  std::vector<std::string> data_paths = {"/usr/share/datasets"};
   // Plain text to a coordinator on loopback (tests, the local demo); never elsewhere.
   bool insecure = false;
   // Joining a secured cluster (README "Securing a cluster"); CONVOY_JOIN_TOKEN too.

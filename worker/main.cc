@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/fd_limit.h"
+#include "common/job_paths.h"
 #include "common/signals.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
@@ -74,6 +75,19 @@ int main(int argc, char** argv) {
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
   config.env = ProcessEnvironment();
+  // Jobs never run as root because the worker does (issue 12): refuse to start instead.
+  auto rank_user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
+  auto job_root = PrepareRoot("--job-root", flags.job_root);
+  if (!rank_user.ok() || !job_root.ok()) {
+    spdlog::error("{}", (!rank_user.ok() ? rank_user.status() : job_root.status()).message());
+    return 2;
+  }
+  config.run_as = *rank_user;
+  config.job_root = *job_root;
+  for (const std::string& p : flags.data_paths) {
+    auto root = CanonicalPath(p);
+    if (root.ok()) config.data_paths.push_back(*root);
+  }
 
   SystemClock clock;
   CredentialOptions cred_options;

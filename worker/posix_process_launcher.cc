@@ -2,13 +2,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,6 +39,58 @@ std::string ResolveProgram(const std::string& program, const std::string& path_e
   return "";
 }
 
+StatusOr<RunAsUser> LookupUser(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("empty user name");
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  int err = getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (found == nullptr && err == 0 && name.find_first_not_of("0123456789") == std::string::npos &&
+      name.size() < 10) {
+    err = getpwuid_r(static_cast<uid_t>(std::strtoul(name.c_str(), nullptr, 10)), &pw, buf.data(),
+                     buf.size(), &found);
+  }
+  if (found == nullptr) {
+    return Status::NotFound("no user '" + name + "'" +
+                            (err != 0 ? std::string(" (") + strerror(err) + ")" : ""));
+  }
+  return RunAsUser{pw.pw_uid, pw.pw_gid, pw.pw_name, pw.pw_dir != nullptr ? pw.pw_dir : "/"};
+}
+
+void GiveToUser(const std::optional<RunAsUser>& user, const std::string& path,
+                bool parent_searchable) {
+  if (!user) return;
+  if (lchown(path.c_str(), user->uid, user->gid) != 0) {
+    spdlog::warn("cannot give {} to uid {}: {}", path, user->uid, strerror(errno));
+  }
+  if (!parent_searchable) return;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+      (st.st_mode & 0111) != 0111) {
+    chmod(dir.c_str(), (st.st_mode & 07777) | 0111);
+  }
+}
+
+StatusOr<std::optional<RunAsUser>> ResolveRankUser(const std::string& run_as, bool allow_root,
+                                                   uid_t euid) {
+  if (euid != 0) return std::optional<RunAsUser>();
+  auto user = LookupUser(run_as);
+  if (!user.ok()) {
+    return Status::InvalidArgument(
+        "--run-as " + run_as + ": " + user.status().message() +
+        ": the worker runs as root and runs jobs as this user; create it with `useradd "
+        "--system --no-create-home --shell /usr/sbin/nologin " +
+        run_as + "`, or pass --run-as USER");
+  }
+  if (user->uid == 0 && !allow_root) {
+    return Status::InvalidArgument("--run-as " + run_as +
+                                   " is uid 0: jobs would run as root; name an unprivileged "
+                                   "user, or pass --allow-root-jobs if you really mean it");
+  }
+  return std::optional<RunAsUser>(*user);
+}
+
 StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req) {
   if (req.argv.empty() || req.argv[0].empty()) {
     return Status::InvalidArgument("empty command");
@@ -44,8 +102,17 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     return Status::NotFound(req.argv[0] + ": not found in PATH");
   }
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::map<std::string, std::string> env = req.env;
+  if (req.user) {
+    env["HOME"] = req.user->home;
+    env["USER"] = req.user->name;
+    env["LOGNAME"] = req.user->name;
+  }
   std::vector<std::string> env_strings;
-  for (const auto& [k, v] : req.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  const bool drop = req.user.has_value();
+  const uid_t uid = drop ? req.user->uid : 0;
+  const gid_t gid = drop ? req.user->gid : 0;
   std::vector<char*> argv, envp;
   for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -74,7 +141,8 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     return Status::Internal("fork: " + std::string(strerror(errno)));
   }
   if (pid == 0) {
-    // Stage codes reported to the parent with errno: 1 prctl, 3 chdir, 4 exec.
+    // Stage codes reported to the parent with errno: 1 prctl, 3 chdir, 4 exec, 5 dropping
+    // privileges, 6 privileges could be regained after dropping them.
     auto fail = [](int stage) {
       int report[2] = {stage, errno};
       ssize_t ignored = write(3, report, sizeof(report));
@@ -89,6 +157,19 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     // fd 3 carries exec failures; it closes by itself when exec succeeds.
     if (dup2(exec_err[1], 3) < 0) _exit(127);
     fcntl(3, F_SETFD, FD_CLOEXEC);
+    if (drop) {
+      // Groups first (they need root), then the gid, then the uid, which ends root.
+      if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) fail(5);
+      if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid) {
+        errno = EPERM;
+        fail(6);
+      }
+      if (uid != 0 && setuid(0) == 0) {
+        errno = EPERM;
+        fail(6);
+      }
+    }
+    // After the uid change: changing credentials clears the parent-death signal.
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
     if (getppid() != parent) _exit(137);  // the worker died before prctl took effect
     // Close every other descriptor (the worker's sockets, other ranks' pipes).
@@ -117,11 +198,16 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     waitpid(pid, nullptr, 0);
     close(out[0]);
     close(err[0]);
-    static const char* kStage[] = {"", "prctl", "redirecting stdio", "chdir", "exec"};
-    const int stage = report[0] >= 1 && report[0] <= 4 ? report[0] : 4;
+    static const char* kStage[] = {"", "prctl", "redirecting stdio", "chdir", "exec", "", ""};
+    const int stage = report[0] >= 1 && report[0] <= 6 ? report[0] : 4;
     std::string what = kStage[stage];
     if (stage == 3) what += " " + req.working_dir;
     if (stage == 4) what += " " + program;
+    if (stage == 5 || stage == 6) {
+      what = "dropping privileges to uid " + std::to_string(uid) + " (gid " + std::to_string(gid) +
+             ") failed";
+    }
+    if (stage == 6) return Status::FailedPrecondition(what + ": root could be regained");
     return Status::FailedPrecondition(what + ": " + strerror(report[1]));
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);

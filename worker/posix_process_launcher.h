@@ -1,11 +1,15 @@
 // The real launcher: fork/exec with execvpe-like PATH lookup, a process group per rank,
-// PR_SET_PDEATHSIG=SIGKILL, every other descriptor closed, stdout/stderr into pipes, exec
-// errors reported through a close-on-exec pipe.
+// the rank's user (LaunchRequest::user: supplementary groups dropped, then gid, then uid,
+// then checked), PR_SET_PDEATHSIG=SIGKILL, every other descriptor closed, stdout/stderr
+// into pipes, failures before exec reported through a close-on-exec pipe.
 //
 // Threading: see process_launcher.h (Launch and PollExits from one long-lived thread).
 // `pids_` is touched only by that thread.
 #pragma once
 
+#include <sys/types.h>
+
+#include <optional>
 #include <set>
 #include <string>
 
@@ -31,5 +35,23 @@ class PosixProcessLauncher : public ProcessLauncher {
 // default /usr/local/bin:/usr/bin:/bin), or empty when none is executable. A program with a
 // '/' is returned as it is.
 std::string ResolveProgram(const std::string& program, const std::string& path_env);
+
+// The account `name` (or a numeric uid) from the password database. NotFound when there
+// is none.
+StatusOr<RunAsUser> LookupUser(const std::string& name);
+
+// Gives `path`, a file the worker made for a rank (its log, its metrics socket), to `user`
+// without following a symlink; with `parent_searchable`, also lets everyone search its
+// parent directory when the worker owns it (a socket is reached through it). Nothing
+// without a user; a failure is logged.
+void GiveToUser(const std::optional<RunAsUser>& user, const std::string& path,
+                bool parent_searchable);
+
+// The user ranks run as, from --run-as and --allow-root-jobs, for a worker whose effective
+// uid is `euid`. A root worker: that user; an unknown user is an error saying how to create
+// it, and uid 0 is one unless `allow_root`. Any other worker cannot switch users: nullopt
+// (ranks run as the worker's own user).
+StatusOr<std::optional<RunAsUser>> ResolveRankUser(const std::string& run_as, bool allow_root,
+                                                   uid_t euid);
 
 }  // namespace convoy

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,25 @@
 
 namespace convoy {
 
+// The user a rank runs as (issue 12): its uid, its primary gid (the only group it keeps),
+// and its name and home directory for USER, LOGNAME and HOME.
+struct RunAsUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+  std::string home;
+};
+
 struct LaunchRequest {
   std::vector<std::string> argv;
   // The whole environment of the child (PATH in it is used to find argv[0]).
   std::map<std::string, std::string> env;
   // Empty: the worker's own working directory.
   std::string working_dir;
+  // Set: the child drops supplementary groups, then sets gid, then uid, before exec (the
+  // worker must be root), and HOME, USER and LOGNAME are the user's. Unset: the child runs
+  // as the worker does, with the environment as given.
+  std::optional<RunAsUser> user;
 };
 
 struct LaunchedProcess {
@@ -48,7 +62,8 @@ class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
   // Starts the process. Fails with the reason (e.g. "exec /opt/x: No such file or
-  // directory", "chdir /nope: ...") when it could not be started; nothing is left running.
+  // directory", "chdir /nope: ...", "dropping privileges to uid 998 failed: ...") when it
+  // could not be started; nothing is left running.
   virtual StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) = 0;
   // Sends `signal` to the process group `pgid`. A group that is gone is not an error.
   virtual void SignalGroup(pid_t pgid, int signal) = 0;

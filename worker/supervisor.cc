@@ -15,8 +15,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/job_paths.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
+#include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 
 namespace convoy {
@@ -32,6 +34,13 @@ constexpr size_t kMaxLocalWorldSize = 1024;
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+WorkerConfig WithDefaults(WorkerConfig c) {
+  if (c.job_root.empty()) c.job_root = c.work_dir + "/job-root";
+  auto root = PrepareRoot("job root", c.job_root);  // main made --job-root already
+  if (root.ok()) c.job_root = *root;
+  return c;
 }
 
 std::string DescribeExit(const v1::ProcessExit& e) {
@@ -50,7 +59,10 @@ bool Supervisor::Attempt::AnyRunning() const {
 
 Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox,
                        const Clock& clock)
-    : config_(std::move(config)), launcher_(launcher), outbox_(outbox), clock_(clock) {
+    : config_(WithDefaults(std::move(config))),
+      launcher_(launcher),
+      outbox_(outbox),
+      clock_(clock) {
   disconnected_since_ms_ = clock_.NowMonotonicMs();
   if (pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::critical("pipe: {}", strerror(errno));
@@ -65,6 +77,22 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::Start() {
+  const auto& u = config_.run_as;
+  if (u) {
+    spdlog::info("ranks run as {} (uid {}, gid {}); job directories under {}", u->name, u->uid,
+                 u->gid, config_.job_root);
+  } else {
+    spdlog::info("ranks run as the worker's own user (uid {}, gid {}){}; job directories under {}",
+                 getuid(), getgid(), geteuid() == 0 ? "" : ": only a root worker can switch users",
+                 config_.job_root);
+  }
+  for (const std::string& d : {config_.job_root, config_.work_dir + "/run"}) {
+    const std::string bad = FirstUnsearchableDir(d, u ? u->uid : geteuid(), u ? u->gid : getegid());
+    if (!bad.empty()) spdlog::warn("ranks cannot reach {}: {} is not searchable for them", d, bad);
+  }
+  std::string data;
+  for (const std::string& p : config_.data_paths) data += (data.empty() ? "" : ", ") + p;
+  spdlog::info("trainer.data_dir may also name: {}", data.empty() ? "nothing else" : data);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -344,7 +372,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
                  launch.job_id(), launch.attempt());
     return;
   }
-  const std::vector<std::string> argv = BuildArgv(launch.spec(), config_.trainer_path);
+  std::vector<std::string> argv = BuildArgv(launch.spec(), config_.trainer_path);
   if (argv.empty() || argv[0].empty()) {
     refuse(first_rank, "the job has an empty command");
     return;
@@ -354,18 +382,31 @@ void Supervisor::Launch(const v1::Launch& launch) {
                            strerror(errno) + "; see --trainer)");
     return;
   }
+  // The spec's paths must resolve under the job root: else no rank starts and the job
+  // fails with the field named. The worker's own files (logs) stay under --work-dir.
+  const int64_t uid = config_.run_as ? int64_t{config_.run_as->uid} : -1;
+  const int64_t gid = config_.run_as ? int64_t{config_.run_as->gid} : -1;
+  const v1::JobSpec& given = launch.spec();
+  auto dirs = PrepareJobDirs(config_.job_root, config_.data_paths, launch.job_id(),
+                             given.checkpoint_dir(), given.working_dir(),
+                             given.has_trainer() ? given.trainer().data_dir() : "", uid, gid);
+  if (!dirs.ok()) {
+    refuse(first_rank, dirs.status().message());
+    return;
+  }
+  const std::string& checkpoint_dir = dirs->checkpoint_dir;
+  if (!dirs->data_dir.empty() && dirs->data_dir != given.trainer().data_dir()) {
+    v1::JobSpec spec = given;  // the trainer reads the path that was checked
+    spec.mutable_trainer()->set_data_dir(dirs->data_dir);
+    argv = BuildArgv(spec, config_.trainer_path);
+  }
   const std::string dir = config_.work_dir + "/jobs/" + launch.job_id() + "/attempt-" +
                           std::to_string(launch.attempt());
-  const std::string checkpoint_dir = launch.spec().checkpoint_dir().empty()
-                                         ? config_.work_dir + "/checkpoints/" + launch.job_id()
-                                         : launch.spec().checkpoint_dir();
-  for (const std::string& d : {dir, checkpoint_dir}) {
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    if (ec) {
-      refuse(first_rank, "cannot create " + d + ": " + ec.message());
-      return;
-    }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    refuse(first_rank, "cannot create " + dir + ": " + ec.message());
+    return;
   }
 
   Attempt& a = attempts_[key];
@@ -377,6 +418,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
       MetricsSocket::Open(MetricsSocketPath(config_.work_dir, a.job_id, a.attempt), label);
   if (socket.ok()) {
     a.metrics = std::move(*socket);
+    // The rank connects as its own user: it needs write on the socket, search on its dir.
+    GiveToUser(config_.run_as, a.metrics->path(), true);
   } else {
     spdlog::warn("{}: no metrics socket ({}); its ranks can report no metrics", label,
                  socket.status().message());
@@ -388,14 +431,17 @@ void Supervisor::Launch(const v1::Launch& launch) {
     r->local_rank = l;
     r->rank = launch.ranks(l);
     r->log = std::make_unique<RankLog>(a.dir + "/rank-" + std::to_string(r->rank) + ".log",
-                                       config_.log_max_bytes);
+                                       config_.log_max_bytes,
+                                       config_.run_as ? static_cast<int>(config_.run_as->uid) : -1,
+                                       config_.run_as ? static_cast<int>(config_.run_as->gid) : -1);
     if (!r->log->ok()) {
       spdlog::warn("{}: cannot write {}: {}", label, r->log->path(), strerror(errno));
     }
     LaunchRequest req;
     req.argv = argv;
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir);
-    req.working_dir = launch.spec().working_dir().empty() ? a.dir : launch.spec().working_dir();
+    req.working_dir = dirs->working_dir;
+    req.user = config_.run_as;
     auto started = launcher_.Launch(req);
     r->start_seq = ++seq_;
     if (!started.ok()) {

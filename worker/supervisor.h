@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,16 @@ struct WorkerConfig {
   std::string name;
   std::string address;
   std::string hostname;
-  std::string work_dir;  // absolute
+  std::string work_dir;  // absolute: the worker's own files (rank logs, metrics sockets)
+  // Each job's directory is <job_root>/<job id> (its default working and checkpoint
+  // directory); the spec's paths must resolve under it (common/job_paths.h). Canonical;
+  // empty: <work_dir>/job-root.
+  std::string job_root;
+  // Read-only roots a trainer.data_dir may also name (canonical).
+  std::vector<std::string> data_paths;
+  // The user every rank runs as, owner of its job directory and log files; unset: the
+  // worker's own (a worker that is not root cannot switch).
+  std::optional<RunAsUser> run_as;
   std::string trainer_path;
   int cores = 1;
   int slots = 1;

@@ -77,7 +77,13 @@ class Cluster:
         """secure: the default deployment (TLS with a CA made by `convoy-coordinator init`,
         workers joined with a join token, the CLI with an admin token); else --insecure."""
         self.dir = tempfile.mkdtemp(prefix="convoy-e2e-")
+        # Run as root, workers run ranks as the `convoy` user (issue 12): it must reach the
+        # jobs' directories (the workers' --job-root, shared like a network file system would
+        # be) and the metrics sockets under the work dirs. mkdtemp makes 0700.
+        os.chmod(self.dir, 0o755)
+        self.job_root = os.path.join(self.dir, "jobs")
         self.secure = secure
+        self.coordinator_extra = []
         self.port = free_port()
         self.metrics_port = free_port()
         self.target = f"127.0.0.1:{self.port}"
@@ -130,7 +136,7 @@ class Cluster:
             os.path.join(BIN, "convoy-coordinator"), "--listen", self.target,
             "--state-dir", os.path.join(self.dir, "state"),
             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            *([] if self.secure else ["--insecure"]),
+            *([] if self.secure else ["--insecure"]), *self.coordinator_extra,
             "--worker-timeout", str(self.worker_timeout),
             "--kill-grace-ms", str(self.kill_grace_ms)])
 
@@ -138,7 +144,7 @@ class Cluster:
         return self._spawn(name, [
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
             "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
-            "--work-dir", os.path.join(self.dir, name),
+            "--work-dir", os.path.join(self.dir, name), "--job-root", self.job_root,
             *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
               if self.secure else ["--insecure"]),
             "--kill-grace-ms", str(self.kill_grace_ms), *extra])

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -224,6 +225,149 @@ TEST(PosixProcessLauncherTest, ChildKeepsNoDescriptorOfTheWorker) {
   waitpid(p->pid, nullptr, 0);
   close(p->stdout_fd);
   close(p->stderr_fd);
+}
+
+// ---- Issue 12: ranks run as an unprivileged user.
+
+// The user a root worker runs ranks as: `convoy` (scripts/install-deps.sh creates it), else
+// `nobody` so that the drop is still tested on a machine without it.
+std::optional<RunAsUser> UnprivilegedUser() {
+  for (const char* name : {"convoy", "nobody"}) {
+    auto u = LookupUser(name);
+    if (u.ok() && u->uid != 0) return *u;
+  }
+  return std::nullopt;
+}
+
+TEST(PosixProcessLauncherTest, RootDropsToTheRunAsUserWithNoSupplementaryGroups) {
+  if (geteuid() != 0) GTEST_SKIP() << "only a root worker switches users; this test is not root";
+  const auto user = UnprivilegedUser();
+  ASSERT_TRUE(user.has_value()) << "no convoy or nobody user";
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.argv = {"sh", "-c",
+              "id -u; id -g; id -G; echo \"$HOME $USER $LOGNAME\"; "
+              "grep -E '^(Uid|Gid|Groups):' /proc/self/status"};
+  req.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/root"}, {"USER", "root"}};
+  req.working_dir = "/";
+  req.user = user;
+  auto p = launcher.Launch(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const std::string out = ReadAll(p->stdout_fd);
+  const std::string uid = std::to_string(user->uid), gid = std::to_string(user->gid);
+  std::istringstream lines(out);
+  std::string l;
+  std::getline(lines, l);
+  EXPECT_EQ(l, uid) << out;
+  std::getline(lines, l);
+  EXPECT_EQ(l, gid) << out;
+  std::getline(lines, l);
+  EXPECT_EQ(l, gid) << "supplementary groups kept: " << out;
+  std::getline(lines, l);
+  EXPECT_EQ(l, user->home + " " + user->name + " " + user->name) << out;
+  // Real, effective, saved and file-system ids all changed; the group list is just the gid.
+  EXPECT_NE(out.find("Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid + "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Gid:\t" + gid + "\t" + gid + "\t" + gid + "\t" + gid + "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Groups:\t" + gid + " \n"), std::string::npos) << out;
+  int status = 0;
+  ASSERT_EQ(waitpid(p->pid, &status, 0), p->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadAll(p->stderr_fd);
+  close(p->stdout_fd);
+  close(p->stderr_fd);
+}
+
+TEST(PosixProcessLauncherTest, DroppedRankStillDiesWithItsLauncher) {
+  // Changing credentials clears PR_SET_PDEATHSIG: the launcher must set it after the drop.
+  if (geteuid() != 0) GTEST_SKIP() << "only a root worker switches users; this test is not root";
+  const auto user = UnprivilegedUser();
+  ASSERT_TRUE(user.has_value()) << "no convoy or nobody user";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t worker = fork();
+  if (worker == 0) {
+    PosixProcessLauncher launcher;
+    LaunchRequest req;
+    req.env = {{"PATH", "/usr/bin:/bin"}};
+    req.argv = {"sleep", "1000"};
+    req.working_dir = "/";
+    req.user = user;
+    auto p = launcher.Launch(req);
+    pid_t pid = p.ok() ? p->pid : -1;
+    if (write(fds[1], &pid, sizeof(pid)) != sizeof(pid)) _exit(1);
+    pause();
+    _exit(0);
+  }
+  pid_t rank = -1;
+  ASSERT_EQ(read(fds[0], &rank, sizeof(rank)), static_cast<ssize_t>(sizeof(rank)));
+  ASSERT_GT(rank, 0);
+  EXPECT_TRUE(Alive(rank));
+  kill(worker, SIGKILL);
+  waitpid(worker, nullptr, 0);
+  EXPECT_TRUE(WaitGone(rank)) << "rank " << rank << " outlived its worker";
+  if (Alive(rank)) kill(rank, SIGKILL);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(PosixProcessLauncherTest, AFailedDropIsReportedAndNothingRuns) {
+  // A process that is not root cannot switch users: the launch fails, saying so. A child
+  // plays that worker (it gives up root first when the test has it).
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t worker = fork();
+  if (worker == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    PosixProcessLauncher launcher;
+    LaunchRequest req;
+    req.env = {{"PATH", "/usr/bin:/bin"}};
+    req.argv = {"true"};
+    req.user = RunAsUser{4321, 4322, "someone", "/"};
+    auto p = launcher.Launch(req);
+    const std::string msg = p.ok() ? "started" : p.status().message();
+    if (write(fds[1], msg.data(), msg.size()) < 0) _exit(4);
+    _exit(0);
+  }
+  close(fds[1]);
+  const std::string msg = ReadAll(fds[0]);
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << WEXITSTATUS(status);
+  EXPECT_EQ(msg, "dropping privileges to uid 4321 (gid 4322) failed: Operation not permitted");
+}
+
+TEST(ResolveRankUserTest, RootWorkersNeedAnUnprivilegedUser) {
+  // Not root: ranks run as the worker's own user, whatever --run-as says.
+  auto own = ResolveRankUser("no-such-user-convoy", false, 1000);
+  ASSERT_TRUE(own.ok());
+  EXPECT_FALSE(own->has_value());
+  // Root: the user must exist ...
+  auto missing = ResolveRankUser("no-such-user-convoy", false, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("useradd --system --no-create-home --shell "
+                                            "/usr/sbin/nologin no-such-user-convoy"),
+            std::string::npos)
+      << missing.status().message();
+  // ... and not be root, unless asked for.
+  auto root = ResolveRankUser("root", false, 0);
+  ASSERT_FALSE(root.ok());
+  EXPECT_NE(root.status().message().find("--allow-root-jobs"), std::string::npos);
+  auto allowed = ResolveRankUser("0", true, 0);
+  ASSERT_TRUE(allowed.ok()) << allowed.status().message();
+  ASSERT_TRUE(allowed->has_value());
+  EXPECT_EQ((*allowed)->uid, 0u);
+  EXPECT_EQ((*allowed)->name, "root");
+  const auto user = UnprivilegedUser();
+  if (user) {
+    auto named = ResolveRankUser(user->name, false, 0);
+    ASSERT_TRUE(named.ok()) << named.status().message();
+    EXPECT_EQ((*named)->uid, user->uid);
+    EXPECT_EQ((*named)->gid, user->gid);
+  }
 }
 
 }  // namespace

@@ -272,7 +272,7 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"negative checkpoint_every", Base("", "trainer: {checkpoint_every: -5}\n"),
        "trainer.checkpoint_every"},
       {"negative seed", Base("", "trainer: {seed: -1}\n"), "trainer.seed"},
-      {"relative data dir", Base("", "trainer: {data_dir: data}\n"), "trainer.data_dir"},
+      {"data dir with ..", Base("", "trainer: {data_dir: ../data}\n"), "trainer.data_dir"},
       {"extra_args as a string", Base("", "trainer: {extra_args: --fast}\n"), "trainer.extra_args"},
       {"extra_args of mappings", Base("", "trainer: {extra_args: [{a: b}]}\n"),
        "trainer.extra_args[0]"},
@@ -307,8 +307,8 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"fractional hang", Base("hang_timeout: 1.5\n"), "hang_timeout"},
       {"traversal", Base("checkpoint_dir: /var/lib/../../etc\n"), "checkpoint_dir"},
       {"trailing ..", Base("checkpoint_dir: /var/lib/..\n"), "checkpoint_dir"},
-      {"relative checkpoint dir", Base("checkpoint_dir: ckpt\n"), "checkpoint_dir"},
-      {"relative working dir", Base("working_dir: here\n"), "working_dir"},
+      {"relative checkpoint dir with ..", Base("checkpoint_dir: ../../etc\n"), "checkpoint_dir"},
+      {"relative working dir with ..", Base("working_dir: a/../../b\n"), "working_dir"},
       {"working dir as a list", Base("working_dir: [/a]\n"), "working_dir"},
   };
   // "job.yaml: FIELD: ..." or "job.yaml:LINE:COLUMN: FIELD: ...".
@@ -513,6 +513,120 @@ TEST(ValidateJobSpecTest, ReservedEnvNames) {
   for (const char* name : {"OMP_NUM_THREADS", "PATH", "rank", "MY_RANK", "CONVOY"}) {
     EXPECT_FALSE(IsReservedEnvName(name)) << name;
   }
+}
+
+// Issue 12: the job's paths are relative to its own directory on the worker, and no path
+// may climb out of where it points with "..".
+TEST(ValidateJobSpecTest, JobPathsMayBeRelativeButNeverClimb) {
+  for (const char* ok : {"ckpt", "out/ckpt", "./x", "/var/lib/convoy/jobs/j/out", "a..b/..c"}) {
+    for (const char* field : {"checkpoint_dir", "working_dir"}) {
+      auto spec = ParseJobSpec(Base(std::string(field) + ": " + ok + "\n"), "job.yaml");
+      EXPECT_TRUE(spec.ok()) << field << " " << ok << ": " << spec.status().message();
+    }
+    auto spec = ParseJobSpec(Base("", std::string("trainer: {data_dir: ") + ok + "}\n"), "j");
+    EXPECT_TRUE(spec.ok()) << "data_dir " << ok << ": " << spec.status().message();
+  }
+  auto spec = ParseJobSpec(Base("checkpoint_dir: ../../etc\n"), "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("checkpoint_dir: '../../etc' must not contain '..'"),
+            std::string::npos)
+      << spec.status().message();
+  for (const char* bad : {"..", "../x", "x/..", "/a/../b", "a/b/../../..", "x/../"}) {
+    v1::JobSpec s;
+    s.set_name("x");
+    s.set_nodes(1);
+    s.set_procs_per_node(1);
+    s.add_command("true");
+    s.set_checkpoint_dir(bad);
+    EXPECT_EQ(ValidateJobSpec(s).message(),
+              std::string("checkpoint_dir: '") + bad + "' must not contain '..'");
+    s.clear_checkpoint_dir();
+    s.set_working_dir(bad);
+    EXPECT_EQ(ValidateJobSpec(s).message().rfind("working_dir: '", 0), 0u) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace convoy
+
+// Regressions found by the fuzzer (tests/fuzz/job_spec_fuzz.cc).
+namespace convoy {
+namespace {
+
+// YAML passes bytes that are not UTF-8 through; protobuf refuses to decode such a string
+// field, so the spec must be refused here, naming the field, not fail at the coordinator.
+TEST(JobSpecFuzzRegressionTest, StringsMustBeUtf8) {
+  const std::string spec =
+      "name: t\nnodes: 1\nprocs_per_node: 1\ncommand:\n  - sh\n  - -c\n  - 'echo\xb6 hi'\n";
+  auto parsed = ParseJobSpec(spec, "job.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "job.yaml:7:5: command[2]: is not valid UTF-8");
+
+  v1::JobSpec s;
+  s.set_name("t");
+  s.set_nodes(1);
+  s.set_procs_per_node(1);
+  s.add_command("true");
+  (*s.mutable_env())["A"] = "caf\xc3\xa9 \xf0\x9f\x98\x80";  // well-formed: accepted
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).message();
+  for (const std::string bad : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    (*s.mutable_env())["A"] = bad;
+    EXPECT_EQ(ValidateJobSpec(s).message(), "env.A: is not valid UTF-8");
+  }
+  s.mutable_env()->clear();
+  s.set_working_dir("/srv/\xfe");
+  EXPECT_EQ(ValidateJobSpec(s).message(), "working_dir: is not valid UTF-8");
+}
+
+// yaml-cpp 0.7's LoadAll looped forever, allocating, on a ',' outside any flow collection.
+TEST(JobSpecFuzzRegressionTest, StrayCommaIsAnErrorNotAHang) {
+  for (const std::string text : {",", ",\n", "# comment\n,name: t\nnodes: 1\n", "\n, "}) {
+    auto parsed = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find("invalid YAML: unexpected ','"), std::string::npos)
+        << parsed.status().message();
+  }
+  auto two = ParseJobSpec("name: t\n---\n,\n", "job.yaml");
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("job.yaml:"), std::string::npos);
+  EXPECT_EQ(ParseJobSpec("---\n---\n---\n", "d.yaml").status().message(),
+            "d.yaml: expected one YAML document, got 3");
+}
+
+// An empty key named no field ("job.yaml:2:1: : unknown field"); long names and values were
+// quoted whole in messages (a coordinator returns them in gRPC trailers, 8 KiB by default).
+TEST(JobSpecFuzzRegressionTest, MessagesNameAFieldAndQuoteLittle) {
+  auto parsed = ParseJobSpec("name: t\n\"\": 1\n", "job.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "job.yaml:2:1: spec: a key is empty");
+  parsed = ParseJobSpec(Base("") + "env: {\"\": x}\n", "job.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find(" env: a variable has an empty name"), std::string::npos)
+      << parsed.status().message();
+
+  const std::string huge(100 * 1024, 'x');
+  for (const std::string& text :
+       {Base(huge + ": 1\n"), Base("env: {" + huge + ": 1}\n"), Base("backend: " + huge + "\n"),
+        "name: " + huge + "\nnodes: 1\nprocs_per_node: 1\ncommand: [a]\n",
+        Base("max_restarts: 1" + std::string(5000, '0') + "\n"),
+        Base("", "trainer: {model: " + huge + "}\n")}) {
+    parsed = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_LT(parsed.status().message().size(), 1024u) << parsed.status().message().substr(0, 200);
+  }
+  v1::JobSpec s;
+  s.set_name(huge);
+  EXPECT_LT(ValidateJobSpec(s).message().size(), 1024u);
+  s.set_name("t");
+  s.set_nodes(1);
+  s.set_procs_per_node(1);
+  s.add_command("true");
+  (*s.mutable_env())[huge] = "1";
+  EXPECT_EQ(ValidateJobSpec(s).message().rfind("env.xxx", 0), 0u);
+  EXPECT_LT(ValidateJobSpec(s).message().size(), 1024u);
+  s.mutable_env()->clear();
+  (*s.mutable_env())[""] = "1";
+  EXPECT_EQ(ValidateJobSpec(s).message(), "env: a variable has an empty name");
 }
 
 }  // namespace

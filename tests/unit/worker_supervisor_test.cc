@@ -3,6 +3,7 @@
 // (Register snapshots, resynchronisation after a reconnect), the orphan timeout.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,17 +251,18 @@ TEST_F(SupervisorTest, LaunchStartsEveryLocalRankWithItsEnvironment) {
   LaunchTwo();
   auto reqs = launcher_.requests();
   ASSERT_EQ(reqs.size(), 2u);
-  const std::string attempt_dir = dir_.string() + "/jobs/j/attempt-0";
+  const std::string attempt_dir = dir_.string() + "/jobs/j/attempt-0";  // logs
+  const std::string job_dir = dir_.string() + "/job-root/j";            // the job's own (issue 12)
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(reqs[i].argv, (std::vector<std::string>{"train", "--fast"}));
-    EXPECT_EQ(reqs[i].working_dir, attempt_dir);
+    EXPECT_EQ(reqs[i].working_dir, job_dir);
     EXPECT_EQ(reqs[i].env.at("RANK"), std::to_string(2 + i));
     EXPECT_EQ(reqs[i].env.at("PATH"), "/usr/bin:/bin");
     EXPECT_EQ(reqs[i].env.at("OMP_NUM_THREADS"), "2");
-    EXPECT_EQ(reqs[i].env.at("CONVOY_CHECKPOINT_DIR"), dir_.string() + "/checkpoints/j");
+    EXPECT_EQ(reqs[i].env.at("CONVOY_CHECKPOINT_DIR"), job_dir + "/checkpoints");
     EXPECT_EQ(reqs[i].env.at("CONVOY_METRICS_SOCKET"), dir_.string() + "/run/j.0.sock");
   }
-  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "checkpoints/j"));
+  EXPECT_TRUE(std::filesystem::is_directory(job_dir + "/checkpoints"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "run/j.0.sock"));
   EXPECT_TRUE(std::filesystem::exists(attempt_dir + "/rank-2.log"));
   // A repeated Launch changes nothing.
@@ -612,6 +614,61 @@ TEST_F(SupervisorTest, StopKillsEveryRankAndReportsIt) {
   auto first = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
   auto second = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
   EXPECT_TRUE(first && second);
+}
+
+// Issue 12: a job's paths resolve under the job root, or its ranks never start.
+TEST_F(SupervisorTest, JobPathsOutsideTheJobRootFailTheLaunchNamingTheField) {
+  config_.run_as = RunAsUser{4321, 4322, "someone", "/home/someone"};
+  Start();
+  Connect();
+  const std::string root = dir_.string() + "/job-root";
+  std::filesystem::create_directory_symlink("/etc", root + "/etc-link");
+  struct Case {
+    std::string field, value, expect;
+  };
+  const Case cases[] = {
+      {"checkpoint_dir", "/etc", "checkpoint_dir: /etc is outside the job root " + root},
+      {"checkpoint_dir", root + "/etc-link",
+       "checkpoint_dir: " + root + "/etc-link resolves to /etc, outside the job root " + root},
+      {"working_dir", "/tmp", "working_dir: /tmp is outside the job root " + root},
+      {"working_dir", "../../x", "working_dir: '../../x' must not contain '..'"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    v1::CoordinatorMessage m = LaunchMsg("bad" + std::to_string(n++), 0, 0, 1, {"x"});
+    v1::JobSpec* spec = m.mutable_launch()->mutable_spec();
+    (c.field == "checkpoint_dir" ? spec->mutable_checkpoint_dir() : spec->mutable_working_dir())
+        ->assign(c.value);
+    sup_->Post(m);
+    auto failed = outbox_.WaitFor(Is(v1::WorkerMessage::kLaunchFailed));
+    ASSERT_TRUE(failed.has_value()) << c.expect;
+    EXPECT_EQ(failed->launch_failed().error(), c.expect);
+  }
+  EXPECT_TRUE(launcher_.requests().empty());
+  EXPECT_FALSE(std::filesystem::exists(root + "/bad0")) << "nothing made for a refused job";
+  // Relative paths are relative to the job's directory; the rank runs as the user.
+  v1::CoordinatorMessage m = LaunchMsg("good", 0, 0, 1, {"x"});
+  m.mutable_launch()->mutable_spec()->set_checkpoint_dir("out/ckpt");
+  sup_->Post(m);
+  ASSERT_TRUE(outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted)).has_value());
+  auto reqs = launcher_.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].env.at("CONVOY_CHECKPOINT_DIR"), root + "/good/out/ckpt");
+  EXPECT_EQ(reqs[0].working_dir, root + "/good");
+  ASSERT_TRUE(reqs[0].user.has_value());
+  EXPECT_EQ(reqs[0].user->uid, 4321u);
+  EXPECT_EQ(reqs[0].user->gid, 4322u);
+  struct stat st {};
+  ASSERT_EQ(stat((root + "/good/out/ckpt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  if (geteuid() == 0) {  // only root can give files away
+    EXPECT_EQ(st.st_uid, 4321u);
+    ASSERT_EQ(stat((root + "/good").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u);
+    EXPECT_EQ(st.st_gid, 4322u);
+    ASSERT_EQ(stat((dir_.string() + "/jobs/good/attempt-0/rank-0.log").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u) << "the rank's log belongs to its user";
+  }
 }
 
 }  // namespace

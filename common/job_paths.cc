@@ -1,0 +1,207 @@
+#include "common/job_paths.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string StripTrailingSlashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::vector<std::string> Components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) out.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string Errno(int err) { return std::strerror(err); }
+
+}  // namespace
+
+bool HasDotDotComponent(const std::string& path) {
+  for (const std::string& c : Components(path)) {
+    if (c == "..") return true;
+  }
+  return false;
+}
+
+bool IsPathUnder(const std::string& path, const std::string& root) {
+  if (root.empty() || path.compare(0, root.size(), root) != 0) return false;
+  return path.size() == root.size() || root == "/" || path[root.size()] == '/';
+}
+
+StatusOr<std::string> CanonicalPath(const std::string& dir) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(dir, ec);
+  if (ec) return Status::InvalidArgument(dir + ": " + ec.message());
+  const fs::path canonical = fs::weakly_canonical(abs, ec);
+  if (ec) return Status::InvalidArgument(dir + ": " + ec.message());
+  return StripTrailingSlashes(canonical.lexically_normal().string());
+}
+
+StatusOr<std::string> PrepareRoot(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument(flag + ": must not be empty");
+  auto abs = CanonicalPath(dir);
+  if (!abs.ok()) return Status::InvalidArgument(flag + " " + abs.status().message());
+  // Create the missing directories one by one, so that each gets 0755 whatever the umask.
+  std::string sofar;
+  for (const std::string& c : Components(*abs)) {
+    sofar += "/" + c;
+    if (mkdir(sofar.c_str(), 0755) == 0) {
+      chmod(sofar.c_str(), 0755);
+    } else if (errno != EEXIST) {
+      return Status::InvalidArgument(flag + " " + dir + ": cannot create " + sofar + ": " +
+                                     Errno(errno));
+    }
+  }
+  struct stat st {};
+  if (stat(abs->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(flag + " " + dir + ": not a directory");
+  }
+  if (access(abs->c_str(), W_OK | X_OK) != 0) {
+    return Status::InvalidArgument(
+        flag + " " + dir + ": the worker (uid " + std::to_string(geteuid()) +
+        ") cannot create directories in it: " + Errno(errno) + "; pass " + flag + " DIR");
+  }
+  return CanonicalPath(*abs);  // the created part may have been reached through a symlink
+}
+
+StatusOr<std::string> ResolveJobPath(const std::string& field, const std::string& value,
+                                     const std::string& job_dir, const std::string& job_root,
+                                     const std::vector<std::string>& extra_roots) {
+  if (value.empty()) return Status::InvalidArgument(field + ": is empty");
+  if (HasDotDotComponent(value)) {
+    return Status::InvalidArgument(field + ": '" + value + "' must not contain '..'");
+  }
+  fs::path p(value);
+  if (p.is_relative()) p = fs::path(job_dir) / p;
+  const std::string shown = StripTrailingSlashes(p.lexically_normal().string());
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(shown, ec);
+  if (ec) return Status::InvalidArgument(field + ": cannot resolve " + shown + ": " + ec.message());
+  const std::string resolved = StripTrailingSlashes(canonical.lexically_normal().string());
+  if (IsPathUnder(resolved, job_root)) return resolved;
+  for (const std::string& root : extra_roots) {
+    if (IsPathUnder(resolved, root)) return resolved;
+  }
+  std::string msg = field + ": " + shown;
+  msg += resolved != shown ? " resolves to " + resolved + ", outside" : " is outside";
+  msg += " the job root " + job_root;
+  if (!extra_roots.empty()) {
+    msg += extra_roots.size() == 1 ? " and the data path " : " and the data paths ";
+    for (size_t i = 0; i < extra_roots.size(); ++i) msg += (i > 0 ? ", " : "") + extra_roots[i];
+  }
+  return Status::InvalidArgument(msg);
+}
+
+Status MakeJobDirs(const std::string& root, const std::string& path, int64_t uid, int64_t gid,
+                   mode_t mode) {
+  if (!IsPathUnder(path, root)) {
+    return Status::InvalidArgument(path + " is not under " + root);
+  }
+  int fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal("cannot open " + root + ": " + Errno(errno));
+  std::string sofar = root == "/" ? "" : root;
+  for (const std::string& c : Components(path.substr(root.size()))) {
+    sofar += "/" + c;
+    const bool created = mkdirat(fd, c.c_str(), mode) == 0;
+    if (!created && errno != EEXIST) {
+      const int err = errno;
+      close(fd);
+      return Status::Internal("cannot create " + sofar + ": " + Errno(err));
+    }
+    const int next = openat(fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int err = errno;
+    close(fd);
+    if (next < 0) {
+      return Status::Internal(
+          "cannot open " + sofar + ": " +
+          (err == ELOOP || err == ENOTDIR ? "a symbolic link or not a directory" : Errno(err)));
+    }
+    fd = next;
+    if (!created) continue;
+    if (fchmod(fd, mode) != 0 ||
+        (uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0)) {
+      const int e = errno;
+      close(fd);
+      return Status::Internal("cannot give " + sofar + " to uid " + std::to_string(uid) + ": " +
+                              Errno(e));
+    }
+  }
+  close(fd);
+  return Status::Ok();
+}
+
+StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
+                                 const std::vector<std::string>& data_paths,
+                                 const std::string& job_id, const std::string& checkpoint_dir,
+                                 const std::string& working_dir, const std::string& data_dir,
+                                 int64_t uid, int64_t gid) {
+  if (job_id.empty() || job_id.find('/') != std::string::npos || job_id == "." || job_id == "..") {
+    return Status::InvalidArgument("invalid job id '" + job_id + "'");
+  }
+  JobDirs d;
+  d.job_dir = (job_root == "/" ? "" : job_root) + "/" + job_id;
+  d.checkpoint_dir = d.job_dir + "/checkpoints";
+  d.working_dir = d.job_dir;
+  if (!checkpoint_dir.empty()) {
+    auto p = ResolveJobPath("checkpoint_dir", checkpoint_dir, d.job_dir, job_root);
+    if (!p.ok()) return p.status();
+    d.checkpoint_dir = *p;
+  }
+  if (!working_dir.empty()) {
+    auto p = ResolveJobPath("working_dir", working_dir, d.job_dir, job_root);
+    if (!p.ok()) return p.status();
+    d.working_dir = *p;
+  }
+  if (!data_dir.empty()) {
+    auto p = ResolveJobPath("trainer.data_dir", data_dir, d.job_dir, job_root, data_paths);
+    if (!p.ok()) return p.status();
+    d.data_dir = *p;
+  }
+  Status made = MakeJobDirs(job_root, d.job_dir, uid, gid, 0750);
+  if (!made.ok()) return Status::Internal("job directory: " + made.message());
+  made = MakeJobDirs(job_root, d.checkpoint_dir, uid, gid, 0750);
+  if (!made.ok()) return Status::Internal("checkpoint_dir: " + made.message());
+  return d;
+}
+
+std::string FirstUnsearchableDir(const std::string& path, uid_t uid, gid_t gid) {
+  if (uid == 0) return "";
+  std::string sofar;
+  std::vector<std::string> dirs{"/"};
+  for (const std::string& c : Components(path)) {
+    sofar += "/" + c;
+    dirs.push_back(sofar);
+  }
+  for (const std::string& d : dirs) {
+    struct stat st {};
+    if (stat(d.c_str(), &st) != 0) return "";  // not there yet: nothing to say
+    const mode_t bit = st.st_uid == uid ? S_IXUSR : st.st_gid == gid ? S_IXGRP : S_IXOTH;
+    if ((st.st_mode & bit) == 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return d + " (owner " + std::to_string(st.st_uid) + ", mode " + mode + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace convoy

@@ -1,0 +1,88 @@
+"""Issue 12, "Jobs run as an unprivileged user": a root worker runs every rank as --run-as
+(`convoy`, made by scripts/install-deps.sh); a job's paths resolve under the job root."""
+
+import os
+import pwd
+import subprocess
+
+import pytest
+
+from cluster import BIN, job_pids, wait_for
+
+
+def run_as_uid():
+    """The uid ranks run as: `convoy` under a root worker, else the worker's own."""
+    if os.geteuid() != 0:
+        return os.geteuid()
+    return pwd.getpwnam("convoy").pw_uid
+
+
+def test_ranks_run_as_the_run_as_user_not_root(make_cluster):
+    c = make_cluster(workers=1)
+    job = c.submit({"name": "whoami", "nodes": 1, "procs_per_node": 1,
+                    "command": ["sh", "-c", "id -u; id -G; echo \"$HOME $USER\"; pwd; "
+                                "touch in-job-dir && echo wrote"]})
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
+    assert st["state"] == "SUCCEEDED", st["message"]
+    lines = c.logs(job, 0).splitlines()
+    uid = run_as_uid()
+    assert lines[0] == str(uid), lines
+    job_dir = os.path.join(c.job_root, job)
+    assert lines[3] == job_dir, lines  # the job's own directory is its working directory
+    assert lines[4] == "wrote", lines  # ... and it may write there
+    st_dir = os.stat(job_dir)
+    assert st_dir.st_uid == uid and st_dir.st_mode & 0o777 == 0o750
+    assert os.stat(os.path.join(job_dir, "in-job-dir")).st_uid == uid
+    if os.geteuid() != 0:
+        pytest.skip("not root: ranks run as the test's own user (checked above); the switch "
+                    "to `convoy` is only tested as root")
+    user = pwd.getpwnam("convoy")
+    assert uid != 0
+    assert lines[1] == str(user.pw_gid), f"supplementary groups kept: {lines}"
+    assert lines[2] == f"{user.pw_dir} convoy", lines
+    # The worker says so when it starts.
+    assert f"ranks run as convoy (uid {uid}" in c.logs_of("w1")
+
+
+def test_root_worker_refuses_root_jobs_and_unknown_users(make_cluster):
+    if os.geteuid() != 0:
+        pytest.skip("only a root worker switches users; this test is not root")
+    c = make_cluster(workers=1)
+    base = [os.path.join(BIN, "convoy-worker"), "--coordinator", c.target, "--insecure",
+            "--work-dir", os.path.join(c.dir, "refused"), "--job-root", c.job_root]
+    r = subprocess.run(base + ["--name", "r1", "--run-as", "root"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--allow-root-jobs" in r.stderr, r.stderr
+    r = subprocess.run(base + ["--name", "r2", "--run-as", "no-such-user-convoy"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "useradd --system" in r.stderr, r.stderr
+    assert {w["name"] for w in c.workers()} == {"w1"}
+
+
+def test_checkpoint_dir_climbing_out_is_refused_at_submit(make_cluster, tmp_path):
+    c = make_cluster(workers=1)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: escape\nnodes: 1\nprocs_per_node: 1\ncommand: [true]\n"
+                    "checkpoint_dir: ../../etc\n")
+    r = c.cli("submit", str(spec), check=False)
+    assert r.returncode != 0
+    assert "checkpoint_dir: '../../etc' must not contain '..'" in r.stderr, r.stderr
+    assert c.cli("list", "--output", "json").stdout.count('"id"') == 0
+
+
+def test_symlink_out_of_the_job_root_fails_the_job_naming_the_field(make_cluster):
+    c = make_cluster(workers=1)
+    wait_for(lambda: os.path.isdir(c.job_root), 10, "the job root")
+    link = os.path.join(c.job_root, "etc-link")
+    os.symlink("/etc", link)
+    job = c.submit({"name": "escape", "nodes": 1, "procs_per_node": 1,
+                    "command": ["sh", "-c", "touch $CONVOY_CHECKPOINT_DIR/pwned"],
+                    "checkpoint_dir": link, "max_restarts": 0})
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
+    assert st["state"] == "FAILED"
+    expected = f"checkpoint_dir: {link} resolves to /etc, outside the job root {c.job_root}"
+    text = c.cli("status", job).stdout
+    assert expected in text, text
+    assert not os.path.exists("/etc/pwned")
+    assert not job_pids(job)
+    assert not os.path.exists(os.path.join(c.job_root, job)), "nothing made for a refused job"
