@@ -1,6 +1,7 @@
 #include "common/job_spec.h"
 
 #include <sys/stat.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "common/job_spec_validation.h"
@@ -104,7 +106,7 @@ class SpecReader {
     T value = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec == std::errc::result_out_of_range) {
-      Fail(field, "'" + s + "' is out of range for an integer");
+      Fail(field, Describe(node) + " is out of range for an integer");
     }
     if (ec != std::errc() || ptr != s.data() + s.size()) {
       Fail(field, "expected an integer, got " + Describe(node));
@@ -159,6 +161,10 @@ class SpecReader {
         Fail(what, "keys must be plain names, got " + Describe(kv.first));
       }
       const std::string& key = kv.first.Scalar();
+      if (key.empty()) {
+        marks_[what] = kv.first.Mark();
+        Fail(what, "a key is empty");
+      }
       const std::string field = prefix.empty() ? key : prefix + "." + key;
       marks_[field] = kv.first.Mark();
       if (!seen.insert(key).second) Fail(field, "appears twice");
@@ -309,6 +315,39 @@ Status CheckStrictJson(const std::string& text, const std::string& source) {
   return Status::Ok();
 }
 
+// Counts the documents of a YAML stream without building them. Not YAML::LoadAll: in
+// yaml-cpp 0.7 it loops forever, allocating, on a ',' outside any flow collection
+// (jbeder/yaml-cpp#1040): the parser reports an empty document without consuming the token,
+// again and again. A document that starts where the previous one did is that token.
+size_t CountDocuments(const std::string& text) {
+  struct Starts : YAML::EventHandler {
+    void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+    std::vector<YAML::Mark> marks;
+  } starts;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (parser.HandleNextDocument(starts)) {
+    const size_t n = starts.marks.size();
+    if (n >= 2 && starts.marks[n - 1].pos == starts.marks[n - 2].pos) {
+      const YAML::Mark& at = starts.marks[n - 1];
+      const char c = at.pos >= 0 && static_cast<size_t>(at.pos) < text.size() ? text[at.pos] : ' ';
+      throw YAML::ParserException(at, std::string("unexpected '") + c + "'");
+    }
+  }
+  return starts.marks.size();
+}
+
 }  // namespace
 
 StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& source) {
@@ -323,18 +362,19 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
   SpecReader reader;
   v1::JobSpec spec;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
+    const size_t docs = CountDocuments(text);
+    if (docs > 1) {
       return Status::InvalidArgument(source + ": expected one YAML document, got " +
-                                     std::to_string(docs.size()));
+                                     std::to_string(docs));
     }
-    if (docs.empty() || docs[0].IsNull()) {
-      return Status::InvalidArgument(source + ": the spec is empty");
-    }
-    spec = reader.Read(docs[0]);
+    const YAML::Node root = docs == 0 ? YAML::Node() : YAML::Load(text);
+    if (root.IsNull()) return Status::InvalidArgument(source + ": the spec is empty");
+    spec = reader.Read(root);
   } catch (const SpecError& e) {
     const std::string where = Where(e.mark);
-    return Status::InvalidArgument(source + ":" + where + " " + e.field + ": " + e.message);
+    // An unknown key is named as written: quote at most 128 bytes of it.
+    const std::string field = e.field.size() <= 128 ? e.field : e.field.substr(0, 128) + "...";
+    return Status::InvalidArgument(source + ":" + where + " " + field + ": " + e.message);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(source + ":" + Where(e.mark) + " invalid YAML: " + e.msg);
   }

@@ -5,6 +5,7 @@
 # errors (scripts/thread-checks.sh).
 # Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
 #   CONVOY_SKIP_THREAD_CHECKS=1 skips the clang and TSAN builds (quick local runs).
+#   CONVOY_SKIP_FUZZ=1 skips the libFuzzer targets (scripts/fuzz.sh: clang build, 60 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,6 +18,11 @@ if [ -n "$files" ] && command -v clang-format >/dev/null; then
 fi
 
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 "$@")
+
+# The job-spec and metric-line parsers under libFuzzer (tests/fuzz/), when all tests run.
+if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ] && [ $# -eq 0 ]; then
+  scripts/fuzz.sh
+fi
 
 if [ "${CONVOY_SKIP_THREAD_CHECKS:-0}" = 1 ] || [ $# -gt 0 ]; then
   exit 0

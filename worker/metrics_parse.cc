@@ -28,6 +28,15 @@ Int ToInt(const nlohmann::json& v) {
   return static_cast<Int>(d);
 }
 
+// At most `max` bytes of the UTF-8 text `s`, cut at a character boundary: protobuf refuses
+// to decode a string field that is not UTF-8, and the record goes on to the coordinator.
+std::string Utf8Prefix(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 }  // namespace
 
 StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line) {
@@ -43,7 +52,7 @@ StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line) {
     const std::string& key = it.key();
     const auto& v = it.value();
     if (key == "kind" && v.is_string()) {
-      rec.set_kind(v.get<std::string>().substr(0, 64));
+      rec.set_kind(Utf8Prefix(v.get<std::string>(), 64));
       continue;
     }
     if (!v.is_number()) continue;  // strings, lists, nested objects, booleans: ignored

@@ -104,3 +104,31 @@ TEST(MetricLineSplitterTest, OverlongLineIsDroppedWholeNotInPieces) {
 
 }  // namespace
 }  // namespace convoy
+
+// Regressions found by the fuzzer (tests/fuzz/metrics_parse_fuzz.cc).
+namespace convoy {
+namespace {
+
+// "kind" is cut to 64 bytes at a character boundary: a cut inside a UTF-8 sequence made a
+// record that protobuf refuses to decode (the worker forwards records to the coordinator).
+TEST(ParseMetricLineFuzzRegressionTest, KindIsCutAtACharacterBoundary) {
+  const std::string a63(63, 'a');
+  auto rec = ParseMetricLine(R"({"kind":")" + a63 + R"(\u00e9x","step":1})");
+  ASSERT_TRUE(rec.ok()) << rec.status().message();
+  EXPECT_EQ(rec->kind(), a63);
+  std::string wire;
+  ASSERT_TRUE(rec->SerializeToString(&wire));
+  v1::MetricRecord decoded;
+  EXPECT_TRUE(decoded.ParseFromString(wire));
+  EXPECT_EQ(decoded.kind(), a63);
+
+  rec = ParseMetricLine(R"({"kind":")" + std::string(62, 'a') + "\xc3\xa9" + R"(x"})");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->kind(), std::string(62, 'a') + "\xc3\xa9");  // fits exactly: kept whole
+  rec = ParseMetricLine(R"({"kind":")" + std::string(61, 'a') + "\xf0\x9f\x98\x80" + R"("})");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->kind(), std::string(61, 'a'));
+}
+
+}  // namespace
+}  // namespace convoy
