@@ -303,7 +303,8 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
   out << "  runs:     " << WorkloadText(spec) << "\n";
   out << "  attempt:  " << job.attempt() << " (restarts used " << job.restarts() << " of "
       << spec.max_restarts() << ")\n";
-  out << "  created:  " << FormatAge(job.created_unix_ms(), now) << ", updated "
+  out << "  created:  " << FormatAge(job.created_unix_ms(), now)
+      << (job.owner().empty() ? "" : " by " + job.owner()) << ", updated "
       << FormatAge(job.updated_unix_ms(), now) << "\n";
   const double accuracy = TestAccuracy(job);
   if (accuracy >= 0) out << "  test accuracy: " << FormatPercent(accuracy) << "\n";

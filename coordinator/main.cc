@@ -4,6 +4,7 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -29,6 +30,8 @@
 
 int main(int argc, char** argv) {
   using namespace convoy;
+  // Logs go to stderr (stdout is for what the admin commands print: tokens, fingerprints).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("convoy-coordinator"));
   CoordinatorFlags flags;
   int exit_code = 0;
   Status parsed = ParseCoordinatorFlags(argc, argv, &flags, &exit_code);

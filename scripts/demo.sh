@@ -20,6 +20,9 @@ scripts/build.sh
 BIN=$ROOT/${BUILD_DIR:-build}/bin
 
 RUN_DIR=$(mktemp -d /tmp/convoy-demo.XXXXXX)
+# Run as root, the workers run every rank as the unprivileged `convoy` user, which must reach
+# the jobs' directories under $RUN_DIR/jobs (the state and TLS keys stay 0700 inside).
+chmod 755 "$RUN_DIR"
 PIDS=()
 cleanup() {
   local rc=$?
@@ -68,7 +71,8 @@ for name in w1 w2; do
   # Two workers share this machine: each declares half of its cores.
   "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
     --cores "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" \
-    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" "${WORKER_SECURITY[@]}" \
+    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" --job-root "$RUN_DIR/jobs" \
+    "${WORKER_SECURITY[@]}" \
     >"$RUN_DIR/$name.log" 2>&1 &
   PIDS+=($!)
 done

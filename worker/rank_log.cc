@@ -8,11 +8,21 @@
 
 namespace convoy {
 
-RankLog::RankLog(std::string path, int64_t max_bytes)
-    : path_(std::move(path)), max_bytes_(max_bytes < 1 ? 1 : max_bytes) {
-  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+RankLog::RankLog(std::string path, int64_t max_bytes, int owner_uid, int owner_gid)
+    : path_(std::move(path)),
+      max_bytes_(max_bytes < 1 ? 1 : max_bytes),
+      owner_uid_(owner_uid),
+      owner_gid_(owner_gid) {
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   struct stat st {};
   if (fd_ >= 0 && fstat(fd_, &st) == 0) bytes_ = st.st_size;
+  Own();
+}
+
+void RankLog::Own() {
+  if (fd_ < 0 || owner_uid_ < 0) return;
+  // On the descriptor: no path is followed between creating the file and giving it away.
+  (void)!fchown(fd_, static_cast<uid_t>(owner_uid_), static_cast<gid_t>(owner_gid_));
 }
 
 RankLog::~RankLog() {
@@ -69,7 +79,8 @@ void RankLog::Rotate() {
   close(fd_);
   std::rename((path_ + ".1").c_str(), (path_ + ".2").c_str());
   std::rename(path_.c_str(), (path_ + ".1").c_str());
-  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  Own();
   bytes_ = 0;
 }
 

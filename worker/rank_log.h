@@ -17,9 +17,11 @@ class RankLog {
   static constexpr size_t kTailLines = 20;       // ProcessExit.stderr_tail holds at most 20
   static constexpr size_t kMaxLineBytes = 4096;  // longer stderr lines are cut in the tail
 
-  // Opens `path` for appending (created 0644). A file that cannot be opened is not fatal:
-  // output is then only kept in the stderr tail, and ok() is false.
-  RankLog(std::string path, int64_t max_bytes);
+  // Opens `path` for appending (created 0644, never through a symlink). A file that cannot
+  // be opened is not fatal: output is then only kept in the stderr tail, and ok() is false.
+  // `owner_uid`/`owner_gid` >= 0: every file it creates (rotations too) belongs to them
+  // (the job's run-as user).
+  RankLog(std::string path, int64_t max_bytes, int owner_uid = -1, int owner_gid = -1);
   ~RankLog();
   RankLog(const RankLog&) = delete;
   RankLog& operator=(const RankLog&) = delete;
@@ -40,9 +42,12 @@ class RankLog {
  private:
   void Write(const char* data, size_t n);
   void Rotate();
+  void Own();
 
   const std::string path_;
   const int64_t max_bytes_;
+  const int owner_uid_;
+  const int owner_gid_;
   int fd_ = -1;
   int64_t bytes_ = 0;    // size of the current file
   std::string partial_;  // stderr after its last newline

@@ -32,7 +32,7 @@ def first_record_time(c, job, attempt):
 
 def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     c = make_cluster(workers=2)
-    ckpt = str(tmp_path / "ckpt")
+    ckpt = os.path.join(c.job_root, "ckpt")  # checkpoints live under the job root (issue 12)
     job = c.submit(trainer_spec(max_steps=300, max_restarts=2, checkpoint_dir=ckpt,
                                 trainer={"model": "fmnist-cnn", "epochs": 1, "batch_size": 32,
                                          "max_steps": 300, "checkpoint_every": 25}))
@@ -66,7 +66,7 @@ def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
 
 def test_killed_worker_job_finishes_on_the_others(make_cluster, tmp_path):
     c = make_cluster(workers=3, worker_timeout=4)
-    job = c.submit(trainer_spec(max_steps=250, max_restarts=2, checkpoint_dir=str(tmp_path)))
+    job = c.submit(trainer_spec(max_steps=250, max_restarts=2, checkpoint_dir="ckpt"))
     st = c.wait_state(job, "RUNNING", timeout=60)
     victim = st["attempts"][0]["nodes"][1]["worker"]
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
@@ -178,12 +178,13 @@ def test_cut_link_between_namespaced_workers_never_hangs(make_cluster, tmp_path)
 
 def _run_netns_job(make_cluster, names):
     import cluster as cl
-    c = make_cluster(workers=0, worker_timeout=4)
-    # The coordinator listens on loopback of the root namespace; make it reachable from the
-    # namespaces by listening on the veth host addresses too is not possible with one
-    # --listen, so start a second coordinator-facing path: a worker dials 10.201.i.1.
+    # Workers in other namespaces reach the coordinator over the veth links, so it listens on
+    # every address: that is a real deployment, secured (TLS, workers joined with a token;
+    # --insecure is loopback only). Its certificate names the addresses the workers dial.
+    c = make_cluster(workers=0, worker_timeout=4, secure=True)
     c.signal("coordinator", signal.SIGKILL)
     c.target = f"0.0.0.0:{c.port}"
+    c.coordinator_extra = ["--tls-san", "10.201.0.1", "--tls-san", "10.201.1.1"]
     c.start_coordinator()
     c.target = f"127.0.0.1:{c.port}"
     time.sleep(0.5)
@@ -192,7 +193,8 @@ def _run_netns_job(make_cluster, names):
         c._spawn(name, ["ip", "netns", "exec", ns, os.path.join(cl.BIN, "convoy-worker"),
                         "--coordinator", f"10.201.{i}.1:{c.port}", "--name", name,
                         "--advertise-address", f"10.201.{i}.2", "--slots", "1",
-                        "--work-dir", os.path.join(c.dir, name), "--insecure",
+                        "--work-dir", os.path.join(c.dir, name), "--job-root", c.job_root,
+                        "--join-token", c.join_token, "--ca-fingerprint", c.fingerprint,
                         "--kill-grace-ms", "2000", "--orphan-timeout", "5"])
     c.wait_workers_ready(2)
     job = c.submit(trainer_spec(max_steps=100000, max_restarts=0))

@@ -1,6 +1,7 @@
 // A rank's log file (rotation, two rotated files kept) and its stderr tail; where an
 // attempt's metrics socket lives.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -67,6 +68,36 @@ TEST_F(RankLogTest, RotatesAtTheLimitKeepingTwoOldFiles) {
   EXPECT_EQ(ReadFile(path.string() + ".1"), "cccccc");
   EXPECT_EQ(ReadFile(path.string() + ".2"), "bbbbbb");
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".3"));
+}
+
+TEST_F(RankLogTest, RotatedFilesBelongToTheRunAsUserAndNoSymlinkIsFollowed) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving files away needs root";
+  const auto path = dir_ / "rank-2.log";
+  {
+    RankLog log(path.string(), 10, 4321, 4322);
+    for (char c : std::string("abc")) {
+      const std::string chunk(6, c);
+      log.Append(chunk.data(), chunk.size(), false);
+    }
+    log.Close();
+  }
+  for (const std::string& p : {path.string(), path.string() + ".1", path.string() + ".2"}) {
+    struct stat st {};
+    ASSERT_EQ(stat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, 4321u) << p;
+    EXPECT_EQ(st.st_gid, 4322u) << p;
+  }
+  // A log path that is a symlink (planted by whoever may write the directory) is not opened.
+  const auto target = dir_ / "victim";
+  std::ofstream(target) << "keep";
+  std::filesystem::create_symlink(target, dir_ / "rank-3.log");
+  RankLog log((dir_ / "rank-3.log").string(), 1 << 20, 4321, 4322);
+  EXPECT_FALSE(log.ok());
+  log.Append("x", 1, false);
+  EXPECT_EQ(ReadFile(target), "keep");
+  struct stat st {};
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
 }
 
 TEST_F(RankLogTest, AppendsToAnExistingFileAndSurvivesAnUnwritableOne) {
