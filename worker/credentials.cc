@@ -26,19 +26,40 @@ StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag)
   return s.str();
 }
 
-Status WriteFile(const std::string& path, const std::string& data, mode_t mode) {
+// Writes `path` + ".tmp" (created with `mode`, flushed to disk); the caller renames it.
+Status WriteTemp(const std::string& path, const std::string& data, mode_t mode) {
   const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Status::Unavailable(tmp + ": " + std::strerror(errno));
-  fchmod(fd, mode);
-  const bool ok =
-      write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) && fsync(fd) == 0;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::Unavailable(path + ": " + std::strerror(errno));
+  bool ok = fchmod(fd, mode) == 0;
+  size_t done = 0;
+  while (ok && done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
   }
+  ok = ok && fsync(fd) == 0;
+  const int saved = errno;
+  close(fd);
+  if (!ok) return Status::Unavailable(tmp + ": " + std::strerror(saved));
   return Status::Ok();
 }
+
+void SyncDir(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  fsync(fd);
+  close(fd);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// The stored set, in the order Store renames it into place.
+constexpr const char* kStored[] = {"ca.crt", "worker.key", "worker.crt"};
 
 std::shared_ptr<grpc::ChannelCredentials> Mutual(const std::string& key, const std::string& cert,
                                                  const std::string& ca) {
@@ -53,10 +74,41 @@ std::chrono::system_clock::time_point Deadline(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
+// Worth another try: the coordinator is down, restarting or busy.
+bool Retryable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED;
+}
+
 }  // namespace
 
 int64_t RenewAtS(int64_t not_before_s, int64_t not_after_s) {
   return not_before_s + (not_after_s - not_before_s) * 2 / 3;
+}
+
+int64_t RenewAtS(const CertInfo& cert) { return RenewAtS(cert.not_before_s, cert.not_after_s); }
+
+Status CheckWorkerCertificate(const std::string& key_pem, const std::string& cert_pem,
+                              const std::string& ca_pem, const std::string& name,
+                              const std::string& ca_fingerprint, int64_t now_s) {
+  auto info = InspectCertificate(cert_pem);
+  if (!info.ok()) return Status::InvalidArgument("certificate: " + info.status().message());
+  if (info->common_name != name) {
+    return Status::InvalidArgument("the certificate is for '" + info->common_name + "', not '" +
+                                   name + "'");
+  }
+  if (!ca_fingerprint.empty()) {
+    auto fp = CertificateFingerprint(ca_pem);
+    if (!fp.ok() || !FingerprintMatches(ca_fingerprint, *fp)) {
+      return Status::InvalidArgument("the CA " + (fp.ok() ? *fp : std::string("(unreadable)")) +
+                                     " is not the CA of --ca-fingerprint " + ca_fingerprint);
+    }
+  }
+  Status verified = VerifyCertificate(cert_pem, ca_pem, now_s);
+  if (!verified.ok()) return Status::InvalidArgument("certificate: " + verified.message());
+  Status match = KeyMatchesCertificate(key_pem, cert_pem);
+  if (!match.ok()) return Status::InvalidArgument("key: " + match.message());
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const CredentialOptions& o,
@@ -75,6 +127,14 @@ StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const Cre
     if (!key.ok()) return key.status();
     auto ca = ReadFile(o.tls_ca, "--tls-ca");
     if (!ca.ok()) return ca.status();
+    auto info = InspectCertificate(*cert);
+    if (!info.ok()) {
+      return Status::InvalidArgument("--tls-cert " + o.tls_cert + ": " + info.status().message());
+    }
+    auto ca_info = InspectCertificate(*ca);
+    if (!ca_info.ok()) {
+      return Status::InvalidArgument("--tls-ca " + o.tls_ca + ": " + ca_info.status().message());
+    }
     Status match = KeyMatchesCertificate(*key, *cert);
     if (!match.ok()) {
       return Status::InvalidArgument("--tls-key is not the key of --tls-cert: " + match.message());
@@ -84,8 +144,7 @@ StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const Cre
       return Status::InvalidArgument("--tls-cert does not verify against --tls-ca: " +
                                      verified.message());
     }
-    auto info = InspectCertificate(*cert);
-    if (info.ok() && info->common_name != o.name) {
+    if (info->common_name != o.name) {
       return Status::InvalidArgument("--tls-cert is for '" + info->common_name +
                                      "' but --name is '" + o.name +
                                      "': the coordinator knows a worker by its certificate");
@@ -146,26 +205,42 @@ int64_t WorkerCredentials::not_after_s() {
 
 Status WorkerCredentials::LoadStored() {
   const std::string dir = options_.work_dir + "/tls";
+  const int64_t now_s = clock_.NowUnixMs() / 1000;
+  // A Store cut short (a crash between its renames) left the rest of the new set in *.tmp:
+  // complete it when the mix is a whole, valid set; otherwise the tmps are debris.
+  bool pending = false;
+  for (const char* f : kStored) pending = pending || Exists(dir + "/" + f + ".tmp");
+  if (pending) {
+    std::string pem[3];
+    bool read = true;
+    for (int i = 0; i < 3; ++i) {
+      const std::string path = dir + "/" + kStored[i];
+      auto text = ReadFile(Exists(path + ".tmp") ? path + ".tmp" : path, "stored");
+      read = read && text.ok();
+      if (text.ok()) pem[i] = *text;
+    }
+    const bool whole = read && CheckWorkerCertificate(pem[1], pem[2], pem[0], options_.name,
+                                                      options_.ca_fingerprint, now_s)
+                                   .ok();
+    for (const char* f : kStored) {
+      const std::string path = dir + "/" + f;
+      if (!Exists(path + ".tmp")) continue;
+      if (whole) {
+        rename((path + ".tmp").c_str(), path.c_str());
+      } else {
+        unlink((path + ".tmp").c_str());
+      }
+    }
+    SyncDir(dir);
+    if (whole) spdlog::warn("TLS: completed the interrupted store of a certificate in {}", dir);
+  }
+  auto ca = ReadFile(dir + "/ca.crt", "stored CA");
   auto key = ReadFile(dir + "/worker.key", "stored key");
   auto cert = ReadFile(dir + "/worker.crt", "stored certificate");
-  auto ca = ReadFile(dir + "/ca.crt", "stored CA");
   if (!key.ok() || !cert.ok() || !ca.ok()) return Status::NotFound("");
-  const int64_t now_s = clock_.NowUnixMs() / 1000;
-  auto info = InspectCertificate(*cert);
-  if (!info.ok()) return Status::InvalidArgument(dir + "/worker.crt: " + info.status().message());
-  if (info->common_name != options_.name) {
-    return Status::InvalidArgument(dir + "/worker.crt is for '" + info->common_name + "'");
-  }
-  if (!options_.ca_fingerprint.empty()) {
-    auto fp = CertificateFingerprint(*ca);
-    if (!fp.ok() || !FingerprintMatches(options_.ca_fingerprint, *fp)) {
-      return Status::InvalidArgument(dir + "/ca.crt is not the CA of --ca-fingerprint");
-    }
-  }
-  Status verified = VerifyCertificate(*cert, *ca, now_s);
-  if (!verified.ok()) return Status::InvalidArgument(dir + "/worker.crt: " + verified.message());
-  Status match = KeyMatchesCertificate(*key, *cert);
-  if (!match.ok()) return Status::InvalidArgument(dir + "/worker.key: " + match.message());
+  Status valid =
+      CheckWorkerCertificate(*key, *cert, *ca, options_.name, options_.ca_fingerprint, now_s);
+  if (!valid.ok()) return Status::InvalidArgument(dir + ": " + valid.message());
   Use(*key, *cert, *ca);
   return Status::Ok();
 }
@@ -177,13 +252,26 @@ Status WorkerCredentials::Store(const std::string& key, const std::string& cert,
     return Status::Unavailable(dir + ": " + std::strerror(errno));
   }
   chmod(dir.c_str(), 0700);
-  CONVOY_RETURN_IF_ERROR(WriteFile(dir + "/ca.crt", ca, 0644));
-  CONVOY_RETURN_IF_ERROR(WriteFile(dir + "/worker.key", key, 0600));
-  return WriteFile(dir + "/worker.crt", cert, 0644);
+  // Key and certificate must change together: all three are written first, then renamed
+  // (LoadStored completes a set whose renames a crash cut short).
+  const std::string* pem[] = {&ca, &key, &cert};
+  const mode_t mode[] = {0644, 0600, 0644};
+  for (int i = 0; i < 3; ++i) {
+    CONVOY_RETURN_IF_ERROR(WriteTemp(dir + "/" + kStored[i], *pem[i], mode[i]));
+  }
+  for (const char* f : kStored) {
+    const std::string path = dir + "/" + f;
+    if (rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+      return Status::Unavailable(path + ": " + std::strerror(errno));
+    }
+  }
+  SyncDir(dir);
+  return Status::Ok();
 }
 
 Status WorkerCredentials::Join(int64_t deadline_ms) {
-  const int64_t give_up = clock_.NowMonotonicMs() + deadline_ms;
+  // Real time: the waits between tries are real sleeps.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   int backoff_ms = 500;
   for (;;) {
     // 1. The CA, trusted by its fingerprint alone.
@@ -225,8 +313,12 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
       st = stub->Join(&ctx, req, &resp);
       if (st.ok()) {
         Status verified =
-            VerifyCertificate(resp.cert_pem(), info.ca_pem(), clock_.NowUnixMs() / 1000);
-        if (!verified.ok()) return Status::Unavailable("issued certificate: " + verified.message());
+            CheckWorkerCertificate(*key, resp.cert_pem(), info.ca_pem(), options_.name,
+                                   options_.ca_fingerprint, clock_.NowUnixMs() / 1000);
+        if (!verified.ok()) {
+          return Status::Unavailable("the coordinator issued an unusable certificate: " +
+                                     verified.message());
+        }
         CONVOY_RETURN_IF_ERROR(Store(*key, resp.cert_pem(), info.ca_pem()));
         Use(*key, resp.cert_pem(), info.ca_pem());
         spdlog::info("joined the cluster (CA {}): certificate for '{}' valid until {}", *actual,
@@ -234,13 +326,17 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
         return Status::Ok();
       }
       if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-          st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+          st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
         return Status::InvalidArgument("join token refused: " + st.error_message());
       }
+      if (!Retryable(st.error_code())) {
+        return Status::InvalidArgument("the coordinator refused to join this worker: " +
+                                       st.error_message());
+      }
+    } else if (!Retryable(st.error_code())) {
+      return Status::InvalidArgument("the coordinator gave no cluster CA: " + st.error_message());
     }
-    if (clock_.NowMonotonicMs() >= give_up) {
+    if (std::chrono::steady_clock::now() >= give_up) {
       return Status::Unavailable("cannot join: " + st.error_message());
     }
     spdlog::warn("cannot reach the coordinator to join ({}); retrying", st.error_message());
@@ -282,7 +378,7 @@ Status WorkerCredentials::MaybeRenew() {
     }
     return Status::Unavailable("renewal: " + st.error_message());
   }
-  Status verified = VerifyCertificate(resp.cert_pem(), ca, now_s);
+  Status verified = CheckWorkerCertificate(*new_key, resp.cert_pem(), ca, options_.name, "", now_s);
   if (!verified.ok()) return Status::Unavailable("renewed certificate: " + verified.message());
   CONVOY_RETURN_IF_ERROR(Store(*new_key, resp.cert_pem(), ca));
   Use(*new_key, resp.cert_pem(), ca);

@@ -44,12 +44,24 @@ struct CredentialOptions {
 // When a certificate valid from `not_before_s` to `not_after_s` is renewed: at 2/3 of its
 // lifetime.
 int64_t RenewAtS(int64_t not_before_s, int64_t not_after_s);
+int64_t RenewAtS(const CertInfo& cert);
+
+// OK when `cert_pem` names `name`, is signed by `ca_pem` (whose fingerprint is
+// `ca_fingerprint`, unless that is empty), is valid at `now_s`, and `key_pem` is its key.
+// The error says which of these fails.
+Status CheckWorkerCertificate(const std::string& key_pem, const std::string& cert_pem,
+                              const std::string& ca_pem, const std::string& name,
+                              const std::string& ca_fingerprint, int64_t now_s);
 
 class WorkerCredentials {
  public:
   // Loads or obtains the worker's credentials (joining the cluster when needed). Errors say
-  // which flag to fix; a refused join token is an error, an unreachable coordinator is
-  // retried until `join_deadline_ms` has passed.
+  // which flag to fix (InvalidArgument: a refused token, a CA that does not match
+  // --ca-fingerprint, unusable --tls-* files, no credentials at all); an unreachable
+  // coordinator is retried with backoff until `join_deadline_ms` (real time) has passed
+  // (then Unavailable). A valid certificate for this name kept in <work-dir>/tls is reused
+  // without joining; the set there is replaced as a whole (a crash mid-store is completed
+  // or rolled back at the next start).
   static StatusOr<std::unique_ptr<WorkerCredentials>> Create(const CredentialOptions& options,
                                                              const Clock& clock,
                                                              int64_t join_deadline_ms = 600000);
@@ -58,7 +70,10 @@ class WorkerCredentials {
   // The credentials for the next connection, and a number that changes when they do.
   std::shared_ptr<grpc::ChannelCredentials> Current(uint64_t* generation = nullptr);
 
-  // Renews when due (RenewAtS); OK when nothing was due or the renewal worked.
+  // Renews when due (RenewAtS at the clock's time): a new key, JoinService.Renew over
+  // mutual TLS with the current certificate, stored, then Current() changes. OK when
+  // nothing was due (no connection is made) or the renewal worked; otherwise the error
+  // (logged as an error once the certificate expires within the hour).
   Status MaybeRenew();
   // Runs MaybeRenew every `period_ms` on a thread of its own until destroyed.
   void StartRenewal(int period_ms = 60000);
