@@ -193,6 +193,26 @@ int WorkersCommand(Coordinator& c, const CommandOptions& options) {
   return kExitOk;
 }
 
+int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
+                 const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::DrainWorkerRequest req;
+  req.set_name(worker);
+  req.set_drain(drain);
+  v1::WorkerInfo resp;
+  grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, (drain ? "drain " : "undrain ") + worker);
+  if (options.json) {
+    std::cout << ToJson(resp) << "\n";
+  } else {
+    v1::ListWorkersResponse one;
+    *one.add_workers() = resp;
+    std::cout << FormatWorkerTable(one, NowMs());
+  }
+  return kExitOk;
+}
+
 StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint) {
   grpc::experimental::TlsChannelCredentialsOptions opts;
   opts.set_verify_server_certs(false);

@@ -47,5 +47,8 @@ int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, b
                 int64_t tail_bytes);
 int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
 int WorkersCommand(Coordinator& c, const CommandOptions& options);
+// Drains (`drain`) or undrains a worker (admins); prints the worker's new line.
+int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
+                 const CommandOptions& options);
 
 }  // namespace convoy

@@ -226,7 +226,9 @@ std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t no
     std::vector<std::string> gpus;
     for (int g : w.gpus()) gpus.push_back(std::to_string(g));
     std::vector<std::string> jobs(w.jobs().begin(), w.jobs().end());
-    rows.push_back({w.name(), WorkerStateText(w.state()), w.address(), std::to_string(w.cores()),
+    std::string state = WorkerStateText(w.state());
+    if (w.drained()) state += ",DRAINED";
+    rows.push_back({w.name(), state, w.address(), std::to_string(w.cores()),
                     gpus.empty() ? "-" : Join(gpus, ","),
                     std::to_string(w.used_slots()) + "/" + std::to_string(w.slots()),
                     jobs.empty() ? "-" : Join(jobs, ","),

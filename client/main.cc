@@ -81,6 +81,14 @@ int main(int argc, char** argv) {
   add_output(cancel);
   CLI::App* workers = app.add_subcommand("workers", "list workers");
   add_output(workers);
+  std::string worker;
+  CLI::App* drain = app.add_subcommand(
+      "drain", "admins: no new jobs on WORKER; what runs there finishes (`undrain` reverts)");
+  drain->add_option("WORKER", worker, "worker name")->required();
+  add_output(drain);
+  CLI::App* undrain = app.add_subcommand("undrain", "admins: place jobs on WORKER again");
+  undrain->add_option("WORKER", worker, "worker name")->required();
+  add_output(undrain);
   CLI::App* login = app.add_subcommand(
       "login",
       "check --coordinator, --token and --ca (or --ca-fingerprint), then save them in "
@@ -100,7 +108,8 @@ int main(int argc, char** argv) {
     const auto extra = app.remaining();
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
       std::cerr << "convoy: unknown command '" << extra[0]
-                << "' (commands: submit, list, status, watch, logs, cancel, workers, login)";
+                << "' (commands: submit, list, status, watch, logs, cancel, workers, drain, "
+                   "undrain, login)";
     } else {
       std::cerr << "convoy: " << e.what();
     }
@@ -173,5 +182,7 @@ int main(int argc, char** argv) {
   if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);
   if (cancel->parsed()) return CancelCommand(c, job, options);
   if (workers->parsed()) return WorkersCommand(c, options);
+  if (drain->parsed()) return DrainCommand(c, worker, true, options);
+  if (undrain->parsed()) return DrainCommand(c, worker, false, options);
   return kExitUsage;
 }

@@ -25,6 +25,8 @@ const char* RightName(Right right) {
       return "jobs.cancel";
     case Right::kLogsRead:
       return "logs.read";
+    case Right::kWorkersDrain:
+      return "workers.drain";
   }
   return "?";
 }
@@ -38,6 +40,7 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/WatchJob", Right::kJobsRead},
       {"/convoy.v1.JobService/GetLogs", Right::kLogsRead},
       {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
+      {"/convoy.v1.JobService/DrainWorker", Right::kWorkersDrain},
       {"/convoy.v1.WorkerService/Connect", Right::kWorker},
       {"/convoy.v1.JoinService/GetClusterInfo", Right::kPublic},
       {"/convoy.v1.JoinService/Join", Right::kJoin},
@@ -57,6 +60,8 @@ bool RoleHas(Role role, Right right) {
     case Right::kJobsCancel:
     case Right::kLogsRead:
       return role == Role::kUser || role == Role::kAdmin;
+    case Right::kWorkersDrain:
+      return role == Role::kAdmin;
     case Right::kJoin:
       return role == Role::kWorker;
     case Right::kPublic:

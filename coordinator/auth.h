@@ -48,6 +48,7 @@ enum class Right {
   kJobsSubmit,
   kJobsCancel,
   kLogsRead,
+  kWorkersDrain,
 };
 
 const char* RightName(Right right);

@@ -214,6 +214,15 @@ void Coordinator::Cancel(const std::string& id, const std::string& reason, const
   });
 }
 
+void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
+                             std::function<void(StatusOr<v1::WorkerInfo>)> done) {
+  Locked([&] {
+    mu_.AssertHeld();
+    StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by);
+    Defer([done = std::move(done), info = std::move(info)] { done(info); });
+  });
+}
+
 StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
   MutexLock lock(mu_);
   return jobs_.Get(id);

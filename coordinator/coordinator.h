@@ -95,6 +95,9 @@ class Coordinator {
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
+  // JobManager::SetDrained; `done` runs once the change is durable.
+  void SetDrained(const std::string& worker, bool drained, const std::string& by,
+                  std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);
   JobManager::Stats GetStats() EXCLUDES(mu_);
 
   // Watches a job: `fn` gets the snapshot, then every event, metric and snapshot, and

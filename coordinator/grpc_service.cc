@@ -570,6 +570,21 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContext* context,
+                                                      const v1::DrainWorkerRequest* req,
+                                                      v1::WorkerInfo* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/DrainWorker");
+  if (!who.ok()) return FinishNow(context, who.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.SetDrained(req->name(), req->drain(), by,
+                          [reactor, resp](const StatusOr<v1::WorkerInfo>& info) {
+                            if (info.ok()) *resp = *info;
+                            reactor->Finish(ToGrpc(info.status()));
+                          });
+  return reactor;
+}
+
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* req) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/WatchJob");

@@ -341,6 +341,27 @@ std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
   return out;
 }
 
+StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool drained,
+                                                const std::string& by) {
+  const v1::WorkerInfo* before = workers_.Find(worker);
+  if (before == nullptr) return Status::NotFound("no worker named '" + worker + "'");
+  const bool changed = before->drained() != drained;
+  const v1::WorkerInfo* info = workers_.SetDrained(worker, drained, by.empty() ? "local" : by);
+  if (changed) {
+    CONVOY_RETURN_IF_ERROR(store_.SaveWorker(*info));
+    spdlog::info("worker {} {} by {}", worker, drained ? "drained" : "undrained",
+                 by.empty() ? "local" : by);
+    if (!drained && !waiting_.empty()) schedule_needed_ = true;
+  }
+  v1::WorkerInfo out = *info;
+  out.set_used_slots(UsedSlots(worker));
+  auto it = worker_jobs_.find(worker);
+  if (it != worker_jobs_.end()) {
+    for (const std::string& id : it->second) out.add_jobs(id);
+  }
+  return out;
+}
+
 Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& reason,
                               const v1::RankFailure* failure) {
   const v1::JobState from = r.job.state();
@@ -432,6 +453,7 @@ void JobManager::TrySchedule() {
   if (waiting.empty()) return;
   std::vector<WorkerCapacity> capacity;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
+    if (w->drained()) continue;
     capacity.push_back({w->name(), w->slots() - UsedSlots(w->name()), w->gpus_size()});
   }
   std::set<std::string> placed;

@@ -131,6 +131,12 @@ class JobManager {
   // Every worker with its used slots and jobs.
   std::vector<v1::WorkerInfo> ListWorkers() const;
 
+  // Drains (no new placements; its running attempts go on) or undrains a worker, persisted
+  // with the worker; `by` is recorded (empty with --insecure). NOT_FOUND for a worker never
+  // seen. Undraining lets waiting jobs be placed at the next tick.
+  StatusOr<v1::WorkerInfo> SetDrained(const std::string& worker, bool drained,
+                                      const std::string& by);
+
   // ---- Worker API (the worker's name comes from its stream's Register)
   // A worker (re)registered: reconciles the attempts it reports (adopts the current ones,
   // kills stale ones) and returns the acknowledgement to send first.

@@ -69,6 +69,19 @@ void WorkerRegistry::Restore(const v1::WorkerInfo& info) {
   Heard(e);
 }
 
+const v1::WorkerInfo* WorkerRegistry::SetDrained(const std::string& name, bool drained,
+                                                 const std::string& by) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return nullptr;
+  v1::WorkerInfo& info = it->second.info;
+  if (info.drained() != drained) {
+    info.set_drained(drained);
+    info.set_drained_by(drained ? by : "");
+    info.set_drained_unix_ms(drained ? clock_.NowUnixMs() : 0);
+  }
+  return &info;
+}
+
 std::vector<std::string> WorkerRegistry::ExpireLost() {
   std::vector<std::string> lost;
   const int64_t now = clock_.NowMonotonicMs();

@@ -49,6 +49,11 @@ class WorkerRegistry {
   // READY workers, by name.
   std::vector<const v1::WorkerInfo*> Ready() const;
 
+  // Drains (`by` names who) or undrains a known worker; nullptr when unknown. A drained
+  // worker keeps its state (it stays connected and its ranks run); only placement skips it.
+  // Registering again does not undrain it.
+  const v1::WorkerInfo* SetDrained(const std::string& name, bool drained, const std::string& by);
+
   // nullptr when unknown.
   const v1::WorkerInfo* Find(const std::string& name) const;
   bool IsReady(const std::string& name) const;

@@ -67,10 +67,23 @@ def test_roles_ownership_revocation_and_exit_codes(make_cluster):
     listed = c.admin("token", "list").stdout
     assert "bob" in listed and "revoked" in listed and bob.split(".")[1] not in listed
 
+    # Only an admin drains: alice's job keeps running on the drained worker, a new job waits
+    # until the worker is undrained.
+    r = c.cli("drain", "w1", check=False, token=alice)
+    assert r.returncode == 7 and "workers.drain" in r.stderr
+    assert "DRAINED" in c.cli("drain", "w1").stdout
+    assert "READY,DRAINED" in c.cli("workers", token=viewer).stdout
+    quick = c.cli("submit", _spec(c, {"name": "quick", "nodes": 1, "procs_per_node": 1,
+                                      "command": ["true"]}), token=alice).stdout.strip()
+    c.jobs.append(quick)
+
     # The admin cancels alice's job; the event says who.
     c.cli("cancel", job)
     done = c.wait_state(job, "CANCELLED")
     assert any("cancelled by root" in e["reason"] for e in done["events"])
+    assert c.status(quick)["state"] == "PENDING"
+    c.cli("undrain", "w1")
+    c.wait_state(quick, "SUCCEEDED")
 
 
 def test_plain_text_and_foreign_clients_are_refused(make_cluster):

@@ -188,6 +188,7 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/ListJobs", StatusCode::OK},
       {"/convoy.v1.JobService/WatchJob", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/ListWorkers", StatusCode::OK},
+      {"/convoy.v1.JobService/DrainWorker", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/SubmitJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/CancelJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/GetLogs", StatusCode::PERMISSION_DENIED},
@@ -339,6 +340,31 @@ TEST_F(CoordinatorAuthTest, JoinTokensBuyWorkerCertificatesOnce) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(InspectCertificate(renewed.cert_pem())->common_name, "w7");  // not the CSR's
   EXPECT_TRUE(KeyMatchesCertificate(*renew_key, renewed.cert_pem()).ok());
+}
+
+TEST_F(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
+  auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
+  auto drain = [](v1::JobService::Stub& stub, const std::string& name, bool on,
+                  v1::WorkerInfo* out) {
+    grpc::ClientContext ctx;
+    v1::DrainWorkerRequest req;
+    req.set_name(name);
+    req.set_drain(on);
+    return stub.DrainWorker(&ctx, req, out);
+  };
+  v1::WorkerInfo info;
+  grpc::Status st = drain(*alice, "w1", true, &info);
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("workers.drain"), std::string::npos) << st.error_message();
+  EXPECT_EQ(drain(*admin, "nobody", true, &info).error_code(), StatusCode::NOT_FOUND);
+  auto w1 = cluster_.ConnectScripted("w1");
+  st = drain(*admin, "w1", true, &info);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(info.drained());
+  EXPECT_EQ(info.drained_by(), "root");
+  ASSERT_TRUE(drain(*admin, "w1", false, &info).ok());
+  EXPECT_FALSE(info.drained());
 }
 
 TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {

@@ -209,6 +209,56 @@ TEST_F(JobManagerTest, HappyPathThroughEveryState) {
   EXPECT_EQ((*stored)[0].events_size(), 5);
 }
 
+TEST_F(JobManagerTest, ADrainedWorkerGetsNoNewJobButKeepsItsOwnAndStaysDrained) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string running = Submit(1, 1);
+  auto launches = StartAttempt(running);
+  ASSERT_EQ(launches.size(), 1u);
+  const std::string busy = launches[0].first;
+  const std::string idle = busy == "w1" ? "w2" : "w1";
+
+  // Draining the busy worker leaves its rank alone: nothing is killed, the job runs on.
+  auto drained = jm_->SetDrained(busy, true, "alice");
+  ASSERT_TRUE(drained.ok()) << drained.status().message();
+  EXPECT_TRUE(drained->drained());
+  EXPECT_EQ(drained->drained_by(), "alice");
+  EXPECT_EQ(drained->used_slots(), 1);
+  EXPECT_TRUE(channel_.Take(v1::CoordinatorMessage::kKill).empty());
+  EXPECT_EQ(Job(running).state(), v1::RUNNING);
+
+  // Draining the idle one too: a new job waits although a slot is free once `running` ends.
+  ASSERT_TRUE(jm_->SetDrained(idle, true, "alice").ok());
+  const std::string waiting = Submit(1, 1);
+  Exit(busy, running, 0, 0, 0);
+  EXPECT_EQ(Job(running).state(), v1::SUCCEEDED);
+  Advance(1000);
+  EXPECT_EQ(Job(waiting).state(), v1::PENDING);
+  EXPECT_TRUE(channel_.Take(v1::CoordinatorMessage::kReservePort).empty());
+
+  // Drained survives the worker registering again and a coordinator restart.
+  AddWorker(idle, 1);
+  Restart();
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  for (const v1::WorkerInfo& w : jm_->ListWorkers()) {
+    EXPECT_TRUE(w.drained()) << w.name();
+  }
+  EXPECT_EQ(Job(waiting).state(), v1::PENDING);
+
+  // Undraining one lets the waiting job be placed there at the next tick.
+  auto undrained = jm_->SetDrained(idle, false, "alice");
+  ASSERT_TRUE(undrained.ok());
+  EXPECT_FALSE(undrained->drained());
+  EXPECT_EQ(undrained->drained_by(), "");
+  jm_->Tick();
+  auto ports = channel_.Take(v1::CoordinatorMessage::kReservePort);
+  ASSERT_EQ(ports.size(), 1u);
+  EXPECT_EQ(ports[0].first, idle);
+
+  EXPECT_EQ(jm_->SetDrained("w9", true, "alice").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(JobManagerTest, WaitsInPendingUntilTheWholeGangFits) {
   AddWorker("w1", 1);
   const std::string id = Submit(2, 1);
