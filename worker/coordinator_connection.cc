@@ -55,23 +55,28 @@ void CoordinatorConnection::Dial() {
 bool CoordinatorConnection::Send(const v1::WorkerMessage& msg) {
   // Far more than a worker sends in the seconds a healthy stream can stall.
   constexpr size_t kMaxQueued = 100000;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stream_ == nullptr || !registered_ || out_.size() >= kMaxQueued) return false;
   out_.push_back(msg);
-  out_cv_.notify_one();
+  out_cv_.Signal();
   return true;
 }
 
 void CoordinatorConnection::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stopping_ = true;
   if (context_ != nullptr) context_->TryCancel();
-  wake_.notify_all();
+  wake_.SignalAll();
 }
 
 void CoordinatorConnection::SleepMs(int ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wake_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_.load(); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) break;
+    wake_.WaitFor(mu_, until - now);
+  }
 }
 
 void CoordinatorConnection::Run() {
@@ -99,12 +104,11 @@ void CoordinatorConnection::Serve() {
   // Fail fast while the coordinator is down; our backoff paces the retries.
   context.set_wait_for_ready(false);
   auto stream = stub_->Connect(&context);
-  // Built before taking mu_: the supervisor thread holds its lock while it sends (lock
-  // order supervisor -> connection), so this thread must not nest them the other way round.
+  // Built before taking mu_ (no lock is held while another is taken).
   v1::WorkerMessage reg;
   *reg.mutable_register_() = supervisor_->BuildRegister();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
       context.TryCancel();
       stream->Finish();
@@ -124,7 +128,7 @@ void CoordinatorConnection::Serve() {
   if (ok && stream->Read(&msg)) {
     if (msg.has_register_ack()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         registered_ = true;
         writer_stop_ = false;
         out_.clear();
@@ -135,8 +139,8 @@ void CoordinatorConnection::Serve() {
         for (;;) {
           v1::WorkerMessage next;
           {
-            std::unique_lock<std::mutex> lock(mu_);
-            out_cv_.wait(lock, [this] { return writer_stop_ || !out_.empty(); });
+            MutexLock lock(mu_);
+            while (!writer_stop_ && out_.empty()) out_cv_.Wait(mu_);
             if (writer_stop_) return;
             next = std::move(out_.front());
             out_.pop_front();
@@ -157,14 +161,14 @@ void CoordinatorConnection::Serve() {
     }
   }
   const bool was_registered = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const bool r = registered_;
     context_ = nullptr;
     stream_ = nullptr;
     registered_ = false;
     writer_stop_ = true;
     out_.clear();
-    out_cv_.notify_all();
+    out_cv_.SignalAll();
     return r;
   }();
   context.TryCancel();  // unblocks a write that waits on flow control

@@ -16,12 +16,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "convoy/v1/worker.grpc.pb.h"
 #include "worker/credentials.h"
 #include "worker/supervisor.h"
@@ -62,16 +61,16 @@ class CoordinatorConnection : public Outbox {
   Supervisor* supervisor_ = nullptr;
   std::atomic<bool> stopping_{false};
 
-  std::mutex mu_;
-  std::condition_variable wake_;            // Shutdown wakes a backoff sleep
-  grpc::ClientContext* context_ = nullptr;  // guarded by mu_
-  grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>* stream_ =
-      nullptr;                         // guarded by mu_
-  bool registered_ = false;            // guarded by mu_
-  std::deque<v1::WorkerMessage> out_;  // guarded by mu_: queued for the writer thread
-  std::condition_variable out_cv_;     // out_ has messages, or the writer must stop
-  bool writer_stop_ = false;           // guarded by mu_
-  int failures_ = 0;                   // connection thread only: registrations failed in a row
+  Mutex mu_;
+  CondVar wake_;  // Shutdown wakes a backoff sleep
+  grpc::ClientContext* context_ GUARDED_BY(mu_) = nullptr;
+  grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>* stream_ GUARDED_BY(mu_) =
+      nullptr;
+  bool registered_ GUARDED_BY(mu_) = false;
+  std::deque<v1::WorkerMessage> out_ GUARDED_BY(mu_);  // queued for the writer thread
+  CondVar out_cv_;                                     // out_ has messages, or the writer must stop
+  bool writer_stop_ GUARDED_BY(mu_) = false;
+  int failures_ = 0;  // connection thread only: registrations failed in a row
 };
 
 }  // namespace convoy

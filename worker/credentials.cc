@@ -173,17 +173,17 @@ StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const Cre
 
 WorkerCredentials::~WorkerCredentials() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (renewal_.joinable()) renewal_.join();
 }
 
 void WorkerCredentials::Use(const std::string& key, const std::string& cert,
                             const std::string& ca) {
   auto info = InspectCertificate(cert);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   key_pem_ = key;
   cert_pem_ = cert;
   ca_pem_ = ca;
@@ -193,13 +193,13 @@ void WorkerCredentials::Use(const std::string& key, const std::string& cert,
 }
 
 std::shared_ptr<grpc::ChannelCredentials> WorkerCredentials::Current(uint64_t* generation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (generation != nullptr) *generation = generation_;
   return creds_;
 }
 
 int64_t WorkerCredentials::not_after_s() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return info_.not_after_s;
 }
 
@@ -350,7 +350,7 @@ Status WorkerCredentials::MaybeRenew() {
   std::string key, cert, ca;
   CertInfo info;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     key = key_pem_;
     cert = cert_pem_;
     ca = ca_pem_;
@@ -389,14 +389,14 @@ Status WorkerCredentials::MaybeRenew() {
 void WorkerCredentials::StartRenewal(int period_ms) {
   if (!renewable_) return;
   renewal_ = std::thread([this, period_ms] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_) {
-      stop_cv_.wait_for(lock, std::chrono::milliseconds(period_ms));
-      if (stopping_) break;
-      lock.unlock();
+    for (;;) {
+      {
+        MutexLock lock(mu_);
+        if (!stopping_) stop_cv_.WaitFor(mu_, std::chrono::milliseconds(period_ms));
+        if (stopping_) return;
+      }
       Status st = MaybeRenew();
       if (!st.ok()) spdlog::warn("TLS: {}; retrying", st.message());
-      lock.lock();
     }
   });
 }

@@ -18,14 +18,13 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/pki.h"
 #include "common/status.h"
 
@@ -94,13 +93,13 @@ class WorkerCredentials {
   const CredentialOptions options_;
   const Clock& clock_;
   bool renewable_ = false;  // joined (not --tls-cert, not --insecure)
-  std::mutex mu_;
-  std::string key_pem_, cert_pem_, ca_pem_;          // guarded by mu_
-  CertInfo info_;                                    // guarded by mu_
-  std::shared_ptr<grpc::ChannelCredentials> creds_;  // guarded by mu_
-  uint64_t generation_ = 0;                          // guarded by mu_
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::string key_pem_ GUARDED_BY(mu_), cert_pem_ GUARDED_BY(mu_), ca_pem_ GUARDED_BY(mu_);
+  CertInfo info_ GUARDED_BY(mu_);
+  std::shared_ptr<grpc::ChannelCredentials> creds_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread renewal_;
 };
 

@@ -64,6 +64,10 @@ Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& o
       outbox_(outbox),
       clock_(clock) {
   disconnected_since_ms_ = clock_.NowMonotonicMs();
+  {
+    MutexLock lock(snap_mu_);
+    snapshot_ = std::make_shared<const Snapshot>();
+  }
   if (pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::critical("pipe: {}", strerror(errno));
     std::abort();
@@ -107,7 +111,7 @@ void Supervisor::Stop() {
 
 void Supervisor::Post(const v1::CoordinatorMessage& msg) {
   {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     Command cmd;
     cmd.msg = msg;
     commands_.push_back(std::move(cmd));
@@ -122,13 +126,13 @@ void Supervisor::OnConnected(int heartbeat_interval_ms) {
   cmd.resync = true;
   cmd.heartbeat_ms = std::clamp(heartbeat_interval_ms, 50, 60000);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(snap_mu_);
     cmd.since_seq = register_seq_;
   }
   cmd.link_gen = ++link_gen_;
   connected_ = true;
   {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     commands_.push_back(std::move(cmd));
   }
   char c = 'r';
@@ -142,6 +146,8 @@ void Supervisor::OnDisconnected() {
 }
 
 bool Supervisor::Send(const v1::WorkerMessage& msg) {
+  // A report never leaves before the snapshot that BuildRegister reads reflects it.
+  PublishSnapshot();
   if (!LinkUp()) return false;
   return outbox_.Send(msg);
 }
@@ -160,7 +166,6 @@ void Supervisor::Run() {
   int64_t stop_deadline = 0;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) {
         const int64_t now = clock_.NowMonotonicMs();
         if (stop_deadline == 0) {
@@ -200,7 +205,6 @@ void Supervisor::Run() {
     }
     const int n = poll(fds.data(), fds.size(), kTickMs);
     if (n < 0 && errno != EINTR) spdlog::error("poll: {}", strerror(errno));
-    std::lock_guard<std::mutex> lock(mu_);
     if (n > 0) {
       // Attempts are erased only in Timers and ranks never, so the pointers in `targets` are
       // valid here; commands run last because a Launch adds attempts.
@@ -229,7 +233,7 @@ void Supervisor::Run() {
         }
         std::deque<Command> cmds;
         {
-          std::lock_guard<std::mutex> cmd_lock(cmd_mu_);
+          MutexLock cmd_lock(cmd_mu_);
           cmds.swap(commands_);
         }
         for (const Command& c : cmds) Handle(c);
@@ -238,8 +242,8 @@ void Supervisor::Run() {
     Reap();
     Timers();
     RetryHeldLogs();  // every tick (50 ms): a held `logs -f` answers soon after bytes arrive
+    PublishSnapshot();
   }
-  std::lock_guard<std::mutex> lock(mu_);
   FlushMetrics(true);
   for (auto& [key, a] : attempts_) CloseMetrics(a);
 }
@@ -272,6 +276,7 @@ void Supervisor::Handle(const Command& cmd) {
     case v1::CoordinatorMessage::kForgetAttempt: {
       auto it = attempts_.find({msg.forget_attempt().job_id(), msg.forget_attempt().attempt()});
       if (it != attempts_.end()) it->second.forgotten = true;
+      snapshot_dirty_ = true;
       break;
     }
     case v1::CoordinatorMessage::kRegisterAck:
@@ -410,6 +415,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   }
 
   Attempt& a = attempts_[key];
+  snapshot_dirty_ = true;
   a.job_id = launch.job_id();
   a.attempt = launch.attempt();
   a.dir = dir;
@@ -444,6 +450,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     req.user = config_.run_as;
     auto started = launcher_.Launch(req);
     r->start_seq = ++seq_;
+    snapshot_dirty_ = true;
     if (!started.ok()) {
       r->launch_failed = true;
       r->launch_error = started.status().message();
@@ -547,6 +554,7 @@ void Supervisor::Reap() {
 void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
   r.running = false;
   r.exit_seq = ++seq_;
+  snapshot_dirty_ = true;
   // Whatever is left in the pipes belongs to the log and the stderr tail. (Output that a
   // child of the rank writes later is lost: the group is killed just below.)
   for (int i = 0; i < 64 && r.out_fd >= 0; ++i) PumpOutput(r, false);
@@ -628,6 +636,7 @@ void Supervisor::Timers() {
     if (!a.AnyRunning() && (a.forgotten || old)) {
       CloseMetrics(it->second);
       it = attempts_.erase(it);
+      snapshot_dirty_ = true;
     } else {
       ++it;
     }

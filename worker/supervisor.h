@@ -6,15 +6,15 @@
 // when the coordinator stays away, and reports all of it through an Outbox.
 //
 // Threading:
-//  - One supervisor thread (Run, started by Start) owns all process state and does every
-//    fork, so that PR_SET_PDEATHSIG is tied to a thread that lives as long as the worker.
-//    It also does every Outbox::Send.
-//  - Other threads call only Post, BuildRegister, OnConnected, OnDisconnected and Stop.
-//  - `mu_` guards `attempts_` and the event sequence: the supervisor thread holds it while
-//    it works (it is the only writer); BuildRegister takes it to read a consistent
-//    snapshot. `cmd_mu_` guards the command queue. Lock order: mu_ before the connection's
-//    own lock (the supervisor sends while holding mu_); nobody takes mu_ while holding the
-//    connection's lock.
+//  - One supervisor thread (Run, started by Start) owns all process state (`attempts_`, the
+//    event sequence) without a lock and does every fork, so that PR_SET_PDEATHSIG is tied to
+//    a thread that lives as long as the worker. It also does every Outbox::Send.
+//  - Other threads call only Post, BuildRegister, OnConnected, OnDisconnected and Stop, and
+//    never wait for process work: `cmd_mu_` guards the command queue, and `snap_mu_` the
+//    snapshot of the attempts that BuildRegister reads. The supervisor thread publishes a new
+//    snapshot (built without any lock, swapped in under `snap_mu_`) at the end of each turn
+//    in which something changed. Neither lock is held across a fork, a file write or a send.
+//    Lock order: none (no lock is taken while another is held).
 //
 // Reports and reconnection: every rank start, launch failure and exit gets a number from
 // one sequence. A Register records the sequence number it reflects; when the coordinator
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "convoy/v1/worker.pb.h"
 #include "worker/metrics_server.h"
 #include "worker/process_launcher.h"
@@ -148,8 +149,17 @@ class Supervisor {
     v1::MetricRecord record;
   };
 
-  // All below run on the supervisor thread with mu_ held.
+  // What BuildRegister reports: every attempt still running or not forgotten, as of event
+  // number `seq`.
+  struct Snapshot {
+    uint64_t seq = 0;
+    std::vector<v1::AttemptStatus> attempts;
+  };
+
+  // All below run on the supervisor thread.
   void Run();
+  // Builds and publishes a Snapshot when something changed since the last one.
+  void PublishSnapshot();
   void Handle(const Command& cmd);
   void Resync(const Command& cmd);
   void Launch(const v1::Launch& launch);
@@ -181,14 +191,18 @@ class Supervisor {
   Outbox& outbox_;
   const Clock& clock_;
 
-  std::mutex cmd_mu_;
-  std::deque<Command> commands_;  // guarded by cmd_mu_
-  int wake_fd_[2] = {-1, -1};     // a byte in it wakes the supervisor thread
+  Mutex cmd_mu_;
+  std::deque<Command> commands_ GUARDED_BY(cmd_mu_);
+  int wake_fd_[2] = {-1, -1};  // a byte in it wakes the supervisor thread
 
-  std::mutex mu_;
-  std::map<Key, Attempt> attempts_;  // guarded by mu_; written by the supervisor thread only
-  uint64_t seq_ = 0;                 // guarded by mu_: the last event number
-  uint64_t register_seq_ = 0;        // guarded by mu_: seq_ of the last BuildRegister
+  Mutex snap_mu_;
+  std::shared_ptr<const Snapshot> snapshot_ GUARDED_BY(snap_mu_);
+  uint64_t register_seq_ GUARDED_BY(snap_mu_) = 0;  // Snapshot::seq of the last BuildRegister
+
+  // Supervisor thread only.
+  std::map<Key, Attempt> attempts_;
+  uint64_t seq_ = 0;            // the last event number
+  bool snapshot_dirty_ = true;  // attempts_ changed since the last PublishSnapshot
 
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> link_gen_{0};  // bumped by every connect and disconnect

@@ -34,17 +34,30 @@ v1::Register Supervisor::BuildRegister() {
   for (int g : config_.gpus) reg.add_gpus(g);
   reg.set_slots(config_.slots);
   reg.set_version(CONVOY_VERSION);
-  std::lock_guard<std::mutex> lock(mu_);
-  register_seq_ = seq_;
+  std::shared_ptr<const Snapshot> snap;
+  {
+    MutexLock lock(snap_mu_);
+    snap = snapshot_;
+    register_seq_ = snap->seq;
+  }
+  for (const v1::AttemptStatus& as : snap->attempts) *reg.add_attempts() = as;
+  return reg;
+}
+
+void Supervisor::PublishSnapshot() {
+  if (!snapshot_dirty_) return;
+  snapshot_dirty_ = false;
+  auto snap = std::make_shared<Snapshot>();
+  snap->seq = seq_;
   for (const auto& [key, a] : attempts_) {
     // A forgotten attempt is still reported while it runs: the coordinator must learn of it
     // (and kill it) rather than lose track of its processes.
     if (a.forgotten && !a.AnyRunning()) continue;
-    v1::AttemptStatus* as = reg.add_attempts();
-    as->set_job_id(a.job_id);
-    as->set_attempt(a.attempt);
+    v1::AttemptStatus& as = snap->attempts.emplace_back();
+    as.set_job_id(a.job_id);
+    as.set_attempt(a.attempt);
     for (const auto& r : a.ranks) {
-      v1::RankStatus* rs = as->add_ranks();
+      v1::RankStatus* rs = as.add_ranks();
       rs->set_rank(r->rank);
       rs->set_local_rank(r->local_rank);
       rs->set_pid(r->pid);
@@ -52,7 +65,8 @@ v1::Register Supervisor::BuildRegister() {
       if (!r->running) *rs->mutable_exit() = r->exit;
     }
   }
-  return reg;
+  MutexLock lock(snap_mu_);
+  snapshot_ = std::move(snap);
 }
 
 void Supervisor::ReservePort(const v1::ReservePort& req) {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -27,7 +28,11 @@ using namespace std::chrono_literals;
 class FakeLauncher : public ProcessLauncher {
  public:
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    ++launching_;
+    gate_cv_.notify_all();
+    gate_cv_.wait(lock, [this] { return !gated_; });  // a fork that takes its time
+    --launching_;
     requests_.push_back(request);
     if (request.argv[0] == "cannot-exec") {
       return Status::FailedPrecondition("exec cannot-exec: No such file or directory");
@@ -49,6 +54,21 @@ class FakeLauncher : public ProcessLauncher {
   void SetStopped(pid_t pid) {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_.insert(pid);
+  }
+  // While closed, Launch blocks (as a slow fork or exec would).
+  void CloseGate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gated_ = true;
+  }
+  void OpenGate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gated_ = false;
+    gate_cv_.notify_all();
+  }
+  // Waits until a Launch is blocked at the gate.
+  bool WaitLaunching() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return gate_cv_.wait_for(lock, 5s, [this] { return launching_ > 0; });
   }
   // From now on a signalled process dies of it at once.
   void DieOnSignal() {
@@ -103,6 +123,9 @@ class FakeLauncher : public ProcessLauncher {
   std::set<pid_t> live_;
   bool die_on_signal_ = false;
   int64_t polls_ = 0;
+  std::condition_variable gate_cv_;
+  bool gated_ = false;
+  int launching_ = 0;
 };
 
 class FakeOutbox : public Outbox {
@@ -315,6 +338,25 @@ TEST_F(SupervisorTest, BadLaunchesAreRefusedWithLaunchFailed) {
   sup_->Post(v1::CoordinatorMessage());
   EXPECT_TRUE(launcher_.requests().empty());
   EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
+}
+
+TEST_F(SupervisorTest, RegisterNeverWaitsForAForkInProgress) {
+  Start();
+  Connect();
+  launcher_.CloseGate();
+  sup_->Post(LaunchMsg("j", 0, 0, 1, {"x"}));
+  ASSERT_TRUE(launcher_.WaitLaunching());
+  // The supervisor thread is inside Launch (a fork); a reconnecting connection thread still
+  // gets its Register at once, from the last snapshot (which does not hold the attempt yet).
+  auto reg = std::async(std::launch::async, [this] { return sup_->BuildRegister(); });
+  const bool ready = reg.wait_for(5s) == std::future_status::ready;
+  const int attempts = ready ? reg.get().attempts_size() : -1;
+  launcher_.OpenGate();
+  ASSERT_TRUE(ready) << "BuildRegister waited for the fork";
+  EXPECT_EQ(attempts, 0);
+  ASSERT_TRUE(outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted)).has_value());
+  // Once the start is reported, the snapshot has it.
+  EXPECT_EQ(sup_->BuildRegister().attempts_size(), 1);
 }
 
 TEST_F(SupervisorTest, ExecFailureIsReportedAndRemembered) {
