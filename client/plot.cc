@@ -155,40 +155,98 @@ std::string Sparkline(const std::vector<double>& values, size_t width) {
   return out;
 }
 
-std::string RenderChart(const std::vector<PlotSeries>& series, const ChartOptions& o) {
-  double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
+namespace {
+
+// The x and y range of the finite points; false when there are none.
+bool Range(const std::vector<PlotSeries>& series, double* xmin, double* xmax, double* ymin,
+           double* ymax) {
   bool any = false;
   for (const PlotSeries& s : series) {
     for (const PlotPoint& p : s.points) {
       const double x = static_cast<double>(p.step);
       if (!std::isfinite(p.value)) continue;
       if (!any) {
-        xmin = xmax = x;
-        ymin = ymax = p.value;
+        *xmin = *xmax = x;
+        *ymin = *ymax = p.value;
         any = true;
       }
-      xmin = std::min(xmin, x);
-      xmax = std::max(xmax, x);
-      ymin = std::min(ymin, p.value);
-      ymax = std::max(ymax, p.value);
+      *xmin = std::min(*xmin, x);
+      *xmax = std::max(*xmax, x);
+      *ymin = std::min(*ymin, p.value);
+      *ymax = std::max(*ymax, p.value);
     }
   }
+  return any;
+}
+
+// Consecutive finite points of a series that fall into the same one of `columns` dot
+// columns between xmin and xmax become one, their mean: a noisy per-step loss reads as a
+// curve instead of a band, and the y axis spans what is drawn.
+std::vector<PlotSeries> MeanPerColumn(const std::vector<PlotSeries>& series, double xmin,
+                                      double xmax, int columns) {
+  std::vector<PlotSeries> out;
+  for (const PlotSeries& s : series) {
+    PlotSeries m;
+    m.rank = s.rank;
+    int column = -1;
+    double steps = 0, sum = 0;
+    int n = 0;
+    auto emit = [&] {
+      if (n == 0) return;
+      m.points.push_back({static_cast<int64_t>(std::llround(steps / n)), 0, 0, 0, sum / n});
+      steps = sum = 0;
+      n = 0;
+    };
+    for (const PlotPoint& p : s.points) {
+      if (!std::isfinite(p.value)) {
+        emit();
+        m.points.push_back(p);  // a gap in the line
+        column = -1;
+        continue;
+      }
+      const int c = static_cast<int>(
+          std::lround((static_cast<double>(p.step) - xmin) / (xmax - xmin) * (columns - 1)));
+      if (c != column) emit();
+      column = c;
+      steps += static_cast<double>(p.step);
+      sum += p.value;
+      ++n;
+    }
+    emit();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& o) {
+  double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
   std::string out;
   if (!o.title.empty()) out += o.title + "\n";
-  if (!any) return out + "(no data)\n";
+  if (!Range(raw, &xmin, &xmax, &ymin, &ymax)) return out + "(no data)\n";
+  if (xmax == xmin) xmax = xmin + 1;
+  const bool legend = raw.size() > 1;
+  const int height = std::max(o.height, 5);
+  const int rows = std::max(3, height - 2 - (o.title.empty() ? 0 : 1) - (legend ? 1 : 0));
+  // The width of the y labels decides the plot's; the labels come from what is drawn: first
+  // with the raw range's labels, then with the means'.
+  auto label_width = [](double lo, double hi) {
+    return std::max({Label(hi).size(), Label((lo + hi) / 2).size(), Label(lo).size()});
+  };
+  const int width = std::max(o.width, 20);
+  const int cols0 = std::max(10, width - static_cast<int>(label_width(ymin, ymax)) - 2);
+  const std::vector<PlotSeries> series = MeanPerColumn(raw, xmin, xmax, cols0 * 2);
+  double mean_xmin = 0, mean_xmax = 0;  // the x axis keeps the raw steps' range
+  Range(series, &mean_xmin, &mean_xmax, &ymin, &ymax);
   if (ymax == ymin) {
     const double pad = ymin == 0 ? 1 : std::fabs(ymin) * 0.05;
     ymin -= pad;
     ymax += pad;
   }
-  if (xmax == xmin) xmax = xmin + 1;
-
-  const bool legend = series.size() > 1;
-  const int height = std::max(o.height, 5);
-  const int rows = std::max(3, height - 2 - (o.title.empty() ? 0 : 1) - (legend ? 1 : 0));
   const std::string top = Label(ymax), mid = Label((ymin + ymax) / 2), bottom = Label(ymin);
   const size_t label_w = std::max({top.size(), mid.size(), bottom.size()});
-  const int cols = std::max(10, std::max(o.width, 20) - static_cast<int>(label_w) - 2);
+  const int cols = std::max(10, width - static_cast<int>(label_w) - 2);
 
   // Dots, then per cell the series that drew last (for its colour).
   const int dw = cols * 2, dh = rows * 4;

@@ -185,6 +185,26 @@ TEST(ClientPlotTest, AFlatSeriesStillDraws) {
   EXPECT_NE(chart.find("\xE2\xA0"), std::string::npos);
 }
 
+TEST(ClientPlotTest, PointsSharingADotColumnAreDrawnAsTheirMean) {
+  // A per-step loss that jumps between 0 and 1 every step: 1,000 points on about 70 dot
+  // columns read as a flat line near 0.5, not a band from 0 to 1.
+  PlotSeries s;
+  for (int i = 0; i < 1000; ++i) s.points.push_back({i, 0, 0, 0, i % 2 == 0 ? 0.0 : 1.0});
+  ChartOptions o;
+  o.width = 40;
+  o.height = 8;
+  const std::vector<std::string> lines = Lines(RenderChart({s}, o));
+  ASSERT_GE(lines.size(), 3u);
+  const double top = std::atof(lines[0].c_str());
+  const double bottom = std::atof(lines[lines.size() - 3].c_str());
+  EXPECT_GT(bottom, 0.4) << lines[lines.size() - 3];
+  EXPECT_LT(top, 0.6) << lines[0];
+  // The x axis still spans the raw steps.
+  EXPECT_TRUE(StartsWith(lines.back().substr(lines.back().find_first_not_of(' ')), "0 "))
+      << lines.back();
+  EXPECT_EQ(lines.back().substr(lines.back().size() - 4), " 999");
+}
+
 TEST(ClientPlotTest, StatusSummaryShowsTheLossSparklineAndAccuracyPerEpoch) {
   const std::string text = FormatHistorySummary(History(), 16);
   EXPECT_EQ(text,
