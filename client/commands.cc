@@ -12,9 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "client/format.h"
+#include "client/plot.h"
 #include "client/progress.h"
+#include "client/top.h"
 #include "client/watch.h"
 #include "common/job_spec.h"
 #include "common/pki.h"
@@ -69,6 +72,27 @@ ProgressView::Options ViewOptions(bool json) {
   winsize ws{};
   if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) o.terminal_columns = ws.ws_col;
   return o;
+}
+
+// Columns of stdout when it is a terminal, else 0.
+int TerminalColumns() {
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) != 0 && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) return ws.ws_col;
+  return 0;
+}
+
+bool ColorTerminal() {
+  const char* term = std::getenv("TERM");
+  return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr &&
+         (term == nullptr || std::strcmp(term, "dumb") != 0);
+}
+
+grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::GetJobMetricsRequest req;
+  req.set_job_id(job);
+  return c.stub->GetJobMetrics(&ctx, req, out);
 }
 
 }  // namespace
@@ -140,7 +164,21 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::Job resp;
   grpc::Status st = c.stub->GetJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "status " + job);
-  std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobStatus(resp, NowMs()));
+  if (options.json) {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  std::string text = FormatJobStatus(resp, NowMs());
+  // The history section goes before the failures and events; a coordinator without
+  // GetJobMetrics (older) or a refusal just leaves it out.
+  v1::JobMetrics metrics;
+  if (GetMetrics(c, job, &metrics).ok()) {
+    const std::string history = FormatHistorySummary(metrics);
+    size_t at = text.find("\nfailures (");
+    if (at == std::string::npos) at = text.find("\nevents:\n");
+    if (!history.empty() && at != std::string::npos) text.insert(at + 1, history);
+  }
+  std::cout << text;
   return kExitOk;
 }
 
@@ -211,6 +249,51 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
     std::cout << FormatWorkerTable(one, NowMs());
   }
   return kExitOk;
+}
+
+int PlotCommand(Coordinator& c, const std::string& job, const std::string& metric_name, int rank,
+                const std::string& output) {
+  PlotMetric metric;
+  if (!ParsePlotMetric(metric_name, &metric)) {
+    std::cerr << "convoy: plot: --metric must be loss, samples_per_second or accuracy\n";
+    return kExitUsage;
+  }
+  v1::JobMetrics metrics;
+  grpc::Status st = GetMetrics(c, job, &metrics);
+  if (!st.ok()) return RpcFailed(st, "plot " + job);
+  const std::vector<PlotSeries> series = ExtractSeries(metrics, metric, rank);
+  if (output == "csv") {
+    std::cout << SeriesCsv(series, metric);
+  } else if (output == "json") {
+    std::cout << SeriesJson(series, metric) << "\n";
+  } else {
+    ChartOptions o;
+    const int columns = TerminalColumns();
+    o.width = columns > 0 ? columns : 80;
+    o.color = ColorTerminal();
+    o.title = PlotMetricName(metric) + " of " + job +
+              (rank >= 0 ? ", rank " + std::to_string(rank) : std::string(", every rank"));
+    std::cout << RenderChart(series, o);
+  }
+  return kExitOk;
+}
+
+int TopCommand(Coordinator& c, bool once, int interval_ms) {
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListJobsResponse resp;
+    grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+    if (!st.ok()) return RpcFailed(st, "top");
+    const std::string text = FormatTop(resp, NowMs());
+    if (once) {
+      std::cout << text << std::flush;
+      return kExitOk;
+    }
+    // Cursor home, clear the screen, draw: one write, so the picture does not flicker.
+    std::cout << "\x1b[H\x1b[2J" << text << std::flush;
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
 }
 
 StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint) {

@@ -51,4 +51,15 @@ int WorkersCommand(Coordinator& c, const CommandOptions& options);
 int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
                  const CommandOptions& options);
 
+// `convoy plot JOB`: the job's metric history (GetJobMetrics) as a terminal chart, or with
+// `output` "csv" / "json" the series as text. `metric`: loss, samples_per_second or
+// accuracy; `rank` < 0: every rank. The chart is as wide as the terminal (80 when stdout is
+// not one) and coloured on a terminal.
+int PlotCommand(Coordinator& c, const std::string& job, const std::string& metric, int rank,
+                const std::string& output);
+
+// `convoy top`: every job that is not finished (FormatTop), redrawn in place every
+// `interval_ms` until interrupted (Ctrl-C); with `once`, printed once without escape codes.
+int TopCommand(Coordinator& c, bool once, int interval_ms);
+
 }  // namespace convoy

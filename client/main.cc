@@ -89,6 +89,27 @@ int main(int argc, char** argv) {
   CLI::App* undrain = app.add_subcommand("undrain", "admins: place jobs on WORKER again");
   undrain->add_option("WORKER", worker, "worker name")->required();
   add_output(undrain);
+  std::string metric = "loss", plot_output = "chart";
+  int plot_rank = -1;
+  CLI::App* plot = app.add_subcommand(
+      "plot", "a job's metric history as a terminal chart, or its series as CSV or JSON");
+  plot->add_option("JOB", job, "job id")->required();
+  plot->add_option("--metric,-m", metric, "loss, samples_per_second or accuracy")
+      ->check(CLI::IsMember({"loss", "samples_per_second", "accuracy"}))
+      ->capture_default_str();
+  plot->add_option("--rank,-r", plot_rank, "only this global rank (default: every rank)")
+      ->check(CLI::Range(0, 1 << 20));
+  plot->add_option("--output,-o", plot_output, "chart, csv or json")
+      ->check(CLI::IsMember({"chart", "csv", "json"}))
+      ->capture_default_str();
+  bool once = false;
+  int interval_ms = 1000;
+  CLI::App* top = app.add_subcommand(
+      "top", "every running job with its progress, rate and slowest rank, refreshed in place");
+  top->add_flag("--once", once, "print once, without escape codes (for scripts), and exit");
+  top->add_option("--interval-ms", interval_ms, "refresh period")
+      ->check(CLI::Range(100, 3600 * 1000))
+      ->capture_default_str();
   CLI::App* login = app.add_subcommand(
       "login",
       "check --coordinator, --token and --ca (or --ca-fingerprint), then save them in "
@@ -109,7 +130,7 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
       std::cerr << "convoy: unknown command '" << extra[0]
                 << "' (commands: submit, list, status, watch, logs, cancel, workers, drain, "
-                   "undrain, login)";
+                   "undrain, plot, top, login)";
     } else {
       std::cerr << "convoy: " << e.what();
     }
@@ -184,5 +205,7 @@ int main(int argc, char** argv) {
   if (workers->parsed()) return WorkersCommand(c, options);
   if (drain->parsed()) return DrainCommand(c, worker, true, options);
   if (undrain->parsed()) return DrainCommand(c, worker, false, options);
+  if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);
+  if (top->parsed()) return TopCommand(c, once, interval_ms);
   return kExitUsage;
 }

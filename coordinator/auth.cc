@@ -41,6 +41,7 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/GetLogs", Right::kLogsRead},
       {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
       {"/convoy.v1.JobService/DrainWorker", Right::kWorkersDrain},
+      {"/convoy.v1.JobService/GetJobMetrics", Right::kJobsRead},
       {"/convoy.v1.WorkerService/Connect", Right::kWorker},
       {"/convoy.v1.JoinService/GetClusterInfo", Right::kPublic},
       {"/convoy.v1.JoinService/Join", Right::kJoin},

@@ -37,6 +37,18 @@ StatusOr<std::vector<v1::WorkerInfo>> Coordinator::WriteBehindStore::LoadWorkers
   return c_.durable_.LoadWorkers();
 }
 
+Status Coordinator::WriteBehindStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.job_metrics = job_metrics;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::JobMetrics>> Coordinator::WriteBehindStore::LoadJobMetrics() {
+  return c_.durable_.LoadJobMetrics();
+}
+
 bool Coordinator::StreamChannel::Send(const std::string& name, const v1::CoordinatorMessage& msg) {
   c_.mu_.AssertHeld();
   auto it = c_.streams_.find(name);
@@ -226,6 +238,11 @@ void Coordinator::SetDrained(const std::string& worker, bool drained, const std:
 StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
   MutexLock lock(mu_);
   return jobs_.Get(id);
+}
+
+StatusOr<v1::JobMetrics> Coordinator::GetMetrics(const std::string& id) {
+  MutexLock lock(mu_);
+  return jobs_.GetMetrics(id);
 }
 
 std::vector<v1::Job> Coordinator::List(bool full) {

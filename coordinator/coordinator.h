@@ -93,6 +93,8 @@ class Coordinator {
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
+  // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
+  StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
   // JobManager::SetDrained; `done` runs once the change is durable.
@@ -148,6 +150,8 @@ class Coordinator {
     StatusOr<std::vector<v1::Job>> LoadJobs() override;
     Status SaveWorker(const v1::WorkerInfo& worker) override;
     StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+    Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
+    StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
 
    private:
     Coordinator& c_;

@@ -527,6 +527,18 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::GetJobMetrics(grpc::CallbackServerContext* context,
+                                                        const v1::GetJobMetricsRequest* req,
+                                                        v1::JobMetrics* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/GetJobMetrics");
+  if (!who.ok()) return FinishNow(context, who.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto metrics = coordinator_.GetMetrics(req->job_id());
+  if (metrics.ok()) *resp = std::move(*metrics);
+  reactor->Finish(ToGrpc(metrics.status()));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* req,
                                                    v1::ListJobsResponse* resp) {

@@ -68,6 +68,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                                            const v1::WatchJobRequest* req) override;
   grpc::ServerWriteReactor<v1::LogChunk>* GetLogs(grpc::CallbackServerContext* context,
                                                   const v1::GetLogsRequest* req) override;
+  grpc::ServerUnaryReactor* GetJobMetrics(grpc::CallbackServerContext* context,
+                                          const v1::GetJobMetricsRequest* req,
+                                          v1::JobMetrics* resp) override;
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
                                         const v1::ListWorkersRequest* req,
                                         v1::ListWorkersResponse* resp) override;

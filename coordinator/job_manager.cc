@@ -44,6 +44,16 @@ v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
   return last->attempt() == r.rt.attempt ? last : nullptr;
 }
 
+namespace {
+
+// The metric history's bound per rank for a job of this shape.
+int HistoryPoints(const v1::JobSpec& spec) {
+  const int64_t per_node = spec.procs_per_node_gpu() ? 8 : std::max(1, spec.procs_per_node());
+  return MetricHistory::PointsPerRank(int64_t{std::max(1, spec.nodes())} * per_node);
+}
+
+}  // namespace
+
 Status JobManager::Recover() {
   auto workers = store_.LoadWorkers();
   if (!workers.ok()) return workers.status();
@@ -57,6 +67,7 @@ Status JobManager::Recover() {
     r.job = std::move(job);
     Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
     r.metrics.Rebuild(r.job);
+    r.history = MetricHistory(r.job.id(), HistoryPoints(r.job.spec()));
     int number = 0;
     if (std::sscanf(r.job.id().c_str(), "j-%d", &number) == 1 && number >= next_job_number_) {
       next_job_number_ = number + 1;
@@ -92,6 +103,12 @@ Status JobManager::Recover() {
     spdlog::info("recovered job {} in {} (attempt {}); waiting for its workers", r.job.id(),
                  StateName(r.job.state()), r.rt.attempt);
   }
+  auto histories = store_.LoadJobMetrics();
+  if (!histories.ok()) return histories.status();
+  for (v1::JobMetrics& m : *histories) {
+    JobRecord* r = Find(m.job_id());
+    if (r != nullptr) r->history.Restore(std::move(m));
+  }
   spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
   return Status::Ok();
 }
@@ -119,10 +136,17 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   *job.add_events() = event;
   JobRecord& r = jobs_.try_emplace(id, NewRuntime()).first->second;
   r.job = std::move(job);
+  r.history = MetricHistory(id, HistoryPoints(spec));
   Track(id, v1::JOB_STATE_UNSPECIFIED, v1::PENDING);
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(), spec.nodes());
   TrySchedule();
   return std::string(id);
+}
+
+StatusOr<v1::JobMetrics> JobManager::GetMetrics(const std::string& id) const {
+  const JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  return r->history.Sorted();
 }
 
 StatusOr<v1::Job> JobManager::Get(const std::string& id) const {
@@ -385,6 +409,8 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
                   StateName(from), StateName(to), reason, st.message());
     return Status::Unavailable("cannot persist the transition: " + st.message());
   }
+  // A finished job's history is final: written with its last transition's batch.
+  if (IsTerminal(to) && history_dirty_.erase(r.job.id()) > 0) SaveHistory(r);
   *next.mutable_events() = std::move(*r.job.mutable_events());
   *next.add_events() = event;
   r.job = std::move(next);
@@ -416,6 +442,25 @@ void JobManager::Persist(JobRecord& r) {
 void JobManager::FlushDirty() {
   for (const std::string& id : dirty_) SaveNow(jobs_.at(id));
   dirty_.clear();
+  const int64_t now = clock_.NowMonotonicMs();
+  for (auto it = history_dirty_.begin(); it != history_dirty_.end();) {
+    JobRecord& r = jobs_.at(*it);
+    if (!IsTerminal(r.job.state()) &&
+        now - r.history_saved_mono_ms < options_.history_save_interval_ms) {
+      ++it;
+      continue;
+    }
+    SaveHistory(r);
+    it = history_dirty_.erase(it);
+  }
+}
+
+void JobManager::SaveHistory(JobRecord& r) {
+  r.history_saved_mono_ms = clock_.NowMonotonicMs();
+  Status st = store_.SaveJobMetrics(r.history.history());
+  if (!st.ok()) {
+    spdlog::error("job {}: cannot persist its metric history: {}", r.job.id(), st.message());
+  }
 }
 
 void JobManager::SaveNow(JobRecord& r) {

@@ -23,6 +23,10 @@
 // launch is O(its ranks), placement is O(workers + nodes) (a 10,000-node job on 10,000
 // workers places and launches in milliseconds). Scheduling runs once per Tick when something
 // changed (a job arrived, slots were freed, a worker became ready); Submit places at once.
+// A metric record also goes into the job's history (MetricHistory: O(1) amortised); a
+// changed history is written apart from the job, at most once per history_save_interval_ms
+// while the job runs and at once when it ends (with its final transition), so a kill -9 loses
+// at most that interval of a running job's history and nothing of a finished one's.
 // Tick is O(active jobs + workers that expire): a running attempt's ranks are scanned for a
 // hang only when one can be due (FailureAttribution::CheckHang). GetStats is O(states).
 #pragma once
@@ -43,6 +47,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
+#include "coordinator/metric_history.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
 
@@ -72,6 +77,10 @@ struct JobManagerOptions {
   int64_t log_request_timeout_ms = 10000;
   // Sent to workers in RegisterAck.
   int32_t heartbeat_interval_ms = 1000;
+  // A running job's changed metric history is written at most this often (a finished
+  // job's at once). Each write is the whole history: up to MetricHistory::kPointsPerJob
+  // points, about 40 bytes each.
+  int64_t history_save_interval_ms = 2000;
   // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
   const Scheduler* scheduler = nullptr;
 };
@@ -92,6 +101,8 @@ class JobManager {
   StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& owner = "");
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Job> Get(const std::string& id) const;
+  // The job's metric history, ranks sorted by rank; NOT_FOUND for an unknown id. O(points).
+  StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) const;
   // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
   // event log, and each attempt without its nodes and exits (node_count/exit_count set).
   std::vector<v1::Job> List(bool full = true) const;
@@ -189,6 +200,8 @@ class JobManager {
     AttemptRuntime rt;
     std::map<uint64_t, WatchFn> watchers;
     MetricBook metrics;  // job.latest, merged
+    MetricHistory history{"", MetricHistory::kMaxPointsPerRank};
+    int64_t history_saved_mono_ms = 0;  // when the history was last written
   };
 
   // An empty runtime (no attempt) with this manager's clock and failure window.
@@ -204,8 +217,10 @@ class JobManager {
   void Persist(JobRecord& r);
   // Writes the job as it is (no event) now. Logs on failure.
   void SaveNow(JobRecord& r);
-  // Writes every dirty job once.
+  // Writes every dirty job once, and every changed history that is due.
   void FlushDirty();
+  // Writes the job's metric history now (no longer dirty). Logs on failure.
+  void SaveHistory(JobRecord& r);
   // Keeps the state indexes (counts, active, waiting) in step with a job's state.
   void Track(const std::string& id, v1::JobState from, v1::JobState to);
   // Installs `rt` as the job's attempt runtime: indexes its workers and takes their slots.
@@ -264,6 +279,7 @@ class JobManager {
   std::map<std::string, int> used_slots_;                     // worker -> ranks not gone
   int64_t used_total_ = 0;                                    // the sum of used_slots_
   std::set<std::string> dirty_;
+  std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
   bool schedule_needed_ = false;
   int64_t next_job_number_ = 1;
   uint64_t next_watch_id_ = 1;

@@ -308,6 +308,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
     it->second.last_progress_mono_ms = now;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
+    if (r->history.Add(rec0, batch.attempt())) history_dirty_.insert(r->job.id());
     const v1::MetricRecord rec = r->metrics.Record(&r->job, rec0, batch.attempt());
     v1::WatchJobResponse update;
     *update.mutable_metric() = rec;

@@ -16,11 +16,13 @@
 
 namespace convoy {
 
-// One write of a batch: a job (with an event to append, or none) or a worker.
+// One write of a batch: a job (with an event to append, or none), a worker, or a job's
+// metric history.
 struct StoreWrite {
   std::optional<v1::Job> job;  // set for a job write; its events are ignored
   std::optional<v1::JobEvent> event;
-  std::optional<v1::WorkerInfo> worker;  // set for a worker write
+  std::optional<v1::WorkerInfo> worker;       // set for a worker write
+  std::optional<v1::JobMetrics> job_metrics;  // set for a metric history write
 };
 
 class JobStore {
@@ -45,10 +47,18 @@ class JobStore {
   // Every stored worker, by name.
   virtual StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() = 0;
 
+  // Records a job's metric history (insert or replace by job_metrics.job_id), apart from the
+  // job's body so that a transition does not rewrite it. Same durability as SaveJob.
+  virtual Status SaveJobMetrics(const v1::JobMetrics& job_metrics) = 0;
+
+  // Every stored metric history, by job id.
+  virtual StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() = 0;
+
   // Applies `writes` in order, as if by SaveJob/SaveWorker one by one; all or nothing where
   // the store has transactions (SQLite: one transaction, one fsync). Where a job is written
-  // more than once, only its last body needs writing, but every event is appended, in order.
-  // This default calls SaveJob/SaveWorker in turn and stops at the first error.
+  // more than once, only its last body (and its last metric history) needs writing, but every event
+  // is appended, in order. This default calls SaveJob/SaveWorker in turn and stops at the first
+  // error.
   virtual Status Write(const std::vector<StoreWrite>& writes) {
     for (const StoreWrite& w : writes) {
       if (w.job) {
@@ -57,6 +67,10 @@ class JobStore {
       }
       if (w.worker) {
         Status st = SaveWorker(*w.worker);
+        if (!st.ok()) return st;
+      }
+      if (w.job_metrics) {
+        Status st = SaveJobMetrics(*w.job_metrics);
         if (!st.ok()) return st;
       }
     }

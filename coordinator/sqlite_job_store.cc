@@ -12,6 +12,8 @@
 namespace convoy {
 namespace {
 
+// job_metrics was added without a version change: CREATE TABLE IF NOT EXISTS adds it to an
+// older file, and an older coordinator ignores it.
 constexpr int kSchemaVersion = 1;
 // PRAGMA application_id of a Convoy state database ("CNVY").
 constexpr int kApplicationId = 0x434e5659;
@@ -41,6 +43,10 @@ CREATE TABLE IF NOT EXISTS events (
   reason TEXT NOT NULL,
   body BLOB NOT NULL,          -- v1.JobEvent
   PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS job_metrics (
+  job_id TEXT PRIMARY KEY,
+  body BLOB NOT NULL           -- v1.JobMetrics, written apart from the job when it changes
 );
 CREATE TABLE IF NOT EXISTS workers (
   name TEXT PRIMARY KEY,
@@ -261,9 +267,10 @@ Status SqliteJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
 Status SqliteJobStore::Write(const std::vector<StoreWrite>& writes) {
   // A job written many times in one batch (every rank exit of a big job) needs only its
   // last body: find it first.
-  std::map<std::string, size_t> last_body;
+  std::map<std::string, size_t> last_body, last_metrics;
   for (size_t i = 0; i < writes.size(); ++i) {
     if (writes[i].job) last_body[writes[i].job->id()] = i;
+    if (writes[i].job_metrics) last_metrics[writes[i].job_metrics->job_id()] = i;
   }
   return InTransaction([&]() -> Status {
     for (size_t i = 0; i < writes.size(); ++i) {
@@ -273,6 +280,9 @@ Status SqliteJobStore::Write(const std::vector<StoreWrite>& writes) {
         if (w.event) CONVOY_RETURN_IF_ERROR(AppendEvent(w.job->id(), *w.event));
       }
       if (w.worker) CONVOY_RETURN_IF_ERROR(WriteWorker(*w.worker));
+      if (w.job_metrics && last_metrics[w.job_metrics->job_id()] == i) {
+        CONVOY_RETURN_IF_ERROR(WriteJobMetrics(*w.job_metrics));
+      }
     }
     return Status::Ok();
   });
@@ -331,6 +341,36 @@ StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
     if (rc != SQLITE_DONE) return Error("read events");
   }
   return jobs;
+}
+
+Status SqliteJobStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {
+  return InTransaction([&] { return WriteJobMetrics(job_metrics); });
+}
+
+Status SqliteJobStore::WriteJobMetrics(const v1::JobMetrics& job_metrics) {
+  Stmt s(Cached("INSERT OR REPLACE INTO job_metrics(job_id, body) VALUES(?, ?)"));
+  if (!s.ok()) return Error("prepare job_metrics");
+  s.Text(1, job_metrics.job_id());
+  s.Blob(2, job_metrics.SerializeAsString());
+  if (s.Step() != SQLITE_DONE) return Error("write the metric history of " + job_metrics.job_id());
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::JobMetrics>> SqliteJobStore::LoadJobMetrics() {
+  std::vector<v1::JobMetrics> out;
+  Stmt s(db_, "SELECT job_id, body FROM job_metrics ORDER BY job_id");
+  if (!s.ok()) return Error("read job_metrics");
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    v1::JobMetrics m;
+    const std::string id = s.ColumnText(0);
+    if (!m.ParseFromString(s.ColumnBlob(1)) || m.job_id() != id) {
+      return Status::Internal(path_ + ": table job_metrics, row " + id + ": corrupt record");
+    }
+    out.push_back(std::move(m));
+  }
+  if (rc != SQLITE_DONE) return Error("read job_metrics");
+  return out;
 }
 
 Status SqliteJobStore::SaveWorker(const v1::WorkerInfo& worker) { return WriteWorker(worker); }

@@ -1,5 +1,6 @@
 // The coordinator's durable state in one SQLite file (WAL, synchronous=FULL): jobs, their
-// attempts, every event, and workers' last known state. Raw sqlite3 C API.
+// attempts, every event, workers' last known state, and each job's metric history. Raw sqlite3 C
+// API.
 //
 // Threading: as JobStore (one caller at a time: the coordinator's commit thread).
 #pragma once
@@ -28,8 +29,10 @@ class SqliteJobStore : public JobStore {
   StatusOr<std::vector<v1::Job>> LoadJobs() override;
   Status SaveWorker(const v1::WorkerInfo& worker) override;
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
-  // One transaction: each job's body and attempts once (its last write), every event and
-  // worker in order.
+  Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
+  StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
+  // One transaction: each job's body and attempts once (its last write), each metric
+  // history once (its last write), every event and worker in order.
   Status Write(const std::vector<StoreWrite>& writes) override;
 
  private:
@@ -44,6 +47,7 @@ class SqliteJobStore : public JobStore {
   Status WriteJobBody(const v1::Job& job);
   Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
   Status WriteWorker(const v1::WorkerInfo& worker);
+  Status WriteJobMetrics(const v1::JobMetrics& job_metrics);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
   template <typename F>
   Status InTransaction(F&& body);

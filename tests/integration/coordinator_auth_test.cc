@@ -189,6 +189,7 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/WatchJob", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/ListWorkers", StatusCode::OK},
       {"/convoy.v1.JobService/DrainWorker", StatusCode::PERMISSION_DENIED},
+      {"/convoy.v1.JobService/GetJobMetrics", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/SubmitJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/CancelJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/GetLogs", StatusCode::PERMISSION_DENIED},

@@ -36,4 +36,20 @@ StatusOr<std::vector<v1::WorkerInfo>> MemoryJobStore::LoadWorkers() {
   return out;
 }
 
+Status MemoryJobStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {
+  if (fail_next_write_) {
+    fail_next_write_ = false;
+    return Status::Internal("injected write failure");
+  }
+  job_metrics_[job_metrics.job_id()] = job_metrics;
+  ++job_metrics_writes_;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<v1::JobMetrics>> MemoryJobStore::LoadJobMetrics() {
+  std::vector<v1::JobMetrics> out;
+  for (const auto& [id, m] : job_metrics_) out.push_back(m);
+  return out;
+}
+
 }  // namespace convoy

@@ -13,14 +13,21 @@ class MemoryJobStore : public JobStore {
   StatusOr<std::vector<v1::Job>> LoadJobs() override;
   Status SaveWorker(const v1::WorkerInfo& worker) override;
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+  Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
+  StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
 
-  // The next SaveJob or SaveWorker fails with INTERNAL and stores nothing.
+  // How many metric histories were written (tests of "written only when changed").
+  int job_metrics_writes() const { return job_metrics_writes_; }
+
+  // The next SaveJob, SaveWorker or SaveJobMetrics fails with INTERNAL and stores nothing.
   void FailNextWrite() { fail_next_write_ = true; }
 
  private:
   bool fail_next_write_ = false;
   std::map<std::string, v1::Job> jobs_;  // events kept in Job.events
   std::map<std::string, v1::WorkerInfo> workers_;
+  std::map<std::string, v1::JobMetrics> job_metrics_;
+  int job_metrics_writes_ = 0;
 };
 
 }  // namespace convoy
