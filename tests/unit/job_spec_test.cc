@@ -34,11 +34,9 @@ checkpoint_dir: /var/lib/convoy/checkpoints/fmnist-cnn
 hang_timeout: 30
 )";
 
-// The directory of the repository's examples/, found from this file's path.
-std::string ExamplesDir() {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind("tests/unit/")) + "examples/";
-}
+// The directory of the repository's examples/ (CMake passes the source root: __FILE__ may be
+// relative, under ccache's base_dir for one).
+std::string ExamplesDir() { return std::string(CONVOY_SOURCE_DIR) + "/examples/"; }
 
 TEST(ParseJobSpecTest, TheDesignDocumentsSpec) {
   auto spec = ParseJobSpec(kDemo, "demo.yaml");
