@@ -173,6 +173,7 @@ void Coordinator::TickerLoop() {
       if (ticker_stop_) return;
     }
     Tick();
+    ticks_.fetch_add(1, std::memory_order_relaxed);
     if (on_export_ && clock_.NowMonotonicMs() >= next_export) {
       next_export = clock_.NowMonotonicMs() + options_.export_interval_ms;
       JobManager::Stats stats;

@@ -22,6 +22,7 @@
 //    messages and replies of the batch wait (nothing is acted on before it is persisted).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -125,6 +126,9 @@ class Coordinator {
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);
+  // How many ticks the ticker thread has completed (each took the state lock): the
+  // systemd watchdog's proof of life. Any thread.
+  uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
   // Returns once everything decided before the call is committed and dispatched (tests).
   void Flush() EXCLUDES(mu_, commit_mu_);
 
@@ -201,6 +205,7 @@ class Coordinator {
   bool stopped_ = false;
   std::thread commit_thread_;
   std::thread ticker_thread_;
+  std::atomic<uint64_t> ticks_{0};
 };
 
 }  // namespace convoy

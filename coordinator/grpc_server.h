@@ -3,6 +3,7 @@
 // cluster start it the same way.
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -41,6 +42,11 @@ class GrpcServer {
                                                      StreamLimits limits = {});
   ~GrpcServer();
 
+  // Also serves grpc.health.v1 alone, in plain text, on `listen` (HOST:PORT): for probes
+  // that cannot speak TLS (Kubernetes' grpc probes). Its status follows the main server's.
+  // Call once, after Start, from the thread that owns this object.
+  Status ServeHealthPlaintext(const std::string& listen);
+
   int port() const { return listener_->port(); }
   uint64_t shed_connections() const { return listener_->shed(); }
   // Stops accepting, then shuts the server down (calls in flight get `grace_ms`).
@@ -56,6 +62,8 @@ class GrpcServer {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::CallbackGenericService> health_generic_;  // ServeHealthPlaintext
+  std::unique_ptr<grpc::Server> health_server_;
   bool shut_down_ = false;
 };
 

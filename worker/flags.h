@@ -1,5 +1,6 @@
 // convoy-worker's command line (DESIGN.md "Command-line contract") and its defaults, each
-// with the reason for it.
+// with the reason for it. --config FILE reads the same options from YAML (keys are the flag
+// names, common/config_file.h); flags on the command line win.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,8 @@ struct WorkerFlags {
   int64_t log_max_bytes = 64LL << 20;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // --check-config: validate everything, start nothing (worker/check_config.h).
+  bool check_config = false;
 };
 
 // Parses argv. OK with exit_code 0: run. Otherwise `exit_code` is what main returns: 0 for

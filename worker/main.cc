@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/fd_limit.h"
 #include "common/job_paths.h"
 #include "common/signals.h"
+#include "worker/check_config.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
 #include "worker/flags.h"
@@ -35,6 +37,17 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) {
     if (!parsed.message().empty()) spdlog::error("{}", parsed.message());
     return exit_code;
+  }
+  if (flags.check_config) {
+    std::vector<std::string> notes;
+    const Status ok = CheckWorkerConfig(flags, &notes);
+    for (const std::string& n : notes) std::cout << "  " << n << "\n";
+    if (!ok.ok()) {
+      std::cerr << "configuration error: " << ok.message() << std::endl;
+      return 1;
+    }
+    std::cout << "configuration OK" << std::endl;
+    return 0;
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");
