@@ -47,6 +47,12 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   app.add_option("--health-listen", f->health_listen,
                  "HOST:PORT of a plain-text grpc.health.v1 for probes that cannot speak TLS "
                  "(:PORT binds loopback)");
+  app.add_option("--metrics-retention", f->metrics_retention_s,
+                 "how long a finished job's series stay on /metrics (600, 600s, 10m, 1h)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(0.0, 7 * 86400.0))
+      ->capture_default_str();
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (loopback addresses only)");
   app.add_option("--advertise-address", f->advertise_address,

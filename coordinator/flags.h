@@ -29,6 +29,10 @@ struct CoordinatorFlags {
   // Empty: none. grpc.health.v1 alone in plain text, for probes that cannot speak TLS
   // (Kubernetes). A bare ":PORT" binds loopback only.
   std::string health_listen;
+  // How long a finished job's per-job and per-rank series stay on /metrics (seconds; the
+  // flag takes 600, 600s, 10m or 1h): long enough for a few scrapes and an alert to see
+  // the end, short enough that series do not pile up with every job ever run.
+  double metrics_retention_s = 600;
   // Plain text without authentication; refused on anything but a loopback address.
   bool insecure = false;
   // Names other than the listen host that clients reach the coordinator by (put in the

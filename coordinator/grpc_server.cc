@@ -18,7 +18,8 @@ ServerSecurity InsecureForTests() {
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator,
                                                         const std::string& listen,
                                                         ServerSecurity security,
-                                                        StreamLimits limits) {
+                                                        StreamLimits limits,
+                                                        RpcObserver* rpc_observer) {
   auto hp = ParseHostPort(listen, "--listen");
   if (!hp.ok()) return hp.status();
   if (security.insecure && !IsLoopbackHost(hp->first)) {
@@ -66,6 +67,11 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.RegisterService(s->join_service_.get());
+  if (rpc_observer != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
+    factories.push_back(MakeRpcMetricsInterceptor(rpc_observer));
+    builder.experimental().SetInterceptorCreators(std::move(factories));
+  }
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds);
   builder.SetMaxReceiveMessageSize(16 * 1024 * 1024);

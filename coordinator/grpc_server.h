@@ -14,6 +14,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/listener.h"
+#include "coordinator/rpc_metrics_interceptor.h"
 
 namespace convoy {
 
@@ -35,11 +36,14 @@ ServerSecurity InsecureForTests();
 
 class GrpcServer {
  public:
-  // Serves `coordinator` on `listen` (HOST:PORT; port 0 picks a free one).
+  // Serves `coordinator` on `listen` (HOST:PORT; port 0 picks a free one). With
+  // `rpc_observer`, every call is counted and timed by an interceptor
+  // (rpc_metrics_interceptor.h); it must outlive the server.
   static StatusOr<std::unique_ptr<GrpcServer>> Start(Coordinator& coordinator,
                                                      const std::string& listen,
                                                      ServerSecurity security,
-                                                     StreamLimits limits = {});
+                                                     StreamLimits limits = {},
+                                                     RpcObserver* rpc_observer = nullptr);
   ~GrpcServer();
 
   // Also serves grpc.health.v1 alone, in plain text, on `listen` (HOST:PORT): for probes

@@ -146,17 +146,20 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<MetricsExporter> exporter;
   if (!flags.metrics_listen.empty()) {
+    MetricsExporter::Options metrics;
+    metrics.listen = flags.metrics_listen;
+    metrics.retention_ms = static_cast<int64_t>(flags.metrics_retention_s * 1000);
     try {
-      exporter = std::make_unique<MetricsExporter>(flags.metrics_listen);
+      exporter = std::make_unique<MetricsExporter>(clock, metrics);
     } catch (const std::exception& e) {
       spdlog::error("--metrics-listen {}: {}", flags.metrics_listen, e.what());
       return 1;
     }
     spdlog::info("serving /metrics on {}", flags.metrics_listen);
     coordinator.set_on_export(
-        [&exporter](const JobManager::Stats& stats, const std::vector<v1::Job>& active) {
-          exporter->Update(stats, active);
-        });
+        [&exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
+    coordinator.set_on_commit(
+        [&exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
   }
   Status started = coordinator.Start();
   if (!started.ok()) {
@@ -164,7 +167,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security));
+  auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security), StreamLimits{},
+                                  exporter.get());
   if (!server.ok()) {
     spdlog::error("{}", server.status().message());
     return 1;

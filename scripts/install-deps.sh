@@ -8,9 +8,9 @@ PACKAGES=(
   cmake g++ make ninja-build pkg-config clang-format
   libtorch-dev libgloo-dev libopenblas0-openmp zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  prometheus-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
-  dataset-fashion-mnist python3-torch python3-pytest prometheus
+  dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
   libsystemd-dev python3-yaml
 )

@@ -62,6 +62,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
       ->capture_default_str();
+  app.add_option("--metrics-listen", f->metrics_listen,
+                 "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -78,6 +80,13 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   }
   auto hp = ParseHostPort(f->coordinator, "--coordinator");
   if (!hp.ok()) return hp.status();
+  if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
+    f->metrics_listen = "127.0.0.1" + f->metrics_listen;
+  }
+  if (!f->metrics_listen.empty()) {
+    auto mp = ParseHostPort(f->metrics_listen, "--metrics-listen");
+    if (!mp.ok()) return mp.status();
+  }
   if (!IsValidName(f->name)) {
     return Status::InvalidArgument("--name: '" + f->name +
                                    "' is not valid: use 1-63 of [A-Za-z0-9._-]");

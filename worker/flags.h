@@ -58,6 +58,10 @@ struct WorkerFlags {
   // Per-rank log size before rotation (two rotated files are kept): 64 MiB holds hours of
   // a trainer's per-step lines while bounding the disk a runaway rank can fill (192 MiB).
   int64_t log_max_bytes = 64LL << 20;
+  // HOST:PORT of the worker's HTTP endpoint (/metrics, /healthz, /readyz). Empty: none. A
+  // bare ":PORT" binds loopback only, like the coordinator's flag: exposing a port beyond
+  // this machine is an explicit choice.
+  std::string metrics_listen;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
   // --check-config: validate everything, start nothing (worker/check_config.h).
