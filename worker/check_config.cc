@@ -29,6 +29,9 @@ StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path)
 Status CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes) {
   // ParseWorkerFlags already checked the coordinator address, the name and flag pairs.
   notes->push_back("coordinator " + flags.coordinator);
+  if (!flags.metrics_listen.empty()) {
+    notes->push_back("/metrics, /healthz, /readyz on " + flags.metrics_listen);
+  }
   if (Status s = CheckWritableDir("--work-dir", flags.work_dir); !s.ok()) return s;
   if (Status s = CheckWritableDir("--job-root", flags.job_root); !s.ok()) return s;
   notes->push_back("work dir " + flags.work_dir + " and job root " + flags.job_root + " writable");

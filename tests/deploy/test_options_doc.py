@@ -43,14 +43,9 @@ def test_readme_tables_match_the_binaries():
             "python3 tests/deploy/test_options_doc.py --update")
 
 
-# Commented-out keys of options another branch adds (remove once merged): the worker's
-# /metrics, /healthz, /readyz endpoint (branch `metrics`).
-PENDING = {("worker.yaml", "metrics_listen")}
-
-
 def test_example_configs_name_only_real_keys():
     for name, binary in (("coordinator.yaml", "convoy-coordinator"), ("worker.yaml", "convoy-worker")):
-        known = keys(binary) | {k for f, k in PENDING if f == name}
+        known = keys(binary)
         with open(os.path.join(DEPLOY, "config", name)) as f:
             for n, line in enumerate(f, 1):
                 m = re.match(r"^#?([a-z][a-z0-9_-]*):(\s|$)", line)

@@ -58,7 +58,7 @@ def test_units_as_written_train_a_job():
     os.makedirs(var_lib)
     for d in (os.path.join(top, "etc"), etc, os.path.join(top, "var"), var_lib):
         os.chmod(d, 0o755)
-    port, metrics = free_port(), free_port()
+    port, metrics, worker_metrics = free_port(), free_port(), free_port()
 
     def path_map(p):
         for real, here in (("/usr/bin/", BIN + "/"), ("/etc/convoy/", etc + "/"),
@@ -72,7 +72,7 @@ def test_units_as_written_train_a_job():
         with open(os.path.join(DEPLOY, "config", name)) as f:
             text = f.read()
         text = text.replace("/var/lib/", var_lib + "/").replace("0.0.0.0:7070", f"0.0.0.0:{port}")
-        text = text.replace('":9464"', f'":{metrics}"')
+        text = text.replace('":9464"', f'":{metrics}"').replace('":9465"', f'":{worker_metrics}"')
         with open(os.path.join(etc, name), "w") as f:
             f.write(text)
         os.chmod(os.path.join(etc, name), 0o644)
@@ -139,6 +139,9 @@ def test_units_as_written_train_a_job():
             return r.returncode == 0 and any(
                 w["state"] == "WORKER_READY" for w in json.loads(r.stdout).get("workers", []))
         wait_for(ready, 60, "the worker to join")
+        # Its readiness, as a probe would see it: registered with the coordinator.
+        assert _http(worker_metrics, "/healthz") == 200
+        wait_for(lambda: _http(worker_metrics, "/readyz") == 200, 30, "the worker's /readyz")
 
         spec = trainer_spec(name="units", nodes=1, max_steps=20)
         spec_path = os.path.join(top, "spec.json")
@@ -190,6 +193,17 @@ def _ranks(job, top):
         if f"CONVOY_JOB_ID={job}\0".encode() in env + b"\0" and top.encode() in env and not zombie:
             pids.append(int(entry))
     return pids
+
+
+def _http(port, path):
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
 
 
 def _seconds(text):
