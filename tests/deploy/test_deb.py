@@ -73,6 +73,11 @@ def test_package_installs_runs_and_purges(tmp_path):
                  "/etc/convoy/coordinator.yaml"])
         assert r.returncode == 0 and "configuration OK" in r.stdout, r.stdout + r.stderr
         assert _user("convoy") is not None, "postinst made no convoy user"
+        if shutil.which("systemd-analyze"):  # the installed units, binaries where they name them
+            r = run(["systemd-analyze", "verify", "--man=no",
+                     "/lib/systemd/system/convoy-coordinator.service",
+                     "/lib/systemd/system/convoy-worker.service"])
+            assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
         assert os.path.isdir("/var/lib/convoy")
         # The postinst is idempotent: configuring again changes nothing and succeeds.
         r = run(["dpkg-reconfigure", "-fnoninteractive", "convoy"])
