@@ -201,3 +201,18 @@ def test_worker_container_passes_check_config(renders, tmp_path):
         assert int(annotations["prometheus.io/port"]) == metrics
         # Long enough to stop every rank (kill_grace_ms) and report.
         assert spec["terminationGracePeriodSeconds"] * 1000 > cfg["kill_grace_ms"]
+
+
+def test_readme_secret_commands_give_the_worker_what_it_reads():
+    """deploy/README.md's `kubectl create secret generic convoy-join` puts keys in the worker's
+    environment (envFrom): each must be a variable convoy-worker reads."""
+    with open(os.path.join(DEPLOY, "README.md")) as f:
+        text = f.read().replace("\\\n", " ")
+    m = re.search(r"kubectl -n convoy create secret generic convoy-join ([^\n]*)", text)
+    assert m, "deploy/README.md does not say how to make the convoy-join Secret"
+    literals = re.findall(r"--from-literal=(\w+)=", m.group(1))
+    assert literals, m.group(1)
+    reads = set(re.findall(r"\(env (CONVOY_\w+)\)",
+                           run([os.path.join(BIN, "convoy-worker"), "--print-config-keys"]).stdout))
+    for name in literals:
+        assert name in reads, f"the worker reads no {name} (it reads {sorted(reads)})"
