@@ -10,6 +10,7 @@
 #include "client/config.h"
 #include "client/format.h"
 #include "common/util.h"
+#include "common/version.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   using namespace convoy;
   CLI::App app{"convoy: submit and follow distributed training jobs on a Convoy cluster"};
   app.footer(kExitCodesHelp);
-  app.set_version_flag("--version", std::string("convoy ") + CONVOY_VERSION);
+  app.set_version_flag("--version", VersionLine("convoy"));
   app.require_subcommand(1);
   app.fallthrough();  // --coordinator may also follow the verb
   std::string coordinator, token, ca_file, ca_fingerprint, config_path = DefaultConfigPath();

@@ -46,6 +46,10 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JoinService/GetClusterInfo", Right::kPublic},
       {"/convoy.v1.JoinService/Join", Right::kJoin},
       {"/convoy.v1.JoinService/Renew", Right::kWorker},
+      // gRPC's standard health service (grpc_server.cc): public on purpose, so that probes
+      // and load balancers need no credentials; it answers only SERVING or NOT_SERVING.
+      {"/grpc.health.v1.Health/Check", Right::kPublic},
+      {"/grpc.health.v1.Health/Watch", Right::kPublic},
   };
   return *rights;
 }

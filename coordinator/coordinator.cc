@@ -143,8 +143,17 @@ void Coordinator::CommitLoop() {
     if (!writes.empty()) {
       int failures = 0;
       for (;;) {
+        // Real elapsed time for the store-latency histogram; no decision depends on it.
+        const auto began = std::chrono::steady_clock::now();
         Status st = durable_.Write(writes);
-        if (st.ok()) break;
+        if (st.ok()) {
+          if (on_commit_) {
+            on_commit_(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
+                writes.size());
+          }
+          break;
+        }
         if (failures++ % 30 == 0) {
           spdlog::error(
               "cannot persist {} change(s): {}; holding their messages and replies, retrying "
@@ -185,16 +194,18 @@ void Coordinator::TickerLoop() {
       if (ticker_stop_) return;
     }
     Tick();
+    ticks_.fetch_add(1, std::memory_order_relaxed);
     if (on_export_ && clock_.NowMonotonicMs() >= next_export) {
       next_export = clock_.NowMonotonicMs() + options_.export_interval_ms;
-      JobManager::Stats stats;
-      std::vector<v1::Job> active;
+      ExportSnapshot snap;
       {
         MutexLock lock(mu_);
-        stats = jobs_.GetStats();
-        active = jobs_.ListActive();
+        snap.stats = jobs_.GetStats();
+        snap.active = jobs_.ListActive();
+        snap.workers = registry_.List();
+        snap.durations = jobs_.TakeDurations();
       }
-      on_export_(stats, active);
+      on_export_(snap);
     }
   }
 }

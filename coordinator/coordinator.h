@@ -22,6 +22,7 @@
 //    messages and replies of the batch wait (nothing is acted on before it is persisted).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -83,9 +84,21 @@ class Coordinator {
   // thread. Idempotent; the destructor calls it.
   void Stop() EXCLUDES(mu_);
 
-  // Called every export_interval_ms on the ticker thread, with no lock held.
-  using ExportFn = std::function<void(const JobManager::Stats&, const std::vector<v1::Job>&)>;
+  // What the metrics exporter gets: copied under the state lock in O(active jobs + workers),
+  // used after it is released.
+  struct ExportSnapshot {
+    JobManager::Stats stats;
+    std::vector<v1::Job> active;                  // summaries of the unfinished jobs
+    std::vector<v1::WorkerInfo> workers;          // every known worker
+    std::vector<JobManager::Duration> durations;  // phases that ended since the last export
+  };
+  // Called every export_interval_ms on the ticker thread, with no lock held. Set before Start.
+  using ExportFn = std::function<void(const ExportSnapshot&)>;
   void set_on_export(ExportFn fn) { on_export_ = std::move(fn); }
+  // Called on the commit thread, no lock held, after each group commit reached the durable
+  // store: how long the successful write took and how many changes it held. Set before Start.
+  using CommitFn = std::function<void(double seconds, size_t writes)>;
+  void set_on_commit(CommitFn fn) { on_commit_ = std::move(fn); }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
   void Submit(const v1::JobSpec& spec, const std::string& owner,
@@ -130,6 +143,9 @@ class Coordinator {
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);
+  // How many ticks the ticker thread has completed (each took the state lock): the
+  // systemd watchdog's proof of life. Any thread.
+  uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
   // Returns once everything decided before the call is committed and dispatched (tests).
   void Flush() EXCLUDES(mu_, commit_mu_);
 
@@ -185,6 +201,7 @@ class Coordinator {
   WriteBehindStore write_behind_{*this};
   StreamChannel channel_{*this};
   ExportFn on_export_;
+  CommitFn on_commit_;
 
   Mutex mu_;
   WorkerRegistry registry_ GUARDED_BY(mu_);
@@ -208,6 +225,7 @@ class Coordinator {
   bool stopped_ = false;
   std::thread commit_thread_;
   std::thread ticker_thread_;
+  std::atomic<uint64_t> ticks_{0};
 };
 
 }  // namespace convoy

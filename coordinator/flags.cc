@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "common/config_file.h"
 #include "common/util.h"
+#include "common/version.h"
 
 namespace convoy {
 
@@ -29,14 +31,28 @@ StatusOr<int64_t> ParseDuration(const std::string& text, const std::string& flag
 
 Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* exit_code) {
   CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
-  app.set_version_flag("--version", std::string(CONVOY_VERSION));
+  app.set_version_flag("--version", VersionLine("convoy-coordinator"));
   app.fallthrough();
+  AddConfigFileOptions(&app);
+  app.add_flag("--check-config", f->check_config,
+               "validate the whole configuration (addresses, directories, TLS files) and exit "
+               "0, or non-zero with the reason; starts nothing")
+      ->configurable(false);
   if (const char* dir = std::getenv("CONVOY_STATE_DIR")) f->state_dir = dir;
   app.add_option("--state-dir", f->state_dir, "directory of the SQLite state and tls/ (created)")
       ->capture_default_str();
   app.add_option("--listen", f->listen, "HOST:PORT of the gRPC API")->capture_default_str();
   app.add_option("--metrics-listen", f->metrics_listen,
                  "HOST:PORT of the Prometheus /metrics (:PORT binds loopback)");
+  app.add_option("--health-listen", f->health_listen,
+                 "HOST:PORT of a plain-text grpc.health.v1 for probes that cannot speak TLS "
+                 "(:PORT binds loopback)");
+  app.add_option("--metrics-retention", f->metrics_retention_s,
+                 "how long a finished job's series stay on /metrics (600, 600s, 10m, 1h)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(0.0, 7 * 86400.0))
+      ->capture_default_str();
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (loopback addresses only)");
   app.add_option("--advertise-address", f->advertise_address,
@@ -68,7 +84,9 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   app.add_option("--heartbeat-interval-ms", f->heartbeat_interval_ms, "how often workers heartbeat")
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
-  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
 
   CLI::App* init =
       app.add_subcommand("init", "make the cluster CA and print its fingerprint (idempotent)");
@@ -119,11 +137,12 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
     *exit_code = 0;
     return Status::Ok();
   }
-  if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
-    f->metrics_listen = "127.0.0.1" + f->metrics_listen;
+  for (std::string* addr : {&f->metrics_listen, &f->health_listen}) {
+    if (!addr->empty() && addr->front() == ':') *addr = "127.0.0.1" + *addr;
   }
   for (const auto& [flag, value] : {std::make_pair("--listen", f->listen),
-                                    std::make_pair("--metrics-listen", f->metrics_listen)}) {
+                                    std::make_pair("--metrics-listen", f->metrics_listen),
+                                    std::make_pair("--health-listen", f->health_listen)}) {
     if (value.empty()) continue;
     auto hp = ParseHostPort(value, flag);
     if (!hp.ok()) return hp.status();

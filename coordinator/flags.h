@@ -5,7 +5,9 @@
 //   convoy-coordinator token create --user U --role R [--ttl 30d] [--uses N]
 //   convoy-coordinator token list
 //   convoy-coordinator token revoke ID|USER
-// Every form takes --state-dir (default /var/lib/convoy, or CONVOY_STATE_DIR).
+// Every form takes --state-dir (default /var/lib/convoy, or CONVOY_STATE_DIR) and
+// --config FILE: a YAML file whose keys are the serve flags' names (common/config_file.h);
+// flags on the command line win.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,13 @@ struct CoordinatorFlags {
   std::string state_dir = "/var/lib/convoy";
   // Empty: no /metrics endpoint. A bare ":PORT" binds loopback only.
   std::string metrics_listen;
+  // Empty: none. grpc.health.v1 alone in plain text, for probes that cannot speak TLS
+  // (Kubernetes). A bare ":PORT" binds loopback only.
+  std::string health_listen;
+  // How long a finished job's per-job and per-rank series stay on /metrics (seconds; the
+  // flag takes 600, 600s, 10m or 1h): long enough for a few scrapes and an alert to see
+  // the end, short enough that series do not pile up with every job ever run.
+  double metrics_retention_s = 600;
   // Plain text without authentication; refused on anything but a loopback address.
   bool insecure = false;
   // Names other than the listen host that clients reach the coordinator by (put in the
@@ -49,6 +58,8 @@ struct CoordinatorFlags {
   double rendezvous_timeout_s = 60;
   int heartbeat_interval_ms = 1000;
   std::string log_level = "info";
+  // --check-config: validate everything, start nothing (coordinator/check_config.h).
+  bool check_config = false;
 
   // token create / revoke.
   std::string token_user;

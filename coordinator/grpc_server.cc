@@ -1,5 +1,8 @@
 #include "coordinator/grpc_server.h"
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/health_check_service_interface.h>
+
 #include <chrono>
 
 #include "common/util.h"
@@ -15,7 +18,8 @@ ServerSecurity InsecureForTests() {
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator,
                                                         const std::string& listen,
                                                         ServerSecurity security,
-                                                        StreamLimits limits) {
+                                                        StreamLimits limits,
+                                                        RpcObserver* rpc_observer) {
   auto hp = ParseHostPort(listen, "--listen");
   if (!hp.ok()) return hp.status();
   if (security.insecure && !IsLoopbackHost(hp->first)) {
@@ -54,10 +58,20 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
     creds = grpc::SslServerCredentials(opts);
   }
 
+  // grpc.health.v1.Health (Check, Watch) for load balancers, Kubernetes' grpc probes and
+  // operators: NOT_SERVING until the port accepts (the store was loaded before Start), then
+  // SERVING, NOT_SERVING again from Shutdown. Deliberately unauthenticated (auth.cc lists it
+  // as public): it says nothing but up or down.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.RegisterService(s->join_service_.get());
+  if (rpc_observer != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
+    factories.push_back(MakeRpcMetricsInterceptor(rpc_observer));
+    builder.experimental().SetInterceptorCreators(std::move(factories));
+  }
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds);
   builder.SetMaxReceiveMessageSize(16 * 1024 * 1024);
@@ -71,8 +85,29 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   s->server_ = builder.BuildAndStart();
   if (!s->server_) return Status::Unavailable("--listen " + listen + ": cannot start the server");
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(false);
   s->listener_->Start(std::move(acceptor));
+  if (health != nullptr) health->SetServingStatus(true);
   return s;
+}
+
+Status GrpcServer::ServeHealthPlaintext(const std::string& listen) {
+  auto hp = ParseHostPort(listen, "--health-listen");
+  if (!hp.ok()) return hp.status();
+  grpc::ServerBuilder builder;  // no services of ours: only the default health service
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials());
+  // Answers every other method UNIMPLEMENTED; gives the server the callback queue it needs.
+  health_generic_ = std::make_unique<grpc::CallbackGenericService>();
+  builder.RegisterCallbackGenericService(health_generic_.get());
+  health_server_ = builder.BuildAndStart();
+  if (!health_server_) {
+    return Status::Unavailable("--health-listen " + listen + ": cannot listen there");
+  }
+  if (auto* health = health_server_->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(!shut_down_);
+  }
+  return Status::Ok();
 }
 
 GrpcServer::~GrpcServer() { Shutdown(0); }
@@ -80,8 +115,15 @@ GrpcServer::~GrpcServer() { Shutdown(0); }
 void GrpcServer::Shutdown(int grace_ms) {
   if (shut_down_) return;
   shut_down_ = true;
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    if (server == nullptr) continue;
+    if (auto* health = server->GetHealthCheckService(); health != nullptr) {
+      health->SetServingStatus(false);
+    }
+  }
   listener_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace convoy

@@ -3,6 +3,7 @@
 // cluster start it the same way.
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/listener.h"
+#include "coordinator/rpc_metrics_interceptor.h"
 
 namespace convoy {
 
@@ -34,12 +36,20 @@ ServerSecurity InsecureForTests();
 
 class GrpcServer {
  public:
-  // Serves `coordinator` on `listen` (HOST:PORT; port 0 picks a free one).
+  // Serves `coordinator` on `listen` (HOST:PORT; port 0 picks a free one). With
+  // `rpc_observer`, every call is counted and timed by an interceptor
+  // (rpc_metrics_interceptor.h); it must outlive the server.
   static StatusOr<std::unique_ptr<GrpcServer>> Start(Coordinator& coordinator,
                                                      const std::string& listen,
                                                      ServerSecurity security,
-                                                     StreamLimits limits = {});
+                                                     StreamLimits limits = {},
+                                                     RpcObserver* rpc_observer = nullptr);
   ~GrpcServer();
+
+  // Also serves grpc.health.v1 alone, in plain text, on `listen` (HOST:PORT): for probes
+  // that cannot speak TLS (Kubernetes' grpc probes). Its status follows the main server's.
+  // Call once, after Start, from the thread that owns this object.
+  Status ServeHealthPlaintext(const std::string& listen);
 
   int port() const { return listener_->port(); }
   uint64_t shed_connections() const { return listener_->shed(); }
@@ -56,6 +66,8 @@ class GrpcServer {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::CallbackGenericService> health_generic_;  // ServeHealthPlaintext
+  std::unique_ptr<grpc::Server> health_server_;
   bool shut_down_ = false;
 };
 

@@ -200,12 +200,52 @@ JobManager::Stats JobManager::GetStats() const {
   st.workers = workers_.counts();
   st.slots_total = workers_.ready_slots();
   st.slots_used = used_total_;
+  st.jobs_by_owner = jobs_by_owner_;
+  st.attempts_started = attempts_started_;
+  st.attempt_failures = attempt_failures_;
+  st.restarts = restarts_by_cause_;
   return st;
+}
+
+std::vector<JobManager::Duration> JobManager::TakeDurations() {
+  std::vector<Duration> out;
+  out.swap(durations_);
+  return out;
+}
+
+void JobManager::Observe(Phase phase, int64_t since_mono_ms) {
+  if (since_mono_ms <= 0) return;
+  if (durations_.size() >= kMaxDurations) durations_.erase(durations_.begin());
+  const int64_t ms = std::max<int64_t>(0, clock_.NowMonotonicMs() - since_mono_ms);
+  durations_.push_back({phase, static_cast<double>(ms) / 1000.0});
+}
+
+std::string JobManager::FailureCause(const v1::RankFailure& failure) {
+  const std::string& why = failure.reason();
+  for (const char* lost : {") lost:", "unreachable", "not reachable", "vanished"}) {
+    if (why.find(lost) != std::string::npos) return "worker_lost";
+  }
+  if (why.rfind("hung", 0) == 0 || why.find("hung:") != std::string::npos) return "hang";
+  if (failure.exit().signal() != 0) return "signal";
+  if (failure.exit().exit_code() != 0) return "rank_exit";
+  return "other";
 }
 
 void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
   if (from != v1::JOB_STATE_UNSPECIFIED && --jobs_by_state_[from] == 0) jobs_by_state_.erase(from);
   ++jobs_by_state_[to];
+  auto rec = jobs_.find(id);
+  if (rec != jobs_.end()) {
+    const std::string& owner = rec->second.job.owner();
+    if (from != v1::JOB_STATE_UNSPECIFIED) {
+      auto it = jobs_by_owner_.find({owner, from});
+      if (it != jobs_by_owner_.end() && --it->second == 0) jobs_by_owner_.erase(it);
+    }
+    ++jobs_by_owner_[{owner, to}];
+    if (to == v1::PENDING || to == v1::RESTARTING) {
+      rec->second.waiting_since_mono_ms = clock_.NowMonotonicMs();
+    }
+  }
   if (IsTerminal(to)) {
     active_.erase(id);
   } else {
@@ -266,6 +306,7 @@ void JobManager::MarkStarted(AttemptRuntime& rt, RankRuntime& rr) {
   if (rr.started) return;
   rr.started = true;
   ++rt.started_count;
+  if (rt.started_count == rt.ranks.size()) Observe(Phase::kRendezvous, rt.placed_mono_ms);
 }
 
 void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
@@ -536,6 +577,7 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   for (auto& n : PlanRanks(planned)) *a->add_nodes() = std::move(n);
   a->set_started_unix_ms(clock_.NowUnixMs());
   r.job.set_attempt(attempt);
+  const int64_t waited_since = r.waiting_since_mono_ms;
   if (!Transition(r, v1::SCHEDULED, "attempt " + std::to_string(attempt) + " placed on " + names)
            .ok()) {
     r.job = before;
@@ -545,6 +587,14 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   rt.attempt = attempt;
   rt.released = false;
   const int64_t now = clock_.NowMonotonicMs();
+  rt.placed_mono_ms = now;
+  ++attempts_started_;
+  Observe(Phase::kQueue, waited_since);
+  if (attempt == 0) {
+    const int64_t since_submit_ms =
+        std::max<int64_t>(0, clock_.NowUnixMs() - r.job.created_unix_ms());
+    durations_.push_back({Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0});
+  }
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
   rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
   // Transition replaced r.job: `a` points into the old copy.
@@ -589,6 +639,9 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
                     cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""), &cause);
   }
   if (!st.ok()) return;
+  const std::string cause_label = FailureCause(cause);  // counted once the decision stands
+  ++attempt_failures_[cause_label];
+  if (r.job.state() == v1::RESTARTING) ++restarts_by_cause_[cause_label];
   SendKill(r, cause.reason());
   MaybeFinishTeardown(r);
 }

@@ -117,8 +117,34 @@ class JobManager {
     std::map<v1::WorkerState, int> workers;  // every known worker, by state
     int64_t slots_total = 0;                 // of READY workers
     int64_t slots_used = 0;                  // by ranks that are not gone
+    // Every job by (owner, state); owner "" with --insecure.
+    std::map<std::pair<std::string, v1::JobState>, int> jobs_by_owner;
+    // Totals since this coordinator started (Prometheus counters).
+    int64_t attempts_started = 0;  // attempts placed
+    // Attempts that failed, and restarts, by cause: rank_exit (non-zero exit), signal,
+    // worker_lost, hang, other (rendezvous timeout, launch failure, ...).
+    std::map<std::string, int64_t> attempt_failures;
+    std::map<std::string, int64_t> restarts;
   };
   Stats GetStats() const;
+
+  // How long a job spent in one phase, observed when the phase ended.
+  enum class Phase {
+    kQueue,       // waiting (PENDING or RESTARTING) until placed
+    kSchedule,    // submitted until its first attempt was placed
+    kRendezvous,  // an attempt placed until every rank started
+    kFirstStep,   // an attempt placed until its first metric record
+  };
+  struct Duration {
+    Phase phase;
+    double seconds;
+  };
+  // Durations observed since the last call, oldest first; at most kMaxDurations are kept
+  // between calls (the oldest dropped). O(returned). For the metrics exporter.
+  static constexpr size_t kMaxDurations = 100000;
+  std::vector<Duration> TakeDurations();
+  // Classifies an attempt's root cause for the counters above.
+  static std::string FailureCause(const v1::RankFailure& failure);
   // FAILED_PRECONDITION when the job already finished.
   // `by`: who cancels (recorded in the event); empty with --insecure.
   StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason,
@@ -193,6 +219,9 @@ class JobManager {
     size_t gone_count = 0;
     // Workers not yet back after a coordinator restart (recovering attempts).
     std::set<std::string> awaiting;
+    // For the phase durations (monotonic; 0: not known, e.g. after a coordinator restart).
+    int64_t placed_mono_ms = 0;
+    bool first_record_seen = false;
   };
   struct JobRecord {
     explicit JobRecord(AttemptRuntime r) : rt(std::move(r)) {}
@@ -202,6 +231,7 @@ class JobManager {
     MetricBook metrics;  // job.latest, merged
     MetricHistory history{"", MetricHistory::kMaxPointsPerRank};
     int64_t history_saved_mono_ms = 0;  // when the history was last written
+    int64_t waiting_since_mono_ms = 0;  // when it last became PENDING or RESTARTING
   };
 
   // An empty runtime (no attempt) with this manager's clock and failure window.
@@ -280,6 +310,13 @@ class JobManager {
   int64_t used_total_ = 0;                                    // the sum of used_slots_
   std::set<std::string> dirty_;
   std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
+  // For Stats and TakeDurations.
+  std::map<std::pair<std::string, v1::JobState>, int> jobs_by_owner_;
+  int64_t attempts_started_ = 0;
+  std::map<std::string, int64_t> attempt_failures_;
+  std::map<std::string, int64_t> restarts_by_cause_;
+  std::vector<Duration> durations_;
+  void Observe(Phase phase, int64_t since_mono_ms);
   bool schedule_needed_ = false;
   int64_t next_job_number_ = 1;
   uint64_t next_watch_id_ = 1;

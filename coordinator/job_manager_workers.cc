@@ -309,6 +309,10 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     it->second.last_progress_mono_ms = now;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
     if (r->history.Add(rec0, batch.attempt())) history_dirty_.insert(r->job.id());
+    if (!r->rt.first_record_seen) {
+      r->rt.first_record_seen = true;
+      Observe(Phase::kFirstStep, r->rt.placed_mono_ms);
+    }
     const v1::MetricRecord rec = r->metrics.Record(&r->job, rec0, batch.attempt());
     v1::WatchJobResponse update;
     *update.mutable_metric() = rec;

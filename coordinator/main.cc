@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,12 +21,14 @@
 #include "common/signals.h"
 #include "common/util.h"
 #include "coordinator/admin_commands.h"
+#include "coordinator/check_config.h"
 #include "coordinator/cluster_pki.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/flags.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/metrics_exporter.h"
 #include "coordinator/sqlite_job_store.h"
+#include "coordinator/systemd_notify.h"
 #include "coordinator/token_store.h"
 
 int main(int argc, char** argv) {
@@ -42,6 +45,17 @@ int main(int argc, char** argv) {
     return exit_code;
   }
   if (exit_code != 0) return exit_code;
+  if (flags.check_config) {
+    std::vector<std::string> notes;
+    const Status ok = CheckCoordinatorConfig(flags, &notes);
+    for (const std::string& n : notes) std::cout << "  " << n << "\n";
+    if (!ok.ok()) {
+      std::cerr << "configuration error: " << ok.message() << std::endl;
+      return 1;
+    }
+    std::cout << "configuration OK" << std::endl;
+    return 0;
+  }
   if (flags.command != "serve") return RunAdminCommand(flags);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ coordinator: %v");
@@ -132,17 +146,20 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<MetricsExporter> exporter;
   if (!flags.metrics_listen.empty()) {
+    MetricsExporter::Options metrics;
+    metrics.listen = flags.metrics_listen;
+    metrics.retention_ms = static_cast<int64_t>(flags.metrics_retention_s * 1000);
     try {
-      exporter = std::make_unique<MetricsExporter>(flags.metrics_listen);
+      exporter = std::make_unique<MetricsExporter>(clock, metrics);
     } catch (const std::exception& e) {
       spdlog::error("--metrics-listen {}: {}", flags.metrics_listen, e.what());
       return 1;
     }
     spdlog::info("serving /metrics on {}", flags.metrics_listen);
     coordinator.set_on_export(
-        [&exporter](const JobManager::Stats& stats, const std::vector<v1::Job>& active) {
-          exporter->Update(stats, active);
-        });
+        [&exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
+    coordinator.set_on_commit(
+        [&exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
   }
   Status started = coordinator.Start();
   if (!started.ok()) {
@@ -150,10 +167,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security));
+  auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security), StreamLimits{},
+                                  exporter.get());
   if (!server.ok()) {
     spdlog::error("{}", server.status().message());
     return 1;
+  }
+  if (!flags.health_listen.empty()) {
+    if (Status h = (*server)->ServeHealthPlaintext(flags.health_listen); !h.ok()) {
+      spdlog::error("{}", h.message());
+      return 1;
+    }
+    spdlog::info("serving grpc.health.v1 in plain text on {}", flags.health_listen);
   }
   spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
                flags.insecure ? "PLAIN TEXT" : "TLS", db_path);
@@ -170,6 +195,30 @@ int main(int argc, char** argv) {
     }
   });
 
+  // systemd (Type=notify): ready once the port serves; the watchdog is fed only while the
+  // ticker keeps completing ticks (each takes the state lock), so that a wedged coordinator
+  // is restarted by systemd instead of hanging every worker.
+  NotifyReady("serving on " + flags.listen);
+  std::thread watchdog;
+  if (const uint64_t interval_us = WatchdogIntervalUs(); interval_us > 0) {
+    spdlog::info("systemd watchdog every {} ms", interval_us / 1000);
+    watchdog = std::thread([&, interval_us] {
+      uint64_t last = coordinator.ticks();
+      std::unique_lock<std::mutex> lock(flush_mu);
+      while (!stopping) {
+        flush_cv.wait_for(lock, std::chrono::microseconds(interval_us / 3));
+        const uint64_t now = coordinator.ticks();
+        if (now != last) {
+          NotifyWatchdog();
+        } else {
+          spdlog::warn("the ticker made no progress in {} ms: not feeding the watchdog",
+                       interval_us / 3000);
+        }
+        last = now;
+      }
+    });
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   {
@@ -178,6 +227,8 @@ int main(int argc, char** argv) {
   }
   flush_cv.notify_all();
   flusher.join();
+  if (watchdog.joinable()) watchdog.join();
+  NotifyStopping();
   spdlog::info("received signal {}; shutting down (training keeps running on the workers)", sig);
   (*server)->Shutdown();
   coordinator.Stop();

@@ -8,11 +8,17 @@ PACKAGES=(
   cmake g++ make ninja-build pkg-config clang-format
   libtorch-dev libgloo-dev libopenblas0-openmp zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  prometheus-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
-  dataset-fashion-mnist python3-torch python3-pytest prometheus
+  dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
+  libsystemd-dev python3-yaml
 )
+# The deploy tests (tests/deploy, ctest -L deploy) also use, where present: kubectl with
+# Kustomize 5 (the machine image's; Debian 12's kubernetes-client is too old for components),
+# node and npm (the pinned schema validator, installed by the test under .cache/),
+# systemd-analyze, setpriv, cpack/dpkg, and podman + mmdebstrap for the image (optional: the
+# test skips with the reason without them).
 
 missing=()
 for p in "${PACKAGES[@]}"; do

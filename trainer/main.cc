@@ -2,7 +2,13 @@
 // convoy-worker (or torchrun, or by hand) with the torchrun environment.
 #include <malloc.h>
 
+#include <cstring>
 #include <iostream>
+
+// The top-level CMakeLists passes "0.1.0 (git 1a2b3c4)"; a standalone trainer build has none.
+#ifndef CONVOY_VERSION_STRING
+#define CONVOY_VERSION_STRING "unknown"
+#endif
 
 #include "trainer/options.h"
 #include "trainer/train.h"
@@ -15,6 +21,10 @@ int main(int argc, char** argv) {
   // Keep freed memory in the heap instead.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
+    return 0;
+  }
   convoy::trainer::Options options;
   const std::string err = convoy::trainer::ParseOptions(argc, argv, &options);
   if (!err.empty()) {

@@ -52,6 +52,11 @@ void CoordinatorConnection::Dial() {
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 
+bool CoordinatorConnection::registered() {
+  MutexLock lock(mu_);
+  return registered_;
+}
+
 bool CoordinatorConnection::Send(const v1::WorkerMessage& msg) {
   // Far more than a worker sends in the seconds a healthy stream can stall.
   constexpr size_t kMaxQueued = 100000;

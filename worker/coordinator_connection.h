@@ -44,6 +44,9 @@ class CoordinatorConnection : public Outbox {
   // Queues `msg` for the current stream once it is registered (the RegisterAck came); false
   // when there is none or its queue is full. Never blocks. Any thread.
   bool Send(const v1::WorkerMessage& msg) override;
+  // Whether a stream is registered now (its RegisterAck came and it has not ended): the
+  // worker's /readyz. Any thread.
+  bool registered() EXCLUDES(mu_);
 
  private:
   // Makes the channel with the current credentials (connection thread, or the constructor).

@@ -3,18 +3,28 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "common/config_file.h"
 #include "common/util.h"
+#include "common/version.h"
 
 namespace convoy {
 
 Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   CLI::App app{"convoy-worker: runs the training processes of Convoy jobs on this machine"};
-  app.set_version_flag("--version", std::string(CONVOY_VERSION));
+  app.set_version_flag("--version", VersionLine("convoy-worker"));
+  AddConfigFileOptions(&app);
+  app.add_flag("--check-config", f->check_config,
+               "validate the whole configuration (addresses, directories, the run-as user, "
+               "TLS files) and exit 0, or non-zero with the reason; starts nothing")
+      ->configurable(false);
   app.add_option("--coordinator", f->coordinator, "HOST:PORT of the coordinator")
       ->envname("CONVOY_COORDINATOR");
-  app.add_option("--name", f->name, "unique worker name")->required();
+  app.add_option("--name", f->name, "unique worker name, e.g. the host's")
+      ->envname("CONVOY_WORKER_NAME")
+      ->required();
   app.add_option("--advertise-address", f->advertise_address,
-                 "address other nodes reach this machine at (MASTER_ADDR of node 0)");
+                 "address other nodes reach this machine at (MASTER_ADDR of node 0)")
+      ->envname("CONVOY_ADVERTISE_ADDRESS");
   app.add_option("--slots", f->slots, "processes this worker may run at once")
       ->check(CLI::Range(1, 4096));
   app.add_option("--cores", f->cores, "CPU cores this worker may use (default: all online)")
@@ -36,7 +46,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
                  "--role worker)")
       ->envname("CONVOY_JOIN_TOKEN");
   app.add_option("--ca-fingerprint", f->ca_fingerprint,
-                 "SHA256:... of the cluster CA (printed by convoy-coordinator init)");
+                 "SHA256:... of the cluster CA (printed by convoy-coordinator init)")
+      ->envname("CONVOY_CA_FINGERPRINT");
   app.add_option("--tls-cert", f->tls_cert, "your own client certificate (PEM; its name = --name)");
   app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
   app.add_option("--tls-ca", f->tls_ca, "the CA that signed the coordinator's certificate");
@@ -51,6 +62,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
       ->capture_default_str();
+  app.add_option("--metrics-listen", f->metrics_listen,
+                 "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -67,6 +80,13 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   }
   auto hp = ParseHostPort(f->coordinator, "--coordinator");
   if (!hp.ok()) return hp.status();
+  if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
+    f->metrics_listen = "127.0.0.1" + f->metrics_listen;
+  }
+  if (!f->metrics_listen.empty()) {
+    auto mp = ParseHostPort(f->metrics_listen, "--metrics-listen");
+    if (!mp.ok()) return mp.status();
+  }
   if (!IsValidName(f->name)) {
     return Status::InvalidArgument("--name: '" + f->name +
                                    "' is not valid: use 1-63 of [A-Za-z0-9._-]");

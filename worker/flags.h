@@ -1,5 +1,6 @@
 // convoy-worker's command line (DESIGN.md "Command-line contract") and its defaults, each
-// with the reason for it.
+// with the reason for it. --config FILE reads the same options from YAML (keys are the flag
+// names, common/config_file.h); flags on the command line win.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +58,14 @@ struct WorkerFlags {
   // Per-rank log size before rotation (two rotated files are kept): 64 MiB holds hours of
   // a trainer's per-step lines while bounding the disk a runaway rank can fill (192 MiB).
   int64_t log_max_bytes = 64LL << 20;
+  // HOST:PORT of the worker's HTTP endpoint (/metrics, /healthz, /readyz). Empty: none. A
+  // bare ":PORT" binds loopback only, like the coordinator's flag: exposing a port beyond
+  // this machine is an explicit choice.
+  std::string metrics_listen;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // --check-config: validate everything, start nothing (worker/check_config.h).
+  bool check_config = false;
 };
 
 // Parses argv. OK with exit_code 0: run. Otherwise `exit_code` is what main returns: 0 for

@@ -8,19 +8,23 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/fd_limit.h"
 #include "common/job_paths.h"
 #include "common/signals.h"
+#include "worker/check_config.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
 #include "worker/flags.h"
+#include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/resources.h"
 #include "worker/supervisor.h"
+#include "worker/worker_metrics.h"
 
 int main(int argc, char** argv) {
   using namespace convoy;
@@ -35,6 +39,17 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) {
     if (!parsed.message().empty()) spdlog::error("{}", parsed.message());
     return exit_code;
+  }
+  if (flags.check_config) {
+    std::vector<std::string> notes;
+    const Status ok = CheckWorkerConfig(flags, &notes);
+    for (const std::string& n : notes) std::cout << "  " << n << "\n";
+    if (!ok.ok()) {
+      std::cerr << "configuration error: " << ok.message() << std::endl;
+      return 1;
+    }
+    std::cout << "configuration OK" << std::endl;
+    return 0;
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");
@@ -111,6 +126,24 @@ int main(int argc, char** argv) {
   PosixProcessLauncher launcher;
   Supervisor supervisor(config, launcher, connection, clock);
   connection.SetSupervisor(&supervisor);
+  // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
+  std::unique_ptr<MetricsHttpServer> http;
+  if (!flags.metrics_listen.empty()) {
+    std::unique_ptr<Nvml> nvml = Nvml::Load();
+    if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
+    auto metrics = std::make_shared<WorkerMetrics>(
+        config.name, config.slots, [&supervisor] { return supervisor.RankSamples(); },
+        [&supervisor] { return supervisor.counters(); }, std::move(nvml));
+    auto started = MetricsHttpServer::Start(flags.metrics_listen, {metrics},
+                                            [&connection] { return connection.registered(); });
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().message());
+      return 1;
+    }
+    http = std::move(*started);
+    spdlog::info("serving /metrics, /healthz, /readyz on {}", flags.metrics_listen);
+  }
+
   supervisor.Start();
   spdlog::info(
       "convoy-worker {} '{}' at {}: {} cores, {} GPUs, {} slots, work dir {}; "
@@ -123,6 +156,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("received {}: stopping every rank, then exiting",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.reset();       // probes fail from here on
   supervisor.Stop();  // reports the exits while the stream is still up
   connection.Shutdown();
   conn.join();

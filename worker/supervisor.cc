@@ -215,6 +215,7 @@ void Supervisor::Run() {
           PumpOutput(*t.rank, t.is_stderr);
         } else if (t.attempt->metrics != nullptr) {
           std::vector<v1::MetricRecord> records;
+          const int64_t dropped_before = t.attempt->metrics->dropped();
           t.attempt->metrics->OnReadable(
               fds[i].fd,
               [a = t.attempt](pid_t pid, pid_t pgid) {
@@ -224,6 +225,8 @@ void Supervisor::Run() {
                 return -1;
               },
               clock_.NowUnixMs(), &records);
+          records_dropped_total_.fetch_add(t.attempt->metrics->dropped() - dropped_before,
+                                           std::memory_order_relaxed);
           AddRecords({t.attempt->job_id, t.attempt->attempt}, &records);
         }
       }
@@ -377,6 +380,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
                  launch.job_id(), launch.attempt());
     return;
   }
+  // A later attempt of a job is a restart (attempt 0 is the first).
+  if (launch.attempt() > 0) restarts_seen_total_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> argv = BuildArgv(launch.spec(), config_.trainer_path);
   if (argv.empty() || argv[0].empty()) {
     refuse(first_rank, "the job has an empty command");
@@ -532,6 +537,7 @@ void Supervisor::PumpOutput(Rank& r, bool is_stderr) {
     const ssize_t n = read(fd, buf, sizeof(buf));
     if (n > 0) {
       r.log->Append(buf, static_cast<size_t>(n), is_stderr);
+      log_bytes_total_.fetch_add(n, std::memory_order_relaxed);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -586,7 +592,10 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
 void Supervisor::CloseMetrics(Attempt& a) {
   if (a.metrics == nullptr) return;
   std::vector<v1::MetricRecord> records;
+  const int64_t dropped_before = a.metrics->dropped();
   a.metrics->Drain(clock_.NowUnixMs(), &records);
+  records_dropped_total_.fetch_add(a.metrics->dropped() - dropped_before,
+                                   std::memory_order_relaxed);
   AddRecords({a.job_id, a.attempt}, &records);
   a.metrics.reset();  // closes and removes the socket file
   FlushMetrics(true);

@@ -109,6 +109,28 @@ class Supervisor {
   // The stream broke. Any thread.
   void OnDisconnected();
 
+  // ---- For the worker's /metrics (worker_metrics.h).
+  // One rank the supervisor knows (running, or exited and not yet forgotten).
+  struct RankSample {
+    std::string job_id;
+    int attempt = 0;
+    int rank = 0;
+    pid_t pid = 0;  // 0 when it never started
+    bool running = false;
+  };
+  // Every rank's identity and pid from the last published snapshot (attempts that are
+  // forgotten and over are left out): O(ranks), no I/O, never waits for the supervisor, so
+  // a scrape reads /proc afterwards. Any thread.
+  std::vector<RankSample> RankSamples() EXCLUDES(snap_mu_);
+  // Monotonic totals since the worker started. Any thread (atomics).
+  struct Counters {
+    int64_t log_bytes = 0;         // rank output written to the rank logs
+    int64_t records_received = 0;  // metric records parsed from the ranks' sockets
+    int64_t records_dropped = 0;   // malformed records and records dropped while disconnected
+    int64_t restarts_seen = 0;     // Launches of an attempt other than a job's first
+  };
+  Counters counters() const;
+
  private:
   struct Rank {
     int rank = 0;
@@ -224,6 +246,12 @@ class Supervisor {
   std::vector<HeldLogRead> held_logs_;
   int64_t dropped_records_ = 0;
   std::thread thread_;
+
+  // Totals for counters(): written by the supervisor thread, read by scrapes.
+  std::atomic<int64_t> log_bytes_total_{0};
+  std::atomic<int64_t> records_received_total_{0};
+  std::atomic<int64_t> records_dropped_total_{0};
+  std::atomic<int64_t> restarts_seen_total_{0};
 };
 
 }  // namespace convoy

@@ -25,6 +25,30 @@ constexpr int64_t kMaxLogRead = 1 << 20;
 
 }  // namespace
 
+std::vector<Supervisor::RankSample> Supervisor::RankSamples() {
+  std::vector<RankSample> out;
+  std::shared_ptr<const Snapshot> snap;
+  {
+    MutexLock lock(snap_mu_);
+    snap = snapshot_;
+  }
+  for (const v1::AttemptStatus& a : snap->attempts) {
+    for (const v1::RankStatus& r : a.ranks()) {
+      out.push_back({a.job_id(), a.attempt(), r.rank(), r.pid(), r.running()});
+    }
+  }
+  return out;
+}
+
+Supervisor::Counters Supervisor::counters() const {
+  Counters c;
+  c.log_bytes = log_bytes_total_.load(std::memory_order_relaxed);
+  c.records_received = records_received_total_.load(std::memory_order_relaxed);
+  c.records_dropped = records_dropped_total_.load(std::memory_order_relaxed);
+  c.restarts_seen = restarts_seen_total_.load(std::memory_order_relaxed);
+  return c;
+}
+
 v1::Register Supervisor::BuildRegister() {
   v1::Register reg;
   reg.set_name(config_.name);
@@ -205,6 +229,8 @@ void Supervisor::AnswerLogs(const v1::ReadLogs& req) {
 }
 
 void Supervisor::AddRecords(const Key& key, std::vector<v1::MetricRecord>* records) {
+  records_received_total_.fetch_add(static_cast<int64_t>(records->size()),
+                                    std::memory_order_relaxed);
   for (v1::MetricRecord& rec : *records) {
     rec.set_attempt(key.second);
     pending_.push_back({key, std::move(rec)});
@@ -216,6 +242,7 @@ void Supervisor::AddRecords(const Key& key, std::vector<v1::MetricRecord>* recor
                    kMaxPendingRecords);
     }
     dropped_records_ += static_cast<int64_t>(excess);
+    records_dropped_total_.fetch_add(static_cast<int64_t>(excess), std::memory_order_relaxed);
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(excess));
   }
 }

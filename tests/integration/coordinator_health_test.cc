@@ -1,0 +1,116 @@
+// The standard gRPC health service (grpc.health.v1.Health) on the coordinator: answered
+// without credentials over TLS, SERVING while the coordinator serves; gone with it.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "coordinator/grpc_server.h"
+#include "tests/support/memory_job_store.h"
+#include "tests/support/test_cluster.h"
+
+namespace convoy {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Health.Check for the whole server (service ""): the raw HealthCheckResponse bytes.
+grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, std::string* response) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  grpc::Slice nothing("", 0);
+  grpc::ByteBuffer request(&nothing, 1);  // HealthCheckRequest{service: ""}
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_all();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  response->clear();
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && reply.Dump(&slices).ok()) {
+    for (const auto& s : slices)
+      response->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return status;
+}
+
+TEST(CoordinatorHealth, ServingWithoutCredentialsOverTls) {
+  auto options = testing::TestCluster::DefaultOptions();
+  options.secure = true;
+  testing::TestCluster cluster(options);
+  std::string response;
+  grpc::Status st = Check(cluster.SecureChannel(""), &response);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
+  EXPECT_EQ(response, std::string("\x08\x01", 2));
+
+  cluster.StopCoordinator();
+  st = Check(cluster.SecureChannel(""), &response);
+  EXPECT_FALSE(st.ok());
+  cluster.StartCoordinator();
+  st = Check(cluster.SecureChannel(""), &response);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(response, std::string("\x08\x01", 2));
+}
+
+// --health-listen: the same answer in plain text (Kubernetes' grpc probes cannot speak TLS),
+// and nothing else there: the coordinator's own services are not on that port.
+TEST(CoordinatorHealth, PlainTextHealthPortFollowsTheServer) {
+  SystemClock clock;
+  MemoryJobStore store;
+  Coordinator coordinator(clock, store, CoordinatorOptions());
+  ASSERT_TRUE(coordinator.Start().ok());
+  auto server = GrpcServer::Start(coordinator, "127.0.0.1:0", InsecureForTests());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  int port = 0;
+  {
+    auto l = Listener::Bind("127.0.0.1:0");  // a free port for the health server
+    ASSERT_TRUE(l.ok());
+    port = (*l)->port();
+  }
+  const std::string health = "127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE((*server)->ServeHealthPlaintext(health).ok());
+  auto channel = grpc::CreateChannel(health, grpc::InsecureChannelCredentials());
+  std::string response;
+  grpc::Status st = Check(channel, &response);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(response, std::string("\x08\x01", 2));
+
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  grpc::CompletionQueue cq;
+  auto call =
+      stub.PrepareUnaryCall(&ctx, "/convoy.v1.JobService/ListJobs", grpc::ByteBuffer(), &cq);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status listed;
+  call->Finish(&reply, &listed, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_EQ(listed.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+
+  (*server)->Shutdown();
+  EXPECT_FALSE(Check(channel, &response).ok());
+  coordinator.Stop();
+}
+
+}  // namespace
+}  // namespace convoy
