@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Writes dashboards/convoy.json, the Convoy Grafana dashboard (schemaVersion 37, Grafana 9+).
+With --check, writes nothing and exits 1 when the file differs from what this generates.
 
 The JSON is generated so that panels stay consistent; edit this file and run it, or edit the
 JSON in Grafana and export it over dashboards/convoy.json. Every PromQL expression here is
@@ -7,6 +8,7 @@ evaluated against a real Prometheus by tests/observability/test_prometheus.py.
 """
 import json
 import os
+import sys
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 _next_id = [1]
@@ -159,6 +161,13 @@ dashboard = {
 }
 
 here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "dashboards", "convoy.json"), "w") as f:
-    json.dump(dashboard, f, indent=2, ensure_ascii=False)
-    f.write("\n")
+path = os.path.join(here, "dashboards", "convoy.json")
+text = json.dumps(dashboard, indent=2, ensure_ascii=False) + "\n"
+if "--check" in sys.argv[1:]:
+    with open(path, encoding="utf-8") as f:
+        if f.read() != text:
+            sys.exit(f"{path} differs from make_dashboard.py's output: run it, or port the "
+                     "change to make_dashboard.py")
+    sys.exit(0)
+with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
