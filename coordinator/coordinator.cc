@@ -202,6 +202,7 @@ void Coordinator::TickerLoop() {
         MutexLock lock(mu_);
         snap.stats = jobs_.GetStats();
         snap.active = jobs_.ListActive();
+        snap.finished = jobs_.TakeFinished();
         snap.workers = registry_.List();
         snap.durations = jobs_.TakeDurations();
       }

@@ -88,8 +88,9 @@ class Coordinator {
   // used after it is released.
   struct ExportSnapshot {
     JobManager::Stats stats;
-    std::vector<v1::Job> active;                  // summaries of the unfinished jobs
-    std::vector<v1::WorkerInfo> workers;          // every known worker
+    std::vector<v1::Job> active;          // summaries of the unfinished jobs
+    std::vector<v1::Job> finished;        // ... of those that finished since the last export
+    std::vector<v1::WorkerInfo> workers;  // every known worker
     std::vector<JobManager::Duration> durations;  // phases that ended since the last export
   };
   // Called every export_interval_ms on the ticker thread, with no lock held. Set before Start.

@@ -213,6 +213,15 @@ std::vector<JobManager::Duration> JobManager::TakeDurations() {
   return out;
 }
 
+std::vector<v1::Job> JobManager::TakeFinished() {
+  std::vector<v1::Job> out;
+  for (const std::string& id : finished_since_) {
+    if (const JobRecord* r = Find(id)) out.push_back(Summary(r->job));
+  }
+  finished_since_.clear();
+  return out;
+}
+
 void JobManager::Observe(Phase phase, int64_t since_mono_ms) {
   if (since_mono_ms <= 0) return;
   if (durations_.size() >= kMaxDurations) durations_.erase(durations_.begin());
@@ -248,6 +257,10 @@ void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to
   }
   if (IsTerminal(to)) {
     active_.erase(id);
+    if (from != v1::JOB_STATE_UNSPECIFIED) {
+      if (finished_since_.size() >= kMaxDurations) finished_since_.erase(finished_since_.begin());
+      finished_since_.push_back(id);
+    }
   } else {
     active_.insert(id);
   }

@@ -143,6 +143,10 @@ class JobManager {
   // between calls (the oldest dropped). O(returned). For the metrics exporter.
   static constexpr size_t kMaxDurations = 100000;
   std::vector<Duration> TakeDurations();
+  // Summaries of the jobs that reached a terminal state since the last call (at most
+  // kMaxDurations kept between calls), so that the exporter sees each job's final state and
+  // last metrics even when it finished between two exports. O(returned).
+  std::vector<v1::Job> TakeFinished();
   // Classifies an attempt's root cause for the counters above.
   static std::string FailureCause(const v1::RankFailure& failure);
   // FAILED_PRECONDITION when the job already finished.
@@ -316,6 +320,7 @@ class JobManager {
   std::map<std::string, int64_t> attempt_failures_;
   std::map<std::string, int64_t> restarts_by_cause_;
   std::vector<Duration> durations_;
+  std::vector<std::string> finished_since_;  // for TakeFinished
   void Observe(Phase phase, int64_t since_mono_ms);
   bool schedule_needed_ = false;
   int64_t next_job_number_ = 1;

@@ -288,7 +288,7 @@ void MetricsExporter::Update(const Coordinator::ExportSnapshot& snap) {
     }
   }
   UpdateWorkers(snap.workers);
-  UpdateJobs(snap.active);
+  UpdateJobs(snap.active, snap.finished);
 }
 
 void MetricsExporter::UpdateWorkers(const std::vector<v1::WorkerInfo>& workers) {
@@ -305,7 +305,8 @@ void MetricsExporter::UpdateWorkers(const std::vector<v1::WorkerInfo>& workers) 
   worker_series_ = std::move(now_series);
 }
 
-void MetricsExporter::UpdateJobs(const std::vector<v1::Job>& active) {
+void MetricsExporter::UpdateJobs(const std::vector<v1::Job>& active,
+                                 const std::vector<v1::Job>& finished) {
   const int64_t mono = clock_.NowMonotonicMs();
   const int64_t now = clock_.NowUnixMs();
   // Jobs no longer active keep their series for the retention, then lose them.
@@ -326,7 +327,19 @@ void MetricsExporter::UpdateJobs(const std::vector<v1::Job>& active) {
     RemoveStale(js.series, {});
     it = job_series_.erase(it);
   }
-  for (const v1::Job& job : active) {
+  for (const v1::Job& job : active) UpdateJob(job, now);
+  // A job that finished since the last export: its final state and records, once; then the
+  // retention runs from now.
+  for (const v1::Job& job : finished) {
+    if (live.count(job.id()) > 0) continue;
+    UpdateJob(job, now);
+    JobSeries& js = job_series_[job.id()];
+    if (js.gone_since_ms == 0) js.gone_since_ms = mono;
+  }
+}
+
+void MetricsExporter::UpdateJob(const v1::Job& job, int64_t now) {
+  {
     JobSeries& js = job_series_[job.id()];
     Series series;
     const std::string& id = job.id();

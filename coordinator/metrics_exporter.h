@@ -26,8 +26,9 @@
 // `job` label of its own (the scrape job), which an exported `job` would collide with.
 //
 // Cardinality: per-job and per-rank series exist while the job is unfinished and for
-// `retention_ms` after it finished (so the last values can still be scraped and alerted
-// on); then they are removed. Workers' series go when the worker is no longer known.
+// `retention_ms` after it finished, with its final state and last records (so the last values can
+// still be scraped and alerted on); then they are removed. Workers' series go when the worker is no
+// longer known.
 //
 // Threading: Update runs on one thread (the Coordinator's ticker, no lock held); OnRpcDone
 // on gRPC's threads and OnCommit on the commit thread, concurrently with it (prometheus-cpp's
@@ -96,7 +97,9 @@ class MetricsExporter : public RpcObserver {
                   const std::map<std::string, std::string>& labels, double value);
   // Removes the series of `old` that are not in `now`.
   static void RemoveStale(const Series& old, const Series& now);
-  void UpdateJobs(const std::vector<v1::Job>& active);
+  void UpdateJobs(const std::vector<v1::Job>& active, const std::vector<v1::Job>& finished);
+  // (Re)sets one job's series from its summary.
+  void UpdateJob(const v1::Job& job, int64_t now_unix_ms);
   void UpdateWorkers(const std::vector<v1::WorkerInfo>& workers);
   // Adds (to - *last) to `c` when it grew; remembers `to`.
   static void Advance(prometheus::Counter& c, int64_t to, int64_t* last);

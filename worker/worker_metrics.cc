@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -147,6 +148,9 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
 void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
          double value) {
   prometheus::ClientMetric m;
+  // Sorted by name, as prometheus-cpp's own families write them.
+  std::sort(labels.begin(), labels.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   m.label = std::move(labels);
   if (f.type == prometheus::MetricType::Counter) {
     m.counter.value = value;

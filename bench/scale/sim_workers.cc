@@ -4,7 +4,9 @@
 // "runs" the ranks of a Launch (ProcessStarted, then ProcessExited with code 0 after
 // --run-ms, or the job's env SIM_RUN_MS), obeys Kill, answers ReadLogs, and after a broken stream
 // reconnects with jittered exponential backoff and registers again reporting the ranks it still
-// runs. Traffic goes only to --coordinator (loopback in the benchmark).
+// runs. With --metrics-ms MS (or the job's env SIM_METRICS_MS) every running rank reports a
+// metric record (step, epoch, loss, samples_per_s) every MS, batched per attempt as a real
+// worker does. Traffic goes only to --coordinator (loopback in the benchmark).
 //
 // Prints one JSON line of counters a second on stdout (see Stats below).
 #include <absl/synchronization/mutex.h>
@@ -51,7 +53,8 @@ struct Options {
   std::string coordinator = "127.0.0.1:7070";
   int workers = 100;
   int64_t run_ms = 0;
-  int ramp_per_s = 0;  // 0: all at once
+  int64_t metrics_ms = 0;  // 0: no metric records
+  int ramp_per_s = 0;      // 0: all at once
   int duration_s = 600;
   int first_index = 1;
 };
@@ -68,6 +71,7 @@ struct Stats {
   std::atomic<int64_t> last_launch_unix_ms{0};
   std::atomic<int64_t> last_register_unix_ms{0};
   std::atomic<int64_t> exits_sent{0};
+  std::atomic<int64_t> records_sent{0};
 };
 
 Stats g_stats;
@@ -103,6 +107,7 @@ struct Rank {
   int pid = 0;
   bool running = true;
   int64_t exit_at_mono_ms = 0;  // 0: runs until killed
+  int64_t step = 0;
 };
 
 class SimWorker {
@@ -155,6 +160,32 @@ class SimWorker {
         next_heartbeat_mono_ms_ = now + heartbeat_ms_;
       }
       for (auto& [key, ranks] : attempts_) {
+        auto every = metrics_ms_.find(key);
+        if (every != metrics_ms_.end() && every->second > 0 && now >= next_metrics_mono_ms_[key]) {
+          next_metrics_mono_ms_[key] = now + every->second;
+          WorkerMessage batch;
+          auto* b = batch.mutable_metrics();
+          b->set_job_id(key.first);
+          b->set_attempt(key.second);
+          for (Rank& r : ranks) {
+            if (!r.running) continue;
+            auto* rec = b->add_records();
+            rec->set_rank(r.rank);
+            rec->set_attempt(key.second);
+            rec->set_time_unix_ms(UnixMs());
+            rec->set_step(++r.step);
+            rec->set_has_step(true);
+            rec->set_epoch(static_cast<int32_t>(r.step / 1000));
+            rec->set_loss(2.3 / (1.0 + 0.001 * static_cast<double>(r.step)));
+            rec->set_has_loss(true);
+            rec->set_kind("step");
+            (*rec->mutable_values())["samples_per_s"] = 1000.0 + r.rank % 7;
+          }
+          if (b->records_size() > 0) {
+            g_stats.records_sent += b->records_size();
+            out.push_back(std::move(batch));
+          }
+        }
         for (Rank& r : ranks) {
           if (!r.running || r.exit_at_mono_ms == 0 || now < r.exit_at_mono_ms) continue;
           r.running = false;
@@ -212,6 +243,10 @@ class SimWorker {
       g_stats.last_launch_unix_ms = now_unix;
       auto& ranks = attempts_[{l.job_id(), l.attempt()}];
       ranks.clear();
+      int64_t metrics_ms = options_.metrics_ms;
+      auto metrics_env = l.spec().env().find("SIM_METRICS_MS");
+      if (metrics_env != l.spec().env().end()) metrics_ms = std::atoll(metrics_env->second.c_str());
+      metrics_ms_[{l.job_id(), l.attempt()}] = metrics_ms;
       // A job's spec may say how long its simulated ranks run (env SIM_RUN_MS).
       int64_t run_ms = options_.run_ms;
       auto env = l.spec().env().find("SIM_RUN_MS");
@@ -252,6 +287,8 @@ class SimWorker {
       s->Send(out);
     } else if (msg.has_forget_attempt()) {
       attempts_.erase({msg.forget_attempt().job_id(), msg.forget_attempt().attempt()});
+      metrics_ms_.erase({msg.forget_attempt().job_id(), msg.forget_attempt().attempt()});
+      next_metrics_mono_ms_.erase({msg.forget_attempt().job_id(), msg.forget_attempt().attempt()});
     }
   }
 
@@ -329,6 +366,8 @@ class SimWorker {
   int64_t backoff_ms_ = 500;
   std::mt19937 rng_;
   std::map<Key, std::vector<Rank>> attempts_;
+  std::map<Key, int64_t> metrics_ms_;            // each attempt's record interval (0: none)
+  std::map<Key, int64_t> next_metrics_mono_ms_;  // when its next batch is due
 };
 
 Session::Session(SimWorker* owner, convoy::v1::WorkerService::Stub* stub) : owner_(owner) {
@@ -427,6 +466,8 @@ int main(int argc, char** argv) {
       o.workers = std::atoi(next().c_str());
     } else if (a == "--run-ms") {
       o.run_ms = std::atoll(next().c_str());
+    } else if (a == "--metrics-ms") {
+      o.metrics_ms = std::atoll(next().c_str());
     } else if (a == "--ramp-per-s") {
       o.ramp_per_s = std::atoi(next().c_str());
     } else if (a == "--duration-s") {
@@ -490,12 +531,13 @@ int main(int argc, char** argv) {
             ",\"registrations\":%" PRId64 ",\"refused\":%" PRId64 ",\"dropped\":%" PRId64
             ",\"reconnects\":%" PRId64 ",\"launches\":%" PRId64 ",\"first_launch_unix_ms\":%" PRId64
             ",\"last_launch_unix_ms\":%" PRId64 ",\"last_register_unix_ms\":%" PRId64
-            ",\"exits_sent\":%" PRId64 ",\"cpu_s\":%.2f,\"cpu_pct\":%.1f,\"threads\":%d}\n",
+            ",\"exits_sent\":%" PRId64 ",\"records_sent\":%" PRId64
+            ",\"cpu_s\":%.2f,\"cpu_pct\":%.1f,\"threads\":%d}\n",
             UnixMs(), g_stats.registered_now.load(), g_stats.ever_registered.load(),
             g_stats.registrations.load(), g_stats.refused.load(), g_stats.dropped.load(),
             g_stats.reconnects.load(), g_stats.launches.load(), g_stats.first_launch_unix_ms.load(),
             g_stats.last_launch_unix_ms.load(), g_stats.last_register_unix_ms.load(),
-            g_stats.exits_sent.load(), cpu, cpu_pct, ThreadCount());
+            g_stats.exits_sent.load(), g_stats.records_sent.load(), cpu, cpu_pct, ThreadCount());
         std::fflush(stdout);
         next_stats = now + 1000;
       }

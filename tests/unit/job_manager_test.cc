@@ -873,5 +873,69 @@ TEST_F(JobManagerTest, TenThousandNodeJobRunsAndRestartsOnItsWorkers) {
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
 }
 
+// ---- What the metrics exporter reads (issue 14).
+
+TEST_F(JobManagerTest, StatsCountAttemptsAndRestartsByCause) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  AddWorker("w3", 1);
+  const std::string id = Submit(2, 1, /*max_restarts=*/2);
+  StartAttempt(id);
+  Exit("w2", id, 0, 1, 0, 9);  // SIGKILL: a signal
+  Advance(options_.failure_window_ms);
+  Exit("w1", id, 0, 0, 0, 15, true);
+  StartAttempt(id);
+  KillWorker("w2");
+  Advance(10500);  // w2 lost
+  JobManager::Stats st = jm_->GetStats();
+  EXPECT_EQ(st.attempts_started, 2);
+  EXPECT_EQ(st.restarts["signal"], 1);
+  EXPECT_EQ(st.restarts["worker_lost"], 1);
+  EXPECT_EQ(st.attempt_failures["signal"], 1);
+  EXPECT_EQ(st.attempt_failures["worker_lost"], 1);
+  EXPECT_EQ(st.jobs_by_owner.at({"", v1::RESTARTING}), 1);
+}
+
+TEST_F(JobManagerTest, FailureCausesAreClassified) {
+  v1::RankFailure f;
+  f.mutable_exit()->set_exit_code(3);
+  f.set_reason("rank 1 on worker w2 (10.0.0.2) exited with code 3");
+  EXPECT_EQ(JobManager::FailureCause(f), "rank_exit");
+  f.mutable_exit()->set_exit_code(0);
+  f.mutable_exit()->set_signal(9);
+  EXPECT_EQ(JobManager::FailureCause(f), "signal");
+  f.clear_exit();
+  f.set_reason("worker w2 (host) lost: no heartbeat for 10000 ms");
+  EXPECT_EQ(JobManager::FailureCause(f), "worker_lost");
+  f.set_reason("hung: no progress for 30 s");
+  EXPECT_EQ(JobManager::FailureCause(f), "hang");
+  f.set_reason("rendezvous timed out");
+  EXPECT_EQ(JobManager::FailureCause(f), "other");
+}
+
+TEST_F(JobManagerTest, PhaseDurationsAreRecordedOnceEach) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(2, 1);  // placed at once: no time in the queue
+  clock_.AdvanceMs(700);
+  StartAttempt(id);  // every rank started 0.7 s after placement
+  clock_.AdvanceMs(300);
+  Metric("w1", id, 0, 0, 1);  // the first record 1 s after placement
+  Metric("w2", id, 0, 1, 1);
+  std::map<JobManager::Phase, std::vector<double>> by_phase;
+  for (const auto& d : jm_->TakeDurations()) by_phase[d.phase].push_back(d.seconds);
+  EXPECT_EQ(by_phase[JobManager::Phase::kQueue], std::vector<double>{0});
+  EXPECT_EQ(by_phase[JobManager::Phase::kSchedule], std::vector<double>{0});
+  EXPECT_EQ(by_phase[JobManager::Phase::kRendezvous], std::vector<double>{0.7});
+  EXPECT_EQ(by_phase[JobManager::Phase::kFirstStep], std::vector<double>{1.0});
+  EXPECT_TRUE(jm_->TakeDurations().empty());  // taken
+  Exit("w1", id, 0, 0, 0);
+  Exit("w2", id, 0, 1, 0);
+  const std::vector<v1::Job> finished = jm_->TakeFinished();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].state(), v1::SUCCEEDED);
+  EXPECT_TRUE(jm_->TakeFinished().empty());
+}
+
 }  // namespace
 }  // namespace convoy

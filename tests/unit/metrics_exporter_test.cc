@@ -106,6 +106,30 @@ TEST_F(MetricsExporterTest, FinishedJobSeriesGoAfterTheRetention) {
   EXPECT_FALSE(Has(text, "j-000001")) << text;
 }
 
+TEST_F(MetricsExporterTest, AJobThatFinishedBetweenExportsShowsItsEnd) {
+  Coordinator::ExportSnapshot snap;
+  snap.active.push_back(RunningJob("j-000001", clock_.NowUnixMs()));
+  exporter_.Update(snap);
+  // It finished before the next export, after its final (eval) records.
+  v1::Job done = snap.active[0];
+  done.set_state(v1::SUCCEEDED);
+  (*done.mutable_latest(0)->mutable_values())["test_accuracy"] = 0.9;
+  snap.active.clear();
+  snap.finished.push_back(done);
+  exporter_.Update(snap);
+  std::string text = exporter_.Serialize();
+  EXPECT_TRUE(Has(text,
+                  "convoy_job_info{job_id=\"j-000001\",name=\"fmnist\",owner=\"alice\","
+                  "state=\"SUCCEEDED\"} 1"))
+      << text;
+  EXPECT_FALSE(Has(text, "state=\"RUNNING\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "convoy_rank_test_accuracy_ratio{job_id=\"j-000001\",rank=\"0\"} 0.9"));
+  snap.finished.clear();
+  clock_.AdvanceMs(10 * 60 * 1000);
+  exporter_.Update(snap);
+  EXPECT_FALSE(Has(exporter_.Serialize(), "j-000001"));
+}
+
 TEST_F(MetricsExporterTest, ASeriesThatNoLongerAppliesGoes) {
   Coordinator::ExportSnapshot snap;
   snap.active.push_back(RunningJob("j-000001", clock_.NowUnixMs()));
