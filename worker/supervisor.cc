@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "common/code_archive.h"
 #include "common/job_paths.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
@@ -400,6 +403,25 @@ void Supervisor::Launch(const v1::Launch& launch) {
     return;
   }
   const std::string& checkpoint_dir = dirs->checkpoint_dir;
+  if (!given.code_sha256().empty()) {
+    // The connection fetched it before posting this Launch (worker/code_fetch.h).
+    const std::string archive_path = CodeArchivePath(config_.work_dir, given.code_sha256());
+    std::ifstream in(archive_path, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in.is_open()) {
+      refuse(first_rank, "the job's code archive " + given.code_sha256() +
+                             " could not be fetched from the coordinator");
+      return;
+    }
+    auto unpacked = UnpackCodeArchive(bytes.str(), dirs->job_dir, uid, gid);
+    if (!unpacked.ok()) {
+      refuse(first_rank, "unpacking the job's code: " + unpacked.status().message());
+      return;
+    }
+    spdlog::info("job {}: unpacked {} file(s) of code {} into {}", launch.job_id(), *unpacked,
+                 given.code_sha256().substr(0, 12), dirs->job_dir);
+  }
   if (!dirs->data_dir.empty() && dirs->data_dir != given.trainer().data_dir()) {
     v1::JobSpec spec = given;  // the trainer reads the path that was checked
     spec.mutable_trainer()->set_data_dir(dirs->data_dir);

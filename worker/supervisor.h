@@ -103,6 +103,8 @@ class Supervisor {
   // A Register carrying every attempt that still runs or whose exits were not forgotten.
   // Any thread (the connection's, before it sends it).
   v1::Register BuildRegister();
+  // The worker's --work-dir (where code archives are cached, worker/code_fetch.h). Any thread.
+  const std::string& work_dir() const { return config_.work_dir; }
   // The coordinator acknowledged the last BuildRegister; heartbeats every
   // `heartbeat_interval_ms`. Any thread.
   void OnConnected(int heartbeat_interval_ms);
