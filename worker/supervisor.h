@@ -125,6 +125,7 @@ class Supervisor {
     bool signalled = false;  // the worker sent it SIGTERM/SIGKILL
     int64_t kill_at_ms = 0;  // when SIGKILL is due (monotonic), 0: none
     v1::ProcessExit exit;    // set once it is not running
+    std::string error_file;  // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
     uint64_t start_seq = 0;  // event numbers of its start (or launch failure) and its exit
     uint64_t exit_seq = 0;
   };

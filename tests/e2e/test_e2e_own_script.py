@@ -95,3 +95,31 @@ def test_submit_without_a_spec_file_and_from_stdin(make_cluster):
     # Neither a file nor a command: a usage error.
     r = c.cli("submit", check=False)
     assert r.returncode == 2 and "command after '--'" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="needs Debian's python3-torch")
+def test_a_rank_raising_under_record_is_the_root_cause(make_cluster, tmp_path):
+    c = make_cluster(workers=1)
+    (tmp_path / "fail.py").write_text(
+        "import os\n"
+        "from torch.distributed.elastic.multiprocessing.errors import record\n"
+        "@record\n"
+        "def main():\n"
+        "    assert os.environ['TORCHELASTIC_ERROR_FILE'].endswith('rank-0.error.json')\n"
+        "    raise ValueError('learning rate 7.5 is too large')\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n")
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"name": "raises", "nodes": 1, "procs_per_node": 1,
+                                "command": ["python3", "fail.py"], "env": PATH_ENV}))
+    job = json.loads(c.cli("submit", str(spec), "--code", str(tmp_path), "--output",
+                           "json").stdout)["job_id"]
+    c.jobs.append(job)
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=120)
+    assert st["state"] == "FAILED"
+    text = json.dumps(st)
+    assert "raised ValueError: learning rate 7.5 is too large" in text, text
+    assert "error_traceback" in text and "in main" in text, text
+    shown = c.cli("status", job).stdout
+    assert "raised ValueError: learning rate 7.5 is too large" in shown, shown
+    assert "traceback (TORCHELASTIC_ERROR_FILE)" in shown, shown
