@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "client/format.h"
@@ -19,7 +20,9 @@
 #include "client/progress.h"
 #include "client/top.h"
 #include "client/watch.h"
+#include "common/code_archive.h"
 #include "common/job_spec.h"
+#include "common/job_spec_validation.h"
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
 
@@ -126,12 +129,91 @@ Coordinator ConnectToCoordinator(const ClientConfig& config) {
   return c;
 }
 
-int SubmitCommand(Coordinator& c, const std::string& file, bool watch,
+StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) {
+  v1::JobSpec spec;
+  if (args.file == "-") {
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto parsed = ParseJobSpec(text.str(), "<stdin>");
+    if (!parsed.ok()) return parsed.status();
+    spec = std::move(*parsed);
+  } else if (!args.file.empty()) {
+    auto loaded = LoadJobSpecFile(args.file);
+    if (!loaded.ok()) return loaded.status();
+    spec = std::move(*loaded);
+  } else if (args.command.empty()) {
+    return Status::InvalidArgument(
+        "submit: give a spec file, '-' for standard input, or a command after '--' "
+        "(convoy submit --nodes 2 -- python3 train.py)");
+  } else {
+    spec.set_name("job");
+    spec.set_nodes(1);
+    spec.set_procs_per_node(1);
+  }
+  if (!args.command.empty()) {
+    if (!args.file.empty()) {
+      return Status::InvalidArgument("submit: a command after '--' or a spec file, not both");
+    }
+    for (const std::string& a : args.command) spec.add_command(a);
+  }
+  if (!args.name.empty()) spec.set_name(args.name);
+  if (args.nodes > 0) spec.set_nodes(args.nodes);
+  if (args.procs_per_node > 0) {
+    spec.set_procs_per_node(args.procs_per_node);
+    spec.set_procs_per_node_gpu(false);
+  }
+  Status valid = ValidateJobSpec(spec);
+  if (!valid.ok()) return valid;
+  return spec;
+}
+
+namespace {
+
+// Packs `dir` and stores it on the coordinator (UploadCode, 4 MiB a call); returns its hash.
+StatusOr<std::string> UploadCodeDir(Coordinator& c, const std::string& dir) {
+  auto packed = PackCodeDirectory(dir);
+  if (!packed.ok()) return packed.status();
+  const std::string sha = Sha256Hex(packed->archive);
+  const int64_t total = static_cast<int64_t>(packed->archive.size());
+  std::cerr << "convoy: --code " << dir << ": " << packed->files << " file(s), " << packed->bytes
+            << " bytes, " << total << " compressed, sha256 " << sha.substr(0, 12) << "\n";
+  int64_t offset = 0;
+  while (offset < total) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::UploadCodeRequest req;
+    req.set_sha256(sha);
+    req.set_total_size(total);
+    req.set_offset(offset);
+    req.set_data(
+        packed->archive.substr(static_cast<size_t>(offset), static_cast<size_t>(kCodeChunkBytes)));
+    v1::UploadCodeResponse resp;
+    grpc::Status st = c.stub->UploadCode(&ctx, req, &resp);
+    if (!st.ok()) return Status::Unavailable("upload " + dir + ": " + st.error_message());
+    if (resp.complete()) return sha;
+    if (resp.received() <= offset) return Status::Internal("upload " + dir + ": no progress");
+    offset = resp.received();
+  }
+  return Status::Internal("upload " + dir + ": the coordinator did not say complete");
+}
+
+}  // namespace
+
+int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
                   const CommandOptions& options) {
-  auto spec = LoadJobSpecFile(file);
+  auto spec = BuildSubmitSpec(args, std::cin);
   if (!spec.ok()) {
     std::cerr << "convoy: " << spec.status().message() << "\n";
     return kExitUsage;
+  }
+  const std::string what = args.file.empty() ? "submit" : "submit " + args.file;
+  if (!args.code_dir.empty()) {
+    auto sha = UploadCodeDir(c, args.code_dir);
+    if (!sha.ok()) {
+      std::cerr << "convoy: " << sha.status().message() << "\n";
+      return sha.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitUnavailable;
+    }
+    spec->set_code_sha256(*sha);
   }
   grpc::ClientContext ctx;
   SetDeadline(ctx);
@@ -139,7 +221,7 @@ int SubmitCommand(Coordinator& c, const std::string& file, bool watch,
   *req.mutable_spec() = std::move(*spec);
   v1::SubmitJobResponse resp;
   grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "submit " + file);
+  if (!st.ok()) return RpcFailed(st, what);
   // With --watch and JSON, this is the first of the lines.
   std::cout << (options.json ? ToJson(resp) : resp.job_id()) << "\n" << std::flush;
   if (!watch) return kExitOk;

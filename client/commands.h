@@ -36,8 +36,26 @@ struct CommandOptions {
   bool json = false;  // --output json
 };
 
-int SubmitCommand(Coordinator& c, const std::string& file, bool watch,
+// What `convoy submit` was given.
+struct SubmitArgs {
+  // The spec file; "-" reads it from standard input; empty: the spec is built from
+  // `command` (required then), `nodes`, `procs_per_node` and `name`.
+  std::string file;
+  // --code DIR: packed (common/code_archive.h), uploaded once by hash, named in the spec.
+  std::string code_dir;
+  int nodes = 0;                     // > 0: overrides the spec's (default 1 without a file)
+  int procs_per_node = 0;            // > 0: overrides the spec's (default 1 without a file)
+  std::string name;                  // overrides the spec's; without a file default "job"
+  std::vector<std::string> command;  // what followed `--`
+};
+
+// Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.
+int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
                   const CommandOptions& options);
+
+// The spec `convoy submit` would send, before any --code upload. Usage errors as
+// INVALID_ARGUMENT. `in` is standard input (for "-").
+StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in);
 int ListCommand(Coordinator& c, const CommandOptions& options);
 int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
 int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,

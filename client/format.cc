@@ -245,7 +245,21 @@ std::string FormatFailureDetails(const v1::RankFailure& f, const std::string& in
   if (!f.host().empty()) where += ", host " + f.host();
   const std::string exit = ExitText(f.exit());
   std::string out = indent + where + (exit.empty() ? "" : ": " + exit) + "\n";
-  if (f.exit().stderr_tail_size() > 0) {
+  if (!f.exit().error_type().empty() || !f.exit().error_message().empty()) {
+    out += indent + "raised " + f.exit().error_type() +
+           (f.exit().error_message().empty() ? "" : ": " + f.exit().error_message()) + "\n";
+  }
+  if (!f.exit().error_traceback().empty()) {
+    out += indent + "traceback (TORCHELASTIC_ERROR_FILE):\n";
+    std::string tb = f.exit().error_traceback();
+    size_t start = 0;
+    while (start < tb.size()) {
+      size_t end = tb.find('\n', start);
+      if (end == std::string::npos) end = tb.size();
+      out += indent + "  | " + tb.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+  } else if (f.exit().stderr_tail_size() > 0) {
     out += indent + "last lines of its stderr:\n";
     for (const auto& line : f.exit().stderr_tail()) out += indent + "  | " + line + "\n";
   }

@@ -47,14 +47,28 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
   };
-  std::string file, job;
+  std::string job;
   bool watch = false, follow = false;
   int rank = 0, attempt = -1;
   int64_t tail = 0;
 
-  CLI::App* submit =
-      app.add_subcommand("submit", "submit a job spec (YAML or JSON); prints its id");
-  submit->add_option("FILE", file, "the job spec")->required();
+  SubmitArgs submit_args;
+  CLI::App* submit = app.add_subcommand(
+      "submit",
+      "submit a job spec (YAML or JSON; '-': standard input) or a command after '--'; prints "
+      "its id");
+  submit->footer(
+      "Examples:\n  convoy submit job.yaml --code ./myproject\n"
+      "  convoy submit --nodes 2 --procs-per-node 1 --code . -- python3 train.py --epochs 1\n"
+      "  cat job.yaml | convoy submit -");
+  submit->add_option("FILE", submit_args.file, "the job spec; '-' reads standard input");
+  submit->add_option("--code", submit_args.code_dir,
+                     "pack this directory (at most 100 MB, minus .gitignore/.convoyignore) and "
+                     "unpack it into the job's directory on every worker");
+  submit->add_option("--nodes", submit_args.nodes, "nodes (overrides the spec's)");
+  submit->add_option("--procs-per-node", submit_args.procs_per_node,
+                     "processes per node (overrides the spec's)");
+  submit->add_option("--name", submit_args.name, "job name (default with a command: job)");
   submit->add_flag("--watch,-w", watch, "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   add_output(submit);
   CLI::App* list = app.add_subcommand("list", "list jobs");
@@ -119,7 +133,20 @@ int main(int argc, char** argv) {
                     "fetch the CA from the coordinator and check it against this SHA256:...");
 
   try {
-    app.parse(argc, argv);
+    // `convoy submit ... -- CMD ARGS`: what follows the first `--` after `submit` is the
+    // job's command, never parsed as options.
+    int cut = argc;
+    bool seen_submit = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "submit") seen_submit = true;
+      if (a == "--" && seen_submit) {
+        cut = i;
+        for (int j = i + 1; j < argc; ++j) submit_args.command.emplace_back(argv[j]);
+        break;
+      }
+    }
+    app.parse(cut, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -197,7 +224,7 @@ int main(int argc, char** argv) {
   Coordinator c = ConnectToCoordinator(config);
   CommandOptions options;
   options.json = output == "json";
-  if (submit->parsed()) return SubmitCommand(c, file, watch, options);
+  if (submit->parsed()) return SubmitCommand(c, submit_args, watch, options);
   if (list->parsed()) return ListCommand(c, options);
   if (status->parsed()) return StatusCommand(c, job, options);
   if (watch_cmd->parsed()) return WatchCommand(c, job, options);

@@ -45,6 +45,8 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   s->job_service_ = std::make_unique<JobServiceImpl>(coordinator, *s->auth_, limits);
   s->join_service_ = std::make_unique<JoinServiceImpl>(*s->auth_, sec.insecure ? nullptr : &sec.ca,
                                                        sec.tokens, s->clock_);
+  s->worker_service_->SetCodeStore(sec.code);
+  s->job_service_->SetCodeStore(sec.code);
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (sec.insecure) {

@@ -29,6 +29,8 @@ struct ServerSecurity {
   ClusterCa ca;
   TokenStore* tokens = nullptr;
   AuthOptions auth;  // insecure, tokens and clock are filled in by Start
+  // Where uploaded code archives are kept (not owned; null: no `submit --code`).
+  CodeStore* code = nullptr;
 };
 
 // Plain text for tests and the local demo (no TLS, no tokens).

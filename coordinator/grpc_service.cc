@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "common/code_archive.h"
 #include "common/mutex.h"
 #include "common/util.h"
 
@@ -503,6 +504,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   if (!who.ok()) return FinishNow(context, who.status());
   Status quota = auth_.TakeSubmit(*who);
   if (!quota.ok()) return FinishNow(context, quota);
+  if (!req->spec().code_sha256().empty() &&
+      (code_ == nullptr || !code_->Has(req->spec().code_sha256()))) {
+    return FinishNow(context, Status::FailedPrecondition(
+                                  "code_sha256: no code archive " + req->spec().code_sha256() +
+                                  " is stored; upload it with UploadCode first"));
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string owner = who->kind == Principal::Kind::kUser ? who->name : "";
   coordinator_.Submit(req->spec(), owner, [reactor, resp](const StatusOr<std::string>& id) {
@@ -700,6 +707,50 @@ grpc::ServerUnaryReactor* JoinServiceImpl::Renew(grpc::CallbackServerContext* co
   Status issued = Issue(who->name, req->csr_pem(), resp);
   if (issued.ok()) spdlog::info("worker {} renewed its certificate", who->name);
   return FinishNow(context, issued);
+}
+
+// ---- Code archives (common/code_archive.h)
+
+grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext* context,
+                                                     const v1::UploadCodeRequest* req,
+                                                     v1::UploadCodeResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/UploadCode");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (code_ == nullptr) {
+    return FinishNow(context, Status::FailedPrecondition("this coordinator keeps no code"));
+  }
+  if (static_cast<int64_t>(req->data().size()) > kCodeChunkBytes) {
+    return FinishNow(context, Status::InvalidArgument("data: a chunk is at most 4 MiB"));
+  }
+  // File I/O on a callback thread: bounded by the chunk size; never under the state lock.
+  auto progress = code_->Append(req->sha256(), req->total_size(), req->offset(), req->data());
+  if (progress.ok()) {
+    resp->set_received(progress->received);
+    resp->set_complete(progress->complete);
+    if (progress->complete &&
+        req->offset() + static_cast<int64_t>(req->data().size()) == req->total_size()) {
+      spdlog::info("code archive {} ({} bytes) stored for {}", req->sha256(), req->total_size(),
+                   who->Describe());
+    }
+  }
+  return FinishNow(context, progress.status());
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::FetchCode(grpc::CallbackServerContext* context,
+                                                       const v1::FetchCodeRequest* req,
+                                                       v1::CodeChunk* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.WorkerService/FetchCode");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (code_ == nullptr) {
+    return FinishNow(context, Status::FailedPrecondition("this coordinator keeps no code"));
+  }
+  int64_t total = 0;
+  auto data = code_->Read(req->sha256(), req->offset(), kCodeChunkBytes, &total);
+  if (data.ok()) {
+    resp->set_data(std::move(*data));
+    resp->set_total_size(total);
+  }
+  return FinishNow(context, data.status());
 }
 
 }  // namespace convoy

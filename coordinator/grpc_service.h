@@ -19,6 +19,7 @@
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
 #include "coordinator/auth.h"
+#include "coordinator/code_store.h"
 #include "coordinator/coordinator.h"
 
 namespace convoy {
@@ -42,11 +43,19 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* FetchCode(grpc::CallbackServerContext* context,
+                                      const v1::FetchCodeRequest* req,
+                                      v1::CodeChunk* resp) override;
+
+  // Where code archives are kept (not owned; null: FetchCode answers FAILED_PRECONDITION).
+  // Before the server starts.
+  void SetCodeStore(CodeStore* code) { code_ = code; }
 
  private:
   Coordinator& coordinator_;
   Authorizer& auth_;
   const StreamLimits limits_;
+  CodeStore* code_ = nullptr;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -77,11 +86,19 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* DrainWorker(grpc::CallbackServerContext* context,
                                         const v1::DrainWorkerRequest* req,
                                         v1::WorkerInfo* resp) override;
+  grpc::ServerUnaryReactor* UploadCode(grpc::CallbackServerContext* context,
+                                       const v1::UploadCodeRequest* req,
+                                       v1::UploadCodeResponse* resp) override;
+
+  // Where code archives are kept (not owned; null: UploadCode answers FAILED_PRECONDITION
+  // and a spec naming code_sha256 is refused). Before the server starts.
+  void SetCodeStore(CodeStore* code) { code_ = code; }
 
  private:
   Coordinator& coordinator_;
   Authorizer& auth_;
   const StreamLimits limits_;
+  CodeStore* code_ = nullptr;
 };
 
 // The cluster's certificate authority as the coordinator holds it.

@@ -15,10 +15,16 @@ namespace convoy {
 namespace {
 
 std::string DescribeExit(const v1::ProcessExit& e) {
-  if (e.signal() != 0) {
-    return "killed by " + (e.signal_name().empty() ? SignalName(e.signal()) : e.signal_name());
+  std::string raised;  // from its TORCHELASTIC_ERROR_FILE (torch's @record)
+  if (!e.error_type().empty() || !e.error_message().empty()) {
+    raised = ": raised " + (e.error_type().empty() ? std::string("an exception") : e.error_type());
+    if (!e.error_message().empty()) raised += ": " + e.error_message();
   }
-  return "exited with code " + std::to_string(e.exit_code());
+  if (e.signal() != 0) {
+    return "killed by " + (e.signal_name().empty() ? SignalName(e.signal()) : e.signal_name()) +
+           raised;
+  }
+  return "exited with code " + std::to_string(e.exit_code()) + raised;
 }
 
 bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }

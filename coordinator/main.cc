@@ -23,6 +23,7 @@
 #include "coordinator/admin_commands.h"
 #include "coordinator/check_config.h"
 #include "coordinator/cluster_pki.h"
+#include "coordinator/code_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/flags.h"
 #include "coordinator/grpc_server.h"
@@ -167,6 +168,13 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Code archives of `convoy submit --code` (issue 18): once each, by hash, 0600 in a 0700 dir.
+  auto code_store = CodeStore::Open(flags.state_dir + "/code");
+  if (!code_store.ok()) {
+    spdlog::error("{}", code_store.status().message());
+    return 1;
+  }
+  security.code = code_store->get();
   auto server = GrpcServer::Start(coordinator, flags.listen, std::move(security), StreamLimits{},
                                   exporter.get());
   if (!server.ok()) {

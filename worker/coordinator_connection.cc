@@ -1,5 +1,7 @@
 #include "worker/coordinator_connection.h"
 
+#include "worker/code_fetch.h"
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -159,7 +161,15 @@ void CoordinatorConnection::Serve() {
       spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)", target_,
                    reg.register_().attempts_size());
       supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms());
-      while (stream->Read(&msg)) supervisor_->Post(msg);
+      while (stream->Read(&msg)) {
+        // A Launch that ships code: fetch it first (the supervisor only reads the cache).
+        if (msg.has_launch() && !msg.launch().spec().code_sha256().empty()) {
+          const std::string& sha = msg.launch().spec().code_sha256();
+          Status fetched = FetchCodeArchive(*stub_, supervisor_->work_dir(), sha);
+          if (!fetched.ok()) spdlog::error("code archive {}: {}", sha, fetched.message());
+        }
+        supervisor_->Post(msg);
+      }
     } else {
       spdlog::error("the coordinator at {} answered Register with message case {}, not an ack",
                     target_, static_cast<int>(msg.msg_case()));

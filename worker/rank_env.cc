@@ -1,7 +1,10 @@
 #include "worker/rank_env.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 extern char** environ;
 
@@ -10,7 +13,8 @@ namespace convoy {
 std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
                                                 const v1::Launch& launch, int local_rank, int cores,
                                                 const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir) {
+                                                const std::string& checkpoint_dir,
+                                                const std::string& error_file) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : launch.spec().env()) env[k] = v;
   if (env.count("OMP_NUM_THREADS") == 0) {
@@ -38,7 +42,50 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   env["CONVOY_METRICS_SOCKET"] = metrics_socket;
   env["CONVOY_CHECKPOINT_DIR"] = checkpoint_dir;
   env["PYTHONUNBUFFERED"] = "1";
+  if (!error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = error_file;
   return env;
+}
+
+bool ReadTorchErrorFile(const std::string& path, v1::ProcessExit* exit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string text(1 << 20, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.empty() || in.peek() != std::char_traits<char>::eof()) return false;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("message")) return false;
+  const nlohmann::json& m = j["message"];
+  std::string message, callstack;
+  if (m.is_string()) {
+    message = m.get<std::string>();
+  } else if (m.is_object() && m.contains("message") && m["message"].is_string()) {
+    message = m["message"].get<std::string>();
+    const auto extra = m.find("extraInfo");
+    if (extra != m.end() && extra->is_object() && extra->contains("py_callstack") &&
+        (*extra)["py_callstack"].is_string()) {
+      callstack = (*extra)["py_callstack"].get<std::string>();
+    }
+  } else {
+    return false;
+  }
+  // "ValueError: bad value": the type is the part before the first ": " when it looks
+  // like a (dotted) Python name.
+  const size_t colon = message.find(": ");
+  std::string type;
+  if (colon != std::string::npos && colon > 0 &&
+      message.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") >= colon) {
+    type = message.substr(0, colon);
+    message = message.substr(colon + 2);
+  }
+  constexpr size_t kMaxTraceback = 8 << 10;
+  if (callstack.size() > kMaxTraceback)
+    callstack = callstack.substr(callstack.size() - kMaxTraceback);
+  exit->set_error_type(type);
+  exit->set_error_message(message.substr(0, 4096));
+  exit->set_error_traceback(callstack);
+  return true;
 }
 
 std::map<std::string, std::string> ProcessEnvironment() {

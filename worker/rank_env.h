@@ -17,10 +17,20 @@ namespace convoy {
 // GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
 // reserves them). OMP_NUM_THREADS is max(1, cores / local_world_size) unless `base` or the
 // spec sets it.
+// TORCHELASTIC_ERROR_FILE is `error_file` when not empty (where torch's @record writes
+// the exception of a failing rank; see ReadTorchErrorFile).
 std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
                                                 const v1::Launch& launch, int local_rank, int cores,
                                                 const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir);
+                                                const std::string& checkpoint_dir,
+                                                const std::string& error_file = "");
+
+// Reads a TORCHELASTIC_ERROR_FILE as torch.distributed.elastic's @record writes it,
+// {"message": {"message": "ValueError: bad", "extraInfo": {"py_callstack": "Traceback..."}}}
+// (a "message" that is a plain string is taken too), into `exit`'s error_type,
+// error_message and error_traceback (its last 8 KiB). False, leaving `exit` alone, when
+// the file is missing, empty, larger than 1 MiB or not that JSON.
+bool ReadTorchErrorFile(const std::string& path, v1::ProcessExit* exit);
 
 // The calling process's environment (environ) as a map.
 std::map<std::string, std::string> ProcessEnvironment();

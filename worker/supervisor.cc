@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "common/code_archive.h"
 #include "common/job_paths.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
@@ -405,6 +408,25 @@ void Supervisor::Launch(const v1::Launch& launch) {
     return;
   }
   const std::string& checkpoint_dir = dirs->checkpoint_dir;
+  if (!given.code_sha256().empty()) {
+    // The connection fetched it before posting this Launch (worker/code_fetch.h).
+    const std::string archive_path = CodeArchivePath(config_.work_dir, given.code_sha256());
+    std::ifstream in(archive_path, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in.is_open()) {
+      refuse(first_rank, "the job's code archive " + given.code_sha256() +
+                             " could not be fetched from the coordinator");
+      return;
+    }
+    auto unpacked = UnpackCodeArchive(bytes.str(), dirs->job_dir, uid, gid);
+    if (!unpacked.ok()) {
+      refuse(first_rank, "unpacking the job's code: " + unpacked.status().message());
+      return;
+    }
+    spdlog::info("job {}: unpacked {} file(s) of code {} into {}", launch.job_id(), *unpacked,
+                 given.code_sha256().substr(0, 12), dirs->job_dir);
+  }
   if (!dirs->data_dir.empty() && dirs->data_dir != given.trainer().data_dir()) {
     v1::JobSpec spec = given;  // the trainer reads the path that was checked
     spec.mutable_trainer()->set_data_dir(dirs->data_dir);
@@ -448,9 +470,21 @@ void Supervisor::Launch(const v1::Launch& launch) {
     if (!r->log->ok()) {
       spdlog::warn("{}: cannot write {}: {}", label, r->log->path(), strerror(errno));
     }
+    // Where torch's @record writes a failing rank's exception: made here, empty, 0600 and
+    // the rank's own, since the rank cannot create files in the attempt's directory.
+    r->error_file = a.dir + "/rank-" + std::to_string(r->rank) + ".error.json";
+    const int efd =
+        open(r->error_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (efd >= 0) {
+      if (config_.run_as && fchown(efd, config_.run_as->uid, config_.run_as->gid) != 0) {
+        spdlog::warn("{}: cannot give {} to uid {}", label, r->error_file, config_.run_as->uid);
+      }
+      close(efd);
+    }
     LaunchRequest req;
     req.argv = argv;
-    req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir);
+    req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir,
+                           r->error_file);
     req.working_dir = dirs->working_dir;
     req.user = config_.run_as;
     auto started = launcher_.Launch(req);
@@ -579,6 +613,11 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
   }
   r.exit.set_killed_by_worker(r.signalled);
   for (const auto& line : r.log->StderrTail()) r.exit.add_stderr_tail(line);
+  const bool failed = r.exit.signal() != 0 || r.exit.exit_code() != 0;
+  if (failed && !r.error_file.empty() && ReadTorchErrorFile(r.error_file, &r.exit)) {
+    spdlog::info("job {} attempt {}: rank {} raised {}: {}", a.job_id, a.attempt, r.rank,
+                 r.exit.error_type(), r.exit.error_message());
+  }
   spdlog::info("job {} attempt {}: rank {} (pid {}) {}{}", a.job_id, a.attempt, r.rank, r.pid,
                DescribeExit(r.exit), r.signalled ? " (killed by the worker)" : "");
   const bool all_done = !a.AnyRunning();

@@ -103,6 +103,8 @@ class Supervisor {
   // A Register carrying every attempt that still runs or whose exits were not forgotten.
   // Any thread (the connection's, before it sends it).
   v1::Register BuildRegister();
+  // The worker's --work-dir (where code archives are cached, worker/code_fetch.h). Any thread.
+  const std::string& work_dir() const { return config_.work_dir; }
   // The coordinator acknowledged the last BuildRegister; heartbeats every
   // `heartbeat_interval_ms`. Any thread.
   void OnConnected(int heartbeat_interval_ms);
@@ -145,6 +147,7 @@ class Supervisor {
     bool signalled = false;  // the worker sent it SIGTERM/SIGKILL
     int64_t kill_at_ms = 0;  // when SIGKILL is due (monotonic), 0: none
     v1::ProcessExit exit;    // set once it is not running
+    std::string error_file;  // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
     uint64_t start_seq = 0;  // event numbers of its start (or launch failure) and its exit
     uint64_t exit_seq = 0;
   };

@@ -198,6 +198,8 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/GetLogs", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JoinService/Join", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.WorkerService/Connect", StatusCode::UNAUTHENTICATED},  // no certificate
+      {"/convoy.v1.WorkerService/FetchCode", StatusCode::UNAUTHENTICATED},
+      {"/convoy.v1.JobService/UploadCode", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JoinService/Renew", StatusCode::UNAUTHENTICATED},
   };
   for (const Caller& caller : callers) {

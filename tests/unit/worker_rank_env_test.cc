@@ -1,9 +1,11 @@
 // The environment of a rank: the exact variables of a 2 nodes x 2 processes launch.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 
+#include "tests/support/temp_dir.h"
 #include "worker/rank_env.h"
 
 namespace convoy {
@@ -79,6 +81,47 @@ TEST(BuildRankEnvTest, ConvoyVariablesWinOverTheSpec) {
   const auto env = BuildRankEnv({}, launch, 1, 8, "", "");
   EXPECT_EQ(env.at("RANK"), "3");
   EXPECT_EQ(env.at("CONVOY_JOB_ID"), "j-000007");
+}
+
+}  // namespace
+}  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST(TorchErrorFileTest, RecordJsonGivesTypeMessageAndTraceback) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "e.json").string();
+  std::ofstream(path) << R"({"message": {"message": "ValueError: lr 7.5 is too large",
+      "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  in main\n",
+      "timestamp": "1"}}})";
+  v1::ProcessExit exit;
+  ASSERT_TRUE(ReadTorchErrorFile(path, &exit));
+  EXPECT_EQ(exit.error_type(), "ValueError");
+  EXPECT_EQ(exit.error_message(), "lr 7.5 is too large");
+  EXPECT_EQ(exit.error_traceback(), "Traceback (most recent call last):\n  in main\n");
+
+  std::ofstream(path) << R"({"message": "a plain message: with a colon"})";
+  v1::ProcessExit plain;
+  ASSERT_TRUE(ReadTorchErrorFile(path, &plain));
+  EXPECT_EQ(plain.error_type(), "");
+  EXPECT_EQ(plain.error_message(), "a plain message: with a colon");
+
+  std::ofstream(path, std::ios::trunc);  // what the worker made, not written by the rank
+  v1::ProcessExit none;
+  EXPECT_FALSE(ReadTorchErrorFile(path, &none));
+  EXPECT_FALSE(ReadTorchErrorFile(path + ".missing", &none));
+  std::ofstream(path) << "{not json";
+  EXPECT_FALSE(ReadTorchErrorFile(path, &none));
+  EXPECT_EQ(none.error_message(), "");
+}
+
+TEST(TorchErrorFileTest, SetInTheRankEnvironment) {
+  v1::Launch launch;
+  launch.set_local_world_size(1);
+  launch.add_ranks(0);
+  auto env = BuildRankEnv({}, launch, 0, 1, "", "", "/w/attempt-0/rank-0.error.json");
+  EXPECT_EQ(env.at("TORCHELASTIC_ERROR_FILE"), "/w/attempt-0/rank-0.error.json");
 }
 
 }  // namespace

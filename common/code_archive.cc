@@ -1,0 +1,364 @@
+#include "common/code_archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kBlock = 512;
+
+std::string Limit(int64_t max_bytes) { return std::to_string(max_bytes >> 20) + " MB"; }
+
+void PutOctal(char* field, size_t width, uint64_t value) {
+  // width - 1 digits and a NUL, as ustar wants.
+  std::string digits(width - 1, '0');
+  for (size_t i = width - 1; i-- > 0 && value > 0;) {
+    digits[i] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
+  std::memcpy(field, digits.data(), width - 1);
+  field[width - 1] = '\0';
+}
+
+uint64_t GetOctal(const char* field, size_t width) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < width; ++i) {
+    const char c = field[i];
+    if (c == ' ' && v == 0) continue;
+    if (c < '0' || c > '7') break;
+    v = (v << 3) | static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+// A ustar header for `rel` (a file of `size` bytes or a directory). False when the name
+// cannot be split into prefix (155) and name (100).
+bool Header(const std::string& rel, bool is_dir, bool exec, uint64_t size, char* h) {
+  std::memset(h, 0, kBlock);
+  std::string name = is_dir ? rel + "/" : rel;
+  std::string prefix;
+  if (name.size() > 100) {
+    // Split at a '/' so that the prefix is <= 155 and the rest <= 100.
+    size_t cut = name.rfind('/', std::min<size_t>(155, name.size() - 2));
+    while (cut != std::string::npos && cut > 0 && name.size() - cut - 1 > 100)
+      cut = std::string::npos;
+    if (cut == std::string::npos || cut == 0) return false;
+    prefix = name.substr(0, cut);
+    name = name.substr(cut + 1);
+  }
+  std::memcpy(h, name.data(), name.size());
+  PutOctal(h + 100, 8, is_dir || exec ? 0755 : 0644);
+  PutOctal(h + 108, 8, 0);
+  PutOctal(h + 116, 8, 0);
+  PutOctal(h + 124, 12, is_dir ? 0 : size);
+  PutOctal(h + 136, 12, 0);  // mtime 0: the same tree gives the same bytes
+  h[156] = is_dir ? '5' : '0';
+  std::memcpy(h + 257, "ustar", 6);
+  std::memcpy(h + 263, "00", 2);
+  std::memcpy(h + 345, prefix.data(), prefix.size());
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (size_t i = 0; i < kBlock; ++i) sum += static_cast<unsigned char>(h[i]);
+  PutOctal(h + 148, 7, sum);
+  h[155] = ' ';
+  return true;
+}
+
+StatusOr<std::string> Gzip(const std::string& in) {
+  z_stream z{};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return Status::Internal("zlib: deflateInit2 failed");
+  }
+  std::string out(deflateBound(&z, in.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return Status::Internal("zlib: deflate failed");
+  return out;
+}
+
+StatusOr<std::string> Gunzip(const std::string& in, int64_t max_bytes) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return Status::Internal("zlib: inflateInit2 failed");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof(buf);
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&z);
+      return Status::InvalidArgument("code archive: not a valid gzip stream");
+    }
+    out.append(buf, sizeof(buf) - z.avail_out);
+    if (static_cast<int64_t>(out.size()) > max_bytes) {
+      inflateEnd(&z);
+      return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes));
+    }
+    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+      inflateEnd(&z);
+      return Status::InvalidArgument("code archive: truncated");
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+std::string ReadIfThere(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> out;
+  std::stringstream ss(path);
+  std::string c;
+  while (std::getline(ss, c, '/')) {
+    if (!c.empty() && c != ".") out.push_back(c);
+  }
+  return out;
+}
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string CodeArchivePath(const std::string& work_dir, const std::string& sha256) {
+  return work_dir + "/code/" + sha256 + ".tar.gz";
+}
+
+bool IsSha256Hex(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+void IgnoreRules::AddText(const std::string& text) {
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line[0] == '#' || line[0] == '!') continue;
+    Rule r;
+    if (line.back() == '/') {
+      r.dir_only = true;
+      line.pop_back();
+    }
+    if (line.empty()) continue;
+    if (line[0] == '/') {
+      r.anchored = true;
+      line.erase(0, 1);
+    } else if (line.find('/') != std::string::npos) {
+      r.anchored = true;
+    }
+    r.glob = line;
+    rules_.push_back(r);
+  }
+}
+
+bool IgnoreRules::Ignored(const std::string& rel, bool is_dir) const {
+  const size_t slash = rel.rfind('/');
+  const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  if (base == ".git") return true;
+  for (const Rule& r : rules_) {
+    if (r.dir_only && !is_dir) continue;
+    const bool hit = r.anchored ? fnmatch(r.glob.c_str(), rel.c_str(), FNM_PATHNAME) == 0
+                                : fnmatch(r.glob.c_str(), base.c_str(), 0) == 0;
+    if (hit) return true;
+  }
+  return false;
+}
+
+StatusOr<PackedCode> PackCodeDirectory(const std::string& dir, int64_t max_bytes) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return Status::InvalidArgument("--code " + dir + ": not a directory");
+  IgnoreRules rules;
+  rules.AddText(ReadIfThere(fs::path(dir) / ".gitignore"));
+  rules.AddText(ReadIfThere(fs::path(dir) / ".convoyignore"));
+  PackedCode packed;
+  std::string tar;
+  char h[kBlock];
+  // Depth first, entries sorted by name: deterministic.
+  std::vector<std::string> stack{""};
+  while (!stack.empty()) {
+    const std::string rel_dir = stack.back();
+    stack.pop_back();
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / rel_dir, ec)) {
+      names.push_back(e.path().filename().string());
+    }
+    if (ec)
+      return Status::InvalidArgument("--code: cannot read " + dir + "/" + rel_dir + ": " +
+                                     ec.message());
+    std::vector<std::string> subdirs;
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+      const std::string rel = rel_dir.empty() ? n : rel_dir + "/" + n;
+      const fs::path full = fs::path(dir) / rel;
+      const fs::file_status st = fs::symlink_status(full, ec);
+      if (ec) continue;
+      const bool is_dir = fs::is_directory(st);
+      if (!is_dir && !fs::is_regular_file(st)) continue;  // links, sockets, ...: skipped
+      if (rules.Ignored(rel, is_dir)) continue;
+      if (is_dir) {
+        if (!Header(rel, true, false, 0, h))
+          return Status::InvalidArgument("--code: name too long: " + rel);
+        tar.append(h, kBlock);
+        subdirs.push_back(rel);
+        continue;
+      }
+      const std::string data = ReadIfThere(full);
+      packed.bytes += static_cast<int64_t>(data.size());
+      packed.files += 1;
+      if (packed.bytes > max_bytes) {
+        return Status::InvalidArgument("--code " + dir + ": more than " + Limit(max_bytes) +
+                                       " of files (the limit); add what is not needed to "
+                                       ".convoyignore");
+      }
+      const bool exec =
+          (fs::status(full, ec).permissions() & fs::perms::owner_exec) != fs::perms::none;
+      if (!Header(rel, false, exec, data.size(), h))
+        return Status::InvalidArgument("--code: name too long: " + rel);
+      tar.append(h, kBlock);
+      tar.append(data);
+      tar.append((kBlock - data.size() % kBlock) % kBlock, '\0');
+    }
+    for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) stack.push_back(*it);
+  }
+  tar.append(2 * kBlock, '\0');
+  auto gz = Gzip(tar);
+  if (!gz.ok()) return gz.status();
+  if (static_cast<int64_t>(gz->size()) > max_bytes) {
+    return Status::InvalidArgument("--code " + dir + ": the archive is over " + Limit(max_bytes) +
+                                   " (the limit)");
+  }
+  packed.archive = std::move(*gz);
+  return packed;
+}
+
+StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::string& dest,
+                                    int64_t uid, int64_t gid, int64_t max_bytes) {
+  auto tar = Gunzip(archive, max_bytes);
+  if (!tar.ok()) return tar.status();
+  const int root = open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return Status::Internal("cannot open " + dest + ": " + Errno());
+  auto give = [&](int fd, mode_t mode) {
+    if (fchmod(fd, mode) != 0) return false;
+    return uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0;
+  };
+  int64_t files = 0;
+  size_t pos = 0;
+  Status result = Status::Ok();
+  while (pos + kBlock <= tar->size()) {
+    const char* h = tar->data() + pos;
+    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;
+    if (std::memcmp(h + 257, "ustar", 5) != 0) {
+      result = Status::InvalidArgument("code archive: not a ustar archive");
+      break;
+    }
+    std::string name(h, strnlen(h, 100));
+    const std::string prefix(h + 345, strnlen(h + 345, 155));
+    if (!prefix.empty()) name = prefix + "/" + name;
+    const uint64_t size = GetOctal(h + 124, 12);
+    const char type = h[156];
+    pos += kBlock;
+    if (size > tar->size() - pos) {
+      result = Status::InvalidArgument("code archive: truncated at " + name);
+      break;
+    }
+    const std::string data = tar->substr(pos, size);
+    pos += (size + kBlock - 1) / kBlock * kBlock;
+    const std::vector<std::string> parts = Split(name);
+    if (name.empty() || name[0] == '/' || parts.empty()) {
+      result =
+          Status::InvalidArgument("code archive: refused absolute or empty name '" + name + "'");
+      break;
+    }
+    if (std::find(parts.begin(), parts.end(), "..") != parts.end()) {
+      result = Status::InvalidArgument("code archive: refused '..' in '" + name + "'");
+      break;
+    }
+    const bool is_dir = type == '5';
+    if (!is_dir && type != '0' && type != '\0') {
+      result = Status::InvalidArgument("code archive: refused '" + name +
+                                       "': only files and directories (no links)");
+      break;
+    }
+    // Walk down from dest, creating directories, never following a link.
+    int fd = dup(root);
+    const size_t ndirs = is_dir ? parts.size() : parts.size() - 1;
+    for (size_t i = 0; i < ndirs && result.ok(); ++i) {
+      const bool created = mkdirat(fd, parts[i].c_str(), 0750) == 0;
+      const int next =
+          openat(fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      close(fd);
+      fd = next;
+      if (next < 0) {
+        result = Status::InvalidArgument("code archive: cannot unpack '" + name + "': " + parts[i] +
+                                         " is a link or not a directory in " + dest);
+      } else if (created && !give(next, 0750)) {
+        result = Status::Internal("cannot give " + name + " to uid " + std::to_string(uid) + ": " +
+                                  Errno());
+      }
+    }
+    if (!result.ok()) break;
+    if (!is_dir) {
+      const std::string& base = parts.back();
+      struct stat st {};
+      if (fstatat(fd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(st.st_mode) || unlinkat(fd, base.c_str(), 0) != 0) {
+          close(fd);
+          result = Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
+          break;
+        }
+      }
+      const mode_t mode = (GetOctal(h + 100, 8) & 0100) != 0 ? 0750 : 0640;
+      const int out =
+          openat(fd, base.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+      bool ok = out >= 0 && give(out, mode);
+      for (size_t off = 0; ok && off < data.size();) {
+        const ssize_t n = write(out, data.data() + off, data.size() - off);
+        if (n <= 0)
+          ok = false;
+        else
+          off += static_cast<size_t>(n);
+      }
+      if (out >= 0) close(out);
+      if (!ok) {
+        close(fd);
+        result = Status::Internal("cannot write " + dest + "/" + name + ": " + Errno());
+        break;
+      }
+      ++files;
+    }
+    close(fd);
+  }
+  close(root);
+  if (!result.ok()) return result;
+  return files;
+}
+
+}  // namespace convoy

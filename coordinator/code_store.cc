@@ -1,0 +1,107 @@
+#include "coordinator/code_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/code_archive.h"
+#include "common/pki.h"
+
+namespace convoy {
+
+StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Internal("code store " + dir + ": " + ec.message());
+  chmod(dir.c_str(), 0700);
+  return std::unique_ptr<CodeStore>(new CodeStore(dir));
+}
+
+bool CodeStore::Has(const std::string& sha256) {
+  if (!IsSha256Hex(sha256)) return false;
+  MutexLock lock(mu_);
+  return access(PathOf(sha256).c_str(), R_OK) == 0;
+}
+
+StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64_t total_size,
+                                                int64_t offset, const std::string& data) {
+  if (!IsSha256Hex(sha256)) {
+    return Status::InvalidArgument("sha256: want 64 lower-case hex digits");
+  }
+  if (total_size < 1 || total_size > kMaxCodeArchiveBytes) {
+    return Status::InvalidArgument("total_size: " + std::to_string(total_size) +
+                                   " bytes; a code archive is at most 100 MB");
+  }
+  MutexLock lock(mu_);
+  const std::string done = PathOf(sha256);
+  if (access(done.c_str(), R_OK) == 0) return Progress{total_size, true};
+  const std::string part = dir_ + "/" + sha256 + ".part";
+  struct stat st {};
+  const int64_t have = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
+  if (offset != 0 && offset != have) {
+    return Status::InvalidArgument("offset " + std::to_string(offset) + ": the coordinator has " +
+                                   std::to_string(have) + " bytes of this archive");
+  }
+  if (offset + static_cast<int64_t>(data.size()) > total_size) {
+    return Status::InvalidArgument("chunk goes past total_size");
+  }
+  const int fd =
+      open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : O_APPEND), 0600);
+  if (fd < 0) return Status::Internal("cannot write " + part + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (off != data.size())
+    return Status::Internal("cannot write " + part + ": " + std::strerror(errno));
+  const int64_t received = offset + static_cast<int64_t>(data.size());
+  if (received < total_size) return Progress{received, false};
+  std::ifstream f(part, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  if (Sha256Hex(s.str()) != sha256) {
+    unlink(part.c_str());
+    return Status::InvalidArgument("the archive's bytes do not hash to " + sha256);
+  }
+  if (rename(part.c_str(), done.c_str()) != 0) {
+    return Status::Internal("cannot store " + done + ": " + std::strerror(errno));
+  }
+  return Progress{total_size, true};
+}
+
+StatusOr<std::string> CodeStore::Read(const std::string& sha256, int64_t offset, int64_t max_bytes,
+                                      int64_t* total_size) {
+  if (!IsSha256Hex(sha256)) return Status::InvalidArgument("sha256: want 64 lower-case hex digits");
+  MutexLock lock(mu_);
+  const int fd = open(PathOf(sha256).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("no code archive " + sha256);
+  struct stat st {};
+  fstat(fd, &st);
+  *total_size = st.st_size;
+  if (offset < 0 || offset > st.st_size) {
+    close(fd);
+    return Status::InvalidArgument("offset " + std::to_string(offset) + " is past the end");
+  }
+  std::string out(static_cast<size_t>(std::min<int64_t>(max_bytes, st.st_size - offset)), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n =
+        pread(fd, out.data() + got, out.size() - got, offset + static_cast<off_t>(got));
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(got);
+  return out;
+}
+
+}  // namespace convoy

@@ -1,0 +1,47 @@
+// The coordinator's store of job code archives (JobService.UploadCode, WorkerService.FetchCode),
+// one file per archive, `<dir>/<sha256>.tar.gz`, mode 0600, in a 0700 directory under the
+// state dir. An archive is stored once: a second upload of the same hash is answered
+// complete at once. Uploads in progress are `<sha256>.part`; a hash is only ever visible
+// once its bytes were checked against it.
+//
+// Threading: every method may be called from any thread (gRPC's callback threads); a
+// mutex of its own serialises them. It never touches the coordinator's state lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "common/status.h"
+
+namespace convoy {
+
+class CodeStore {
+ public:
+  // Creates `dir` (0700) when missing.
+  static StatusOr<std::unique_ptr<CodeStore>> Open(const std::string& dir);
+
+  struct Progress {
+    int64_t received = 0;
+    bool complete = false;
+  };
+  // Appends one chunk of the archive `sha256` (see UploadCodeRequest). Offset 0 starts over;
+  // another offset must equal what was received so far. The last chunk checks the hash.
+  StatusOr<Progress> Append(const std::string& sha256, int64_t total_size, int64_t offset,
+                            const std::string& data);
+  // Whether the archive is stored (complete and checked).
+  bool Has(const std::string& sha256);
+  // Up to `max_bytes` of a stored archive from `offset`, and its total size.
+  StatusOr<std::string> Read(const std::string& sha256, int64_t offset, int64_t max_bytes,
+                             int64_t* total_size);
+
+ private:
+  explicit CodeStore(std::string dir) : dir_(std::move(dir)) {}
+  std::string PathOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".tar.gz"; }
+
+  const std::string dir_;
+  Mutex mu_;  // serialises file operations
+};
+
+}  // namespace convoy

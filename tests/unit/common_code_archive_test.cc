@@ -1,0 +1,140 @@
+// common/code_archive: what `convoy submit --code` packs and what a worker unpacks.
+#include "common/code_archive.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/temp_dir.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream f(p);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A .tar.gz of one hand-made entry (to try what the packer never writes).
+std::string OneEntry(const std::string& name, char type, const std::string& data = "") {
+  std::string tar(512, '\0');
+  std::memcpy(tar.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::snprintf(tar.data() + 124, 12, "%011o", static_cast<unsigned>(data.size()));
+  tar[156] = type;
+  std::memcpy(tar.data() + 257, "ustar", 6);
+  tar += data;
+  tar.append((512 - data.size() % 512) % 512, '\0');
+  tar.append(1024, '\0');
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, tar.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(tar.data());
+  z.avail_in = static_cast<uInt>(tar.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(CodeArchiveTest, PacksHonouringIgnoreFilesAndUnpacksTheSameTree) {
+  TempDir src, dst;
+  const fs::path s = src.path();
+  Write(s / "train.py", "print('hi')\n");
+  Write(s / "pkg/model.py", "x = 1\n");
+  Write(s / "pkg/__pycache__/model.pyc", "junk");
+  Write(s / "runs/out.log", "junk");
+  Write(s / "data.bin", "junk");
+  Write(s / "keep/data.bin", "kept: the rule is anchored");
+  Write(s / ".git/HEAD", "ref");
+  Write(s / ".gitignore", "__pycache__/\n# comment\n*.log\n");
+  Write(s / ".convoyignore", "/data.bin\n");
+  const std::string deep = std::string(60, 'd') + "/" + std::string(60, 'e');
+  Write(s / deep / "f.txt", "long path");  // the ustar prefix field
+  fs::create_symlink("/etc/passwd", s / "link");
+  chmod((s / "train.py").c_str(), 0755);
+
+  auto packed = PackCodeDirectory(s.string());
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  auto again = PackCodeDirectory(s.string());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(packed->archive, again->archive);  // deterministic: one hash per tree
+
+  auto files = UnpackCodeArchive(packed->archive, dst.path().string(), -1, -1);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  const fs::path d = dst.path();
+  EXPECT_EQ(Read(d / "train.py"), "print('hi')\n");
+  EXPECT_EQ(Read(d / "pkg/model.py"), "x = 1\n");
+  EXPECT_EQ(Read(d / "keep/data.bin"), "kept: the rule is anchored");
+  EXPECT_EQ(Read(d / deep / "f.txt"), "long path");
+  EXPECT_FALSE(fs::exists(d / "pkg/__pycache__"));
+  EXPECT_FALSE(fs::exists(d / "runs/out.log"));
+  EXPECT_FALSE(fs::exists(d / "data.bin"));
+  EXPECT_FALSE(fs::exists(d / ".git"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(d / "link")));
+  struct stat st {};
+  ASSERT_EQ(stat((d / "train.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  ASSERT_EQ(stat((d / "pkg/model.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+TEST(CodeArchiveTest, RefusesOverTheLimitNamingIt) {
+  TempDir src;
+  Write(src.path() / "big", std::string(2 << 20, 'x'));
+  auto packed = PackCodeDirectory(src.path().string(), 1 << 20);
+  ASSERT_FALSE(packed.ok());
+  EXPECT_NE(packed.status().message().find("1 MB"), std::string::npos) << packed.status().message();
+}
+
+TEST(CodeArchiveTest, UnpackRefusesEscapes) {
+  TempDir dst, outside;
+  const std::string d = dst.path().string();
+  auto abs = UnpackCodeArchive(OneEntry("/tmp/evil", '0', "x"), d, -1, -1);
+  EXPECT_FALSE(abs.ok());
+  auto dotdot = UnpackCodeArchive(OneEntry("a/../../evil", '0', "x"), d, -1, -1);
+  ASSERT_FALSE(dotdot.ok());
+  EXPECT_NE(dotdot.status().message().find(".."), std::string::npos);
+  auto link = UnpackCodeArchive(OneEntry("l", '2'), d, -1, -1);
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.status().message().find("no links"), std::string::npos);
+  // A symlink already in the job's directory is never followed.
+  fs::create_directory_symlink(outside.path(), dst.path() / "sub");
+  auto through = UnpackCodeArchive(OneEntry("sub/f", '0', "x"), d, -1, -1);
+  EXPECT_FALSE(through.ok());
+  EXPECT_FALSE(fs::exists(outside.path() / "f"));
+  EXPECT_FALSE(UnpackCodeArchive("not gzip", d, -1, -1).ok());
+}
+
+TEST(CodeArchiveTest, IgnoreRules) {
+  IgnoreRules r;
+  r.AddText("*.pyc\nbuild/\n/top.txt\ndocs/*.md\n!keep.pyc\n");
+  EXPECT_TRUE(r.Ignored("a/b/x.pyc", false));
+  EXPECT_TRUE(r.Ignored("a/build", true));
+  EXPECT_FALSE(r.Ignored("a/build", false));  // directories only
+  EXPECT_TRUE(r.Ignored("top.txt", false));
+  EXPECT_FALSE(r.Ignored("a/top.txt", false));  // anchored
+  EXPECT_TRUE(r.Ignored("docs/a.md", false));
+  EXPECT_FALSE(r.Ignored("docs/sub/a.md", false));
+  EXPECT_TRUE(r.Ignored(".git", true));
+}
+
+}  // namespace
+}  // namespace convoy
