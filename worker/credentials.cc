@@ -116,6 +116,7 @@ StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const Cre
                                                                        int64_t join_deadline_ms) {
   std::unique_ptr<WorkerCredentials> c(new WorkerCredentials(o, clock));
   if (o.insecure) {
+    MutexLock lock(c->mu_);
     c->creds_ = grpc::InsecureChannelCredentials();
     return c;
   }
