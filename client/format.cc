@@ -56,13 +56,17 @@ std::string ToJson(const google::protobuf::Message& msg) {
   return out;
 }
 
-namespace {
-
 std::string Printf(const char* format, double value) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, value);
   return buf;
 }
+
+bool IsTerminalState(v1::JobState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+namespace {
 
 // Characters, not bytes, of a UTF-8 string (for column widths: "×" is one).
 size_t Width(const std::string& s) {

@@ -42,6 +42,10 @@ std::string FormatAge(int64_t unix_ms, int64_t now_unix_ms);
 std::string FormatClock(int64_t unix_ms);
 // "RUNNING"; "-" for JOB_STATE_UNSPECIFIED.
 std::string StateText(v1::JobState state);
+// SUCCEEDED, FAILED or CANCELLED: nothing follows.
+bool IsTerminalState(v1::JobState state);
+// `value` through printf's `format` (one double conversion).
+std::string Printf(const char* format, double value);
 // "READY", "UNREACHABLE", "LOST".
 std::string WorkerStateText(v1::WorkerState state);
 // "2×4" (nodes × processes per node), "2×gpu".

@@ -6,24 +6,20 @@
 #include <map>
 #include <sstream>
 
+#include "client/format.h"
+
 namespace convoy {
 namespace {
-
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
 
 // A value for CSV and JSON: 9 significant digits, "nan"/"inf" (CSV) or null (JSON) when not
 // finite.
 std::string Num(double v, bool json) {
-  if (!std::isfinite(v)) return json ? "null" : Fmt("%g", v);
-  return Fmt("%.9g", v);
+  if (!std::isfinite(v)) return json ? "null" : Printf("%g", v);
+  return Printf("%.9g", v);
 }
 
 // An axis label: 4 significant digits.
-std::string Label(double v) { return Fmt("%.4g", v); }
+std::string Label(double v) { return Printf("%.4g", v); }
 
 // The UTF-8 encoding of U+2800 + dots (a Braille pattern).
 std::string Braille(unsigned dots) {
@@ -339,7 +335,7 @@ std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& 
   std::string axis = std::string(label_w, ' ') + " └";
   for (int c = 0; c < cols; ++c) axis += "─";
   out += axis + "\n";
-  const std::string first = Fmt("%.0f", xmin), last = Fmt("%.0f", xmax), name = "step";
+  const std::string first = Printf("%.0f", xmin), last = Printf("%.0f", xmax), name = "step";
   std::string xl = std::string(label_w + 2, ' ') + first;
   const int inner = cols - static_cast<int>(first.size() + last.size());
   if (inner >= static_cast<int>(name.size()) + 2) {
@@ -369,15 +365,15 @@ std::string FormatHistorySummary(const v1::JobMetrics& metrics, size_t width) {
   auto line = [&](const char* name, const PlotSeries& s, const char* format) {
     std::vector<double> v;
     for (const PlotPoint& p : s.points) v.push_back(p.value);
-    out << "  " << name << Sparkline(v, width) << "  " << Fmt(format, v.front()) << " → "
-        << Fmt(format, v.back()) << "\n";
+    out << "  " << name << Sparkline(v, width) << "  " << Printf(format, v.front()) << " → "
+        << Printf(format, v.back()) << "\n";
   };
   if (!loss.empty()) line("loss       ", loss.front(), "%.4f");
   if (!rate.empty()) line("samples/s  ", rate.front(), "%.0f");
   if (!acc.empty()) {
     out << "  test accuracy per epoch:";
     for (const PlotPoint& p : acc.front().points) {
-      out << "  " << p.epoch << ": " << Fmt("%.2f%%", p.value * 100);
+      out << "  " << p.epoch << ": " << Printf("%.2f%%", p.value * 100);
       if (p.attempt > 0) out << " (attempt " << p.attempt << ")";
     }
     out << "\n";

@@ -9,10 +9,6 @@
 namespace convoy {
 namespace {
 
-bool IsTerminal(v1::JobState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
-}
-
 const v1::Attempt* FindAttempt(const v1::Job& job, int attempt) {
   for (const auto& a : job.attempts()) {
     if (a.attempt() == attempt) return &a;
@@ -24,7 +20,7 @@ const v1::Attempt* FindAttempt(const v1::Job& job, int attempt) {
 
 ProgressView::ProgressView(std::ostream& out, Options options) : out_(out), options_(options) {}
 
-bool ProgressView::Finished() const { return IsTerminal(job_.state()); }
+bool ProgressView::Finished() const { return IsTerminalState(job_.state()); }
 
 void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
   if (options_.mode == Mode::kJson) {

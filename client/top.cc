@@ -8,19 +8,7 @@
 #include "client/format.h"
 
 namespace convoy {
-namespace {
-
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
-
-bool Finished(v1::JobState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string ProgressBar(double fraction, int width) {
   const double f = std::clamp(std::isfinite(fraction) ? fraction : 0.0, 0.0, 1.0);
@@ -34,7 +22,7 @@ std::string FormatTop(const v1::ListJobsResponse& jobs, int64_t now) {
   std::map<v1::JobState, int> counts;
   std::vector<std::vector<std::string>> rows;
   for (const v1::Job& j : jobs.jobs()) {
-    if (Finished(j.state())) continue;
+    if (IsTerminalState(j.state())) continue;
     ++counts[j.state()];
     std::vector<const v1::MetricRecord*> recs;
     for (const auto& m : j.latest()) {
@@ -48,10 +36,11 @@ std::string FormatTop(const v1::ListJobsResponse& jobs, int64_t now) {
       const v1::MetricRecord& slow = **lo;
       double total = 0;
       if (auto t = slow.values().find("total_steps"); t != slow.values().end()) total = t->second;
-      progress = total > 0 ? ProgressBar(static_cast<double>(slow.step()) / total, 10) + " " +
-                                 Fmt("%3.0f%%", 100.0 * static_cast<double>(slow.step()) / total) +
-                                 " " + std::to_string(slow.step()) + Fmt("/%.0f", total)
-                           : "step " + std::to_string(slow.step());
+      progress = total > 0
+                     ? ProgressBar(static_cast<double>(slow.step()) / total, 10) + " " +
+                           Printf("%3.0f%%", 100.0 * static_cast<double>(slow.step()) / total) +
+                           " " + std::to_string(slow.step()) + Printf("/%.0f", total)
+                     : "step " + std::to_string(slow.step());
       double rate_sum = 0, loss_sum = 0;
       int rates = 0, losses = 0;
       for (const auto* m : recs) {
@@ -64,8 +53,8 @@ std::string FormatTop(const v1::ListJobsResponse& jobs, int64_t now) {
           ++losses;
         }
       }
-      if (rates > 0) rate = Fmt("%.0f/s", rate_sum);
-      if (losses > 0) loss = Fmt("%.4f", loss_sum / losses);
+      if (rates > 0) rate = Printf("%.0f/s", rate_sum);
+      if (losses > 0) loss = Printf("%.4f", loss_sum / losses);
       const int64_t behind = (*hi)->step() - slow.step();
       slowest = recs.size() < 2 ? "-"
                 : behind == 0   ? "even"

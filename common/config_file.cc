@@ -206,4 +206,14 @@ Status CheckWritableDir(const std::string& flag, const std::string& dir) {
   return Status::Ok();
 }
 
+int ReportConfigCheck(const Status& result, const std::vector<std::string>& notes) {
+  for (const std::string& n : notes) std::cout << "  " << n << "\n";
+  if (!result.ok()) {
+    std::cerr << "configuration error: " << result.message() << std::endl;
+    return 1;
+  }
+  std::cout << "configuration OK" << std::endl;
+  return 0;
+}
+
 }  // namespace convoy

@@ -51,4 +51,8 @@ void AddConfigFileOptions(CLI::App* app);
 // nothing. The error names `flag`.
 Status CheckWritableDir(const std::string& flag, const std::string& dir);
 
+// Prints what --check-config found (each note on stdout, then "configuration OK", or the
+// error on stderr) and returns the daemon's exit code: 0, or 1 for an invalid configuration.
+int ReportConfigCheck(const Status& result, const std::vector<std::string>& notes);
+
 }  // namespace convoy

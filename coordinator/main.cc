@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/config_file.h"
 #include "common/fd_limit.h"
 #include "common/signals.h"
 #include "common/util.h"
@@ -49,13 +50,7 @@ int main(int argc, char** argv) {
   if (flags.check_config) {
     std::vector<std::string> notes;
     const Status ok = CheckCoordinatorConfig(flags, &notes);
-    for (const std::string& n : notes) std::cout << "  " << n << "\n";
-    if (!ok.ok()) {
-      std::cerr << "configuration error: " << ok.message() << std::endl;
-      return 1;
-    }
-    std::cout << "configuration OK" << std::endl;
-    return 0;
+    return ReportConfigCheck(ok, notes);
   }
   if (flags.command != "serve") return RunAdminCommand(flags);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/config_file.h"
 #include "common/fd_limit.h"
 #include "common/job_paths.h"
 #include "common/signals.h"
@@ -43,13 +44,7 @@ int main(int argc, char** argv) {
   if (flags.check_config) {
     std::vector<std::string> notes;
     const Status ok = CheckWorkerConfig(flags, &notes);
-    for (const std::string& n : notes) std::cout << "  " << n << "\n";
-    if (!ok.ok()) {
-      std::cerr << "configuration error: " << ok.message() << std::endl;
-      return 1;
-    }
-    std::cout << "configuration OK" << std::endl;
-    return 0;
+    return ReportConfigCheck(ok, notes);
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");
