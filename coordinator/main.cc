@@ -35,6 +35,9 @@
 
 int main(int argc, char** argv) {
   using namespace convoy;
+  // Private by default: the state database, the CA's key, code archives and tokens are
+  // nobody else's business (issue 18). Files 0600, directories 0700 unless said otherwise.
+  umask(077);
   // Logs go to stderr (stdout is for what the admin commands print: tokens, fingerprints).
   spdlog::set_default_logger(spdlog::stderr_color_mt("convoy-coordinator"));
   CoordinatorFlags flags;

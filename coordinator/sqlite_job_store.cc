@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,10 +106,11 @@ StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string
   // One coordinator per state file: two would overwrite each other's transitions. The lock
   // (flock on <path>.lock) goes with the process, however it ends.
   const std::string lock_path = path + ".lock";
-  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd < 0) {
     return Status::Unavailable(lock_path + ": cannot open the state lock: " + std::strerror(errno));
   }
+  (void)!fchmod(lock_fd, 0600);  // also one made by an older coordinator
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
     const ssize_t n = pread(lock_fd, holder, sizeof(holder) - 1, 0);
@@ -130,6 +132,15 @@ StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string
     sqlite3_close(db);
     close(lock_fd);
     return Status::Unavailable(path + ": cannot open the state database: " + msg);
+  }
+  // Every spec's environment is in it: 0600 (new files get it from the daemon's umask 077;
+  // this fixes files made by an older coordinator).
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    struct stat st {};
+    if (lstat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0077) != 0) {
+      chmod(file.c_str(), 0600);
+    }
   }
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, path, lock_fd));
   sqlite3_busy_timeout(db, 5000);

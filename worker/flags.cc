@@ -39,6 +39,9 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
                  "read-only root a job's trainer.data_dir may name (repeatable)")
       ->take_all()
       ->capture_default_str();
+  app.add_option("--pass-env", f->pass_env,
+                 "another worker variable the ranks may see, NAME or PREFIX* (repeatable)")
+      ->take_all();
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (a coordinator on loopback only)");
   app.add_option("--join-token", f->join_token,

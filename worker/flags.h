@@ -40,6 +40,10 @@ struct WorkerFlags {
   // Read-only roots a job's trainer.data_dir may name besides the job root; Debian's
   // dataset packages install under /usr/share/datasets.
   std::vector<std::string> data_paths = {"/usr/share/datasets"};
+  // Worker variables the ranks see besides the documented allowlist (rank_env.h,
+  // AllowedWorkerEnvironment): NAME or PREFIX*. Nothing else of the worker's environment
+  // reaches a rank, so that its secrets never leak into jobs by accident.
+  std::vector<std::string> pass_env;
   // Plain text to a coordinator on loopback (tests, the local demo); never elsewhere.
   bool insecure = false;
   // Joining a secured cluster (README "Securing a cluster"); CONVOY_JOIN_TOKEN too.

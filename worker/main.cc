@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -29,6 +30,10 @@
 
 int main(int argc, char** argv) {
   using namespace convoy;
+  // Private by default (issue 18): the worker's files are 0600 and its directories 0700;
+  // the few a rank must reach are made searchable (not listable) where they are created.
+  // Ranks inherit it, so a job's own files (checkpoints, outputs) are private too.
+  umask(077);
   // Descriptors 0-2 must exist, or a pipe created for a rank could take their numbers.
   for (int fd = 0; fd < 3; ++fd) {
     if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
   config.kill_grace_ms = flags.kill_grace_ms;
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
-  config.env = ProcessEnvironment();
+  config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
   // Jobs never run as root because the worker does (issue 12): refuse to start instead.
   auto rank_user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
   auto job_root = PrepareRoot("--job-root", flags.job_root);

@@ -39,7 +39,8 @@ std::string Utf8Prefix(const std::string& s, size_t max) {
 
 }  // namespace
 
-StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line) {
+StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line, bool* has_rank) {
+  if (has_rank != nullptr) *has_rank = false;
   if (line.size() > kMaxMetricLineBytes) {
     return Status::InvalidArgument("metric line of " + std::to_string(line.size()) +
                                    " bytes is too long");
@@ -72,6 +73,7 @@ StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line) {
       rec.set_seconds(d);
     } else if (key == "rank") {
       rec.set_rank(ToInt<int32_t>(v));
+      if (has_rank != nullptr) *has_rank = true;
     } else if (rec.values_size() < 64 && !key.empty() && key.size() <= 64) {
       (*rec.mutable_values())[key] = d;
     }

@@ -15,12 +15,14 @@ namespace convoy {
 inline constexpr size_t kMaxMetricLineBytes = 64 * 1024;
 
 // Parses a JSON object line: "step", "epoch", "loss", "samples", "seconds" go to their
-// fields (setting has_step / has_loss), "kind" (a string) to kind, "rank" (used when the
-// worker cannot tell the rank from the socket's peer) to rank, and every other finite
+// fields (setting has_step / has_loss), "kind" (a string) to kind, "rank" to rank (the
+// worker checks it against the rank it knows from the socket's peer; a record never chooses
+// its rank), and every other finite
 // numeric field to values (at most 64 of them, names of at most 64 bytes). Strings, arrays,
 // nested objects and booleans other than those are ignored. INVALID_ARGUMENT for anything
 // that is not a JSON object of at most kMaxMetricLineBytes. Never throws.
-StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line);
+// `has_rank`, when given, says whether the line had a numeric "rank".
+StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line, bool* has_rank = nullptr);
 
 // Cuts a byte stream into lines of at most kMaxMetricLineBytes. A longer line is dropped
 // whole (up to its newline) and counted, never split into pieces that could parse.

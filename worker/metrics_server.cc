@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -28,38 +30,55 @@ int64_t SteadyMs() {
 
 }  // namespace
 
-std::string MetricsSocketPath(const std::string& work_dir, const std::string& job_id, int attempt) {
+std::string MetricsSocketPath(const std::string& work_dir, const std::string& fallback_dir,
+                              const std::string& job_id, int attempt) {
   const std::string path = work_dir + "/run/" + job_id + "." + std::to_string(attempt) + ".sock";
   if (path.size() < sizeof(sockaddr_un::sun_path)) return path;
+  if (fallback_dir.empty()) return "";
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>()(path));
-  return "/tmp/convoy-" + std::to_string(getuid()) + "/" + hash + ".sock";
+  return fallback_dir + "/" + hash + ".sock";
+}
+
+StatusOr<std::string> MakeSocketFallbackDir(bool searchable) {
+  char tmpl[] = "/tmp/convoy-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    return Status::Internal(std::string("mkdtemp /tmp/convoy-XXXXXX: ") + strerror(errno));
+  }
+  if (searchable) chmod(tmpl, 0711);
+  return std::string(tmpl);
 }
 
 StatusOr<std::unique_ptr<MetricsSocket>> MetricsSocket::Open(const std::string& path,
-                                                             std::string label) {
+                                                             std::string label, uid_t ranks_uid,
+                                                             gid_t ranks_gid) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
     return Status::InvalidArgument("metrics socket path '" + path + "' is too long");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return Status::Internal(path + ": " + ec.message());
   unlink(path.c_str());  // a stale socket of a worker that died
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0) {
+  // Bound under the daemon's umask 077 (nobody else can connect meanwhile), then given to
+  // the ranks' user, who needs write permission to connect.
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      (ranks_uid != geteuid() && lchown(path.c_str(), ranks_uid, ranks_gid) != 0) ||
+      chmod(path.c_str(), 0600) != 0 || listen(fd, 128) != 0) {
     const std::string why = strerror(errno);
     close(fd);
+    unlink(path.c_str());
     return Status::Internal(path + ": " + why);
   }
-  return std::unique_ptr<MetricsSocket>(new MetricsSocket(fd, path, std::move(label)));
+  return std::unique_ptr<MetricsSocket>(new MetricsSocket(fd, path, std::move(label), ranks_uid));
 }
 
-MetricsSocket::MetricsSocket(int listen_fd, std::string path, std::string label)
-    : listen_fd_(listen_fd), path_(std::move(path)), label_(std::move(label)) {}
+MetricsSocket::MetricsSocket(int listen_fd, std::string path, std::string label, uid_t ranks_uid)
+    : listen_fd_(listen_fd),
+      path_(std::move(path)),
+      label_(std::move(label)),
+      ranks_uid_(ranks_uid) {}
 
 MetricsSocket::~MetricsSocket() {
   for (auto& c : conns_) close(c->fd);
@@ -90,8 +109,9 @@ void MetricsSocket::OnReadable(int fd, const RankOf& rank_of, int64_t now_unix_m
   }
 }
 
-void MetricsSocket::Drain(int64_t now_unix_ms, std::vector<v1::MetricRecord>* out) {
-  Accept([](pid_t, pid_t) { return -1; });  // connected after the ranks ended: unknown peers
+void MetricsSocket::Drain(const RankOf& rank_of, int64_t now_unix_ms,
+                          std::vector<v1::MetricRecord>* out) {
+  Accept(rank_of);  // a rank that connected just before it ended
   for (auto& c : conns_) {
     // Read stops at kMaxReadPerWake; a few rounds take whatever a rank left behind.
     for (int i = 0; i < 16 && c->fd >= 0; ++i) Read(*c, now_unix_ms, out);
@@ -110,13 +130,31 @@ void MetricsSocket::Accept(const RankOf& rank_of) {
       close(fd);
       continue;
     }
-    auto c = std::make_unique<Conn>();
-    c->fd = fd;
     ucred cred{};
     socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
-      c->rank = rank_of(cred.pid, getpgid(cred.pid));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+      Dropped("a connection whose peer cannot be identified (SO_PEERCRED)");
+      close(fd);
+      continue;
     }
+    if (cred.uid != ranks_uid_) {
+      Dropped("a connection from uid " + std::to_string(cred.uid) + " (pid " +
+              std::to_string(cred.pid) + "), not the ranks' uid " + std::to_string(ranks_uid_));
+      close(fd);
+      continue;
+    }
+    // A rank or a process of its group (a data loader it forked). A process that has left
+    // the group, or has ended already, cannot be told from a stranger.
+    const int rank = rank_of(cred.pid, getpgid(cred.pid));
+    if (rank < 0) {
+      Dropped("a connection from pid " + std::to_string(cred.pid) +
+              ", which is no rank of this attempt");
+      close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    c->rank = rank;
     conns_.push_back(std::move(c));
   }
 }
@@ -137,12 +175,18 @@ void MetricsSocket::Read(Conn& c, int64_t now_unix_ms, std::vector<v1::MetricRec
     const int64_t long_before = c.lines.dropped_long();
     for (const std::string& line : c.lines.Feed(buf, static_cast<size_t>(n))) {
       if (line.empty()) continue;
-      auto rec = ParseMetricLine(line);
+      bool has_rank = false;
+      auto rec = ParseMetricLine(line, &has_rank);
       if (!rec.ok()) {
         Dropped(rec.status().message());
         continue;
       }
-      if (c.rank >= 0) rec->set_rank(c.rank);
+      if (has_rank && rec->rank() != c.rank) {
+        Dropped("a record of rank " + std::to_string(c.rank) + " that claims rank " +
+                std::to_string(rec->rank()));
+        continue;
+      }
+      rec->set_rank(c.rank);
       rec->set_time_unix_ms(now_unix_ms);
       out->push_back(std::move(*rec));
     }

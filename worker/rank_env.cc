@@ -97,4 +97,36 @@ std::map<std::string, std::string> ProcessEnvironment() {
   return env;
 }
 
+const std::vector<std::string>& DefaultPassEnv() {
+  static const std::vector<std::string> kPatterns{
+      "PATH",      "LANG",   "LANGUAGE",         "LC_*",   "TZ",
+      "TMPDIR",    "HOME",   "LD_LIBRARY_PATH",  "CUDA_*", "NCCL_*",
+      "NVIDIA_*",  "GLOO_*", "TP_SOCKET_IFNAME", "OMP_*",  "MKL_*",
+      "OPENBLAS_*"};
+  return kPatterns;
+}
+
+namespace {
+
+bool Matches(const std::string& name, const std::string& pattern) {
+  if (!pattern.empty() && pattern.back() == '*') {
+    return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+  }
+  return name == pattern;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> AllowedWorkerEnvironment(
+    const std::map<std::string, std::string>& env, const std::vector<std::string>& extra) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : env) {
+    bool allowed = false;
+    for (const std::string& p : DefaultPassEnv()) allowed = allowed || Matches(name, p);
+    for (const std::string& p : extra) allowed = allowed || Matches(name, p);
+    if (allowed) out[name] = value;
+  }
+  return out;
+}
+
 }  // namespace convoy

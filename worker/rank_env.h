@@ -4,14 +4,15 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "convoy/v1/worker.pb.h"
 
 namespace convoy {
 
-// `base` (the worker's own environment), then the spec's env, then Convoy's variables, which
-// always win: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
-// ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
+// `base` (the worker's allowlisted environment, AllowedWorkerEnvironment), then the spec's env,
+// then Convoy's variables, which always win: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, CONVOY_JOB_ID,
 // CONVOY_ATTEMPT, CONVOY_METRICS_SOCKET, CONVOY_CHECKPOINT_DIR and PYTHONUNBUFFERED=1.
 // GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
@@ -34,5 +35,19 @@ bool ReadTorchErrorFile(const std::string& path, v1::ProcessExit* exit);
 
 // The calling process's environment (environ) as a map.
 std::map<std::string, std::string> ProcessEnvironment();
+
+// The part of the worker's environment that its ranks see (issue 18, "private by default"):
+// a rank never inherits the worker's secrets (a join token, cloud credentials, a proxy
+// password) by accident. Kept: PATH, LANG, LANGUAGE, LC_*, TZ, TMPDIR, HOME (replaced by the
+// run-as user's home when ranks run as another user), LD_LIBRARY_PATH, CUDA_*, NCCL_*,
+// NVIDIA_*, GLOO_*, TP_SOCKET_IFNAME, OMP_*, MKL_*, OPENBLAS_* (the devices, networks and
+// threads of the host), and every name in `extra` (the worker's --pass-env; a trailing '*'
+// matches a prefix). Everything else is dropped. A job adds its own variables with the spec's
+// `env`.
+std::map<std::string, std::string> AllowedWorkerEnvironment(
+    const std::map<std::string, std::string>& env, const std::vector<std::string>& extra = {});
+
+// The allowlist above, one pattern per entry (for --help and the README).
+const std::vector<std::string>& DefaultPassEnv();
 
 }  // namespace convoy

@@ -13,15 +13,18 @@ RankLog::RankLog(std::string path, int64_t max_bytes, int owner_uid, int owner_g
       max_bytes_(max_bytes < 1 ? 1 : max_bytes),
       owner_uid_(owner_uid),
       owner_gid_(owner_gid) {
-  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   struct stat st {};
   if (fd_ >= 0 && fstat(fd_, &st) == 0) bytes_ = st.st_size;
   Own();
 }
 
 void RankLog::Own() {
-  if (fd_ < 0 || owner_uid_ < 0) return;
-  // On the descriptor: no path is followed between creating the file and giving it away.
+  if (fd_ < 0) return;
+  // 0600 whatever the umask, also for a log left by an older worker; the owner is the rank's
+  // user. On the descriptor: no path is followed between creating the file and giving it away.
+  (void)!fchmod(fd_, 0600);
+  if (owner_uid_ < 0) return;
   (void)!fchown(fd_, static_cast<uid_t>(owner_uid_), static_cast<gid_t>(owner_gid_));
 }
 
@@ -79,7 +82,7 @@ void RankLog::Rotate() {
   close(fd_);
   std::rename((path_ + ".1").c_str(), (path_ + ".2").c_str());
   std::rename(path_.c_str(), (path_ + ".1").c_str());
-  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   Own();
   bytes_ = 0;
 }

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +52,21 @@ std::string DescribeExit(const v1::ProcessExit& e) {
                          : "exited with code " + std::to_string(e.exit_code());
 }
 
+// The worker's own directories: 0700, or 0711 when ranks run as another user and must reach
+// a file inside (their metrics socket, their error file): search, never listing.
+void MakeWorkerDir(const std::string& dir, bool searchable) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    spdlog::warn("cannot create {}: {}", dir, ec.message());
+    return;
+  }
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return;
+  const mode_t want = searchable ? 0711 : 0700;
+  if ((st.st_mode & 07777) != want) chmod(dir.c_str(), want);
+}
+
 }  // namespace
 
 bool Supervisor::Attempt::AnyRunning() const {
@@ -58,6 +74,15 @@ bool Supervisor::Attempt::AnyRunning() const {
     if (r->running) return true;
   }
   return false;
+}
+
+MetricsSocket::RankOf Supervisor::RankOfPeer(const Attempt& a) {
+  return [&a](pid_t pid, pid_t pgid) {
+    for (const auto& r : a.ranks) {
+      if (r->pid > 0 && (r->pid == pid || r->pid == pgid)) return r->rank;
+    }
+    return -1;
+  };
 }
 
 Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox,
@@ -93,6 +118,12 @@ void Supervisor::Start() {
                  getuid(), getgid(), geteuid() == 0 ? "" : ": only a root worker can switch users",
                  config_.job_root);
   }
+  // What a rank must reach is searchable by its user, nothing is listable by others.
+  const bool other_user = u.has_value() && u->uid != geteuid();
+  for (const std::string& d :
+       {config_.work_dir, config_.work_dir + "/run", config_.work_dir + "/jobs"}) {
+    MakeWorkerDir(d, other_user);
+  }
   for (const std::string& d : {config_.job_root, config_.work_dir + "/run"}) {
     const std::string bad = FirstUnsearchableDir(d, u ? u->uid : geteuid(), u ? u->gid : getegid());
     if (!bad.empty()) spdlog::warn("ranks cannot reach {}: {} is not searchable for them", d, bad);
@@ -110,6 +141,7 @@ void Supervisor::Stop() {
   ssize_t ignored = write(wake_fd_[1], &c, 1);
   (void)ignored;
   thread_.join();
+  if (!socket_fallback_dir_.empty()) rmdir(socket_fallback_dir_.c_str());
 }
 
 void Supervisor::Post(const v1::CoordinatorMessage& msg) {
@@ -219,15 +251,8 @@ void Supervisor::Run() {
         } else if (t.attempt->metrics != nullptr) {
           std::vector<v1::MetricRecord> records;
           const int64_t dropped_before = t.attempt->metrics->dropped();
-          t.attempt->metrics->OnReadable(
-              fds[i].fd,
-              [a = t.attempt](pid_t pid, pid_t pgid) {
-                for (const auto& r : a->ranks) {
-                  if (r->pid > 0 && (r->pid == pid || r->pid == pgid)) return r->rank;
-                }
-                return -1;
-              },
-              clock_.NowUnixMs(), &records);
+          t.attempt->metrics->OnReadable(fds[i].fd, RankOfPeer(*t.attempt), clock_.NowUnixMs(),
+                                         &records);
           records_dropped_total_.fetch_add(t.attempt->metrics->dropped() - dropped_before,
                                            std::memory_order_relaxed);
           AddRecords({t.attempt->job_id, t.attempt->attempt}, &records);
@@ -247,11 +272,13 @@ void Supervisor::Run() {
     }
     Reap();
     Timers();
+    ReleaseHeldPorts(false);
     RetryHeldLogs();  // every tick (50 ms): a held `logs -f` answers soon after bytes arrive
     PublishSnapshot();
   }
   FlushMetrics(true);
   for (auto& [key, a] : attempts_) CloseMetrics(a);
+  ReleaseHeldPorts(true);
 }
 
 void Supervisor::Handle(const Command& cmd) {
@@ -267,7 +294,15 @@ void Supervisor::Handle(const Command& cmd) {
     case v1::CoordinatorMessage::kKill: {
       const v1::Kill& kill = msg.kill();
       auto it = attempts_.find({kill.job_id(), kill.attempt()});
-      if (it == attempts_.end() || !it->second.AnyRunning()) return;  // idempotent
+      if (it == attempts_.end()) {  // never launched here: nothing runs, its port goes
+        auto held = held_ports_.find({kill.job_id(), kill.attempt()});
+        if (held != held_ports_.end()) {
+          close(held->second.fd);
+          held_ports_.erase(held);
+        }
+        return;
+      }
+      if (!it->second.AnyRunning()) return;  // idempotent
       spdlog::info("job {} attempt {}: killing its ranks: {}", kill.job_id(), kill.attempt(),
                    kill.reason().empty() ? "asked by the coordinator" : kill.reason());
       KillAttempt(it->second, kill.grace_ms() > 0 ? kill.grace_ms() : config_.kill_grace_ms);
@@ -432,14 +467,18 @@ void Supervisor::Launch(const v1::Launch& launch) {
     spec.mutable_trainer()->set_data_dir(dirs->data_dir);
     argv = BuildArgv(spec, config_.trainer_path);
   }
-  const std::string dir = config_.work_dir + "/jobs/" + launch.job_id() + "/attempt-" +
-                          std::to_string(launch.attempt());
+  const std::string job_files = config_.work_dir + "/jobs/" + launch.job_id();
+  const std::string dir = job_files + "/attempt-" + std::to_string(launch.attempt());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     refuse(first_rank, "cannot create " + dir + ": " + ec.message());
     return;
   }
+  // The ranks write their error files in it (the worker makes them, 0600, theirs).
+  const bool other_user = config_.run_as.has_value() && config_.run_as->uid != geteuid();
+  MakeWorkerDir(job_files, other_user);
+  MakeWorkerDir(dir, other_user);
 
   Attempt& a = attempts_[key];
   snapshot_dirty_ = true;
@@ -447,12 +486,20 @@ void Supervisor::Launch(const v1::Launch& launch) {
   a.attempt = launch.attempt();
   a.dir = dir;
   const std::string label = "job " + a.job_id + " attempt " + std::to_string(a.attempt);
+  std::string socket_path = MetricsSocketPath(config_.work_dir, "", a.job_id, a.attempt);
+  if (socket_path.empty()) {  // --work-dir is too deep for sun_path
+    if (socket_fallback_dir_.empty()) {
+      auto made = MakeSocketFallbackDir(other_user);
+      if (made.ok()) socket_fallback_dir_ = *made;
+      if (!made.ok()) spdlog::warn("{}", made.status().message());
+    }
+    socket_path = MetricsSocketPath(config_.work_dir, socket_fallback_dir_, a.job_id, a.attempt);
+  }
   auto socket =
-      MetricsSocket::Open(MetricsSocketPath(config_.work_dir, a.job_id, a.attempt), label);
+      MetricsSocket::Open(socket_path, label, config_.run_as ? config_.run_as->uid : geteuid(),
+                          config_.run_as ? config_.run_as->gid : getegid());
   if (socket.ok()) {
     a.metrics = std::move(*socket);
-    // The rank connects as its own user: it needs write on the socket, search on its dir.
-    GiveToUser(config_.run_as, a.metrics->path(), true);
   } else {
     spdlog::warn("{}: no metrics socket ({}); its ranks can report no metrics", label,
                  socket.status().message());
@@ -632,7 +679,7 @@ void Supervisor::CloseMetrics(Attempt& a) {
   if (a.metrics == nullptr) return;
   std::vector<v1::MetricRecord> records;
   const int64_t dropped_before = a.metrics->dropped();
-  a.metrics->Drain(clock_.NowUnixMs(), &records);
+  a.metrics->Drain(RankOfPeer(a), clock_.NowUnixMs(), &records);
   records_dropped_total_.fetch_add(a.metrics->dropped() - dropped_before,
                                    std::memory_order_relaxed);
   AddRecords({a.job_id, a.attempt}, &records);

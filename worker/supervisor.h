@@ -84,6 +84,10 @@ class Supervisor {
   // Exit records of attempts are kept this long after their last rank ended, unless
   // ForgetAttempt comes first.
   static constexpr int64_t kKeepExitedMs = 3600 * 1000;
+  // A reserved master port whose attempt never launches here (its placement was undone) is
+  // released after this long, or at once by a Kill of that attempt. The coordinator sends
+  // the Launch right after the reservation comes back.
+  static constexpr int64_t kHoldPortMs = 600 * 1000;
 
   // `clock` drives kill grace, heartbeats, metric batching and the orphan timeout.
   Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox, const Clock& clock);
@@ -161,6 +165,8 @@ class Supervisor {
     int64_t ended_ms = 0;  // monotonic time the last rank ended, 0 while any runs
     bool AnyRunning() const;
   };
+  // Who a metrics-socket peer is: a rank's pid, or a process in a group a rank leads.
+  static MetricsSocket::RankOf RankOfPeer(const Attempt& a);
   using Key = std::pair<std::string, int>;
   struct Command {
     bool resync = false;  // false: `msg` from the coordinator
@@ -191,6 +197,9 @@ class Supervisor {
   void KillAttempt(Attempt& a, int64_t grace_ms);
   void KillEverything(const std::string& why);
   void ReservePort(const v1::ReservePort& req);
+  // Closes the reserved master ports of attempts that have ended, or that were never
+  // launched here within kHoldPortMs; `all`: every one.
+  void ReleaseHeldPorts(bool all);
   // Answers at once, or holds a request with wait_ms that has nothing to say yet.
   void ReadLogs(const v1::ReadLogs& req);
   void AnswerLogs(const v1::ReadLogs& req);
@@ -247,6 +256,15 @@ class Supervisor {
     int64_t deadline_ms = 0;
   };
   std::vector<HeldLogRead> held_logs_;
+  // Master ports reserved for an attempt, held bound until its ranks end (ReservePort).
+  struct HeldPort {
+    int fd = -1;
+    int port = 0;
+    int64_t reserved_ms = 0;  // monotonic
+  };
+  std::map<Key, HeldPort> held_ports_;
+  // Made (mkdtemp) when a metrics socket path is too long for the work dir; removed at Stop.
+  std::string socket_fallback_dir_;
   int64_t dropped_records_ = 0;
   std::thread thread_;
 

@@ -100,6 +100,19 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
   p->set_attempt(req.attempt());
   // The advertised address first (the port must be free where peers dial), any address if
   // that is not an IPv4 address of this machine (a name, NAT).
+  //
+  // The socket stays bound, not listening, until the attempt's ranks have ended
+  // (ReleaseHeldPorts): while it is, the kernel gives the port to no other bind(0) or
+  // outgoing connection, so two jobs starting together never get the same one, and rank 0's
+  // store can still listen on it, since it sets SO_REUSEADDR as torch's TCPStore does (a
+  // bound socket that is not listening does not conflict with one that is).
+  const Key key{req.job_id(), req.attempt()};
+  auto held = held_ports_.find(key);
+  if (held != held_ports_.end()) {  // a repeated request: the same port again
+    p->set_port(held->second.port);
+    Send(out);
+    return;
+  }
   std::string error;
   for (bool any : {false, true}) {
     sockaddr_in addr{};
@@ -115,10 +128,12 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
       break;
     }
     socklen_t len = sizeof(addr);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+    const int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
       p->set_port(ntohs(addr.sin_port));
-      close(fd);
+      held_ports_[key] = {fd, p->port(), clock_.NowMonotonicMs()};
       break;
     }
     error = std::string("bind ") + (any ? "0.0.0.0" : config_.address) + ": " + strerror(errno);
@@ -130,6 +145,21 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
                   p->error());
   }
   Send(out);
+}
+
+void Supervisor::ReleaseHeldPorts(bool all) {
+  const int64_t now = clock_.NowMonotonicMs();
+  for (auto it = held_ports_.begin(); it != held_ports_.end();) {
+    auto a = attempts_.find(it->first);
+    const bool over =
+        a != attempts_.end() ? !a->second.AnyRunning() : now - it->second.reserved_ms > kHoldPortMs;
+    if (all || over) {
+      close(it->second.fd);
+      it = held_ports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Supervisor::ReadLogs(const v1::ReadLogs& req) {

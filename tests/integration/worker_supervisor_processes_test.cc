@@ -3,6 +3,9 @@
 // process group with a grandchild, and metric records over the socket with SO_PEERCRED.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -268,17 +271,20 @@ def send(data, **kw):
     s.connect(path)
     s.sendall(data)
     s.close()
-send(b'{"kind":"step","step":1,"loss":0.5,"rank":5}\n'
+send(b'{"kind":"step","step":1,"loss":0.5,"rank":1}\n'
      b'garbage\n[1,2]\n' + b'{"pad":"' + b'x' * 70000 + b'"}\n'
-     b'{"step":2,"samples":64,"samples_per_s":12.5}\n{"step":99')
+     b'{"step":2,"samples":64,"samples_per_s":12.5}\n'
+     b'{"step":5,"rank":7}\n{"step":99')
 # A child in the rank's process group is identified as the rank too.
 subprocess.run([sys.executable, "-c", "import socket,os; s=socket.socket(socket.AF_UNIX); "
                 "s.connect(os.environ['CONVOY_METRICS_SOCKET']); s.sendall(b'{\"step\":3}\\n')"],
                check=True)
-# One in a session of its own cannot be: its "rank" field decides.
+# One in a session of its own cannot be: it is refused, whatever its records say.
+# (The worker may close the connection before the write: that is no error here.)
 subprocess.run([sys.executable, "-c", "import socket,os; s=socket.socket(socket.AF_UNIX); "
-                "s.connect(os.environ['CONVOY_METRICS_SOCKET']); "
-                "s.sendall(b'{\"step\":4,\"rank\":7}\\n')"],
+                "s.connect(os.environ['CONVOY_METRICS_SOCKET'])\n"
+                "try: s.sendall(b'{\"step\":4,\"rank\":1}\\n')\n"
+                "except OSError: pass"],
                check=True, start_new_session=True)
 )PY";
 
@@ -294,27 +300,81 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRoundTripIdentifiesRanksByPeerCrede
   std::vector<v1::MetricRecord> records;
   ASSERT_TRUE(PollUntil([&] {
     records = outbox_.Records();
-    return records.size() >= 4;
+    return records.size() >= 3;
   })) << records.size()
       << " records; log: " << ReadFile(AttemptDir("metrics") + "/rank-1.log");
-  ASSERT_EQ(records.size(), 4u);
   std::map<int64_t, v1::MetricRecord> by_step;
   for (const auto& r : records) by_step[r.step()] = r;
-  ASSERT_EQ(by_step.size(), 4u);
-  EXPECT_EQ(by_step[1].rank(), 1);  // SO_PEERCRED wins over the record's "rank": 5
+  ASSERT_EQ(by_step.size(), 3u);
+  EXPECT_EQ(by_step[1].rank(), 1);  // its "rank" agrees with SO_PEERCRED's
   EXPECT_EQ(by_step[1].kind(), "step");
   EXPECT_DOUBLE_EQ(by_step[1].loss(), 0.5);
   EXPECT_EQ(by_step[2].rank(), 1);
   EXPECT_EQ(by_step[2].samples(), 64);
   EXPECT_DOUBLE_EQ(by_step[2].values().at("samples_per_s"), 12.5);
   EXPECT_EQ(by_step[3].rank(), 1);  // the rank's child, by its process group
-  EXPECT_EQ(by_step[4].rank(), 7);  // unidentifiable peer: the record's own field
+  EXPECT_EQ(by_step.count(5), 0u) << "a record that claims another rank must be dropped";
+  EXPECT_EQ(by_step.count(4), 0u) << "a peer that is no rank must be refused";
   for (const auto& r : records) {
     EXPECT_EQ(r.attempt(), 0);
     EXPECT_GT(r.time_unix_ms(), 0);
   }
+  // garbage, [1,2], the long line, the claim of rank 7, the stranger, the truncated line.
+  EXPECT_EQ(sup_->counters().records_dropped, 6);
   // The socket file went with the attempt.
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run/metrics.0.sock"));
+}
+
+// Issue 18: the socket belongs to the ranks' user, 0600, and a process of another uid that
+// connects anyway (root can) is refused. Needs root, to run the rank as `nobody`.
+TEST_F(SupervisorProcessesTest, MetricsSocketRefusesAnotherUid) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << "needs " << kPython;
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run the rank as another user";
+  auto nobody = LookupUser("nobody");
+  ASSERT_TRUE(nobody.ok()) << nobody.status().message();
+  config_.run_as = *nobody;
+  Start();
+  Connect();
+  Launch("uid",
+         {kPython, "-c",
+          "import os, socket, time\n"
+          "s = socket.socket(socket.AF_UNIX); s.connect(os.environ['CONVOY_METRICS_SOCKET'])\n"
+          "s.sendall(b'{\"step\":1}\\n')\n"
+          "while not os.path.exists(os.environ['CONVOY_CHECKPOINT_DIR'] + '/../go'):\n"
+          "    time.sleep(0.02)\n"
+          "s.sendall(b'{\"step\":2}\\n')\n"});
+  std::vector<v1::MetricRecord> records;
+  ASSERT_TRUE(PollUntil([&] {
+    records = outbox_.Records();
+    return !records.empty();
+  })) << ReadFile(AttemptDir("uid") + "/rank-0.log");
+  const std::string sock = dir_.string() + "/run/uid.0.sock";
+  struct stat st {};
+  ASSERT_EQ(stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, nobody->uid);
+  // This test runs as root (uid 0), another uid than the ranks': refused.
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string fake = "{\"step\":9,\"rank\":0}\n";
+  ASSERT_EQ(write(fd, fake.data(), fake.size()), static_cast<ssize_t>(fake.size()));
+  char byte;
+  EXPECT_LE(read(fd, &byte, 1), 0) << "the worker should have closed the connection";
+  close(fd);
+  std::ofstream(dir_.string() + "/job-root/uid/go") << "";
+  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().exit_code(), 0)
+      << ReadFile(AttemptDir("uid") + "/rank-0.log");
+  ASSERT_TRUE(PollUntil([&] { return outbox_.Records().size() >= 2; }));
+  for (const auto& r : outbox_.Records()) EXPECT_NE(r.step(), 9) << "a record of uid 0 got in";
+  // The rank's log is its user's and private.
+  ASSERT_EQ(stat((AttemptDir("uid") + "/rank-0.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, nobody->uid);
 }
 
 TEST_F(SupervisorProcessesTest, MetricsWaitForTheCoordinatorAndExitsTravelInRegister) {

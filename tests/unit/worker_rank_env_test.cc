@@ -124,5 +124,38 @@ TEST(TorchErrorFileTest, SetInTheRankEnvironment) {
   EXPECT_EQ(env.at("TORCHELASTIC_ERROR_FILE"), "/w/attempt-0/rank-0.error.json");
 }
 
+TEST(AllowedWorkerEnvironmentTest, KeepsTheDocumentedSetAndDropsTheRest) {
+  const std::map<std::string, std::string> worker{{"PATH", "/usr/bin"},
+                                                  {"LANG", "C.UTF-8"},
+                                                  {"LC_ALL", "C"},
+                                                  {"HOME", "/root"},
+                                                  {"CUDA_VISIBLE_DEVICES", "0"},
+                                                  {"NCCL_SOCKET_IFNAME", "eth0"},
+                                                  {"LD_LIBRARY_PATH", "/opt/l"},
+                                                  {"OMP_PROC_BIND", "true"},
+                                                  {"CONVOY_JOIN_TOKEN", "secret"},
+                                                  {"AWS_SECRET_ACCESS_KEY", "k"},
+                                                  {"MY_SITE_VAR", "1"},
+                                                  {"MY_SITE_OTHER", "2"},
+                                                  {"PATHX", "not PATH"},
+                                                  {"CUDA", "not CUDA_*"}};
+  const auto env = AllowedWorkerEnvironment(worker);
+  const std::map<std::string, std::string> expected{{"PATH", "/usr/bin"},
+                                                    {"LANG", "C.UTF-8"},
+                                                    {"LC_ALL", "C"},
+                                                    {"HOME", "/root"},
+                                                    {"CUDA_VISIBLE_DEVICES", "0"},
+                                                    {"NCCL_SOCKET_IFNAME", "eth0"},
+                                                    {"LD_LIBRARY_PATH", "/opt/l"},
+                                                    {"OMP_PROC_BIND", "true"}};
+  EXPECT_EQ(env, expected);
+  // --pass-env adds exact names and prefixes.
+  const auto more = AllowedWorkerEnvironment(worker, {"MY_SITE_*", "AWS_SECRET_ACCESS_KEY"});
+  EXPECT_EQ(more.count("MY_SITE_VAR"), 1u);
+  EXPECT_EQ(more.count("MY_SITE_OTHER"), 1u);
+  EXPECT_EQ(more.count("AWS_SECRET_ACCESS_KEY"), 1u);
+  EXPECT_EQ(more.count("CONVOY_JOIN_TOKEN"), 0u);
+}
+
 }  // namespace
 }  // namespace convoy

@@ -115,13 +115,30 @@ TEST_F(RankLogTest, AppendsToAnExistingFileAndSurvivesAnUnwritableOne) {
   EXPECT_EQ(broken.StderrTail(), (std::vector<std::string>{"x", "cannot start"}));
 }
 
-TEST(MetricsSocketPathTest, InTheWorkDirOrAShortFallback) {
-  EXPECT_EQ(MetricsSocketPath("/var/lib/convoy", "job-1", 2), "/var/lib/convoy/run/job-1.2.sock");
+TEST(MetricsSocketPathTest, InTheWorkDirOrAPrivateFallback) {
+  EXPECT_EQ(MetricsSocketPath("/var/lib/convoy", "", "job-1", 2),
+            "/var/lib/convoy/run/job-1.2.sock");
   const std::string deep = "/tmp/" + std::string(150, 'd');
-  const std::string fallback = MetricsSocketPath(deep, "job-1", 2);
-  EXPECT_EQ(fallback.rfind("/tmp/convoy-" + std::to_string(getuid()) + "/", 0), 0u) << fallback;
+  EXPECT_EQ(MetricsSocketPath(deep, "", "job-1", 2), "") << "too long, and no fallback yet";
+  // The fallback directory has an unpredictable name (mkdtemp) and is nobody else's.
+  auto dir = MakeSocketFallbackDir(/*searchable=*/false);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  auto other = MakeSocketFallbackDir(/*searchable=*/true);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*dir, *other);
+  EXPECT_EQ(dir->rfind("/tmp/convoy-", 0), 0u) << *dir;
+  struct stat st {};
+  ASSERT_EQ(lstat(dir->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  ASSERT_EQ(lstat(other->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);  // ranks of another user reach their socket only
+  const std::string fallback = MetricsSocketPath(deep, *dir, "job-1", 2);
+  EXPECT_EQ(fallback.rfind(*dir + "/", 0), 0u) << fallback;
   EXPECT_LT(fallback.size(), sizeof(sockaddr_un::sun_path));
-  EXPECT_NE(fallback, MetricsSocketPath(deep, "job-1", 3));
+  EXPECT_NE(fallback, MetricsSocketPath(deep, *dir, "job-1", 3));
+  rmdir(dir->c_str());
+  rmdir(other->c_str());
 }
 
 }  // namespace

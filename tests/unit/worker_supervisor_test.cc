@@ -1,8 +1,11 @@
 // The supervisor's decisions with a fake launcher, a fake outbox and a fake clock: what it
 // launches and refuses, how it kills (grace, then SIGKILL), what it reports and when
 // (Register snapshots, resynchronisation after a reconnect), the orphan timeout.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -648,6 +651,66 @@ TEST_F(SupervisorTest, ReadLogsOfUnknownRanksAndReservePort) {
   EXPECT_EQ(m->port_reserved().attempt(), 1);
   EXPECT_GT(m->port_reserved().port(), 0);
   EXPECT_EQ(m->port_reserved().error(), "");
+}
+
+// Binds `port` on every address, with SO_REUSEADDR as torch's TCPStore does when `reuse`,
+// and listens. The errno of the failure, or 0 (the socket is closed either way).
+int BindAndListen(int port, bool reuse) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (reuse) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const int rc =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd, 8) == 0 ? 0
+                                                                                            : errno;
+  close(fd);
+  return rc;
+}
+
+// Issue 18: the master port is held by the worker from its reservation until the attempt's
+// ranks end, so that two jobs starting together can never be given the same one.
+TEST_F(SupervisorTest, MasterPortsOfJobsStartingTogetherNeverCollide) {
+  Start();
+  Connect();
+  auto reserve = [&](const std::string& job) {
+    v1::CoordinatorMessage m;
+    m.mutable_reserve_port()->set_job_id(job);
+    m.mutable_reserve_port()->set_attempt(0);
+    sup_->Post(m);
+    auto got = outbox_.WaitFor(Is(v1::WorkerMessage::kPortReserved));
+    EXPECT_TRUE(got.has_value());
+    EXPECT_EQ(got ? got->port_reserved().error() : "x", "");
+    return got ? got->port_reserved().port() : 0;
+  };
+  for (int i = 0; i < 50; ++i) {
+    const std::string a = "a" + std::to_string(i), b = "b" + std::to_string(i);
+    const int pa = reserve(a), pb = reserve(b);
+    ASSERT_GT(pa, 0);
+    ASSERT_NE(pa, pb) << "iteration " << i;
+    // Held: nobody else binds it, but rank 0's store (SO_REUSEADDR) can listen on it.
+    EXPECT_EQ(BindAndListen(pa, false), EADDRINUSE) << "port " << pa << " was not held";
+    EXPECT_EQ(BindAndListen(pa, true), 0) << strerror(BindAndListen(pa, true));
+    EXPECT_EQ(reserve(a), pa) << "a repeated request gets the same port";
+    // A Kill of an attempt that never launched here releases its port.
+    sup_->Post(KillMsg(a, 0, 0));
+    sup_->Post(KillMsg(b, 0, 0));
+  }
+  // An attempt that ran holds its port until its ranks end.
+  const int port = reserve("j");
+  LaunchTwo();
+  EXPECT_EQ(BindAndListen(port, false), EADDRINUSE);
+  launcher_.DieOnSignal();
+  sup_->Post(KillMsg("j", 0, 0));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited)));
+  int rc = EADDRINUSE;
+  for (int i = 0; i < 500 && rc != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+    rc = BindAndListen(port, false);
+  }
+  EXPECT_EQ(rc, 0) << "the port of an ended attempt is still held";
 }
 
 TEST_F(SupervisorTest, StopKillsEveryRankAndReportsIt) {
