@@ -60,12 +60,13 @@ StatusOr<std::string> PrepareRoot(const std::string& flag, const std::string& di
   if (dir.empty()) return Status::InvalidArgument(flag + ": must not be empty");
   auto abs = CanonicalPath(dir);
   if (!abs.ok()) return Status::InvalidArgument(flag + " " + abs.status().message());
-  // Create the missing directories one by one, so that each gets 0755 whatever the umask.
+  // Create the missing directories one by one, so that each gets 0711 whatever the umask:
+  // ranks of another user can reach their job directories below, nobody can list them.
   std::string sofar;
   for (const std::string& c : Components(*abs)) {
     sofar += "/" + c;
-    if (mkdir(sofar.c_str(), 0755) == 0) {
-      chmod(sofar.c_str(), 0755);
+    if (mkdir(sofar.c_str(), 0711) == 0) {
+      chmod(sofar.c_str(), 0711);
     } else if (errno != EEXIST) {
       return Status::InvalidArgument(flag + " " + dir + ": cannot create " + sofar + ": " +
                                      Errno(errno));
@@ -176,9 +177,9 @@ StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
     if (!p.ok()) return p.status();
     d.data_dir = *p;
   }
-  Status made = MakeJobDirs(job_root, d.job_dir, uid, gid, 0750);
+  Status made = MakeJobDirs(job_root, d.job_dir, uid, gid, 0700);
   if (!made.ok()) return Status::Internal("job directory: " + made.message());
-  made = MakeJobDirs(job_root, d.checkpoint_dir, uid, gid, 0750);
+  made = MakeJobDirs(job_root, d.checkpoint_dir, uid, gid, 0700);
   if (!made.ok()) return Status::Internal("checkpoint_dir: " + made.message());
   return d;
 }

@@ -28,7 +28,7 @@ bool HasDotDotComponent(const std::string& path);
 // weakly_canonical returns them); "/a/bc" is not under "/a/b".
 bool IsPathUnder(const std::string& path, const std::string& root);
 
-// Creates `dir` (and its parents) when missing, mode 0755 for those it creates (others
+// Creates `dir` (and its parents) when missing, mode 0711 for those it creates (others
 // must be able to reach the job directories below it), and returns its canonical absolute
 // form (symlinks resolved, no trailing slash). An error, naming `flag` ("--job-root"), when
 // it cannot be made or this process cannot create directories in it.
@@ -66,7 +66,7 @@ struct JobDirs {
 
 // Resolves the spec's paths (the arguments named after the spec's fields, empty when not
 // set) with ResolveJobPath, `data_dir` also against `data_paths`, and then creates the job
-// directory and the checkpoint directory with MakeJobDirs (mode 0750, owner `uid`:`gid`
+// directory and the checkpoint directory with MakeJobDirs (mode 0700, owner `uid`:`gid`
 // when `uid` >= 0). Nothing is created when a path is refused. `job_id` must be a valid
 // name (no '/'). Errors name the field ("checkpoint_dir: ...").
 StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,

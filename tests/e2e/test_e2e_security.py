@@ -31,7 +31,7 @@ def test_ranks_run_as_the_run_as_user_not_root(make_cluster):
     assert lines[3] == job_dir, lines  # the job's own directory is its working directory
     assert lines[4] == "wrote", lines  # ... and it may write there
     st_dir = os.stat(job_dir)
-    assert st_dir.st_uid == uid and st_dir.st_mode & 0o777 == 0o750
+    assert st_dir.st_uid == uid and st_dir.st_mode & 0o777 == 0o700
     assert os.stat(os.path.join(job_dir, "in-job-dir")).st_uid == uid
     if os.geteuid() != 0:
         pytest.skip("not root: ranks run as the test's own user (checked above); the switch "
@@ -86,3 +86,51 @@ def test_symlink_out_of_the_job_root_fails_the_job_naming_the_field(make_cluster
     assert not os.path.exists("/etc/pwned")
     assert not job_pids(job)
     assert not os.path.exists(os.path.join(c.job_root, job)), "nothing made for a refused job"
+
+
+def _others_can_read(path):
+    return os.lstat(path).st_mode & 0o077 != 0
+
+
+def test_hosts_stay_private_modes_and_environment(make_cluster, monkeypatch):
+    """Issue 18, "private by default": after a job, what it leaves on the worker and the
+    coordinator is nobody else's (logs, database, its lock, the metrics socket while it ran),
+    and a rank never sees a worker variable outside the allowlist."""
+    monkeypatch.setenv("E2E_WORKER_SECRET", "s3cret")       # in every daemon's environment
+    monkeypatch.setenv("E2E_PASSED_ON", "visible")
+    c = make_cluster(workers=0)
+    c.start_worker("w1", extra=["--pass-env", "E2E_PASSED_*"])
+    c.wait_workers_ready(1)
+    job = c.submit({"name": "private", "nodes": 1, "procs_per_node": 1,
+                    "command": ["sh", "-c",
+                                "env | sort; stat -c '%a %u' \"$CONVOY_METRICS_SOCKET\"; "
+                                "umask; echo out > mine.txt"]})
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
+    assert st["state"] == "SUCCEEDED", st["message"]
+    lines = c.logs(job, 0).splitlines()
+    env = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert "E2E_WORKER_SECRET" not in env, "a worker variable outside the allowlist leaked"
+    assert env.get("E2E_PASSED_ON") == "visible", "--pass-env did not pass it on"
+    assert env["RANK"] == "0" and "PATH" in env
+    uid = run_as_uid()
+    assert f"600 {uid}" in lines, f"metrics socket not 0600 and the rank's user's: {lines}"
+    assert "0077" in lines, lines  # the rank's umask: its own files are private too
+    # The files the job left: none is readable or writable by others.
+    left = []
+    for top in (os.path.join(c.dir, "w1"), os.path.join(c.job_root, job),
+                os.path.join(c.dir, "state")):
+        for root, dirs, files in os.walk(top):
+            left += [os.path.join(root, n) for n in dirs + files]
+    logs = [p for p in left if p.endswith(".log")]
+    assert logs, left
+    for p in logs:
+        assert os.lstat(p).st_uid == uid, f"{p} is not the rank's user's"
+    state = os.path.join(c.dir, "state")
+    assert os.path.exists(os.path.join(state, "convoy.db"))
+    assert os.path.exists(os.path.join(state, "convoy.db.lock"))
+    leaky = [f"{p} {oct(os.lstat(p).st_mode & 0o777)}" for p in left
+             if _others_can_read(p) and not (os.path.isdir(p) and
+                                             os.lstat(p).st_mode & 0o077 == 0o011)]
+    assert not leaky, f"readable by others: {leaky}"
+    mine = os.path.join(c.job_root, job, "mine.txt")
+    assert os.lstat(mine).st_mode & 0o777 == 0o600

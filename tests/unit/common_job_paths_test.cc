@@ -63,9 +63,9 @@ TEST(JobPathsPureTest, IsPathUnder) {
 TEST_F(JobPathsTest, PrepareRootCreatesSearchableDirectories) {
   struct stat st {};
   ASSERT_EQ(stat(root_.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
   ASSERT_EQ(stat((base_ + "/var").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
   // Through a symlink: the canonical path comes back.
   fs::create_directory_symlink(base_ + "/var", base_ + "/link");
   auto again = PrepareRoot("--job-root", base_ + "/link/jobs/");
