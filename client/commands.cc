@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -235,6 +236,23 @@ int ListCommand(Coordinator& c, const CommandOptions& options) {
   grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
   if (!st.ok()) return RpcFailed(st, "list");
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
+  return kExitOk;
+}
+
+int QueueCommand(Coordinator& c, const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ListJobsResponse resp;
+  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  if (!st.ok()) return RpcFailed(st, "queue");
+  v1::ListJobsResponse waiting;
+  for (const v1::Job& j : resp.jobs()) {
+    if (j.queue_position() > 0) *waiting.add_jobs() = j;
+  }
+  std::sort(
+      waiting.mutable_jobs()->begin(), waiting.mutable_jobs()->end(),
+      [](const v1::Job& a, const v1::Job& b) { return a.queue_position() < b.queue_position(); });
+  std::cout << (options.json ? ToJson(waiting) + "\n" : FormatQueue(waiting, NowMs()));
   return kExitOk;
 }
 

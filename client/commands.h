@@ -57,6 +57,8 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
 // INVALID_ARGUMENT. `in` is standard input (for "-").
 StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in);
 int ListCommand(Coordinator& c, const CommandOptions& options);
+// The waiting jobs in the order they will start, with why each waits (`convoy queue`).
+int QueueCommand(Coordinator& c, const CommandOptions& options);
 int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
 int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected = false);

@@ -224,6 +224,30 @@ std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now) {
                      rows);
 }
 
+std::string FormatQueue(const v1::ListJobsResponse& jobs, int64_t now) {
+  std::vector<const v1::Job*> waiting;
+  for (const v1::Job& j : jobs.jobs()) {
+    if (j.queue_position() > 0) waiting.push_back(&j);
+  }
+  std::stable_sort(waiting.begin(), waiting.end(), [](const v1::Job* a, const v1::Job* b) {
+    return a->queue_position() < b->queue_position();
+  });
+  if (waiting.empty()) return "no job is waiting\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Job* j : waiting) {
+    rows.push_back(
+        {std::to_string(j->queue_position()), j->id(), j->spec().name(),
+         j->owner().empty() ? "-" : j->owner(), std::to_string(j->spec().priority()),
+         ShapeText(j->spec()),
+         j->created_unix_ms() > 0 ? FormatDuration(now - j->created_unix_ms()) : "-",
+         j->estimated_start_unix_ms() > 0 ? FormatClock(j->estimated_start_unix_ms()) : "-",
+         j->pending_reason()});
+  }
+  return FormatTable(
+      {"#", "ID", "NAME", "OWNER", "PRIO", "NODES×PROCS", "WAITED", "STARTS BY", "WHY IT WAITS"},
+      rows);
+}
+
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::WorkerInfo& w : workers.workers()) {
@@ -318,6 +342,20 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
   std::ostringstream out;
   out << "job " << job.id() << " (" << spec.name() << "): " << StateText(job.state()) << "\n";
   if (!job.message().empty()) out << "  message:  " << job.message() << "\n";
+  if (!job.pending_reason().empty()) {
+    out << "  waiting:  #" << job.queue_position() << " in the queue: " << job.pending_reason()
+        << "\n";
+    if (job.estimated_start_unix_ms() > 0) {
+      out << "  starts:   by " << FormatClock(job.estimated_start_unix_ms()) << " (estimated)\n";
+    }
+  }
+  if (job.spec().priority() != 0 || job.spec().max_runtime_s() > 0) {
+    out << "  priority: " << job.spec().priority();
+    if (job.spec().max_runtime_s() > 0) {
+      out << ", max_runtime " << FormatDuration(job.spec().max_runtime_s() * 1000);
+    }
+    out << "\n";
+  }
   out << "  shape:    " << ShapeText(spec) << " (nodes×procs), backend "
       << (spec.backend().empty() ? "gloo" : spec.backend()) << "\n";
   out << "  runs:     " << WorkloadText(spec) << "\n";

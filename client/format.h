@@ -62,6 +62,10 @@ std::string FormatTable(const std::vector<std::string>& header,
 // `convoy list`: ID NAME STATE ATTEMPT NODES×PROCS AGE MESSAGE.
 std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now_unix_ms);
 // `convoy workers`: NAME STATE ADDRESS CORES GPUS USED/SLOTS JOBS HEARTBEAT.
+// The waiting jobs of `jobs` (those with a queue position), in the order they will start, each
+// with why it waits and its estimated start when there is one (`convoy queue`).
+std::string FormatQueue(const v1::ListJobsResponse& jobs, int64_t now_unix_ms);
+
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now_unix_ms);
 // `convoy status JOB`: summary, placement of the current attempt, the latest metrics per
 // rank, the root cause of each failed attempt, and the event history.

@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
   add_output(submit);
   CLI::App* list = app.add_subcommand("list", "list jobs");
   add_output(list);
+  CLI::App* queue =
+      app.add_subcommand("queue", "waiting jobs in the order they will start, and why each waits");
+  add_output(queue);
   CLI::App* status =
       app.add_subcommand("status", "a job's state, placement, progress, failures and events");
   status->add_option("JOB", job, "job id")->required();
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
   options.json = output == "json";
   if (submit->parsed()) return SubmitCommand(c, submit_args, watch, options);
   if (list->parsed()) return ListCommand(c, options);
+  if (queue->parsed()) return QueueCommand(c, options);
   if (status->parsed()) return StatusCommand(c, job, options);
   if (watch_cmd->parsed()) return WatchCommand(c, job, options);
   if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);

@@ -275,6 +275,8 @@ class SpecReader {
             {"hang_timeout",
              [&](auto& n, auto& f) { s->set_hang_timeout_s(ToInt<int32_t>(n, f)); }},
             {"working_dir", [&](auto& n, auto& f) { s->set_working_dir(ToString(n, f)); }},
+            {"priority", [&](auto& n, auto& f) { s->set_priority(ToInt<int32_t>(n, f)); }},
+            {"max_runtime", [&](auto& n, auto& f) { s->set_max_runtime_s(ToInt<int64_t>(n, f)); }},
         });
   }
 

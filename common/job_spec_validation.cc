@@ -218,6 +218,8 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   CONVOY_RETURN_IF_ERROR(CheckPath("checkpoint_dir", spec.checkpoint_dir()));
   CONVOY_RETURN_IF_ERROR(CheckRange("hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS));
   CONVOY_RETURN_IF_ERROR(CheckPath("working_dir", spec.working_dir()));
+  CONVOY_RETURN_IF_ERROR(CheckRange("priority", spec.priority(), -kMaxPriority, kMaxPriority));
+  CONVOY_RETURN_IF_ERROR(CheckRange<int64_t>("max_runtime", spec.max_runtime_s(), 0, kMaxRuntimeS));
   return Status::Ok();
 }
 

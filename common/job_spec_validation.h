@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -18,6 +19,8 @@ inline constexpr int kMaxProcsPerNode = 256;  // one process per core or GPU of 
 inline constexpr int kMaxWorldSize = 65536;
 inline constexpr int kMaxRestarts = 100;  // a job failing more often needs a person
 inline constexpr int kMaxHangTimeoutS = 7 * 24 * 3600;
+inline constexpr int kMaxPriority = 1000;
+inline constexpr int64_t kMaxRuntimeS = 365LL * 24 * 3600;
 inline constexpr size_t kMaxArgBytes = 64 * 1024;
 inline constexpr int kMaxArgs = 4096;
 inline constexpr size_t kMaxPathBytes = 4096;

@@ -205,6 +205,14 @@ void Authorizer::ReleaseStream(const std::string& key) {
   if (it != quotas_.end() && it->second.streams > 0) --it->second.streams;
 }
 
+Status Authorizer::CheckPriority(const Principal& who, int priority) const {
+  if (who.admin() || priority <= options_.max_user_priority) return Status::Ok();
+  return Status::PermissionDenied("priority: " + std::to_string(priority) +
+                                  " is above the ceiling for users (" +
+                                  std::to_string(options_.max_user_priority) +
+                                  ", --max-user-priority); an admin may submit it");
+}
+
 Status Authorizer::TakeSubmit(const Principal& who) {
   if (who.kind != Principal::Kind::kUser) return Status::Ok();
   const int64_t now = options_.clock->NowMonotonicMs();

@@ -80,6 +80,8 @@ struct AuthOptions {
   // Submits: a bucket of `submit_burst`, refilled at `submits_per_minute`.
   double submits_per_minute = 60;
   double submit_burst = 20;
+  // The highest job priority a user may ask for; admins may ask any.
+  int max_user_priority = 0;
 };
 
 class Authorizer {
@@ -96,6 +98,10 @@ class Authorizer {
   // One stream (watch, logs) of `who` for as long as the returned handle lives;
   // RESOURCE_EXHAUSTED past the cap.
   StatusOr<std::shared_ptr<void>> AcquireStream(const Principal& who) EXCLUDES(mu_);
+
+  // A spec's `priority` above --max-user-priority: PERMISSION_DENIED naming the field,
+  // unless `who` is an admin.
+  Status CheckPriority(const Principal& who, int priority) const;
 
   // Takes one submit from `who`'s bucket; RESOURCE_EXHAUSTED with the wait otherwise.
   Status TakeSubmit(const Principal& who) EXCLUDES(mu_);

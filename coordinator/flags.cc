@@ -84,6 +84,20 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   app.add_option("--heartbeat-interval-ms", f->heartbeat_interval_ms, "how often workers heartbeat")
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
+  app.add_option("--scheduler", f->scheduler,
+                 "priority (priorities, fair share, reservation) or fifo")
+      ->check(CLI::IsMember({"priority", "fifo"}))
+      ->capture_default_str();
+  app.add_option("--priority-ageing", f->priority_ageing_s,
+                 "waiting this long adds 1 to a job's priority (900, 15m, 1h; 0: never)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(0.0, 30 * 86400.0))
+      ->capture_default_str();
+  app.add_option("--max-user-priority", f->max_user_priority,
+                 "the highest priority a user may give a job (admins: any)")
+      ->check(CLI::Range(-1000, 1000))
+      ->capture_default_str();
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

@@ -57,6 +57,14 @@ struct CoordinatorFlags {
   // From placement until every rank has started (covers exec and library loading).
   double rendezvous_timeout_s = 60;
   int heartbeat_interval_ms = 1000;
+  // README "Sharing a cluster": priorities, fair share, ageing and a reservation with
+  // backfill; `fifo` is submission order with backfill and no reservation.
+  std::string scheduler = "priority";
+  // A waiting job's effective priority grows by one per this many seconds: nothing waits
+  // forever. 15 minutes lets a priority-1 stream pass a priority-0 job for a while only.
+  double priority_ageing_s = 900;
+  // The highest `priority` a user (not an admin) may ask for.
+  int max_user_priority = 0;
   std::string log_level = "info";
   // --check-config: validate everything, start nothing (coordinator/check_config.h).
   bool check_config = false;

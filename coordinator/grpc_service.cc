@@ -502,6 +502,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     v1::SubmitJobResponse* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/SubmitJob");
   if (!who.ok()) return FinishNow(context, who.status());
+  Status ceiling = auth_.CheckPriority(*who, req->spec().priority());
+  if (!ceiling.ok()) return FinishNow(context, ceiling);
   Status quota = auth_.TakeSubmit(*who);
   if (!quota.ok()) return FinishNow(context, quota);
   if (!req->spec().code_sha256().empty() &&

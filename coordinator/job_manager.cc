@@ -536,12 +536,19 @@ int JobManager::UsedSlots(const std::string& worker) const {
 
 void JobManager::TrySchedule() {
   schedule_needed_ = false;
+  const int64_t now_mono = clock_.NowMonotonicMs(), now_unix = clock_.NowUnixMs();
+  next_schedule_mono_ms_ = now_mono + options_.reschedule_interval_ms;
   std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
   for (const std::string& id : waiting_) {
     const JobRecord& r = jobs_.at(id);
     const v1::JobState s = r.job.state();
     if (s != v1::PENDING && !(s == v1::RESTARTING && r.rt.released)) continue;
-    WaitingJob w{id, &r.job.spec(), {}};
+    WaitingJob w;
+    w.id = id;
+    w.spec = &r.job.spec();
+    w.owner = r.job.owner();
+    w.submitted_ms = r.job.created_unix_ms();
+    w.waiting_since_ms = now_unix - std::max<int64_t>(0, now_mono - r.waiting_since_mono_ms);
     if (r.job.attempts_size() > 0) {
       for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
         w.preferred.push_back(n.worker());
@@ -555,11 +562,44 @@ void JobManager::TrySchedule() {
     if (w->drained()) continue;
     capacity.push_back({w->name(), w->slots() - UsedSlots(w->name()), w->gpus_size()});
   }
+  ScheduleContext context;
+  context.now_ms = now_unix;
+  context.usage = usage_;
+  for (const std::string& id : attached_) {
+    const JobRecord& r = jobs_.at(id);
+    RunningJob running{id, r.job.owner(), r.job.spec().priority(), 0, {}};
+    const v1::Attempt* a =
+        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
+    if (r.job.spec().max_runtime_s() > 0 && a != nullptr && a->started_unix_ms() > 0) {
+      running.ends_by_ms = a->started_unix_ms() + r.job.spec().max_runtime_s() * 1000;
+    }
+    for (const auto& [worker, ranks] : r.rt.ranks_by_worker) {
+      int held = 0;
+      for (int rank : ranks) held += r.rt.ranks.at(rank).gone ? 0 : 1;
+      if (held > 0) running.slots.emplace_back(worker, held);
+    }
+    context.running.push_back(std::move(running));
+  }
+  SchedulePlan plan = scheduler_.Plan(waiting, std::move(capacity), context);
   std::set<std::string> placed;
-  for (const Placement& p : scheduler_.Schedule(waiting, std::move(capacity))) {
+  for (const Placement& p : plan.placements) {
     JobRecord* r = Find(p.id);
     if (r == nullptr || !waiting_.count(p.id)) continue;
     if (PlaceOn(*r, p.workers)) placed.insert(p.id);
+  }
+  for (const std::string& id : placed) {
+    v1::Job& job = jobs_.at(id).job;
+    job.clear_pending_reason();
+    job.clear_queue_position();
+    job.clear_estimated_start_unix_ms();
+  }
+  // Why the others wait: kept in memory (GetJob, `convoy queue`), recomputed by every pass.
+  for (const QueueEntry& e : plan.queue) {
+    JobRecord* r = Find(e.id);
+    if (r == nullptr || placed.count(e.id)) continue;
+    r->job.set_pending_reason(e.reason);
+    r->job.set_queue_position(e.position);
+    r->job.set_estimated_start_unix_ms(e.estimated_start_ms);
   }
   for (const WaitingJob& w : waiting) {
     if (placed.count(w.id)) continue;

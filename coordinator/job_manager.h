@@ -83,6 +83,10 @@ struct JobManagerOptions {
   int64_t history_save_interval_ms = 2000;
   // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
   const Scheduler* scheduler = nullptr;
+  // While jobs wait, the queue is planned again at least this often (ageing, estimates).
+  int64_t reschedule_interval_ms = 5000;
+  // Fair share: an owner's use of the cluster (slot-seconds) halves in this long.
+  int64_t usage_half_life_ms = 3600 * 1000;
 };
 
 class JobManager {
@@ -323,6 +327,12 @@ class JobManager {
   std::vector<std::string> finished_since_;  // for TakeFinished
   void Observe(Phase phase, int64_t since_mono_ms);
   bool schedule_needed_ = false;
+  int64_t next_schedule_mono_ms_ = 0;
+  // Decays every owner's use and adds what their attached jobs hold now; stops attempts that
+  // outlived their spec's max_runtime. Once a second, from Tick.
+  void AccountAndEnforceRuntime();
+  std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
+  int64_t usage_updated_mono_ms_ = 0;
   int64_t next_job_number_ = 1;
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <tuple>
 
@@ -416,8 +417,49 @@ void JobManager::Tick() {
     MaybeFinishTeardown(r);
   }
   logs_.Expire();
+  const int64_t now = clock_.NowMonotonicMs();
+  if (now - usage_updated_mono_ms_ >= 1000) AccountAndEnforceRuntime();
+  if (!waiting_.empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
   if (schedule_needed_) TrySchedule();
   FlushDirty();
+}
+
+void JobManager::AccountAndEnforceRuntime() {
+  const int64_t now = clock_.NowMonotonicMs();
+  const double dt_s =
+      usage_updated_mono_ms_ == 0 ? 0.0 : static_cast<double>(now - usage_updated_mono_ms_) / 1000;
+  usage_updated_mono_ms_ = now;
+  const double decay =
+      options_.usage_half_life_ms > 0
+          ? std::exp2(-dt_s * 1000 / static_cast<double>(options_.usage_half_life_ms))
+          : 0.0;
+  for (auto it = usage_.begin(); it != usage_.end();) {
+    it->second *= decay;
+    it = it->second < 1e-3 ? usage_.erase(it) : std::next(it);
+  }
+  const int64_t now_unix = clock_.NowUnixMs();
+  std::vector<std::string> overdue;
+  for (const std::string& id : attached_) {
+    const JobRecord& r = jobs_.at(id);
+    if (r.rt.released) continue;
+    const double held = static_cast<double>(r.rt.ranks.size() - r.rt.gone_count);
+    if (held > 0 && dt_s > 0) usage_[r.job.owner()] += held * dt_s;
+    const int64_t limit_s = r.job.spec().max_runtime_s();
+    const v1::Attempt* a =
+        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
+    if (limit_s > 0 && a != nullptr && a->started_unix_ms() > 0 && !r.rt.tearing_down &&
+        !IsTerminal(r.job.state()) && now_unix - a->started_unix_ms() > limit_s * 1000) {
+      overdue.push_back(id);
+    }
+  }
+  for (const std::string& id : overdue) {
+    JobRecord& r = jobs_.at(id);
+    const std::string why =
+        "max_runtime of " + std::to_string(r.job.spec().max_runtime_s()) + " s exceeded; stopped";
+    if (!Transition(r, v1::FAILED, why).ok()) continue;
+    SendKill(r, why);
+    MaybeFinishTeardown(r);
+  }
 }
 
 }  // namespace convoy

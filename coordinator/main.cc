@@ -29,6 +29,7 @@
 #include "coordinator/flags.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/metrics_exporter.h"
+#include "coordinator/priority_scheduler.h"
 #include "coordinator/sqlite_job_store.h"
 #include "coordinator/systemd_notify.h"
 #include "coordinator/token_store.h"
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
     security.auth.max_streams_per_token = flags.max_streams_per_token;
     security.auth.submits_per_minute = flags.submits_per_minute;
   }
+  security.auth.max_user_priority = flags.max_user_priority;
   auto store = SqliteJobStore::Open(db_path);
   if (!store.ok()) {
     spdlog::error("{}", store.status().message());
@@ -141,6 +143,17 @@ int main(int argc, char** argv) {
   options.jobs.kill_grace_ms = flags.kill_grace_ms;
   options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
   options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
+  PriorityPolicy policy;
+  policy.ageing_ms = static_cast<int64_t>(flags.priority_ageing_s * 1000);
+  const PriorityScheduler priority_scheduler(policy);
+  const FifoScheduler fifo_scheduler;
+  options.jobs.scheduler = flags.scheduler == "fifo"
+                               ? static_cast<const Scheduler*>(&fifo_scheduler)
+                               : &priority_scheduler;
+  spdlog::info("scheduler: {}{}", flags.scheduler,
+               flags.scheduler == "fifo" ? ""
+                                         : fmt::format(" (ageing: +1 priority per {} s waiting)",
+                                                       flags.priority_ageing_s));
   Coordinator coordinator(clock, **store, options);
 
   std::unique_ptr<MetricsExporter> exporter;

@@ -54,21 +54,56 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
   return chosen;
 }
 
-std::vector<Placement> FifoScheduler::Schedule(const std::vector<WaitingJob>& waiting,
-                                               std::vector<WorkerCapacity> capacity) const {
+std::string WhyNoFit(const v1::JobSpec& spec, const std::vector<WorkerCapacity>& capacity) {
+  int fit = 0, min_procs = -1, max_procs = 0;
+  for (const WorkerCapacity& w : capacity) {
+    const int procs = ProcsPerNode(spec, w.gpus);
+    if (procs > 0 && w.free_slots >= procs) ++fit;
+    if (procs > 0) {
+      min_procs = min_procs < 0 ? procs : std::min(min_procs, procs);
+      max_procs = std::max(max_procs, procs);
+    }
+  }
+  std::string slots = spec.procs_per_node_gpu()
+                          ? "a GPU per process (" + std::to_string(std::max(min_procs, 0)) +
+                                (max_procs != min_procs ? "-" + std::to_string(max_procs) : "") +
+                                ")"
+                          : std::to_string(spec.procs_per_node()) + " free slot" +
+                                (spec.procs_per_node() == 1 ? "" : "s");
+  if (static_cast<int>(capacity.size()) < spec.nodes()) {
+    return "needs " + std::to_string(spec.nodes()) + " workers with " + slots + "; " +
+           std::to_string(capacity.size()) + " ready worker" +
+           (capacity.size() == 1 ? " is" : "s are") + " taking jobs";
+  }
+  return "needs " + std::to_string(spec.nodes()) + " worker" + (spec.nodes() == 1 ? "" : "s") +
+         " with " + slots + "; " + std::to_string(fit) + (fit == 1 ? " has" : " have") +
+         " them now";
+}
+
+SchedulePlan FifoScheduler::Plan(const std::vector<WaitingJob>& waiting,
+                                 std::vector<WorkerCapacity> capacity,
+                                 const ScheduleContext& context) const {
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < capacity.size(); ++i) by_name[capacity[i].name] = i;
-  std::vector<Placement> out;
+  SchedulePlan plan;
   for (const WaitingJob& job : waiting) {
     auto chosen = PlaceGang(*job.spec, capacity, job.preferred);
-    if (!chosen) continue;
+    if (!chosen) {
+      QueueEntry e;
+      e.id = job.id;
+      e.position = static_cast<int>(plan.queue.size()) + 1;
+      e.effective_priority = job.spec->priority();
+      e.reason = WhyNoFit(*job.spec, capacity);
+      plan.queue.push_back(std::move(e));
+      continue;
+    }
     for (const std::string& name : *chosen) {
       WorkerCapacity& w = capacity[by_name.at(name)];
       w.free_slots -= ProcsPerNode(*job.spec, w.gpus);
     }
-    out.push_back({job.id, std::move(*chosen)});
+    plan.placements.push_back({job.id, std::move(*chosen)});
   }
-  return out;
+  return plan;
 }
 
 }  // namespace convoy

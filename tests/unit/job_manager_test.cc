@@ -772,8 +772,8 @@ TEST_F(JobManagerTest, RegistrationsArePlacedAtTheNextTickNotEachOnArrival) {
 // A Scheduler that places nothing, counting its calls.
 class CountingScheduler : public Scheduler {
  public:
-  std::vector<Placement> Schedule(const std::vector<WaitingJob>& waiting,
-                                  std::vector<WorkerCapacity> capacity) const override {
+  SchedulePlan Plan(const std::vector<WaitingJob>& waiting, std::vector<WorkerCapacity> capacity,
+                    const ScheduleContext&) const override {
     ++calls;
     last_waiting = waiting.size();
     last_capacity = capacity.size();

@@ -15,6 +15,14 @@ v1::JobSpec Spec(int nodes, int procs) {
   return spec;
 }
 
+WaitingJob W(const std::string& id, const v1::JobSpec* spec, std::vector<std::string> preferred) {
+  WaitingJob w;
+  w.id = id;
+  w.spec = spec;
+  w.preferred = std::move(preferred);
+  return w;
+}
+
 TEST(PlaceGangTest, AllOrNothing) {
   std::vector<WorkerCapacity> workers{{"a", 2, 0}, {"b", 1, 0}, {"c", 0, 0}};
   EXPECT_FALSE(PlaceGang(Spec(3, 1), workers, {}).has_value());  // c has no room
@@ -92,7 +100,7 @@ v1::JobSpec Gang(int nodes, int procs) {
 
 TEST(FifoSchedulerTest, PlacesInOrderTakesSlotsAndBackfillsPastAJobThatDoesNotFit) {
   const v1::JobSpec big = Gang(3, 1), small = Gang(1, 1), second = Gang(2, 1);
-  std::vector<WaitingJob> waiting{{"j-1", &big, {}}, {"j-2", &small, {}}, {"j-3", &second, {}}};
+  std::vector<WaitingJob> waiting{W("j-1", &big, {}), W("j-2", &small, {}), W("j-3", &second, {})};
   std::vector<WorkerCapacity> capacity{{"a", 1, 0}, {"b", 2, 0}};
   auto placed = FifoScheduler().Schedule(waiting, capacity);
   // j-1 needs 3 workers of 2: waits. j-2 takes b (most free slots). j-3 then needs 2 workers
@@ -106,7 +114,7 @@ TEST(FifoSchedulerTest, PlacesInOrderTakesSlotsAndBackfillsPastAJobThatDoesNotFi
 
 TEST(FifoSchedulerTest, AnEarlierJobKeepsTheSlotsALaterOneWanted) {
   const v1::JobSpec one = Gang(1, 2);
-  std::vector<WaitingJob> waiting{{"j-1", &one, {}}, {"j-2", &one, {"a"}}};
+  std::vector<WaitingJob> waiting{W("j-1", &one, {}), W("j-2", &one, {"a"})};
   auto placed = FifoScheduler().Schedule(waiting, {{"a", 2, 0}});
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].id, "j-1");

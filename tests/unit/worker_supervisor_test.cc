@@ -770,7 +770,7 @@ TEST_F(SupervisorTest, JobPathsOutsideTheJobRootFailTheLaunchNamingTheField) {
   EXPECT_EQ(reqs[0].user->gid, 4322u);
   struct stat st {};
   ASSERT_EQ(stat((root + "/good/out/ckpt").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
   if (geteuid() == 0) {  // only root can give files away
     EXPECT_EQ(st.st_uid, 4321u);
     ASSERT_EQ(stat((root + "/good").c_str(), &st), 0);

@@ -1,0 +1,44 @@
+// The shared cluster's scheduler (issue 16; README "Sharing a cluster"): priorities, fair
+// share between owners, ageing, and one reservation with backfill. Pure logic, no I/O; the
+// clock is the context's.
+//
+// Order: the highest effective priority first, where a job's effective priority is its
+// spec's `priority` plus one for every `ageing` it has waited (nothing waits forever behind a
+// stream of higher-priority work); among equals, the owner with the least recent use (decayed
+// slot-seconds, computed by the JobManager) first; then submission order.
+//
+// Reservation (EASY backfill): in that order each job that fits is placed. The first one that
+// does not fit becomes first in line: the workers it will start on are chosen as the running
+// jobs end (by their max_runtime, earliest first; if some have none, as they all end), and
+// the free slots it needs there are held for it. A later job may still start now where it fits
+// without the held slots, or on them when its max_runtime ends before the first-in-line job's
+// estimated start. So the first-in-line job is never delayed by a job that started after it
+// became first in line; it starts by its estimate when every running job honours its
+// max_runtime (the JobManager stops attempts that exceed it), else as soon as the jobs on its
+// workers end. Jobs of higher effective priority that arrive later still go first.
+#pragma once
+
+#include <cstdint>
+
+#include "coordinator/scheduler.h"
+
+namespace convoy {
+
+struct PriorityPolicy {
+  // One step of effective priority per this much waiting (0: no ageing).
+  int64_t ageing_ms = 15 * 60 * 1000;
+};
+
+class PriorityScheduler : public Scheduler {
+ public:
+  explicit PriorityScheduler(PriorityPolicy policy = {}) : policy_(policy) {}
+  SchedulePlan Plan(const std::vector<WaitingJob>& waiting, std::vector<WorkerCapacity> capacity,
+                    const ScheduleContext& context) const override;
+  // `spec.priority` plus the ageing of a job waiting since `waiting_since_ms`.
+  int EffectivePriority(const v1::JobSpec& spec, int64_t waiting_since_ms, int64_t now_ms) const;
+
+ private:
+  const PriorityPolicy policy_;
+};
+
+}  // namespace convoy
