@@ -12,8 +12,12 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
   dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
-  libsystemd-dev python3-yaml
+  libsystemd-dev python3-yaml ccache llvm
 )
+# clang: the fuzzers, -Wthread-safety and the ThreadSanitizer stage (scripts/thread-checks.sh);
+# libclang-rt-14-dev: clang's sanitizer runtimes (libclang_rt.tsan, .asan, .fuzzer); ccache
+# keeps the TSAN build's second run to linking; llvm (/usr/bin/llvm-symbolizer) gives TSAN's
+# reports their file:line (clang only recommends it).
 # The deploy tests (tests/deploy, ctest -L deploy) also use, where present: kubectl with
 # Kustomize 5 (the machine image's; Debian 12's kubernetes-client is too old for components),
 # node and npm (the pinned schema validator, installed by the test under .cache/),

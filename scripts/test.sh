@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds with warnings as errors, checks formatting, and runs every
 # test (unit, integration, trainer, end to end, the bounded scale run) through CTest. Then,
-# within a time budget, the thread check: the daemons built with clang's -Wthread-safety as
-# errors (scripts/thread-checks.sh).
+# within a time budget, the thread checks (scripts/thread-checks.sh): the daemons built with
+# clang's -Wthread-safety as errors, and the unit and integration tests under ThreadSanitizer.
 # Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
-#   CONVOY_SKIP_THREAD_CHECKS=1 skips the clang and TSAN builds (quick local runs).
+#   CONVOY_SKIP_THREAD_CHECKS=1 skips the clang and TSAN builds (quick local runs);
+#   CONVOY_SKIP_TSAN=1 skips only the TSAN stage.
 #   CONVOY_SKIP_FUZZ=1 skips the libFuzzer targets (scripts/fuzz.sh: clang build, 60 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
