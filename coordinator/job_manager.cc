@@ -180,6 +180,9 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   *s.mutable_latest() = job.latest();
   s.set_message(job.message());
   s.set_owner(job.owner());
+  s.set_pending_reason(job.pending_reason());
+  s.set_queue_position(job.queue_position());
+  s.set_estimated_start_unix_ms(job.estimated_start_unix_ms());
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());

@@ -147,8 +147,11 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
       }
       reason += "; first in line, its slots are held as they free up";
       if (!awaited.empty()) {
-        reason += start > 0 ? "; starts when " + JoinIds(awaited) + " end (by their max_runtime)"
-                            : "; starts when " + JoinIds(awaited) + " end";
+        const std::string end = awaited.size() == 1 ? " ends" : " end";
+        reason += "; starts when " + JoinIds(awaited) + end +
+                  (start > 0 ? " (by " + std::string(awaited.size() == 1 ? "its" : "their") +
+                                   " max_runtime)"
+                             : "");
       }
       wait(job, effective[i], reason, start);
       continue;

@@ -177,7 +177,7 @@ TEST(PrioritySchedulerTest, AJobThatEndsBeforeTheReservationMayUseItsSlots) {
   const QueueEntry* big = Entry(plan, "big");
   ASSERT_NE(big, nullptr);
   EXPECT_EQ(big->estimated_start_ms, kT0 + 60 * kMin);
-  EXPECT_NE(big->reason.find("starts when r-a end"), std::string::npos) << big->reason;
+  EXPECT_NE(big->reason.find("starts when r-a ends (by its max_runtime)"), std::string::npos) << big->reason;
   const QueueEntry* slow = Entry(plan, "slow");
   ASSERT_NE(slow, nullptr);
   EXPECT_NE(slow->reason.find("max_runtime ends after big"), std::string::npos) << slow->reason;
