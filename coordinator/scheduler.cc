@@ -12,9 +12,11 @@ int ProcsPerNode(const v1::JobSpec& spec, int gpus) {
   return spec.procs_per_node_gpu() ? gpus : spec.procs_per_node();
 }
 
-std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
-                                                  const std::vector<WorkerCapacity>& workers,
-                                                  const std::vector<std::string>& preferred) {
+namespace {
+
+std::optional<std::vector<std::string>> PlaceGangAmong(const v1::JobSpec& spec,
+                                                       const std::vector<WorkerCapacity>& workers,
+                                                       const std::vector<std::string>& preferred) {
   const int nodes = spec.nodes();
   if (nodes <= 0) return std::nullopt;
   auto fits = [&spec](const WorkerCapacity& w) {
@@ -52,6 +54,46 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
   std::vector<std::string> chosen;
   for (int i = 0; i < nodes; ++i) chosen.push_back(ordered[i]->name);
   return chosen;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
+                                                  const std::vector<WorkerCapacity>& workers,
+                                                  const std::vector<std::string>& preferred) {
+  if (!spec.procs_per_node_gpu()) return PlaceGangAmong(spec, workers, preferred);
+  // One process per GPU: every node of the gang must run the same number of processes, or
+  // the ranks of a 4-GPU and a 2-GPU node would not make one world. Try the GPU counts that
+  // some fitting worker has: the preferred workers' first (a restart keeps its shape), then
+  // the most processes per node.
+  std::vector<int> counts;
+  for (const std::string& name : preferred) {
+    for (const WorkerCapacity& w : workers) {
+      if (w.name == name && w.gpus > 0 &&
+          std::find(counts.begin(), counts.end(), w.gpus) == counts.end()) {
+        counts.push_back(w.gpus);
+      }
+    }
+    if (!counts.empty()) break;
+  }
+  std::vector<int> others;
+  for (const WorkerCapacity& w : workers) {
+    if (w.gpus > 0 && w.free_slots >= w.gpus &&
+        std::find(counts.begin(), counts.end(), w.gpus) == counts.end() &&
+        std::find(others.begin(), others.end(), w.gpus) == others.end()) {
+      others.push_back(w.gpus);
+    }
+  }
+  std::sort(others.rbegin(), others.rend());
+  counts.insert(counts.end(), others.begin(), others.end());
+  for (int gpus : counts) {
+    std::vector<WorkerCapacity> same;
+    for (const WorkerCapacity& w : workers) {
+      if (w.gpus == gpus) same.push_back(w);
+    }
+    if (auto chosen = PlaceGangAmong(spec, same, preferred)) return chosen;
+  }
+  return std::nullopt;
 }
 
 std::string WhyNoFit(const v1::JobSpec& spec, const std::vector<WorkerCapacity>& capacity) {

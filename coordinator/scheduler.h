@@ -22,7 +22,9 @@ struct WorkerCapacity {
 // GPU count for `procs_per_node: gpu`).
 int ProcsPerNode(const v1::JobSpec& spec, int gpus);
 
-// Chooses spec.nodes() distinct workers, each with room for its processes, or nothing.
+// Chooses spec.nodes() distinct workers, each with room for its processes, or nothing. With
+// `procs_per_node: gpu` every chosen worker has the same number of GPUs (so every node runs
+// the same number of processes: one world of nodes × procs ranks).
 // Workers named in `preferred` (the previous attempt's, in node order) come first and keep
 // their order, so that a restart lands where its checkpoint is; the rest follow by most
 // free slots, then by name. Returns the chosen names in node order (node 0 first).

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <set>
+
 #include "coordinator/rendezvous_planner.h"
 
 namespace convoy {
@@ -143,6 +147,64 @@ TEST(PlaceGangTest, OnlyTheBestOthersAreChosenInOrder) {
   auto chosen = PlaceGang(Gang(3, 1), workers, {"d"});
   ASSERT_TRUE(chosen.has_value());
   EXPECT_EQ(*chosen, (std::vector<std::string>{"d", "c", "a"}));
+}
+
+// Issue 16: with `procs_per_node: gpu`, a 4-GPU and a 2-GPU worker must never share a gang
+// (ranks 0-3 and 2-3 in a WORLD_SIZE of 6). A property over random clusters: every placement
+// has one GPU count, fits every chosen worker, and is found whenever some GPU count has enough
+// fitting workers.
+TEST(PlaceGangTest, GpuGangsNeverMixGpuCountsOnRandomClusters) {
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<WorkerCapacity> workers;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      const int gpus = static_cast<int>(rng() % 5);  // 0 to 4
+      workers.push_back({"w" + std::to_string(i), static_cast<int>(rng() % 6), gpus});
+    }
+    v1::JobSpec spec;
+    spec.set_nodes(1 + static_cast<int>(rng() % 4));
+    spec.set_procs_per_node_gpu(true);
+    std::vector<std::string> preferred;
+    if (rng() % 3 == 0) preferred.push_back("w" + std::to_string(rng() % n));
+    auto chosen = PlaceGang(spec, workers, preferred);
+    std::map<int, int> fitting;  // GPU count -> workers with room for one process per GPU
+    for (const auto& w : workers) {
+      if (w.gpus > 0 && w.free_slots >= w.gpus) ++fitting[w.gpus];
+    }
+    bool possible = false;
+    for (const auto& [gpus, count] : fitting) possible = possible || count >= spec.nodes();
+    ASSERT_EQ(chosen.has_value(), possible) << "round " << round;
+    if (!chosen) continue;
+    ASSERT_EQ(static_cast<int>(chosen->size()), spec.nodes());
+    std::set<int> counts;
+    for (const std::string& name : *chosen) {
+      for (const auto& w : workers) {
+        if (w.name != name) continue;
+        counts.insert(w.gpus);
+        EXPECT_GE(w.free_slots, w.gpus);
+        EXPECT_GT(w.gpus, 0);
+      }
+    }
+    EXPECT_EQ(counts.size(), 1u) << "round " << round << ": a gang of mixed GPU counts";
+  }
+}
+
+TEST(PlaceGangTest, GpuGangPrefersTheMostProcessesPerNode) {
+  v1::JobSpec spec;
+  spec.set_nodes(2);
+  spec.set_procs_per_node_gpu(true);
+  std::vector<WorkerCapacity> workers{{"a", 4, 4}, {"b", 2, 2}, {"c", 2, 2}, {"d", 4, 4}};
+  auto chosen = PlaceGang(spec, workers, {});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(std::set<std::string>(chosen->begin(), chosen->end()),
+            (std::set<std::string>{"a", "d"}));
+  // Before: a (4 GPUs) and b (2 GPUs) was a possible answer.
+  workers[3].free_slots = 0;
+  chosen = PlaceGang(spec, workers, {});
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(std::set<std::string>(chosen->begin(), chosen->end()),
+            (std::set<std::string>{"b", "c"}));
 }
 
 }  // namespace
