@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "client/format.h"
+#include "client/list_filters.h"
 #include "client/plot.h"
 #include "client/progress.h"
 #include "client/top.h"
@@ -88,6 +89,26 @@ bool ColorTerminal() {
   const char* term = std::getenv("TERM");
   return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr &&
          (term == nullptr || std::strcmp(term, "dumb") != 0);
+}
+
+// Page size when the CLI fetches every page (the coordinator's maximum).
+constexpr int kPageSize = 1000;
+
+// Every page of `req` from its page_token on (kPageSize at a time), merged into `out` (whose
+// next_page_token is then empty). A job submitted while paging is listed once or not at all.
+grpc::Status ListAllJobs(Coordinator& c, v1::ListJobsRequest req, v1::ListJobsResponse* out) {
+  req.set_limit(kPageSize);
+  out->Clear();
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListJobsResponse page;
+    grpc::Status st = c.stub->ListJobs(&ctx, req, &page);
+    if (!st.ok()) return st;
+    for (v1::Job& job : *page.mutable_jobs()) *out->add_jobs() = std::move(job);
+    if (page.next_page_token().empty()) return grpc::Status::OK;
+    req.set_page_token(page.next_page_token());
+  }
 }
 
 grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* out) {
@@ -228,13 +249,39 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   return WatchCommand(c, resp.job_id(), options, /*connected=*/true);
 }
 
-int ListCommand(Coordinator& c, const CommandOptions& options) {
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
+int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& options) {
+  v1::ListJobsRequest req;
+  auto states = ParseStateFilter(args.states);
+  if (!states.ok()) {
+    std::cerr << "convoy: list: " << states.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (v1::JobState s : *states) req.add_states(s);
+  req.set_owner(args.owner);
+  if (!args.since.empty()) {
+    auto since = ParseSince(args.since, NowMs());
+    if (!since.ok()) {
+      std::cerr << "convoy: list: " << since.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.set_since_unix_ms(*since);
+  }
+  req.set_page_token(args.page_token);
   v1::ListJobsResponse resp;
-  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st;
+  if (args.limit > 0) {
+    req.set_limit(args.limit);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    st = c.stub->ListJobs(&ctx, req, &resp);
+  } else {
+    st = ListAllJobs(c, req, &resp);
+  }
   if (!st.ok()) return RpcFailed(st, "list");
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
+  if (!options.json && !resp.next_page_token().empty()) {
+    std::cerr << "convoy: more jobs follow: add --page-token " << resp.next_page_token() << "\n";
+  }
   return kExitOk;
 }
 
@@ -303,13 +350,27 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   return kExitOk;
 }
 
-int WorkersCommand(Coordinator& c, const CommandOptions& options) {
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
+int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
+                   const CommandOptions& options) {
+  v1::ListWorkersRequest req;
+  req.set_limit(limit > 0 ? limit : kPageSize);
+  req.set_page_token(page_token);
   v1::ListWorkersResponse resp;
-  grpc::Status st = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
-  if (!st.ok()) return RpcFailed(st, "workers");
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListWorkersResponse page;
+    grpc::Status st = c.stub->ListWorkers(&ctx, req, &page);
+    if (!st.ok()) return RpcFailed(st, "workers");
+    for (v1::WorkerInfo& w : *page.mutable_workers()) *resp.add_workers() = std::move(w);
+    resp.set_next_page_token(page.next_page_token());
+    if (limit > 0 || page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
   std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
+  if (!options.json && !resp.next_page_token().empty()) {
+    std::cerr << "convoy: more workers follow: add --page-token " << resp.next_page_token() << "\n";
+  }
   return kExitOk;
 }
 
@@ -362,10 +423,13 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
 
 int TopCommand(Coordinator& c, bool once, int interval_ms) {
   for (;;) {
-    grpc::ClientContext ctx;
-    SetDeadline(ctx);
+    v1::ListJobsRequest req;  // the jobs that are not finished
+    for (v1::JobState s :
+         {v1::PENDING, v1::SCHEDULED, v1::RENDEZVOUS, v1::RUNNING, v1::RESTARTING}) {
+      req.add_states(s);
+    }
     v1::ListJobsResponse resp;
-    grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+    grpc::Status st = ListAllJobs(c, req, &resp);
     if (!st.ok()) return RpcFailed(st, "top");
     const std::string text = FormatTop(resp, NowMs());
     if (once) {
@@ -413,8 +477,10 @@ int LoginCommand(const ClientConfig& config, const std::string& path) {
   Coordinator c = ConnectToCoordinator(config);
   grpc::ClientContext ctx;
   SetDeadline(ctx);
+  v1::ListJobsRequest one;
+  one.set_limit(1);
   v1::ListJobsResponse resp;
-  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st = c.stub->ListJobs(&ctx, one, &resp);
   if (!st.ok()) return RpcFailed(st, "login");
   Status saved = SaveClientConfig(path, config);
   if (!saved.ok()) {

@@ -71,7 +71,19 @@ int main(int argc, char** argv) {
   submit->add_option("--name", submit_args.name, "job name (default with a command: job)");
   submit->add_flag("--watch,-w", watch, "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   add_output(submit);
-  CLI::App* list = app.add_subcommand("list", "list jobs");
+  ListArgs list_args;
+  CLI::App* list = app.add_subcommand("list", "list jobs, oldest first, with filters and paging");
+  list->add_option("--state,-s", list_args.states,
+                   "only jobs in this state (repeatable, or comma-separated: RUNNING,PENDING)");
+  list->add_option("--owner", list_args.owner, "only jobs submitted by this user");
+  list->add_option("--since", list_args.since,
+                   "only jobs submitted since: a duration back from now (90s, 15m, 1h, 7d) or a "
+                   "local time (2026-11-25, 2026-11-25T10:00; UTC with a trailing Z)");
+  list->add_option("--limit,-n", list_args.limit,
+                   "one page of at most N jobs (1-1000; default: every job, fetched in pages)")
+      ->check(CLI::Range(1, 1000));
+  list->add_option("--page-token", list_args.page_token,
+                   "start after the previous page (the token --limit printed)");
   add_output(list);
   CLI::App* status =
       app.add_subcommand("status", "a job's state, placement, progress, failures and events");
@@ -94,7 +106,15 @@ int main(int argc, char** argv) {
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job; prints its new state");
   cancel->add_option("JOB", job, "job id")->required();
   add_output(cancel);
-  CLI::App* workers = app.add_subcommand("workers", "list workers");
+  int workers_limit = 0;
+  std::string workers_page_token;
+  CLI::App* workers = app.add_subcommand("workers", "list workers, by name");
+  workers
+      ->add_option("--limit,-n", workers_limit,
+                   "one page of at most N workers (1-1000; default: every worker)")
+      ->check(CLI::Range(1, 1000));
+  workers->add_option("--page-token", workers_page_token,
+                      "start after the previous page (the token --limit printed)");
   add_output(workers);
   std::string worker;
   CLI::App* drain = app.add_subcommand(
@@ -225,12 +245,12 @@ int main(int argc, char** argv) {
   CommandOptions options;
   options.json = output == "json";
   if (submit->parsed()) return SubmitCommand(c, submit_args, watch, options);
-  if (list->parsed()) return ListCommand(c, options);
+  if (list->parsed()) return ListCommand(c, list_args, options);
   if (status->parsed()) return StatusCommand(c, job, options);
   if (watch_cmd->parsed()) return WatchCommand(c, job, options);
   if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);
   if (cancel->parsed()) return CancelCommand(c, job, options);
-  if (workers->parsed()) return WorkersCommand(c, options);
+  if (workers->parsed()) return WorkersCommand(c, workers_limit, workers_page_token, options);
   if (drain->parsed()) return DrainCommand(c, worker, true, options);
   if (undrain->parsed()) return DrainCommand(c, worker, false, options);
   if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);

@@ -262,9 +262,19 @@ std::vector<v1::Job> Coordinator::List(bool full) {
   return jobs_.List(full);
 }
 
+JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
+  MutexLock lock(mu_);
+  return jobs_.ListPage(query);
+}
+
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
   MutexLock lock(mu_);
   return jobs_.ListWorkers();
+}
+
+JobManager::WorkerPage Coordinator::ListWorkersPage(const WorkerQuery& query) {
+  MutexLock lock(mu_);
+  return jobs_.ListWorkersPage(query);
 }
 
 JobManager::Stats Coordinator::GetStats() {

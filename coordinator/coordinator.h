@@ -110,7 +110,10 @@ class Coordinator {
   // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
   StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
+  // One page of jobs / workers (JobManager::ListPage, ListWorkersPage).
+  JobManager::JobPage ListPage(const JobQuery& query) EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
+  JobManager::WorkerPage ListWorkersPage(const WorkerQuery& query) EXCLUDES(mu_);
   // JobManager::SetDrained; `done` runs once the change is durable.
   void SetDrained(const std::string& worker, bool drained, const std::string& by,
                   std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);

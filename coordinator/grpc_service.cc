@@ -551,10 +551,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
                                                    v1::ListJobsResponse* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/ListJobs");
   if (!who.ok()) return FinishNow(context, who.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  for (v1::Job& job : coordinator_.List(req->full())) *resp->add_jobs() = std::move(job);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  auto query = ParseJobQuery(*req);
+  if (!query.ok()) return FinishNow(context, query.status());
+  JobManager::JobPage page = coordinator_.ListPage(*query);
+  for (v1::Job& job : page.jobs) *resp->add_jobs() = std::move(job);
+  resp->set_next_page_token(std::move(page.next_page_token));
+  return FinishNow(context, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
@@ -579,14 +581,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
-                                                      const v1::ListWorkersRequest*,
+                                                      const v1::ListWorkersRequest* req,
                                                       v1::ListWorkersResponse* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/ListWorkers");
   if (!who.ok()) return FinishNow(context, who.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  for (v1::WorkerInfo& w : coordinator_.ListWorkers()) *resp->add_workers() = std::move(w);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  auto query = ParseWorkerQuery(*req);
+  if (!query.ok()) return FinishNow(context, query.status());
+  JobManager::WorkerPage page = coordinator_.ListWorkersPage(*query);
+  for (v1::WorkerInfo& w : page.workers) *resp->add_workers() = std::move(w);
+  resp->set_next_page_token(std::move(page.next_page_token));
+  return FinishNow(context, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContext* context,

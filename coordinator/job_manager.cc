@@ -162,6 +162,21 @@ std::vector<v1::Job> JobManager::List(bool full) const {
   return out;
 }
 
+JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
+  JobPage page;
+  auto it = query.after.empty() ? jobs_.begin() : jobs_.upper_bound(query.after);
+  for (; it != jobs_.end(); ++it) {
+    if (!query.Matches(it->second.job)) continue;
+    if (page.jobs.size() == static_cast<size_t>(query.limit)) {
+      // Another match follows: the page is not the last.
+      page.next_page_token = JobPageToken(page.jobs.back().id());
+      break;
+    }
+    page.jobs.push_back(query.full ? it->second.job : Summary(it->second.job));
+  }
+  return page;
+}
+
 std::vector<v1::Job> JobManager::ListActive() const {
   std::vector<v1::Job> out;
   for (const std::string& id : active_) out.push_back(Summary(jobs_.at(id).job));
@@ -417,6 +432,22 @@ std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
     for (const std::string& id : it->second) w.add_jobs(id);
   }
   return out;
+}
+
+JobManager::WorkerPage JobManager::ListWorkersPage(const WorkerQuery& query) const {
+  WorkerPage page;
+  bool more = false;
+  page.workers = workers_.ListAfter(query.after, static_cast<size_t>(query.limit), &more);
+  for (v1::WorkerInfo& w : page.workers) {
+    w.set_used_slots(UsedSlots(w.name()));
+    auto it = worker_jobs_.find(w.name());
+    if (it == worker_jobs_.end()) continue;
+    for (const std::string& id : it->second) w.add_jobs(id);
+  }
+  if (more && !page.workers.empty()) {
+    page.next_page_token = WorkerPageToken(page.workers.back().name());
+  }
+  return page;
 }
 
 StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool drained,

@@ -45,6 +45,7 @@
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/failure_attribution.h"
 #include "coordinator/job_store.h"
+#include "coordinator/list_query.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
 #include "coordinator/metric_history.h"
@@ -106,6 +107,14 @@ class JobManager {
   // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
   // event log, and each attempt without its nodes and exits (node_count/exit_count set).
   std::vector<v1::Job> List(bool full = true) const;
+  // One page of the jobs that match `query`, oldest first, and the token of the next page
+  // (empty when no matching job follows). O(jobs scanned): from the cursor to the first
+  // match after the page.
+  struct JobPage {
+    std::vector<v1::Job> jobs;
+    std::string next_page_token;
+  };
+  JobPage ListPage(const JobQuery& query) const;
   // Summaries of the jobs that are not finished, oldest first: O(active jobs), for the
   // metrics exporter.
   std::vector<v1::Job> ListActive() const;
@@ -171,6 +180,12 @@ class JobManager {
 
   // Every worker with its used slots and jobs.
   std::vector<v1::WorkerInfo> ListWorkers() const;
+  // One page of workers by name, each with its used slots and jobs. O(log workers + page).
+  struct WorkerPage {
+    std::vector<v1::WorkerInfo> workers;
+    std::string next_page_token;
+  };
+  WorkerPage ListWorkersPage(const WorkerQuery& query) const;
 
   // Drains (no new placements; its running attempts go on) or undrains a worker, persisted
   // with the worker; `by` is recorded (empty with --insecure). NOT_FOUND for a worker never
@@ -303,7 +318,7 @@ class JobManager {
   const FifoScheduler default_scheduler_;
   const Scheduler& scheduler_;
 
-  std::map<std::string, JobRecord> jobs_;  // by id; ids sort by submission order
+  std::map<std::string, JobRecord, JobIdLess> jobs_;  // by id, in submission order
   // Indexes, kept by Track/Attach/Detach.
   std::map<v1::JobState, int> jobs_by_state_;
   std::set<std::string> active_;    // jobs not in a terminal state

@@ -74,7 +74,7 @@ TEST_F(ClientFormatTest, JsonUsesProtoNamesEnumNamesAndPrintsDefaults) {
   v1::ListJobsResponse list;
   *list.add_jobs() = job;
   EXPECT_EQ(ToJson(list).rfind(R"({"jobs":[{"id":"j-000001")", 0), 0u) << ToJson(list);
-  EXPECT_EQ(ToJson(v1::ListJobsResponse()), R"({"jobs":[]})");
+  EXPECT_EQ(ToJson(v1::ListJobsResponse()), R"({"jobs":[],"next_page_token":""})");
   v1::SubmitJobResponse submitted;
   submitted.set_job_id("j-000002");
   EXPECT_EQ(ToJson(submitted), R"({"job_id":"j-000002"})");
