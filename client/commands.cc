@@ -350,6 +350,28 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   return kExitOk;
 }
 
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::DeleteJobRequest req;
+  req.set_job_id(job);
+  v1::DeleteJobResponse resp;
+  grpc::Status st = c.stub->DeleteJob(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "delete " + job);
+  if (options.json) {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  std::string workers;
+  for (const std::string& w : resp.workers()) workers += (workers.empty() ? "" : ", ") + w;
+  std::cout << resp.job_id() << " deleted"
+            << (workers.empty() ? std::string(" (it never ran: no files on any worker)")
+                                : "; its files are removed from " + workers +
+                                      " (a worker that is offline removes them when it is back)")
+            << "\n";
+  return kExitOk;
+}
+
 int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
                    const CommandOptions& options) {
   v1::ListWorkersRequest req;

@@ -74,6 +74,8 @@ int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& o
 int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes);
 int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+// Deletes a finished job (DeleteJob); prints which workers remove its files.
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
 // `convoy workers`: every worker (paged in 1000s), or with `limit` one page from
 // `page_token`.
 int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,

@@ -108,6 +108,12 @@ int main(int argc, char** argv) {
   add_output(cancel);
   int workers_limit = 0;
   std::string workers_page_token;
+  CLI::App* delete_cmd = app.add_subcommand(
+      "delete",
+      "delete a finished job: its record, events and metrics, and its files on the workers "
+      "(logs, checkpoints, unpacked code)");
+  delete_cmd->add_option("JOB", job, "job id")->required();
+  add_output(delete_cmd);
   CLI::App* workers = app.add_subcommand("workers", "list workers, by name");
   workers
       ->add_option("--limit,-n", workers_limit,
@@ -177,8 +183,8 @@ int main(int argc, char** argv) {
     const auto extra = app.remaining();
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
       std::cerr << "convoy: unknown command '" << extra[0]
-                << "' (commands: submit, list, status, watch, logs, cancel, workers, drain, "
-                   "undrain, plot, top, login)";
+                << "' (commands: submit, list, status, watch, logs, cancel, delete, workers, "
+                   "drain, undrain, plot, top, login)";
     } else {
       std::cerr << "convoy: " << e.what();
     }
@@ -250,6 +256,7 @@ int main(int argc, char** argv) {
   if (watch_cmd->parsed()) return WatchCommand(c, job, options);
   if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);
   if (cancel->parsed()) return CancelCommand(c, job, options);
+  if (delete_cmd->parsed()) return DeleteCommand(c, job, options);
   if (workers->parsed()) return WorkersCommand(c, workers_limit, workers_page_token, options);
   if (drain->parsed()) return DrainCommand(c, worker, true, options);
   if (undrain->parsed()) return DrainCommand(c, worker, false, options);

@@ -106,6 +106,10 @@ class Coordinator {
               std::function<void(StatusOr<std::string>)> done) EXCLUDES(mu_);
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
+  // JobManager::Delete: `done` gets the workers told to remove the job's files, once the
+  // deletion is durable.
+  void Delete(const std::string& id, const std::string& by,
+              std::function<void(StatusOr<std::vector<std::string>>)> done) EXCLUDES(mu_);
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
   // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
   StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
@@ -172,6 +176,9 @@ class Coordinator {
     StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
     Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
     StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
+    Status DeleteJob(const std::string& id) override;
+    Status SaveFileDeletion(const FileDeletion& deletion, bool pending) override;
+    StatusOr<std::vector<FileDeletion>> LoadFileDeletions() override;
 
    private:
     Coordinator& c_;

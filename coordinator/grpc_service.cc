@@ -580,6 +580,31 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
+                                                    const v1::DeleteJobRequest* req,
+                                                    v1::DeleteJobResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/DeleteJob");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (!who->admin()) {
+    auto job = coordinator_.Get(req->job_id());
+    if (!job.ok()) return FinishNow(context, job.status());
+    Status mine = Authorizer::CheckOwner(*who, *job, Right::kJobsDelete);
+    if (!mine.ok()) return FinishNow(context, mine);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.Delete(
+      req->job_id(), by,
+      [reactor, resp, id = req->job_id()](const StatusOr<std::vector<std::string>>& workers) {
+        if (workers.ok()) {
+          resp->set_job_id(id);
+          for (const std::string& w : *workers) resp->add_workers(w);
+        }
+        reactor->Finish(ToGrpc(workers.status()));
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* req,
                                                       v1::ListWorkersResponse* resp) {

@@ -109,6 +109,9 @@ Status JobManager::Recover() {
     JobRecord* r = Find(m.job_id());
     if (r != nullptr) r->history.Restore(std::move(m));
   }
+  auto deletions = store_.LoadFileDeletions();
+  if (!deletions.ok()) return deletions.status();
+  for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = 0;
   spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
   return Status::Ok();
 }

@@ -178,6 +178,20 @@ class JobManager {
   StatusOr<int> RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
                             int max_bytes, int wait_ms, LogFn fn);
 
+  // Deletes a finished job for good (DeleteJob, and retention): its stored rows (job,
+  // attempts, events, metric history) and its record in memory. Each worker that ran one of
+  // its attempts is told to remove the job's files (DeleteJobFiles): now when connected,
+  // else when it next registers. These pending removals are persisted
+  // (JobStore::SaveFileDeletion) until the worker answers without error, and asked again
+  // every kFileDeletionRetryMs while it answers with one (an attempt of the job still runs
+  // there). Returns those workers, by name. NOT_FOUND for an unknown id;
+  // FAILED_PRECONDITION while the job is not finished, or while the ranks of its last
+  // attempt are still being stopped. `by`: who deletes, for the log ("retention" or empty).
+  StatusOr<std::vector<std::string>> Delete(const std::string& id, const std::string& by = "");
+  static constexpr int64_t kFileDeletionRetryMs = 30000;
+  // Pending file removals (worker, job id) not yet confirmed, by worker then job. O(them).
+  std::vector<FileDeletion> PendingFileDeletions() const;
+
   // Every worker with its used slots and jobs.
   std::vector<v1::WorkerInfo> ListWorkers() const;
   // One page of workers by name, each with its used slots and jobs. O(log workers + page).
@@ -294,6 +308,11 @@ class JobManager {
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
   void OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat);
   void OnLogData(const std::string& worker, const v1::LogData& msg);
+  // ---- Deletion and retention (job_manager_cleanup.cc)
+  void OnJobFilesDeleted(const std::string& worker, const v1::JobFilesDeleted& msg);
+  // Sends DeleteJobFiles for every pending removal of `worker` that is due (`all`: every
+  // one, as at registration).
+  void SendFileDeletions(const std::string& worker, bool all);
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
   // After a coordinator restart, node 0's worker is back but the master port was never
@@ -342,6 +361,10 @@ class JobManager {
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
   LogBroker logs_;
+  // Files of deleted jobs that workers are yet to remove: worker -> job id -> when to ask
+  // again (monotonic ms; 0: asked, no answer yet).
+  std::map<std::string, std::map<std::string, int64_t>> file_deletions_;
+  int64_t next_deletion_retry_mono_ms_ = 0;
 };
 
 }  // namespace convoy
