@@ -421,7 +421,10 @@ class LogsCall : public std::enable_shared_from_this<LogsCall> {
       return;
     }
     if (!data->error().empty()) {
-      out_.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, data->error()));
+      // Logs removed by the worker's retention are no unknown job (exit 4 would say so).
+      out_.Finish(grpc::Status(
+          data->removed() ? grpc::StatusCode::FAILED_PRECONDITION : grpc::StatusCode::NOT_FOUND,
+          data->error()));
       return;
     }
     const bool full = static_cast<int>(data->data().size()) >= kChunk;

@@ -84,6 +84,12 @@ struct JobManagerOptions {
   int64_t history_save_interval_ms = 2000;
   // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
   const Scheduler* scheduler = nullptr;
+  // Retention (convoy-coordinator --job-retention): a finished job is deleted, as by
+  // Delete, once it ended more than job_retention_ms ago, and beyond the newest
+  // job_retention_count finished jobs (by when they ended). 0: no such limit (the library
+  // default: keep everything; the coordinator's flag defaults to 30 days).
+  int64_t job_retention_ms = 0;
+  int64_t job_retention_count = 0;
 };
 
 class JobManager {
@@ -189,6 +195,10 @@ class JobManager {
   // attempt are still being stopped. `by`: who deletes, for the log ("retention" or empty).
   StatusOr<std::vector<std::string>> Delete(const std::string& id, const std::string& by = "");
   static constexpr int64_t kFileDeletionRetryMs = 30000;
+  // Retention looks this often, and deletes at most kRetentionBatch jobs a look (then looks
+  // again at the next tick): a coordinator with a long backlog catches up in small batches.
+  static constexpr int64_t kRetentionIntervalMs = 10000;
+  static constexpr size_t kRetentionBatch = 100;
   // Pending file removals (worker, job id) not yet confirmed, by worker then job. O(them).
   std::vector<FileDeletion> PendingFileDeletions() const;
 
@@ -313,6 +323,8 @@ class JobManager {
   // Sends DeleteJobFiles for every pending removal of `worker` that is due (`all`: every
   // one, as at registration).
   void SendFileDeletions(const std::string& worker, bool all);
+  // Deletes the finished jobs past the retention (at most kRetentionBatch).
+  void ApplyRetention();
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
   // After a coordinator restart, node 0's worker is back but the master port was never
@@ -365,6 +377,7 @@ class JobManager {
   // again (monotonic ms; 0: asked, no answer yet).
   std::map<std::string, std::map<std::string, int64_t>> file_deletions_;
   int64_t next_deletion_retry_mono_ms_ = 0;
+  int64_t next_retention_mono_ms_ = 0;
 };
 
 }  // namespace convoy

@@ -92,4 +92,38 @@ void JobManager::SendFileDeletions(const std::string& worker, bool all) {
   }
 }
 
+void JobManager::ApplyRetention() {
+  const int64_t now_mono = clock_.NowMonotonicMs();
+  if (now_mono < next_retention_mono_ms_) return;
+  next_retention_mono_ms_ = now_mono + kRetentionIntervalMs;
+  if (options_.job_retention_ms <= 0 && options_.job_retention_count <= 0) return;
+  // Finished jobs by when they ended (their last event), oldest first.
+  std::vector<std::pair<int64_t, std::string>> finished;
+  finished.reserve(jobs_.size() - active_.size());
+  for (const auto& [id, r] : jobs_) {
+    if (!IsTerminal(r.job.state())) continue;
+    const int64_t ended = r.job.events_size() > 0
+                              ? r.job.events(r.job.events_size() - 1).time_unix_ms()
+                              : r.job.updated_unix_ms();
+    finished.emplace_back(ended, id);
+  }
+  std::sort(finished.begin(), finished.end());
+  const int64_t now = clock_.NowUnixMs();
+  size_t over_count = 0;
+  if (options_.job_retention_count > 0 &&
+      finished.size() > static_cast<size_t>(options_.job_retention_count)) {
+    over_count = finished.size() - static_cast<size_t>(options_.job_retention_count);
+  }
+  size_t deleted = 0;
+  for (size_t i = 0; i < finished.size() && deleted < kRetentionBatch; ++i) {
+    const bool too_old =
+        options_.job_retention_ms > 0 && now - finished[i].first > options_.job_retention_ms;
+    if (!too_old && i >= over_count) break;  // sorted: every later job is newer
+    const JobRecord* r = Find(finished[i].second);
+    if (r == nullptr || (r->rt.attempt >= 0 && !r->rt.released)) continue;  // stopping
+    if (Delete(finished[i].second, "retention").ok()) ++deleted;
+  }
+  if (deleted == kRetentionBatch) next_retention_mono_ms_ = now_mono;  // more at the next tick
+}
+
 }  // namespace convoy

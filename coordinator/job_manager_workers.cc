@@ -424,6 +424,7 @@ void JobManager::Tick() {
   logs_.Expire();
   if (schedule_needed_) TrySchedule();
   FlushDirty();
+  ApplyRetention();
   const int64_t now = clock_.NowMonotonicMs();
   if (!file_deletions_.empty() && now >= next_deletion_retry_mono_ms_) {
     next_deletion_retry_mono_ms_ = now + 1000;

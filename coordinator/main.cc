@@ -138,6 +138,14 @@ int main(int argc, char** argv) {
   options.jobs.kill_grace_ms = flags.kill_grace_ms;
   options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
   options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
+  options.jobs.job_retention_ms = flags.job_retention_ms;
+  options.jobs.job_retention_count = flags.job_retention_count;
+  if (flags.job_retention != "0") {
+    spdlog::info("finished jobs are deleted {} (--job-retention)",
+                 flags.job_retention_count > 0
+                     ? "beyond the newest " + std::to_string(flags.job_retention_count)
+                     : "after " + flags.job_retention);
+  }
   Coordinator coordinator(clock, **store, options);
 
   std::unique_ptr<MetricsExporter> exporter;

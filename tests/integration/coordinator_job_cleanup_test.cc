@@ -13,6 +13,8 @@
 #include <fstream>
 
 #include "tests/support/test_cluster.h"
+#include "worker/attempt_dir_retention.h"
+#include "worker/supervisor.h"
 
 namespace convoy {
 namespace {
@@ -141,6 +143,59 @@ TEST_F(JobCleanupTest, AWorkerThatWasAwayRemovesTheFilesWhenBackAfterACoordinato
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(resp.workers(0), "w1");
   ExpectGone(w1, id);
+}
+
+TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
+  FakeClock clock(SystemClock().NowUnixMs());
+  auto options = testing::TestCluster::DefaultOptions();
+  options.clock = &clock;
+  options.coordinator.jobs.job_retention_ms = 30 * kDay;
+  testing::TestCluster cluster(options);
+  const std::string victim = (cluster.dir().path() / "victim").string();
+  fs::create_directories(victim);
+  std::ofstream(victim + "/keep") << "not the job's\n";
+  testing::InProcessWorker& w1 = cluster.StartWorker("w1");
+  const std::string id = cluster.Submit(Spec(victim));
+  ASSERT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED)) << cluster.GetJob(id).message();
+  const std::string attempt_dir = w1.work_dir() + "/jobs/" + id + "/attempt-0";
+  const std::string job_dir = w1.job_root() + "/" + id;
+  std::string log;
+  ASSERT_TRUE(Logs(cluster, id, &log).ok());
+  EXPECT_EQ(log, "hello from the rank\n");
+
+  // The worker's sweep (--attempt-dir-retention 7d), 8 days on: the attempt directory
+  // goes, the job directory stays, and `logs` says why there is nothing.
+  FakeClock worker_clock(SystemClock().NowUnixMs());
+  AttemptDirRetention sweep(w1.work_dir(), 7 * kDay, worker_clock, [&w1] {
+    std::set<std::pair<std::string, int>> running;
+    for (const auto& r : w1.supervisor().RankSamples()) {
+      if (r.running) running.insert({r.job_id, r.attempt});
+    }
+    return running;
+  });
+  EXPECT_EQ(sweep.Sweep(), 0);  // not old yet
+  worker_clock.AdvanceMs(8 * kDay);
+  EXPECT_EQ(sweep.Sweep(), 1);
+  EXPECT_FALSE(fs::exists(attempt_dir));
+  EXPECT_TRUE(fs::exists(job_dir + "/checkpoints/last.pt"));
+  log.clear();
+  grpc::Status st = Logs(cluster, id, &log);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("were removed from worker w1"), std::string::npos)
+      << st.error_message();
+
+  // The coordinator's retention (30 days), 31 days on: rows and every file go.
+  EXPECT_GT(Rows(cluster.db_path(), id), 0);
+  clock.AdvanceMs(31 * kDay);
+  EXPECT_TRUE(testing::TestCluster::WaitFor([&] { return Rows(cluster.db_path(), id) == 0; }, 30s));
+  EXPECT_TRUE(testing::TestCluster::WaitFor(
+      [&] { return !fs::exists(job_dir) && !fs::exists(w1.work_dir() + "/jobs/" + id); }, 30s));
+  EXPECT_TRUE(fs::exists(victim + "/keep"));
+  grpc::ClientContext ctx;
+  v1::GetJobRequest get;
+  get.set_job_id(id);
+  v1::Job job;
+  EXPECT_EQ(cluster.jobs().GetJob(&ctx, get, &job).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

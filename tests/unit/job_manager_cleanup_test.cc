@@ -169,5 +169,58 @@ TEST_F(JobCleanupTest, AnOfflineWorkerIsToldWhenItRegistersEvenAfterACoordinator
   EXPECT_TRUE(jm_->PendingFileDeletions().empty());
 }
 
+TEST_F(JobCleanupTest, RetentionByAgeDeletesFinishedJobsOnly) {
+  options_.job_retention_ms = 30 * kDay;
+  Restart();
+  Register("w1");
+  const std::string old_job = RunToSuccess();
+  clock_.AdvanceMs(20 * kDay);
+  const std::string newer = RunToSuccess();
+  v1::JobSpec spec;
+  spec.set_name("waits");
+  spec.set_nodes(2);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  const std::string pending = *jm_->Submit(spec);
+  clock_.AdvanceMs(11 * kDay);  // old_job ended 31 days ago, newer 11
+  jm_->Tick();
+  EXPECT_EQ(jm_->Get(old_job).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(Stored(old_job));
+  EXPECT_EQ(channel_.TakeDeletions("w1"), std::vector<std::string>{old_job});
+  EXPECT_TRUE(jm_->Get(newer).ok());
+  clock_.AdvanceMs(60 * kDay);
+  jm_->Tick();
+  EXPECT_EQ(jm_->Get(newer).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(jm_->Get(pending).ok()) << "an unfinished job is never expired";
+}
+
+TEST_F(JobCleanupTest, RetentionByCountKeepsTheNewestFinished) {
+  options_.job_retention_count = 2;
+  Restart();
+  Register("w1");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(RunToSuccess());
+    clock_.AdvanceMs(1000);
+  }
+  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  jm_->Tick();
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(jm_->Get(ids[i]).ok()) << ids[i];
+  for (int i = 3; i < 5; ++i) EXPECT_TRUE(jm_->Get(ids[i]).ok()) << ids[i];
+}
+
+TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
+  options_.job_retention_count = 1;
+  Restart();
+  Register("w1");
+  const size_t n = JobManager::kRetentionBatch + 5;
+  for (size_t i = 0; i < n; ++i) RunToSuccess();
+  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  jm_->Tick();
+  EXPECT_EQ(jm_->List().size(), n - JobManager::kRetentionBatch);
+  jm_->Tick();  // the rest at the next tick, without waiting for the interval
+  EXPECT_EQ(jm_->List().size(), 1u);
+}
+
 }  // namespace
 }  // namespace convoy
