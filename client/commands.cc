@@ -43,6 +43,11 @@ void SetDeadline(grpc::ClientContext& ctx) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kRpcDeadlineS));
 }
 
+// `msg` as --output asked: JSON on one line, or a YAML document.
+std::string Render(const google::protobuf::Message& msg, const CommandOptions& options) {
+  return options.yaml ? ToYaml(msg) : ToJson(msg);
+}
+
 int RpcFailed(const grpc::Status& st, const std::string& what) {
   std::cerr << "convoy: " << what << ": ";
   switch (st.error_code()) {
@@ -63,10 +68,10 @@ int RpcFailed(const grpc::Status& st, const std::string& what) {
   return ExitCodeFor(st);
 }
 
-ProgressView::Options ViewOptions(bool json) {
+ProgressView::Options ViewOptions(const CommandOptions& options) {
   ProgressView::Options o;
-  if (json) {
-    o.mode = ProgressView::Mode::kJson;
+  if (options.structured()) {
+    o.mode = options.yaml ? ProgressView::Mode::kYaml : ProgressView::Mode::kJson;
     return o;
   }
   const char* term = std::getenv("TERM");
@@ -244,7 +249,11 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, what);
   // With --watch and JSON, this is the first of the lines.
-  std::cout << (options.json ? ToJson(resp) : resp.job_id()) << "\n" << std::flush;
+  std::cout << (options.structured()
+                    ? (watch && options.yaml ? "---\n" : "") + Render(resp, options)
+                    : resp.job_id())
+            << "\n"
+            << std::flush;
   if (!watch) return kExitOk;
   return WatchCommand(c, resp.job_id(), options, /*connected=*/true);
 }
@@ -278,8 +287,9 @@ int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& opti
     st = ListAllJobs(c, req, &resp);
   }
   if (!st.ok()) return RpcFailed(st, "list");
-  std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
-  if (!options.json && !resp.next_page_token().empty()) {
+  std::cout << (options.structured() ? Render(resp, options) + "\n"
+                                     : FormatJobTable(resp, NowMs()));
+  if (!options.structured() && !resp.next_page_token().empty()) {
     std::cerr << "convoy: more jobs follow: add --page-token " << resp.next_page_token() << "\n";
   }
   return kExitOk;
@@ -293,8 +303,8 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::Job resp;
   grpc::Status st = c.stub->GetJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "status " + job);
-  if (options.json) {
-    std::cout << ToJson(resp) << "\n";
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
     return kExitOk;
   }
   std::string text = FormatJobStatus(resp, NowMs());
@@ -313,7 +323,7 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
 
 int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected) {
-  ProgressView view(std::cout, ViewOptions(options.json));
+  ProgressView view(std::cout, ViewOptions(options));
   return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr);
 }
 
@@ -346,7 +356,9 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::Job resp;
   grpc::Status st = c.stub->CancelJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "cancel " + job);
-  std::cout << (options.json ? ToJson(resp) : resp.id() + " " + StateText(resp.state())) << "\n";
+  std::cout << (options.structured() ? Render(resp, options)
+                                     : resp.id() + " " + StateText(resp.state()))
+            << "\n";
   return kExitOk;
 }
 
@@ -358,8 +370,8 @@ int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::DeleteJobResponse resp;
   grpc::Status st = c.stub->DeleteJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "delete " + job);
-  if (options.json) {
-    std::cout << ToJson(resp) << "\n";
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
     return kExitOk;
   }
   std::string workers;
@@ -389,8 +401,9 @@ int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
     if (limit > 0 || page.next_page_token().empty()) break;
     req.set_page_token(page.next_page_token());
   }
-  std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
-  if (!options.json && !resp.next_page_token().empty()) {
+  std::cout << (options.structured() ? Render(resp, options) + "\n"
+                                     : FormatWorkerTable(resp, NowMs()));
+  if (!options.structured() && !resp.next_page_token().empty()) {
     std::cerr << "convoy: more workers follow: add --page-token " << resp.next_page_token() << "\n";
   }
   return kExitOk;
@@ -406,8 +419,8 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, (drain ? "drain " : "undrain ") + worker);
-  if (options.json) {
-    std::cout << ToJson(resp) << "\n";
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
   } else {
     v1::ListWorkersResponse one;
     *one.add_workers() = resp;
@@ -431,6 +444,8 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
     std::cout << SeriesCsv(series, metric);
   } else if (output == "json") {
     std::cout << SeriesJson(series, metric) << "\n";
+  } else if (output == "yaml") {
+    std::cout << JsonToYaml(SeriesJson(series, metric)) << "\n";
   } else {
     ChartOptions o;
     const int columns = TerminalColumns();

@@ -34,6 +34,9 @@ int LoginCommand(const ClientConfig& config, const std::string& path);
 
 struct CommandOptions {
   bool json = false;  // --output json
+  bool yaml = false;  // --output yaml
+  // Structured output (json or yaml) rather than text.
+  bool structured() const { return json || yaml; }
 };
 
 // What `convoy submit` was given.

@@ -46,6 +46,20 @@ v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
 
 namespace {
 
+// "0-3", "0-3, 8-11", "5": sorted ranks as ranges.
+std::string RankRanges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] <= ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+           (ranks[j] != ranks[i] ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
 // The metric history's bound per rank for a job of this shape.
 int HistoryPoints(const v1::JobSpec& spec) {
   const int64_t per_node = spec.procs_per_node_gpu() ? 8 : std::max(1, spec.procs_per_node());
@@ -399,14 +413,20 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
                             (attempt < 0 ? " (it has not been placed yet)" : ""));
   }
   std::string worker;
+  std::vector<int> ranks;
   for (const v1::NodeAssignment& n : found->nodes()) {
     for (int rk : n.ranks()) {
       if (rk == rank) worker = n.worker();
+      ranks.push_back(rk);
     }
   }
   if (worker.empty()) {
-    return Status::NotFound("rank " + std::to_string(rank) + " is not part of attempt " +
-                            std::to_string(attempt) + " of job " + id);
+    // A usage error (the job exists): INVALID_ARGUMENT, so the CLI exits 2, not 4.
+    return Status::InvalidArgument("job " + id + " has no rank " + std::to_string(rank) +
+                                   "; its ranks are " + RankRanges(ranks) +
+                                   (found != &r->job.attempts(r->job.attempts_size() - 1)
+                                        ? " (attempt " + std::to_string(attempt) + ")"
+                                        : ""));
   }
   const int64_t request_id = logs_.Add(std::move(fn), wait_ms, worker);
   v1::CoordinatorMessage msg;
