@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "client/format.h"
+#include "client/list_filters.h"
 #include "client/plot.h"
 #include "client/progress.h"
 #include "client/top.h"
@@ -43,6 +44,11 @@ void SetDeadline(grpc::ClientContext& ctx) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kRpcDeadlineS));
 }
 
+// `msg` as --output asked: JSON on one line, or a YAML document.
+std::string Render(const google::protobuf::Message& msg, const CommandOptions& options) {
+  return options.yaml ? ToYaml(msg) : ToJson(msg);
+}
+
 int RpcFailed(const grpc::Status& st, const std::string& what) {
   std::cerr << "convoy: " << what << ": ";
   switch (st.error_code()) {
@@ -63,10 +69,10 @@ int RpcFailed(const grpc::Status& st, const std::string& what) {
   return ExitCodeFor(st);
 }
 
-ProgressView::Options ViewOptions(bool json) {
+ProgressView::Options ViewOptions(const CommandOptions& options) {
   ProgressView::Options o;
-  if (json) {
-    o.mode = ProgressView::Mode::kJson;
+  if (options.structured()) {
+    o.mode = options.yaml ? ProgressView::Mode::kYaml : ProgressView::Mode::kJson;
     return o;
   }
   const char* term = std::getenv("TERM");
@@ -89,6 +95,26 @@ bool ColorTerminal() {
   const char* term = std::getenv("TERM");
   return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr &&
          (term == nullptr || std::strcmp(term, "dumb") != 0);
+}
+
+// Page size when the CLI fetches every page (the coordinator's maximum).
+constexpr int kPageSize = 1000;
+
+// Every page of `req` from its page_token on (kPageSize at a time), merged into `out` (whose
+// next_page_token is then empty). A job submitted while paging is listed once or not at all.
+grpc::Status ListAllJobs(Coordinator& c, v1::ListJobsRequest req, v1::ListJobsResponse* out) {
+  req.set_limit(kPageSize);
+  out->Clear();
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListJobsResponse page;
+    grpc::Status st = c.stub->ListJobs(&ctx, req, &page);
+    if (!st.ok()) return st;
+    for (v1::Job& job : *page.mutable_jobs()) *out->add_jobs() = std::move(job);
+    if (page.next_page_token().empty()) return grpc::Status::OK;
+    req.set_page_token(page.next_page_token());
+  }
 }
 
 grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* out) {
@@ -224,26 +250,58 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, what);
   // With --watch and JSON, this is the first of the lines.
-  std::cout << (options.json ? ToJson(resp) : resp.job_id()) << "\n" << std::flush;
+  std::cout << (options.structured()
+                    ? (watch && options.yaml ? "---\n" : "") + Render(resp, options)
+                    : resp.job_id())
+            << "\n"
+            << std::flush;
   if (!watch) return kExitOk;
   return WatchCommand(c, resp.job_id(), options, /*connected=*/true);
 }
 
-int ListCommand(Coordinator& c, const CommandOptions& options) {
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
+int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& options) {
+  v1::ListJobsRequest req;
+  auto states = ParseStateFilter(args.states);
+  if (!states.ok()) {
+    std::cerr << "convoy: list: " << states.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (v1::JobState s : *states) req.add_states(s);
+  req.set_owner(args.owner);
+  if (!args.since.empty()) {
+    auto since = ParseSince(args.since, NowMs());
+    if (!since.ok()) {
+      std::cerr << "convoy: list: " << since.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.set_since_unix_ms(*since);
+  }
+  req.set_page_token(args.page_token);
   v1::ListJobsResponse resp;
-  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st;
+  if (args.limit > 0) {
+    req.set_limit(args.limit);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    st = c.stub->ListJobs(&ctx, req, &resp);
+  } else {
+    st = ListAllJobs(c, req, &resp);
+  }
   if (!st.ok()) return RpcFailed(st, "list");
-  std::cout << (options.json ? ToJson(resp) + "\n" : FormatJobTable(resp, NowMs()));
+  std::cout << (options.structured() ? Render(resp, options) + "\n"
+                                     : FormatJobTable(resp, NowMs()));
+  if (!options.structured() && !resp.next_page_token().empty()) {
+    std::cerr << "convoy: more jobs follow: add --page-token " << resp.next_page_token() << "\n";
+  }
   return kExitOk;
 }
 
 int QueueCommand(Coordinator& c, const CommandOptions& options) {
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
+  v1::ListJobsRequest req;  // the jobs that wait: PENDING, and RESTARTING between attempts
+  req.add_states(v1::PENDING);
+  req.add_states(v1::RESTARTING);
   v1::ListJobsResponse resp;
-  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st = ListAllJobs(c, req, &resp);
   if (!st.ok()) return RpcFailed(st, "queue");
   v1::ListJobsResponse waiting;
   for (const v1::Job& j : resp.jobs()) {
@@ -252,7 +310,8 @@ int QueueCommand(Coordinator& c, const CommandOptions& options) {
   std::sort(
       waiting.mutable_jobs()->begin(), waiting.mutable_jobs()->end(),
       [](const v1::Job& a, const v1::Job& b) { return a.queue_position() < b.queue_position(); });
-  std::cout << (options.json ? ToJson(waiting) + "\n" : FormatQueue(waiting, NowMs()));
+  std::cout << (options.structured() ? Render(waiting, options) + "\n"
+                                     : FormatQueue(waiting, NowMs()));
   return kExitOk;
 }
 
@@ -264,8 +323,8 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::Job resp;
   grpc::Status st = c.stub->GetJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "status " + job);
-  if (options.json) {
-    std::cout << ToJson(resp) << "\n";
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
     return kExitOk;
   }
   std::string text = FormatJobStatus(resp, NowMs());
@@ -284,7 +343,7 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
 
 int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected) {
-  ProgressView view(std::cout, ViewOptions(options.json));
+  ProgressView view(std::cout, ViewOptions(options));
   return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr);
 }
 
@@ -317,17 +376,56 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   v1::Job resp;
   grpc::Status st = c.stub->CancelJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, "cancel " + job);
-  std::cout << (options.json ? ToJson(resp) : resp.id() + " " + StateText(resp.state())) << "\n";
+  std::cout << (options.structured() ? Render(resp, options)
+                                     : resp.id() + " " + StateText(resp.state()))
+            << "\n";
   return kExitOk;
 }
 
-int WorkersCommand(Coordinator& c, const CommandOptions& options) {
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
+  v1::DeleteJobRequest req;
+  req.set_job_id(job);
+  v1::DeleteJobResponse resp;
+  grpc::Status st = c.stub->DeleteJob(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "delete " + job);
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
+    return kExitOk;
+  }
+  std::string workers;
+  for (const std::string& w : resp.workers()) workers += (workers.empty() ? "" : ", ") + w;
+  std::cout << resp.job_id() << " deleted"
+            << (workers.empty() ? std::string(" (it never ran: no files on any worker)")
+                                : "; its files are removed from " + workers +
+                                      " (a worker that is offline removes them when it is back)")
+            << "\n";
+  return kExitOk;
+}
+
+int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
+                   const CommandOptions& options) {
+  v1::ListWorkersRequest req;
+  req.set_limit(limit > 0 ? limit : kPageSize);
+  req.set_page_token(page_token);
   v1::ListWorkersResponse resp;
-  grpc::Status st = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp);
-  if (!st.ok()) return RpcFailed(st, "workers");
-  std::cout << (options.json ? ToJson(resp) + "\n" : FormatWorkerTable(resp, NowMs()));
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListWorkersResponse page;
+    grpc::Status st = c.stub->ListWorkers(&ctx, req, &page);
+    if (!st.ok()) return RpcFailed(st, "workers");
+    for (v1::WorkerInfo& w : *page.mutable_workers()) *resp.add_workers() = std::move(w);
+    resp.set_next_page_token(page.next_page_token());
+    if (limit > 0 || page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
+  std::cout << (options.structured() ? Render(resp, options) + "\n"
+                                     : FormatWorkerTable(resp, NowMs()));
+  if (!options.structured() && !resp.next_page_token().empty()) {
+    std::cerr << "convoy: more workers follow: add --page-token " << resp.next_page_token() << "\n";
+  }
   return kExitOk;
 }
 
@@ -341,8 +439,8 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, (drain ? "drain " : "undrain ") + worker);
-  if (options.json) {
-    std::cout << ToJson(resp) << "\n";
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
   } else {
     v1::ListWorkersResponse one;
     *one.add_workers() = resp;
@@ -366,6 +464,8 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
     std::cout << SeriesCsv(series, metric);
   } else if (output == "json") {
     std::cout << SeriesJson(series, metric) << "\n";
+  } else if (output == "yaml") {
+    std::cout << JsonToYaml(SeriesJson(series, metric)) << "\n";
   } else {
     ChartOptions o;
     const int columns = TerminalColumns();
@@ -380,10 +480,13 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
 
 int TopCommand(Coordinator& c, bool once, int interval_ms) {
   for (;;) {
-    grpc::ClientContext ctx;
-    SetDeadline(ctx);
+    v1::ListJobsRequest req;  // the jobs that are not finished
+    for (v1::JobState s :
+         {v1::PENDING, v1::SCHEDULED, v1::RENDEZVOUS, v1::RUNNING, v1::RESTARTING}) {
+      req.add_states(s);
+    }
     v1::ListJobsResponse resp;
-    grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+    grpc::Status st = ListAllJobs(c, req, &resp);
     if (!st.ok()) return RpcFailed(st, "top");
     const std::string text = FormatTop(resp, NowMs());
     if (once) {
@@ -431,8 +534,10 @@ int LoginCommand(const ClientConfig& config, const std::string& path) {
   Coordinator c = ConnectToCoordinator(config);
   grpc::ClientContext ctx;
   SetDeadline(ctx);
+  v1::ListJobsRequest one;
+  one.set_limit(1);
   v1::ListJobsResponse resp;
-  grpc::Status st = c.stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  grpc::Status st = c.stub->ListJobs(&ctx, one, &resp);
   if (!st.ok()) return RpcFailed(st, "login");
   Status saved = SaveClientConfig(path, config);
   if (!saved.ok()) {

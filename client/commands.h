@@ -34,6 +34,9 @@ int LoginCommand(const ClientConfig& config, const std::string& path);
 
 struct CommandOptions {
   bool json = false;  // --output json
+  bool yaml = false;  // --output yaml
+  // Structured output (json or yaml) rather than text.
+  bool structured() const { return json || yaml; }
 };
 
 // What `convoy submit` was given.
@@ -56,7 +59,17 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
 // The spec `convoy submit` would send, before any --code upload. Usage errors as
 // INVALID_ARGUMENT. `in` is standard input (for "-").
 StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in);
-int ListCommand(Coordinator& c, const CommandOptions& options);
+// What `convoy list` was given. Without `limit` every page is fetched and printed as one
+// list; with it, one page, and the token of the next one (stderr in text, the
+// next_page_token field otherwise).
+struct ListArgs {
+  std::vector<std::string> states;  // --state, as typed (client/list_filters.h)
+  std::string owner;
+  std::string since;  // --since, as typed
+  int limit = 0;      // 0: every page
+  std::string page_token;
+};
+int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& options);
 // The waiting jobs in the order they will start, with why each waits (`convoy queue`).
 int QueueCommand(Coordinator& c, const CommandOptions& options);
 int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
@@ -66,7 +79,12 @@ int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& o
 int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes);
 int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
-int WorkersCommand(Coordinator& c, const CommandOptions& options);
+// Deletes a finished job (DeleteJob); prints which workers remove its files.
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+// `convoy workers`: every worker (paged in 1000s), or with `limit` one page from
+// `page_token`.
+int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
+                   const CommandOptions& options);
 // Drains (`drain`) or undrains a worker (admins); prints the worker's new line.
 int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
                  const CommandOptions& options);

@@ -1,8 +1,10 @@
 #include "client/format.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <sstream>
@@ -55,6 +57,76 @@ std::string ToJson(const google::protobuf::Message& msg) {
   if (!google::protobuf::util::MessageToJsonString(msg, &out, options).ok()) return "{}";
   return out;
 }
+
+namespace {
+
+// A JSON string that a YAML reader would take for something else unquoted: a number
+// (proto JSON quotes 64-bit integers), a boolean, null, or nothing.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  const char c = s[0];
+  if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.') return true;
+  std::string lower;
+  for (char ch : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const char* word : {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"}) {
+    if (lower == word) return true;
+  }
+  return false;
+}
+
+// Block style throughout, empty collections as [] / {}, JSON strings kept strings.
+void Emit(YAML::Emitter& out, const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      if (node.size() == 0) {
+        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+        return;
+      }
+      out << YAML::Block << YAML::BeginMap;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        out << YAML::Key;
+        Emit(out, it->first);
+        out << YAML::Value;
+        Emit(out, it->second);
+      }
+      out << YAML::EndMap;
+      return;
+    case YAML::NodeType::Sequence:
+      if (node.size() == 0) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        return;
+      }
+      out << YAML::Block << YAML::BeginSeq;
+      for (const YAML::Node& item : node) Emit(out, item);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar:
+      // Quoted in the JSON (tag "!"): a string, whatever it looks like.
+      if (node.Tag() == "!" && NeedsQuotes(node.Scalar())) {
+        out << YAML::DoubleQuoted << node.Scalar();
+      } else {
+        out << node.Scalar();
+      }
+      return;
+    default:
+      out << YAML::Null;
+  }
+}
+
+}  // namespace
+
+std::string JsonToYaml(const std::string& json) {
+  try {
+    const YAML::Node node = YAML::Load(json);
+    YAML::Emitter out;
+    Emit(out, node);
+    return out.c_str();
+  } catch (const YAML::Exception&) {
+    return json;
+  }
+}
+
+std::string ToYaml(const google::protobuf::Message& msg) { return JsonToYaml(ToJson(msg)); }
 
 std::string Printf(const char* format, double value) {
   char buf[64];

@@ -32,6 +32,11 @@ int ExitCodeFor(const grpc::Status& status);
 // One JSON document on one line: proto field names, enums by name ("SUCCEEDED"), fields
 // with default values printed.
 std::string ToJson(const google::protobuf::Message& msg);
+// The same document as YAML, in block style (no trailing newline): proto field names, enums
+// by name, 64-bit integers quoted as in JSON.
+std::string ToYaml(const google::protobuf::Message& msg);
+// JSON text (one value) as block-style YAML; the text itself when it is not JSON.
+std::string JsonToYaml(const std::string& json);
 
 // A duration, coarsely: "850ms" below a second, then "3s", "4m05s", "2h10m", "3d04h".
 // Zero and negative durations (clock skew) print as "0s".

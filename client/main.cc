@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
 
   std::string output = "text";
   auto add_output = [&output](CLI::App* cmd) {
-    cmd->add_option("--output,-o", output, "text or json")
-        ->check(CLI::IsMember({"text", "json"}))
+    cmd->add_option("--output,-o", output, "text, json or yaml")
+        ->check(CLI::IsMember({"text", "json", "yaml"}))
         ->capture_default_str();
   };
   std::string job;
@@ -71,21 +71,45 @@ int main(int argc, char** argv) {
   submit->add_option("--name", submit_args.name, "job name (default with a command: job)");
   submit->add_flag("--watch,-w", watch, "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   add_output(submit);
-  CLI::App* list = app.add_subcommand("list", "list jobs");
+  ListArgs list_args;
+  CLI::App* list = app.add_subcommand("list", "list jobs, oldest first, with filters and paging");
+  list->add_option("--state,-s", list_args.states,
+                   "only jobs in this state (repeatable, or comma-separated: RUNNING,PENDING)");
+  list->add_option("--owner", list_args.owner, "only jobs submitted by this user");
+  list->add_option("--since", list_args.since,
+                   "only jobs submitted since: a duration back from now (90s, 15m, 1h, 7d) or a "
+                   "local time (2026-11-25, 2026-11-25T10:00; UTC with a trailing Z)");
+  list->add_option("--limit,-n", list_args.limit,
+                   "one page of at most N jobs (1-1000; default: every job, fetched in pages)")
+      ->check(CLI::Range(1, 1000));
+  list->add_option("--page-token", list_args.page_token,
+                   "start after the previous page (the token --limit printed)");
+  list->footer(
+      "Examples:\n  convoy list\n  convoy list --state RUNNING,PENDING --owner alice\n"
+      "  convoy list --since 1h -o yaml\n"
+      "  convoy list --limit 50            # then: --limit 50 --page-token <printed token>");
   add_output(list);
   CLI::App* queue =
       app.add_subcommand("queue", "waiting jobs in the order they will start, and why each waits");
+  queue->footer("Examples:\n  convoy queue\n  convoy queue -o json");
   add_output(queue);
   CLI::App* status =
       app.add_subcommand("status", "a job's state, placement, progress, failures and events");
   status->add_option("JOB", job, "job id")->required();
+  status->footer("Examples:\n  convoy status j-000001\n  convoy status j-000001 -o json");
   add_output(status);
   CLI::App* watch_cmd =
       app.add_subcommand("watch", "follow a job live until it ends (exit 0 iff it SUCCEEDED)");
   watch_cmd->add_option("JOB", job, "job id")->required();
+  watch_cmd->footer(
+      "Examples:\n  convoy watch j-000001 && echo trained\n"
+      "  convoy watch j-000001 -o json     # one JSON object a line per update");
   add_output(watch_cmd);
   CLI::App* logs = app.add_subcommand("logs", "a rank's output (stdout and stderr), raw");
   logs->add_option("JOB", job, "job id")->required();
+  logs->footer(
+      "Examples:\n  convoy logs j-000001               # rank 0 of the latest attempt\n"
+      "  convoy logs j-000001 --rank 1 -f\n  convoy logs j-000001 --attempt 0 --tail 4096");
   logs->add_option("--rank,-r", rank, "global rank")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -96,34 +120,59 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job; prints its new state");
   cancel->add_option("JOB", job, "job id")->required();
+  cancel->footer("Example:\n  convoy cancel j-000001");
   add_output(cancel);
-  CLI::App* workers = app.add_subcommand("workers", "list workers");
+  int workers_limit = 0;
+  std::string workers_page_token;
+  CLI::App* delete_cmd = app.add_subcommand(
+      "delete",
+      "delete a finished job: its record, events and metrics, and its files on the workers "
+      "(logs, checkpoints, unpacked code)");
+  delete_cmd->add_option("JOB", job, "job id")->required();
+  delete_cmd->footer(
+      "Examples:\n  convoy delete j-000001\n"
+      "  convoy cancel j-000002 && convoy delete j-000002   # a job that still runs");
+  add_output(delete_cmd);
+  CLI::App* workers = app.add_subcommand("workers", "list workers, by name");
+  workers
+      ->add_option("--limit,-n", workers_limit,
+                   "one page of at most N workers (1-1000; default: every worker)")
+      ->check(CLI::Range(1, 1000));
+  workers->add_option("--page-token", workers_page_token,
+                      "start after the previous page (the token --limit printed)");
+  workers->footer("Examples:\n  convoy workers\n  convoy workers --limit 100 -o json");
   add_output(workers);
   std::string worker;
   CLI::App* drain = app.add_subcommand(
       "drain", "admins: no new jobs on WORKER; what runs there finishes (`undrain` reverts)");
   drain->add_option("WORKER", worker, "worker name")->required();
+  drain->footer("Example:\n  convoy drain w1      # then, after maintenance: convoy undrain w1");
   add_output(drain);
   CLI::App* undrain = app.add_subcommand("undrain", "admins: place jobs on WORKER again");
   undrain->add_option("WORKER", worker, "worker name")->required();
+  undrain->footer("Example:\n  convoy undrain w1");
   add_output(undrain);
   std::string metric = "loss", plot_output = "chart";
   int plot_rank = -1;
   CLI::App* plot = app.add_subcommand(
       "plot", "a job's metric history as a terminal chart, or its series as CSV or JSON");
   plot->add_option("JOB", job, "job id")->required();
+  plot->footer(
+      "Examples:\n  convoy plot j-000001\n  convoy plot j-000001 --metric accuracy\n"
+      "  convoy plot j-000001 --rank 0 -o csv > loss.csv");
   plot->add_option("--metric,-m", metric, "loss, samples_per_second or accuracy")
       ->check(CLI::IsMember({"loss", "samples_per_second", "accuracy"}))
       ->capture_default_str();
   plot->add_option("--rank,-r", plot_rank, "only this global rank (default: every rank)")
       ->check(CLI::Range(0, 1 << 20));
-  plot->add_option("--output,-o", plot_output, "chart, csv or json")
-      ->check(CLI::IsMember({"chart", "csv", "json"}))
+  plot->add_option("--output,-o", plot_output, "chart, csv, json or yaml")
+      ->check(CLI::IsMember({"chart", "csv", "json", "yaml"}))
       ->capture_default_str();
   bool once = false;
   int interval_ms = 1000;
   CLI::App* top = app.add_subcommand(
       "top", "every running job with its progress, rate and slowest rank, refreshed in place");
+  top->footer("Examples:\n  convoy top\n  convoy top --once --interval-ms 5000");
   top->add_flag("--once", once, "print once, without escape codes (for scripts), and exit");
   top->add_option("--interval-ms", interval_ms, "refresh period")
       ->check(CLI::Range(100, 3600 * 1000))
@@ -132,6 +181,10 @@ int main(int argc, char** argv) {
       "login",
       "check --coordinator, --token and --ca (or --ca-fingerprint), then save them in "
       "the config file (mode 0600)");
+  login->footer(
+      "Example:\n  convoy login --coordinator coord.example.net:7070 --ca-fingerprint "
+      "SHA256:3f9c... "
+      "\\\n    --token \"$(convoy-coordinator token create --user alice --role user)\"");
   login->add_option("--ca-fingerprint", ca_fingerprint,
                     "fetch the CA from the coordinator and check it against this SHA256:...");
 
@@ -160,8 +213,8 @@ int main(int argc, char** argv) {
     const auto extra = app.remaining();
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
       std::cerr << "convoy: unknown command '" << extra[0]
-                << "' (commands: submit, list, status, watch, logs, cancel, workers, drain, "
-                   "undrain, plot, top, login)";
+                << "' (commands: submit, list, status, watch, logs, cancel, delete, workers, "
+                   "drain, undrain, plot, top, login)";
     } else {
       std::cerr << "convoy: " << e.what();
     }
@@ -227,14 +280,16 @@ int main(int argc, char** argv) {
   Coordinator c = ConnectToCoordinator(config);
   CommandOptions options;
   options.json = output == "json";
+  options.yaml = output == "yaml";
   if (submit->parsed()) return SubmitCommand(c, submit_args, watch, options);
-  if (list->parsed()) return ListCommand(c, options);
+  if (list->parsed()) return ListCommand(c, list_args, options);
   if (queue->parsed()) return QueueCommand(c, options);
   if (status->parsed()) return StatusCommand(c, job, options);
   if (watch_cmd->parsed()) return WatchCommand(c, job, options);
   if (logs->parsed()) return LogsCommand(c, job, rank, attempt, follow, tail);
   if (cancel->parsed()) return CancelCommand(c, job, options);
-  if (workers->parsed()) return WorkersCommand(c, options);
+  if (delete_cmd->parsed()) return DeleteCommand(c, job, options);
+  if (workers->parsed()) return WorkersCommand(c, workers_limit, workers_page_token, options);
   if (drain->parsed()) return DrainCommand(c, worker, true, options);
   if (undrain->parsed()) return DrainCommand(c, worker, false, options);
   if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);

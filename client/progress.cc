@@ -23,8 +23,9 @@ ProgressView::ProgressView(std::ostream& out, Options options) : out_(out), opti
 bool ProgressView::Finished() const { return IsTerminalState(job_.state()); }
 
 void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
-  if (options_.mode == Mode::kJson) {
-    out_ << ToJson(update) << "\n" << std::flush;
+  if (options_.mode == Mode::kJson || options_.mode == Mode::kYaml) {
+    out_ << (options_.mode == Mode::kJson ? ToJson(update) : "---\n" + ToYaml(update)) << "\n"
+         << std::flush;
     if (update.has_job()) job_ = update.job();
     if (update.has_event()) job_.set_state(update.event().to());
     return;
@@ -200,7 +201,7 @@ void ProgressView::Draw(int64_t now) {
 
 int ProgressView::Finish() {
   const int code = job_.state() == v1::SUCCEEDED ? kExitOk : kExitJobNotSucceeded;
-  if (options_.mode == Mode::kJson) return code;
+  if (options_.mode == Mode::kJson || options_.mode == Mode::kYaml) return code;
   Interrupt();
   int shown = 0;
   for (const auto& [rank, m] : ranks_) {

@@ -18,6 +18,7 @@ class ProgressView {
     kTerminal,  // one line per rank, redrawn in place with ANSI escapes
     kPlain,     // events as they come, one progress line at most every plain_interval_ms
     kJson,      // one JSON object per line per update, nothing else
+    kYaml,      // one YAML document ("---" first) per update, nothing else
   };
   struct Options {
     Mode mode = Mode::kPlain;

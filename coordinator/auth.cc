@@ -23,6 +23,8 @@ const char* RightName(Right right) {
       return "jobs.submit";
     case Right::kJobsCancel:
       return "jobs.cancel";
+    case Right::kJobsDelete:
+      return "jobs.delete";
     case Right::kLogsRead:
       return "logs.read";
     case Right::kWorkersDrain:
@@ -37,6 +39,7 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/GetJob", Right::kJobsRead},
       {"/convoy.v1.JobService/ListJobs", Right::kJobsRead},
       {"/convoy.v1.JobService/CancelJob", Right::kJobsCancel},
+      {"/convoy.v1.JobService/DeleteJob", Right::kJobsDelete},
       {"/convoy.v1.JobService/WatchJob", Right::kJobsRead},
       {"/convoy.v1.JobService/GetLogs", Right::kLogsRead},
       {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
@@ -65,6 +68,7 @@ bool RoleHas(Role role, Right right) {
       return role == Role::kViewer || role == Role::kUser || role == Role::kAdmin;
     case Right::kJobsSubmit:
     case Right::kJobsCancel:
+    case Right::kJobsDelete:
     case Right::kLogsRead:
       return role == Role::kUser || role == Role::kAdmin;
     case Right::kWorkersDrain:

@@ -47,6 +47,7 @@ enum class Right {
   kWorkersRead,
   kJobsSubmit,
   kJobsCancel,
+  kJobsDelete,
   kLogsRead,
   kWorkersDrain,
 };

@@ -49,6 +49,27 @@ StatusOr<std::vector<v1::JobMetrics>> Coordinator::WriteBehindStore::LoadJobMetr
   return c_.durable_.LoadJobMetrics();
 }
 
+Status Coordinator::WriteBehindStore::DeleteJob(const std::string& id) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.delete_job = id;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
+Status Coordinator::WriteBehindStore::SaveFileDeletion(const FileDeletion& deletion, bool pending) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.file_deletion = deletion;
+  w.file_deletion_pending = pending;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<FileDeletion>> Coordinator::WriteBehindStore::LoadFileDeletions() {
+  return c_.durable_.LoadFileDeletions();
+}
+
 bool Coordinator::StreamChannel::Send(const std::string& name, const v1::CoordinatorMessage& msg) {
   c_.mu_.AssertHeld();
   auto it = c_.streams_.find(name);
@@ -238,6 +259,15 @@ void Coordinator::Cancel(const std::string& id, const std::string& reason, const
   });
 }
 
+void Coordinator::Delete(const std::string& id, const std::string& by,
+                         std::function<void(StatusOr<std::vector<std::string>>)> done) {
+  Locked([&] {
+    mu_.AssertHeld();
+    StatusOr<std::vector<std::string>> workers = jobs_.Delete(id, by);
+    Defer([done = std::move(done), workers = std::move(workers)] { done(workers); });
+  });
+}
+
 void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
                              std::function<void(StatusOr<v1::WorkerInfo>)> done) {
   Locked([&] {
@@ -262,9 +292,19 @@ std::vector<v1::Job> Coordinator::List(bool full) {
   return jobs_.List(full);
 }
 
+JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
+  MutexLock lock(mu_);
+  return jobs_.ListPage(query);
+}
+
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
   MutexLock lock(mu_);
   return jobs_.ListWorkers();
+}
+
+JobManager::WorkerPage Coordinator::ListWorkersPage(const WorkerQuery& query) {
+  MutexLock lock(mu_);
+  return jobs_.ListWorkersPage(query);
 }
 
 JobManager::Stats Coordinator::GetStats() {

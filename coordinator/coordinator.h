@@ -106,11 +106,18 @@ class Coordinator {
               std::function<void(StatusOr<std::string>)> done) EXCLUDES(mu_);
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
+  // JobManager::Delete: `done` gets the workers told to remove the job's files, once the
+  // deletion is durable.
+  void Delete(const std::string& id, const std::string& by,
+              std::function<void(StatusOr<std::vector<std::string>>)> done) EXCLUDES(mu_);
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
   // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
   StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
+  // One page of jobs / workers (JobManager::ListPage, ListWorkersPage).
+  JobManager::JobPage ListPage(const JobQuery& query) EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
+  JobManager::WorkerPage ListWorkersPage(const WorkerQuery& query) EXCLUDES(mu_);
   // JobManager::SetDrained; `done` runs once the change is durable.
   void SetDrained(const std::string& worker, bool drained, const std::string& by,
                   std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);
@@ -169,6 +176,9 @@ class Coordinator {
     StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
     Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
     StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
+    Status DeleteJob(const std::string& id) override;
+    Status SaveFileDeletion(const FileDeletion& deletion, bool pending) override;
+    StatusOr<std::vector<FileDeletion>> LoadFileDeletions() override;
 
    private:
     Coordinator& c_;

@@ -29,6 +29,24 @@ StatusOr<int64_t> ParseDuration(const std::string& text, const std::string& flag
   return n * mult;
 }
 
+Status ParseJobRetention(const std::string& text, int64_t* age_ms, int64_t* count) {
+  *age_ms = 0;
+  *count = 0;
+  if (text == "0") return Status::Ok();
+  if (!text.empty() && text.size() <= 9 &&
+      text.find_first_not_of("0123456789") == std::string::npos) {
+    *count = std::stoll(text);
+    return Status::Ok();
+  }
+  auto s = ParseDuration(text, "--job-retention");
+  if (!s.ok()) {
+    return Status::InvalidArgument("--job-retention: '" + text +
+                                   "' is neither a duration (7d, 12h) nor a count of jobs (1000)");
+  }
+  *age_ms = *s * 1000;
+  return Status::Ok();
+}
+
 Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* exit_code) {
   CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
   app.set_version_flag("--version", VersionLine("convoy-coordinator"));
@@ -52,6 +70,10 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
       ->transform(
           CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
       ->check(CLI::Range(0.0, 7 * 86400.0))
+      ->capture_default_str();
+  app.add_option("--job-retention", f->job_retention,
+                 "delete finished jobs (rows, and their files on workers) older than this "
+                 "(7d, 12h) or beyond the newest N finished (1000); 0: keep every job")
       ->capture_default_str();
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (loopback addresses only)");
@@ -180,6 +202,8 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   auto ttl = ParseDuration(f->worker_cert_ttl, "--worker-cert-ttl");
   if (!ttl.ok()) return ttl.status();
   if (*ttl < 300) return Status::InvalidArgument("--worker-cert-ttl: at least 5m");
+  CONVOY_RETURN_IF_ERROR(
+      ParseJobRetention(f->job_retention, &f->job_retention_ms, &f->job_retention_count));
   *exit_code = 0;
   return Status::Ok();
 }

@@ -33,6 +33,13 @@ struct CoordinatorFlags {
   // flag takes 600, 600s, 10m or 1h): long enough for a few scrapes and an alert to see
   // the end, short enough that series do not pile up with every job ever run.
   double metrics_retention_s = 600;
+  // Finished jobs are deleted (as by `convoy delete`: rows, and their files on the workers)
+  // once they ended longer ago than this duration, or, given a bare count, beyond the
+  // newest that many finished jobs; "0" keeps every job. A month is long enough to look
+  // back on a run and short enough that the state and the workers' disks stay bounded.
+  std::string job_retention = "30d";
+  int64_t job_retention_ms = 30LL * 86400 * 1000;  // parsed from job_retention
+  int64_t job_retention_count = 0;
   // Plain text without authentication; refused on anything but a loopback address.
   bool insecure = false;
   // Names other than the listen host that clients reach the coordinator by (put in the
@@ -80,6 +87,10 @@ struct CoordinatorFlags {
 // Parses argv; on --help or an error prints to stdout/stderr and returns the exit code in
 // `exit_code` (the caller exits with it) with a non-OK status.
 Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* flags, int* exit_code);
+
+// --job-retention: "0" (keep every job: both 0), a count "1000" (`count`), or a duration
+// "30d" (`age_ms`). Errors name the flag.
+Status ParseJobRetention(const std::string& text, int64_t* age_ms, int64_t* count);
 
 // "90s", "15m", "1h", "30d", "0" (never) -> seconds. Errors name `flag`.
 StatusOr<int64_t> ParseDuration(const std::string& text, const std::string& flag);

@@ -421,7 +421,10 @@ class LogsCall : public std::enable_shared_from_this<LogsCall> {
       return;
     }
     if (!data->error().empty()) {
-      out_.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, data->error()));
+      // Logs removed by the worker's retention are no unknown job (exit 4 would say so).
+      out_.Finish(grpc::Status(
+          data->removed() ? grpc::StatusCode::FAILED_PRECONDITION : grpc::StatusCode::NOT_FOUND,
+          data->error()));
       return;
     }
     const bool full = static_cast<int>(data->data().size()) >= kChunk;
@@ -553,10 +556,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
                                                    v1::ListJobsResponse* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/ListJobs");
   if (!who.ok()) return FinishNow(context, who.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  for (v1::Job& job : coordinator_.List(req->full())) *resp->add_jobs() = std::move(job);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  auto query = ParseJobQuery(*req);
+  if (!query.ok()) return FinishNow(context, query.status());
+  JobManager::JobPage page = coordinator_.ListPage(*query);
+  for (v1::Job& job : page.jobs) *resp->add_jobs() = std::move(job);
+  resp->set_next_page_token(std::move(page.next_page_token));
+  return FinishNow(context, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
@@ -580,15 +585,42 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
+                                                    const v1::DeleteJobRequest* req,
+                                                    v1::DeleteJobResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/DeleteJob");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (!who->admin()) {
+    auto job = coordinator_.Get(req->job_id());
+    if (!job.ok()) return FinishNow(context, job.status());
+    Status mine = Authorizer::CheckOwner(*who, *job, Right::kJobsDelete);
+    if (!mine.ok()) return FinishNow(context, mine);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.Delete(
+      req->job_id(), by,
+      [reactor, resp, id = req->job_id()](const StatusOr<std::vector<std::string>>& workers) {
+        if (workers.ok()) {
+          resp->set_job_id(id);
+          for (const std::string& w : *workers) resp->add_workers(w);
+        }
+        reactor->Finish(ToGrpc(workers.status()));
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
-                                                      const v1::ListWorkersRequest*,
+                                                      const v1::ListWorkersRequest* req,
                                                       v1::ListWorkersResponse* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/ListWorkers");
   if (!who.ok()) return FinishNow(context, who.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  for (v1::WorkerInfo& w : coordinator_.ListWorkers()) *resp->add_workers() = std::move(w);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  auto query = ParseWorkerQuery(*req);
+  if (!query.ok()) return FinishNow(context, query.status());
+  JobManager::WorkerPage page = coordinator_.ListWorkersPage(*query);
+  for (v1::WorkerInfo& w : page.workers) *resp->add_workers() = std::move(w);
+  resp->set_next_page_token(std::move(page.next_page_token));
+  return FinishNow(context, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContext* context,

@@ -46,6 +46,20 @@ v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
 
 namespace {
 
+// "0-3", "0-3, 8-11", "5": sorted ranks as ranges.
+std::string RankRanges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] <= ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+           (ranks[j] != ranks[i] ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
 // The metric history's bound per rank for a job of this shape.
 int HistoryPoints(const v1::JobSpec& spec) {
   const int64_t per_node = spec.procs_per_node_gpu() ? 8 : std::max(1, spec.procs_per_node());
@@ -109,6 +123,9 @@ Status JobManager::Recover() {
     JobRecord* r = Find(m.job_id());
     if (r != nullptr) r->history.Restore(std::move(m));
   }
+  auto deletions = store_.LoadFileDeletions();
+  if (!deletions.ok()) return deletions.status();
+  for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = 0;
   spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
   return Status::Ok();
 }
@@ -160,6 +177,21 @@ std::vector<v1::Job> JobManager::List(bool full) const {
   out.reserve(jobs_.size());
   for (const auto& [id, r] : jobs_) out.push_back(full ? r.job : Summary(r.job));
   return out;
+}
+
+JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
+  JobPage page;
+  auto it = query.after.empty() ? jobs_.begin() : jobs_.upper_bound(query.after);
+  for (; it != jobs_.end(); ++it) {
+    if (!query.Matches(it->second.job)) continue;
+    if (page.jobs.size() == static_cast<size_t>(query.limit)) {
+      // Another match follows: the page is not the last.
+      page.next_page_token = JobPageToken(page.jobs.back().id());
+      break;
+    }
+    page.jobs.push_back(query.full ? it->second.job : Summary(it->second.job));
+  }
+  return page;
 }
 
 std::vector<v1::Job> JobManager::ListActive() const {
@@ -384,14 +416,20 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
                             (attempt < 0 ? " (it has not been placed yet)" : ""));
   }
   std::string worker;
+  std::vector<int> ranks;
   for (const v1::NodeAssignment& n : found->nodes()) {
     for (int rk : n.ranks()) {
       if (rk == rank) worker = n.worker();
+      ranks.push_back(rk);
     }
   }
   if (worker.empty()) {
-    return Status::NotFound("rank " + std::to_string(rank) + " is not part of attempt " +
-                            std::to_string(attempt) + " of job " + id);
+    // A usage error (the job exists): INVALID_ARGUMENT, so the CLI exits 2, not 4.
+    return Status::InvalidArgument("job " + id + " has no rank " + std::to_string(rank) +
+                                   "; its ranks are " + RankRanges(ranks) +
+                                   (found != &r->job.attempts(r->job.attempts_size() - 1)
+                                        ? " (attempt " + std::to_string(attempt) + ")"
+                                        : ""));
   }
   const int64_t request_id = logs_.Add(std::move(fn), wait_ms, worker);
   v1::CoordinatorMessage msg;
@@ -420,6 +458,22 @@ std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
     for (const std::string& id : it->second) w.add_jobs(id);
   }
   return out;
+}
+
+JobManager::WorkerPage JobManager::ListWorkersPage(const WorkerQuery& query) const {
+  WorkerPage page;
+  bool more = false;
+  page.workers = workers_.ListAfter(query.after, static_cast<size_t>(query.limit), &more);
+  for (v1::WorkerInfo& w : page.workers) {
+    w.set_used_slots(UsedSlots(w.name()));
+    auto it = worker_jobs_.find(w.name());
+    if (it == worker_jobs_.end()) continue;
+    for (const std::string& id : it->second) w.add_jobs(id);
+  }
+  if (more && !page.workers.empty()) {
+    page.next_page_token = WorkerPageToken(page.workers.back().name());
+  }
+  return page;
 }
 
 StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool drained,

@@ -45,6 +45,7 @@
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/failure_attribution.h"
 #include "coordinator/job_store.h"
+#include "coordinator/list_query.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
 #include "coordinator/metric_history.h"
@@ -87,6 +88,12 @@ struct JobManagerOptions {
   int64_t reschedule_interval_ms = 5000;
   // Fair share: an owner's use of the cluster (slot-seconds) halves in this long.
   int64_t usage_half_life_ms = 3600 * 1000;
+  // Retention (convoy-coordinator --job-retention): a finished job is deleted, as by
+  // Delete, once it ended more than job_retention_ms ago, and beyond the newest
+  // job_retention_count finished jobs (by when they ended). 0: no such limit (the library
+  // default: keep everything; the coordinator's flag defaults to 30 days).
+  int64_t job_retention_ms = 0;
+  int64_t job_retention_count = 0;
 };
 
 class JobManager {
@@ -110,6 +117,14 @@ class JobManager {
   // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
   // event log, and each attempt without its nodes and exits (node_count/exit_count set).
   std::vector<v1::Job> List(bool full = true) const;
+  // One page of the jobs that match `query`, oldest first, and the token of the next page
+  // (empty when no matching job follows). O(jobs scanned): from the cursor to the first
+  // match after the page.
+  struct JobPage {
+    std::vector<v1::Job> jobs;
+    std::string next_page_token;
+  };
+  JobPage ListPage(const JobQuery& query) const;
   // Summaries of the jobs that are not finished, oldest first: O(active jobs), for the
   // metrics exporter.
   std::vector<v1::Job> ListActive() const;
@@ -173,8 +188,32 @@ class JobManager {
   StatusOr<int> RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
                             int max_bytes, int wait_ms, LogFn fn);
 
+  // Deletes a finished job for good (DeleteJob, and retention): its stored rows (job,
+  // attempts, events, metric history) and its record in memory. Each worker that ran one of
+  // its attempts is told to remove the job's files (DeleteJobFiles): now when connected,
+  // else when it next registers. These pending removals are persisted
+  // (JobStore::SaveFileDeletion) until the worker answers without error, and asked again
+  // every kFileDeletionRetryMs while it answers with one (an attempt of the job still runs
+  // there). Returns those workers, by name. NOT_FOUND for an unknown id;
+  // FAILED_PRECONDITION while the job is not finished, or while the ranks of its last
+  // attempt are still being stopped. `by`: who deletes, for the log ("retention" or empty).
+  StatusOr<std::vector<std::string>> Delete(const std::string& id, const std::string& by = "");
+  static constexpr int64_t kFileDeletionRetryMs = 30000;
+  // Retention looks this often, and deletes at most kRetentionBatch jobs a look (then looks
+  // again at the next tick): a coordinator with a long backlog catches up in small batches.
+  static constexpr int64_t kRetentionIntervalMs = 10000;
+  static constexpr size_t kRetentionBatch = 100;
+  // Pending file removals (worker, job id) not yet confirmed, by worker then job. O(them).
+  std::vector<FileDeletion> PendingFileDeletions() const;
+
   // Every worker with its used slots and jobs.
   std::vector<v1::WorkerInfo> ListWorkers() const;
+  // One page of workers by name, each with its used slots and jobs. O(log workers + page).
+  struct WorkerPage {
+    std::vector<v1::WorkerInfo> workers;
+    std::string next_page_token;
+  };
+  WorkerPage ListWorkersPage(const WorkerQuery& query) const;
 
   // Drains (no new placements; its running attempts go on) or undrains a worker, persisted
   // with the worker; `by` is recorded (empty with --insecure). NOT_FOUND for a worker never
@@ -283,6 +322,13 @@ class JobManager {
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
   void OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat);
   void OnLogData(const std::string& worker, const v1::LogData& msg);
+  // ---- Deletion and retention (job_manager_cleanup.cc)
+  void OnJobFilesDeleted(const std::string& worker, const v1::JobFilesDeleted& msg);
+  // Sends DeleteJobFiles for every pending removal of `worker` that is due (`all`: every
+  // one, as at registration).
+  void SendFileDeletions(const std::string& worker, bool all);
+  // Deletes the finished jobs past the retention (at most kRetentionBatch).
+  void ApplyRetention();
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
   // After a coordinator restart, node 0's worker is back but the master port was never
@@ -307,7 +353,7 @@ class JobManager {
   const FifoScheduler default_scheduler_;
   const Scheduler& scheduler_;
 
-  std::map<std::string, JobRecord> jobs_;  // by id; ids sort by submission order
+  std::map<std::string, JobRecord, JobIdLess> jobs_;  // by id, in submission order
   // Indexes, kept by Track/Attach/Detach.
   std::map<v1::JobState, int> jobs_by_state_;
   std::set<std::string> active_;    // jobs not in a terminal state
@@ -337,6 +383,11 @@ class JobManager {
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
   LogBroker logs_;
+  // Files of deleted jobs that workers are yet to remove: worker -> job id -> when to ask
+  // again (monotonic ms; 0: asked, no answer yet).
+  std::map<std::string, std::map<std::string, int64_t>> file_deletions_;
+  int64_t next_deletion_retry_mono_ms_ = 0;
+  int64_t next_retention_mono_ms_ = 0;
 };
 
 }  // namespace convoy

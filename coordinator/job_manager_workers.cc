@@ -120,6 +120,9 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
     }
     MaybeRunning(r);
   }
+  // Files of jobs deleted while it was away (or not yet confirmed): asked again now, after
+  // any Kill above (a worker keeps the files of an attempt that still runs).
+  SendFileDeletions(reg.name(), true);
   // A worker with free slots: jobs that wait are placed at the next tick (not here: 10,000
   // workers registering must not each run the scheduler).
   if (!waiting_.empty()) schedule_needed_ = true;
@@ -167,6 +170,9 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
       break;
     case v1::WorkerMessage::kLogData:
       OnLogData(worker, msg.log_data());
+      break;
+    case v1::WorkerMessage::kJobFilesDeleted:
+      OnJobFilesDeleted(worker, msg.job_files_deleted());
       break;
     default:
       spdlog::warn("worker {}: unexpected message (case {}); ignored", worker,
@@ -422,6 +428,11 @@ void JobManager::Tick() {
   if (!waiting_.empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
   if (schedule_needed_) TrySchedule();
   FlushDirty();
+  ApplyRetention();
+  if (!file_deletions_.empty() && now >= next_deletion_retry_mono_ms_) {
+    next_deletion_retry_mono_ms_ = now + 1000;
+    for (const auto& [worker, jobs] : file_deletions_) SendFileDeletions(worker, false);
+  }
 }
 
 void JobManager::AccountAndEnforceRuntime() {

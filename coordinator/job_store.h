@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -16,13 +17,26 @@
 
 namespace convoy {
 
+// A deleted job whose files a worker has yet to remove (DeleteJobFiles not yet answered
+// without error).
+struct FileDeletion {
+  std::string worker;
+  std::string job_id;
+  bool operator<(const FileDeletion& o) const {
+    return worker != o.worker ? worker < o.worker : job_id < o.job_id;
+  }
+};
+
 // One write of a batch: a job (with an event to append, or none), a worker, or a job's
-// metric history.
+// metric history; or a job's deletion, or a pending file deletion added or settled.
 struct StoreWrite {
   std::optional<v1::Job> job;  // set for a job write; its events are ignored
   std::optional<v1::JobEvent> event;
   std::optional<v1::WorkerInfo> worker;       // set for a worker write
   std::optional<v1::JobMetrics> job_metrics;  // set for a metric history write
+  std::optional<std::string> delete_job;      // the id of a job to delete (DeleteJob)
+  std::optional<FileDeletion> file_deletion;  // with `file_deletion_pending`
+  bool file_deletion_pending = false;         // true: record it; false: it is settled
 };
 
 class JobStore {
@@ -54,6 +68,18 @@ class JobStore {
   // Every stored metric history, by job id.
   virtual StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() = 0;
 
+  // Removes the job `id` with everything stored under its id (its attempts, events and
+  // metric history), in one transaction. A job that is not stored is no error.
+  virtual Status DeleteJob(const std::string& id) = 0;
+
+  // Records (`pending`) or settles (!`pending`) a worker's pending removal of a deleted
+  // job's files, so that it outlives a coordinator restart. Settling one that is not
+  // recorded is no error.
+  virtual Status SaveFileDeletion(const FileDeletion& deletion, bool pending) = 0;
+
+  // Every pending file deletion, by worker then job id.
+  virtual StatusOr<std::vector<FileDeletion>> LoadFileDeletions() = 0;
+
   // Applies `writes` in order, as if by SaveJob/SaveWorker one by one; all or nothing where
   // the store has transactions (SQLite: one transaction, one fsync). Where a job is written
   // more than once, only its last body (and its last metric history) needs writing, but every event
@@ -71,6 +97,14 @@ class JobStore {
       }
       if (w.job_metrics) {
         Status st = SaveJobMetrics(*w.job_metrics);
+        if (!st.ok()) return st;
+      }
+      if (w.delete_job) {
+        Status st = DeleteJob(*w.delete_job);
+        if (!st.ok()) return st;
+      }
+      if (w.file_deletion) {
+        Status st = SaveFileDeletion(*w.file_deletion, w.file_deletion_pending);
         if (!st.ok()) return st;
       }
     }

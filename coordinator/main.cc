@@ -154,6 +154,14 @@ int main(int argc, char** argv) {
                flags.scheduler == "fifo" ? ""
                                          : fmt::format(" (ageing: +1 priority per {} s waiting)",
                                                        flags.priority_ageing_s));
+  options.jobs.job_retention_ms = flags.job_retention_ms;
+  options.jobs.job_retention_count = flags.job_retention_count;
+  if (flags.job_retention != "0") {
+    spdlog::info("finished jobs are deleted {} (--job-retention)",
+                 flags.job_retention_count > 0
+                     ? "beyond the newest " + std::to_string(flags.job_retention_count)
+                     : "after " + flags.job_retention);
+  }
   Coordinator coordinator(clock, **store, options);
 
   std::unique_ptr<MetricsExporter> exporter;

@@ -13,8 +13,8 @@
 namespace convoy {
 namespace {
 
-// job_metrics was added without a version change: CREATE TABLE IF NOT EXISTS adds it to an
-// older file, and an older coordinator ignores it.
+// job_metrics and file_deletions were added without a version change: CREATE TABLE IF NOT
+// EXISTS adds them to an older file, and an older coordinator ignores them.
 constexpr int kSchemaVersion = 1;
 // PRAGMA application_id of a Convoy state database ("CNVY").
 constexpr int kApplicationId = 0x434e5659;
@@ -48,6 +48,11 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS job_metrics (
   job_id TEXT PRIMARY KEY,
   body BLOB NOT NULL           -- v1.JobMetrics, written apart from the job when it changes
+);
+CREATE TABLE IF NOT EXISTS file_deletions (
+  worker TEXT NOT NULL,        -- a worker yet to remove the files of
+  job_id TEXT NOT NULL,        -- this deleted job (DeleteJobFiles not yet answered)
+  PRIMARY KEY (worker, job_id)
 );
 CREATE TABLE IF NOT EXISTS workers (
   name TEXT PRIMARY KEY,
@@ -294,6 +299,10 @@ Status SqliteJobStore::Write(const std::vector<StoreWrite>& writes) {
       if (w.job_metrics && last_metrics[w.job_metrics->job_id()] == i) {
         CONVOY_RETURN_IF_ERROR(WriteJobMetrics(*w.job_metrics));
       }
+      if (w.delete_job) CONVOY_RETURN_IF_ERROR(RemoveJob(*w.delete_job));
+      if (w.file_deletion) {
+        CONVOY_RETURN_IF_ERROR(WriteFileDeletion(*w.file_deletion, w.file_deletion_pending));
+      }
     }
     return Status::Ok();
   });
@@ -381,6 +390,46 @@ StatusOr<std::vector<v1::JobMetrics>> SqliteJobStore::LoadJobMetrics() {
     out.push_back(std::move(m));
   }
   if (rc != SQLITE_DONE) return Error("read job_metrics");
+  return out;
+}
+
+Status SqliteJobStore::DeleteJob(const std::string& id) {
+  return InTransaction([&] { return RemoveJob(id); });
+}
+
+Status SqliteJobStore::RemoveJob(const std::string& id) {
+  for (const char* sql :
+       {"DELETE FROM events WHERE job_id = ?", "DELETE FROM attempts WHERE job_id = ?",
+        "DELETE FROM job_metrics WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
+    Stmt s(Cached(sql));
+    if (!s.ok()) return Error("prepare the deletion of " + id);
+    s.Text(1, id);
+    if (s.Step() != SQLITE_DONE) return Error("delete job " + id);
+  }
+  return Status::Ok();
+}
+
+Status SqliteJobStore::SaveFileDeletion(const FileDeletion& deletion, bool pending) {
+  return WriteFileDeletion(deletion, pending);
+}
+
+Status SqliteJobStore::WriteFileDeletion(const FileDeletion& deletion, bool pending) {
+  Stmt s(Cached(pending ? "INSERT OR IGNORE INTO file_deletions(worker, job_id) VALUES(?, ?)"
+                        : "DELETE FROM file_deletions WHERE worker = ? AND job_id = ?"));
+  if (!s.ok()) return Error("prepare file_deletions");
+  s.Text(1, deletion.worker);
+  s.Text(2, deletion.job_id);
+  if (s.Step() != SQLITE_DONE) return Error("write the file deletion of " + deletion.job_id);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<FileDeletion>> SqliteJobStore::LoadFileDeletions() {
+  std::vector<FileDeletion> out;
+  Stmt s(db_, "SELECT worker, job_id FROM file_deletions ORDER BY worker, job_id");
+  if (!s.ok()) return Error("read file_deletions");
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.ColumnText(0), s.ColumnText(1)});
+  if (rc != SQLITE_DONE) return Error("read file_deletions");
   return out;
 }
 

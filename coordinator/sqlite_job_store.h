@@ -31,6 +31,9 @@ class SqliteJobStore : public JobStore {
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
   Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
   StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
+  Status DeleteJob(const std::string& id) override;
+  Status SaveFileDeletion(const FileDeletion& deletion, bool pending) override;
+  StatusOr<std::vector<FileDeletion>> LoadFileDeletions() override;
   // One transaction: each job's body and attempts once (its last write), each metric
   // history once (its last write), every event and worker in order.
   Status Write(const std::vector<StoreWrite>& writes) override;
@@ -48,6 +51,8 @@ class SqliteJobStore : public JobStore {
   Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
   Status WriteWorker(const v1::WorkerInfo& worker);
   Status WriteJobMetrics(const v1::JobMetrics& job_metrics);
+  Status RemoveJob(const std::string& id);
+  Status WriteFileDeletion(const FileDeletion& deletion, bool pending);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
   template <typename F>
   Status InTransaction(F&& body);

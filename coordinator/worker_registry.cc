@@ -119,4 +119,13 @@ std::vector<v1::WorkerInfo> WorkerRegistry::List() const {
   return out;
 }
 
+std::vector<v1::WorkerInfo> WorkerRegistry::ListAfter(const std::string& after, size_t limit,
+                                                      bool* more) const {
+  std::vector<v1::WorkerInfo> out;
+  auto it = after.empty() ? workers_.begin() : workers_.upper_bound(after);
+  for (; it != workers_.end() && out.size() < limit; ++it) out.push_back(it->second.info);
+  *more = it != workers_.end();
+  return out;
+}
+
 }  // namespace convoy

@@ -60,6 +60,9 @@ class WorkerRegistry {
 
   // Every known worker, by name, with last_heartbeat_unix_ms filled in.
   std::vector<v1::WorkerInfo> List() const;
+  // At most `limit` workers whose names sort after `after` (empty: from the first), by name;
+  // `more` says whether others follow. O(log workers + limit).
+  std::vector<v1::WorkerInfo> ListAfter(const std::string& after, size_t limit, bool* more) const;
 
   // How many known workers are in each state (states with none are absent). O(1).
   const std::map<v1::WorkerState, int>& counts() const { return counts_; }

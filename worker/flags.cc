@@ -65,6 +65,13 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
       ->capture_default_str();
+  app.add_option("--attempt-dir-retention", f->attempt_dir_retention_s,
+                 "remove a finished attempt's directory (rank logs) this long after it ended "
+                 "(90s, 12h, 7d; 0: keep it until the job is deleted)")
+      ->transform(CLI::AsNumberWithUnit(
+          std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}}))
+      ->check(CLI::Range(0.0, 3650 * 86400.0))
+      ->default_str("7d");
   app.add_option("--metrics-listen", f->metrics_listen,
                  "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")

@@ -62,6 +62,10 @@ struct WorkerFlags {
   // Per-rank log size before rotation (two rotated files are kept): 64 MiB holds hours of
   // a trainer's per-step lines while bounding the disk a runaway rank can fill (192 MiB).
   int64_t log_max_bytes = 64LL << 20;
+  // A finished attempt's directory (its rank logs) is removed this long after it ended
+  // (seconds; 0: kept until the job is deleted). A week leaves time to read the logs of a
+  // failure found on Monday morning; the job's checkpoints are not affected.
+  double attempt_dir_retention_s = 7 * 86400;
   // HOST:PORT of the worker's HTTP endpoint (/metrics, /healthz, /readyz). Empty: none. A
   // bare ":PORT" binds loopback only, like the coordinator's flag: exposing a port beyond
   // this machine is an explicit choice.

@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "common/clock.h"
@@ -17,6 +19,7 @@
 #include "common/fd_limit.h"
 #include "common/job_paths.h"
 #include "common/signals.h"
+#include "worker/attempt_dir_retention.h"
 #include "worker/check_config.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
@@ -145,6 +148,21 @@ int main(int argc, char** argv) {
   }
 
   supervisor.Start();
+  // --attempt-dir-retention: finished attempts' directories go after a while; a sweep every
+  // tenth of the retention (at most hourly) is early enough.
+  std::unique_ptr<AttemptDirRetention> retention;
+  if (flags.attempt_dir_retention_s > 0) {
+    const auto retention_ms = static_cast<int64_t>(flags.attempt_dir_retention_s * 1000);
+    retention =
+        std::make_unique<AttemptDirRetention>(config.work_dir, retention_ms, clock, [&supervisor] {
+          std::set<std::pair<std::string, int>> running;
+          for (const Supervisor::RankSample& r : supervisor.RankSamples()) {
+            if (r.running) running.insert({r.job_id, r.attempt});
+          }
+          return running;
+        });
+    retention->Start(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
+  }
   spdlog::info(
       "convoy-worker {} '{}' at {}: {} cores, {} GPUs, {} slots, work dir {}; "
       "coordinator {}",
@@ -156,7 +174,8 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("received {}: stopping every rank, then exiting",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
-  http.reset();       // probes fail from here on
+  http.reset();  // probes fail from here on
+  if (retention) retention->Stop();
   supervisor.Stop();  // reports the exits while the stream is still up
   connection.Shutdown();
   conn.join();

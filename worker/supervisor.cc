@@ -320,6 +320,9 @@ void Supervisor::Handle(const Command& cmd) {
       snapshot_dirty_ = true;
       break;
     }
+    case v1::CoordinatorMessage::kDeleteJobFiles:
+      DeleteJobFiles(msg.delete_job_files());
+      break;
     case v1::CoordinatorMessage::kRegisterAck:
       break;  // a repeated ack changes nothing
     default:

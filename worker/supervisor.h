@@ -203,6 +203,9 @@ class Supervisor {
   // Answers at once, or holds a request with wait_ms that has nothing to say yet.
   void ReadLogs(const v1::ReadLogs& req);
   void AnswerLogs(const v1::ReadLogs& req);
+  // Removes a deleted job's files (supervisor_cleanup.cc): its attempt directories and its
+  // job directory, keeping those of an attempt that still runs; answers JobFilesDeleted.
+  void DeleteJobFiles(const v1::DeleteJobFiles& req);
   // True while the rank runs and its log has no bytes at the request's offset.
   bool LogsWouldWait(const v1::ReadLogs& req) const;
   // Answers held requests whose log grew, whose rank exited, or whose wait is over.

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "common/util.h"
+#include "worker/attempt_dir_retention.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -220,6 +221,19 @@ void Supervisor::AnswerLogs(const v1::ReadLogs& req) {
     path = config_.work_dir + "/jobs/" + req.job_id() + "/attempt-" +
            std::to_string(req.attempt()) + "/rank-" + std::to_string(req.rank()) + ".log";
     if (!std::filesystem::exists(path)) path.clear();
+  }
+  // Removed by --attempt-dir-retention (worker/attempt_dir_retention.h): say so.
+  const bool removed =
+      IsValidName(req.job_id()) && req.attempt() >= 0 &&
+      access(AttemptTombstonePath(config_.work_dir, req.job_id(), req.attempt()).c_str(), F_OK) ==
+          0;
+  if (removed) {
+    d->set_removed(true);
+    d->set_error("the logs of attempt " + std::to_string(req.attempt()) + " of job " +
+                 req.job_id() + " were removed from worker " + config_.name +
+                 " after the attempt ended (its --attempt-dir-retention)");
+    Send(out);
+    return;
   }
   if (path.empty()) {
     d->set_error("no log for rank " + std::to_string(req.rank()) + " of attempt " +

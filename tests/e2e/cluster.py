@@ -73,9 +73,11 @@ def wait_for(predicate, timeout, what, interval=0.1):
 
 
 class Cluster:
-    def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000, secure=False):
+    def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000, secure=False,
+                 coordinator_extra=(), worker_extra=()):
         """secure: the default deployment (TLS with a CA made by `convoy-coordinator init`,
-        workers joined with a join token, the CLI with an admin token); else --insecure."""
+        workers joined with a join token, the CLI with an admin token); else --insecure.
+        coordinator_extra, worker_extra: more flags for the daemons."""
         self.dir = tempfile.mkdtemp(prefix="convoy-e2e-")
         # Run as root, workers run ranks as the `convoy` user (issue 12): it must reach the
         # jobs' directories (the workers' --job-root, shared like a network file system would
@@ -83,7 +85,8 @@ class Cluster:
         os.chmod(self.dir, 0o755)
         self.job_root = os.path.join(self.dir, "jobs")
         self.secure = secure
-        self.coordinator_extra = []
+        self.coordinator_extra = list(coordinator_extra)
+        self.worker_extra = list(worker_extra)
         self.port = free_port()
         self.metrics_port = free_port()
         self.target = f"127.0.0.1:{self.port}"
@@ -147,7 +150,7 @@ class Cluster:
             "--work-dir", os.path.join(self.dir, name), "--job-root", self.job_root,
             *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
               if self.secure else ["--insecure"]),
-            "--kill-grace-ms", str(self.kill_grace_ms), *extra])
+            "--kill-grace-ms", str(self.kill_grace_ms), *self.worker_extra, *extra])
 
     def signal(self, name, sig):
         self.procs[name].send_signal(sig)

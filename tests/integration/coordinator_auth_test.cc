@@ -131,6 +131,13 @@ class CoordinatorAuthTest : public ::testing::Test {
     v1::Job job;
     return stub.CancelJob(&ctx, req, &job);
   }
+  grpc::Status Delete(v1::JobService::Stub& stub, const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::DeleteJobRequest req;
+    req.set_job_id(id);
+    v1::DeleteJobResponse resp;
+    return stub.DeleteJob(&ctx, req, &resp);
+  }
   grpc::Status Logs(v1::JobService::Stub& stub, const std::string& id) {
     grpc::ClientContext ctx;
     v1::GetLogsRequest req;
@@ -195,6 +202,7 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/GetJobMetrics", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/SubmitJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/CancelJob", StatusCode::PERMISSION_DENIED},
+      {"/convoy.v1.JobService/DeleteJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/GetLogs", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JoinService/Join", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.WorkerService/Connect", StatusCode::UNAUTHENTICATED},  // no certificate
@@ -397,6 +405,22 @@ TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {
   EXPECT_EQ(job.state(), v1::CANCELLED);
   EXPECT_EQ(job.events(0).reason(), "submitted by alice");
   EXPECT_EQ(job.events(job.events_size() - 1).reason(), "cancelled by root");
+
+  // Deleting: the owner or an admin (jobs.delete), and only a finished job.
+  std::string running;
+  ASSERT_TRUE(Submit(*admin, "roots", &running).ok());
+  st = Delete(*bob, id);
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("jobs.delete"), std::string::npos) << st.error_message();
+  st = Delete(*admin, running);
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("cancel it first"), std::string::npos) << st.error_message();
+  ASSERT_TRUE(Delete(*alice, id).ok());
+  grpc::ClientContext get_ctx;
+  v1::GetJobRequest get;
+  get.set_job_id(id);
+  EXPECT_EQ(admin->GetJob(&get_ctx, get, &job).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Delete(*alice, id).error_code(), StatusCode::NOT_FOUND);
 }
 
 TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {

@@ -180,8 +180,9 @@ TEST_F(CoordinatorGrpcTest, LogsAreFetchedFromTheWorkerThatRanTheRank) {
   while (missing->Read(&chunk)) {
   }
   grpc::Status st = missing->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_NE(st.error_message().find("rank 3"), std::string::npos);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // `convoy logs` exits 2
+  EXPECT_NE(st.error_message().find("has no rank 3; its ranks are 0"), std::string::npos)
+      << st.error_message();
 }
 
 // Runs `job` (one rank on `w`) up to RUNNING: reserve port, launch, started.

@@ -52,4 +52,27 @@ StatusOr<std::vector<v1::JobMetrics>> MemoryJobStore::LoadJobMetrics() {
   return out;
 }
 
+Status MemoryJobStore::DeleteJob(const std::string& id) {
+  if (fail_next_write_) {
+    fail_next_write_ = false;
+    return Status::Internal("injected write failure");
+  }
+  jobs_.erase(id);
+  job_metrics_.erase(id);
+  return Status::Ok();
+}
+
+Status MemoryJobStore::SaveFileDeletion(const FileDeletion& deletion, bool pending) {
+  if (pending) {
+    file_deletions_.insert(deletion);
+  } else {
+    file_deletions_.erase(deletion);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<FileDeletion>> MemoryJobStore::LoadFileDeletions() {
+  return std::vector<FileDeletion>(file_deletions_.begin(), file_deletions_.end());
+}
+
 }  // namespace convoy

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "coordinator/job_store.h"
 
@@ -15,6 +18,9 @@ class MemoryJobStore : public JobStore {
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
   Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
   StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
+  Status DeleteJob(const std::string& id) override;
+  Status SaveFileDeletion(const FileDeletion& deletion, bool pending) override;
+  StatusOr<std::vector<FileDeletion>> LoadFileDeletions() override;
 
   // How many metric histories were written (tests of "written only when changed").
   int job_metrics_writes() const { return job_metrics_writes_; }
@@ -27,6 +33,7 @@ class MemoryJobStore : public JobStore {
   std::map<std::string, v1::Job> jobs_;  // events kept in Job.events
   std::map<std::string, v1::WorkerInfo> workers_;
   std::map<std::string, v1::JobMetrics> job_metrics_;
+  std::set<FileDeletion> file_deletions_;
   int job_metrics_writes_ = 0;
 };
 

@@ -38,6 +38,10 @@ InProcessWorker::~InProcessWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::string InProcessWorker::job_root() const {
+  return std::filesystem::canonical(work_dir_ + "/job-root").string();
+}
+
 // ---- TestCluster
 
 TestCluster::Options TestCluster::DefaultOptions() {
@@ -59,7 +63,8 @@ void TestCluster::StartCoordinator() {
   auto store = SqliteJobStore::Open(dir_ / "convoy.db");
   ASSERT_TRUE(store.ok()) << store.status().message();
   store_ = std::move(*store);
-  coordinator_ = std::make_unique<Coordinator>(clock_, *store_, options_.coordinator);
+  coordinator_ = std::make_unique<Coordinator>(options_.clock != nullptr ? *options_.clock : clock_,
+                                               *store_, options_.coordinator);
   Status st = coordinator_->Start();
   ASSERT_TRUE(st.ok()) << st.message();
   ServerSecurity security = InsecureForTests();

@@ -60,6 +60,9 @@ class InProcessWorker {
   ~InProcessWorker();
   const std::string& name() const { return name_; }
   const std::string& work_dir() const { return work_dir_; }
+  // Where its jobs' own directories are (<work_dir>/job-root, canonical).
+  std::string job_root() const;
+  Supervisor& supervisor() { return *supervisor_; }
 
  private:
   friend class TestCluster;
@@ -81,6 +84,10 @@ class TestCluster {
     // (as convoy-coordinator serves by default). false: --insecure.
     bool secure = false;
     AuthOptions auth;  // limits per token when secure
+    // The coordinator's clock (not owned; must outlive the cluster); null: the system's.
+    // A FakeClock here moves only the coordinator's time (retention, timeouts); workers
+    // keep the system clock.
+    const Clock* clock = nullptr;
   };
   // Short timeouts that keep tests quick (failure window 100 ms, worker timeout 10 s).
   static Options DefaultOptions();
@@ -98,6 +105,8 @@ class TestCluster {
   Coordinator& coordinator() { return *coordinator_; }
   v1::JobService::Stub& jobs() { return *job_stub_; }
   const TempDir& dir() const { return dir_; }
+  // The state database (SQLite), for tests that look at its rows.
+  std::string db_path() const { return dir_ / "convoy.db"; }
 
   // Connects a scripted worker, reporting `attempts` as a worker that comes back does, and
   // waits for its RegisterAck. When secure, with a client certificate for `name`.

@@ -74,10 +74,20 @@ TEST_F(ClientFormatTest, JsonUsesProtoNamesEnumNamesAndPrintsDefaults) {
   v1::ListJobsResponse list;
   *list.add_jobs() = job;
   EXPECT_EQ(ToJson(list).rfind(R"({"jobs":[{"id":"j-000001")", 0), 0u) << ToJson(list);
-  EXPECT_EQ(ToJson(v1::ListJobsResponse()), R"({"jobs":[]})");
+  EXPECT_EQ(ToJson(v1::ListJobsResponse()), R"({"jobs":[],"next_page_token":""})");
   v1::SubmitJobResponse submitted;
   submitted.set_job_id("j-000002");
   EXPECT_EQ(ToJson(submitted), R"({"job_id":"j-000002"})");
+
+  // -o yaml: the same document in block style.
+  EXPECT_EQ(ToYaml(submitted), "job_id: j-000002");
+  const std::string yaml = ToYaml(list);
+  EXPECT_EQ(yaml.rfind("jobs:\n  - id: j-000001\n", 0), 0u) << yaml;
+  EXPECT_NE(yaml.find("\n    state: SUCCEEDED\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\n      procs_per_node: 2\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("created_unix_ms: \"0\""), std::string::npos) << yaml;
+  EXPECT_EQ(ToYaml(v1::ListJobsResponse()), "jobs: []\nnext_page_token: \"\"");
+  EXPECT_EQ(JsonToYaml(R"({"a":[1,2],"b":{"c":"x y"}})"), "a:\n  - 1\n  - 2\nb:\n  c: x y");
   v1::WatchJobResponse update;
   update.mutable_event()->set_to(v1::RUNNING);
   EXPECT_EQ(ToJson(update).rfind(R"({"event":{)", 0), 0u) << ToJson(update);

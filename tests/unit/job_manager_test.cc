@@ -658,7 +658,11 @@ TEST_F(JobManagerTest, LogRequestCarriesItsWaitAndFailsAfterWaitPlusTheAnswerTim
   ASSERT_EQ(got.size(), 2u);
   ASSERT_TRUE(got[1].ok());
   EXPECT_EQ(got[1]->data(), "hello");
-  EXPECT_EQ(jm_->RequestLogs(id, 7, 0, 0, 100, 0, fn).status().code(), StatusCode::kNotFound);
+  // A rank the job does not have is a usage error (the CLI exits 2), naming its ranks.
+  auto no_rank = jm_->RequestLogs(id, 7, 0, 0, 100, 0, fn);
+  EXPECT_EQ(no_rank.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_rank.status().message(), "job " + id + " has no rank 7; its ranks are 0")
+      << no_rank.status().message();
 }
 
 // ---- Persistence in batches

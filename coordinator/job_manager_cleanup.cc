@@ -1,0 +1,129 @@
+// JobManager: deleting finished jobs (DeleteJob and --job-retention), and the removal of
+// their files on the workers that ran them (DeleteJobFiles, answered by JobFilesDeleted).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state_machine.h"
+
+namespace convoy {
+
+StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
+                                                      const std::string& by) {
+  JobRecord* r = Find(id);
+  if (r == nullptr) return Status::NotFound("job " + id + " not found");
+  const v1::JobState state = r->job.state();
+  if (!IsTerminal(state)) {
+    return Status::FailedPrecondition("job " + id + " is " + StateName(state) +
+                                      ": cancel it first (convoy cancel " + id +
+                                      "), then delete it");
+  }
+  if (r->rt.attempt >= 0 && !r->rt.released) {
+    return Status::FailedPrecondition(
+        "job " + id + " is " + StateName(state) + " but the ranks of its attempt " +
+        std::to_string(r->rt.attempt) + " are still being stopped; try again in a few seconds");
+  }
+  std::set<std::string> workers;
+  for (const v1::Attempt& a : r->job.attempts()) {
+    for (const v1::NodeAssignment& n : a.nodes()) workers.insert(n.worker());
+  }
+  Status st = store_.DeleteJob(id);
+  if (!st.ok()) return Status::Unavailable("cannot delete job " + id + ": " + st.message());
+  for (const std::string& w : workers) {
+    (void)store_.SaveFileDeletion({w, id}, true);
+    file_deletions_[w][id] = 0;
+    v1::CoordinatorMessage msg;
+    msg.mutable_delete_job_files()->set_job_id(id);
+    channel_.Send(w, msg);  // not connected: sent when it registers
+  }
+  // Out of every index (a finished, released job is in none but these).
+  if (--jobs_by_state_[state] == 0) jobs_by_state_.erase(state);
+  auto owned = jobs_by_owner_.find({r->job.owner(), state});
+  if (owned != jobs_by_owner_.end() && --owned->second == 0) jobs_by_owner_.erase(owned);
+  for (const auto& [watch_id, fn] : r->watchers) watch_owner_.erase(watch_id);
+  active_.erase(id);
+  waiting_.erase(id);
+  attached_.erase(id);
+  dirty_.erase(id);
+  history_dirty_.erase(id);
+  jobs_.erase(id);
+  spdlog::info("job {} ({}) deleted{}; {} worker(s) told to remove its files", id, StateName(state),
+               by.empty() ? "" : " by " + by, workers.size());
+  return std::vector<std::string>(workers.begin(), workers.end());
+}
+
+std::vector<FileDeletion> JobManager::PendingFileDeletions() const {
+  std::vector<FileDeletion> out;
+  for (const auto& [worker, jobs] : file_deletions_) {
+    for (const auto& [id, retry] : jobs) out.push_back({worker, id});
+  }
+  return out;
+}
+
+void JobManager::OnJobFilesDeleted(const std::string& worker, const v1::JobFilesDeleted& msg) {
+  auto w = file_deletions_.find(worker);
+  if (w == file_deletions_.end()) return;
+  auto it = w->second.find(msg.job_id());
+  if (it == w->second.end()) return;
+  if (!msg.error().empty()) {
+    spdlog::warn("worker {} kept files of deleted job {}: {}; asking again in {} s", worker,
+                 msg.job_id(), msg.error(), kFileDeletionRetryMs / 1000);
+    it->second = clock_.NowMonotonicMs() + kFileDeletionRetryMs;
+    return;
+  }
+  spdlog::info("worker {} removed the files of deleted job {}", worker, msg.job_id());
+  (void)store_.SaveFileDeletion({worker, msg.job_id()}, false);
+  w->second.erase(it);
+  if (w->second.empty()) file_deletions_.erase(w);
+}
+
+void JobManager::SendFileDeletions(const std::string& worker, bool all) {
+  auto w = file_deletions_.find(worker);
+  if (w == file_deletions_.end()) return;
+  const int64_t now = clock_.NowMonotonicMs();
+  for (auto& [id, retry_at] : w->second) {
+    if (!all && (retry_at == 0 || now < retry_at)) continue;
+    v1::CoordinatorMessage msg;
+    msg.mutable_delete_job_files()->set_job_id(id);
+    if (!channel_.Send(worker, msg)) return;
+    retry_at = 0;
+  }
+}
+
+void JobManager::ApplyRetention() {
+  const int64_t now_mono = clock_.NowMonotonicMs();
+  if (now_mono < next_retention_mono_ms_) return;
+  next_retention_mono_ms_ = now_mono + kRetentionIntervalMs;
+  if (options_.job_retention_ms <= 0 && options_.job_retention_count <= 0) return;
+  // Finished jobs by when they ended (their last event), oldest first.
+  std::vector<std::pair<int64_t, std::string>> finished;
+  finished.reserve(jobs_.size() - active_.size());
+  for (const auto& [id, r] : jobs_) {
+    if (!IsTerminal(r.job.state())) continue;
+    const int64_t ended = r.job.events_size() > 0
+                              ? r.job.events(r.job.events_size() - 1).time_unix_ms()
+                              : r.job.updated_unix_ms();
+    finished.emplace_back(ended, id);
+  }
+  std::sort(finished.begin(), finished.end());
+  const int64_t now = clock_.NowUnixMs();
+  size_t over_count = 0;
+  if (options_.job_retention_count > 0 &&
+      finished.size() > static_cast<size_t>(options_.job_retention_count)) {
+    over_count = finished.size() - static_cast<size_t>(options_.job_retention_count);
+  }
+  size_t deleted = 0;
+  for (size_t i = 0; i < finished.size() && deleted < kRetentionBatch; ++i) {
+    const bool too_old =
+        options_.job_retention_ms > 0 && now - finished[i].first > options_.job_retention_ms;
+    if (!too_old && i >= over_count) break;  // sorted: every later job is newer
+    const JobRecord* r = Find(finished[i].second);
+    if (r == nullptr || (r->rt.attempt >= 0 && !r->rt.released)) continue;  // stopping
+    if (Delete(finished[i].second, "retention").ok()) ++deleted;
+  }
+  if (deleted == kRetentionBatch) next_retention_mono_ms_ = now_mono;  // more at the next tick
+}
+
+}  // namespace convoy

@@ -1,0 +1,226 @@
+// JobManager's deletion of finished jobs and its retention, with a fake clock, the in-memory
+// store and a fake worker channel: rows out of the store and memory, DeleteJobFiles to every
+// worker that ran the job (at once, or when it registers again), asked again until answered
+// without error, and all of it surviving a coordinator restart.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+
+#include "coordinator/job_manager.h"
+#include "tests/support/memory_job_store.h"
+
+namespace convoy {
+namespace {
+
+constexpr int64_t kDay = 86'400'000;
+
+class FakeChannel : public WorkerChannel {
+ public:
+  bool Send(const std::string& name, const v1::CoordinatorMessage& msg) override {
+    if (connected.count(name) == 0) return false;
+    sent.emplace_back(name, msg);
+    return true;
+  }
+  // The job ids of the DeleteJobFiles sent to `worker` since the last call.
+  std::vector<std::string> TakeDeletions(const std::string& worker) {
+    std::vector<std::string> out;
+    std::vector<std::pair<std::string, v1::CoordinatorMessage>> rest;
+    for (auto& [w, m] : sent) {
+      if (w == worker && m.has_delete_job_files()) {
+        out.push_back(m.delete_job_files().job_id());
+      } else {
+        rest.emplace_back(w, m);
+      }
+    }
+    sent = rest;
+    return out;
+  }
+  std::set<std::string> connected;
+  std::vector<std::pair<std::string, v1::CoordinatorMessage>> sent;
+};
+
+class JobCleanupTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Restart(); }
+  void Restart() {
+    registry_ = std::make_unique<WorkerRegistry>(clock_, 10 * kDay);
+    jm_ = std::make_unique<JobManager>(clock_, store_, *registry_, channel_, options_);
+    ASSERT_TRUE(jm_->Recover().ok());
+  }
+  void Register(const std::string& name) {
+    channel_.connected.insert(name);
+    v1::Register reg;
+    reg.set_name(name);
+    reg.set_address("10.0.0.1");
+    reg.set_slots(1);
+    jm_->OnRegister(reg);
+    jm_->Tick();
+  }
+  // Submits a 1-node job and, when a worker is free, runs it to SUCCEEDED on it.
+  std::string RunToSuccess() {
+    v1::JobSpec spec;
+    spec.set_name("job");
+    spec.set_nodes(1);
+    spec.set_procs_per_node(1);
+    spec.add_command("true");
+    auto id = jm_->Submit(spec);
+    EXPECT_TRUE(id.ok());
+    std::string worker;
+    for (auto& [w, m] : channel_.sent) {
+      if (m.has_reserve_port() && m.reserve_port().job_id() == *id) worker = w;
+    }
+    EXPECT_FALSE(worker.empty());
+    v1::WorkerMessage port;
+    port.mutable_port_reserved()->set_job_id(*id);
+    port.mutable_port_reserved()->set_port(40000);
+    jm_->OnWorkerMessage(worker, port);
+    v1::WorkerMessage started;
+    started.mutable_process_started()->set_job_id(*id);
+    started.mutable_process_started()->set_pid(7);
+    jm_->OnWorkerMessage(worker, started);
+    v1::WorkerMessage exited;
+    exited.mutable_process_exited()->set_job_id(*id);
+    jm_->OnWorkerMessage(worker, exited);
+    jm_->Tick();
+    channel_.sent.clear();
+    EXPECT_EQ(jm_->Get(*id)->state(), v1::SUCCEEDED);
+    return *id;
+  }
+  void Answer(const std::string& worker, const std::string& id, const std::string& error) {
+    v1::WorkerMessage msg;
+    msg.mutable_job_files_deleted()->set_job_id(id);
+    msg.mutable_job_files_deleted()->set_error(error);
+    jm_->OnWorkerMessage(worker, msg);
+  }
+  bool Stored(const std::string& id) {
+    auto jobs = store_.LoadJobs();
+    if (!jobs.ok()) return false;
+    const std::vector<v1::Job> all = std::move(*jobs);
+    for (const v1::Job& j : all) {
+      if (j.id() == id) return true;
+    }
+    return false;
+  }
+
+  FakeClock clock_;
+  MemoryJobStore store_;
+  FakeChannel channel_;
+  JobManagerOptions options_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<JobManager> jm_;
+};
+
+TEST_F(JobCleanupTest, OnlyFinishedJobsAreDeletedAndTheirWorkersToldToRemoveFiles) {
+  Register("w1");
+  const std::string done = RunToSuccess();
+  v1::JobSpec spec;
+  spec.set_name("waits");
+  spec.set_nodes(2);  // never fits on one worker: stays PENDING
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  const std::string pending = *jm_->Submit(spec);
+
+  auto refused = jm_->Delete(pending);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("cancel it first"), std::string::npos);
+  EXPECT_EQ(jm_->Delete("j-999999").status().code(), StatusCode::kNotFound);
+
+  auto workers = jm_->Delete(done);
+  ASSERT_TRUE(workers.ok()) << workers.status().message();
+  EXPECT_EQ(*workers, std::vector<std::string>{"w1"});
+  EXPECT_EQ(channel_.TakeDeletions("w1"), std::vector<std::string>{done});
+  EXPECT_FALSE(Stored(done));
+  EXPECT_EQ(jm_->Get(done).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(jm_->GetMetrics(done).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(jm_->GetStats().jobs.count(v1::SUCCEEDED), 0u);
+  EXPECT_EQ(jm_->List().size(), 1u);
+  // Pending until the worker confirms; an error keeps it and asks again later.
+  EXPECT_EQ(store_.LoadFileDeletions()->size(), 1u);
+  Answer("w1", done, "still running: attempt-0");
+  clock_.AdvanceMs(JobManager::kFileDeletionRetryMs - 1000);
+  jm_->Tick();
+  EXPECT_TRUE(channel_.TakeDeletions("w1").empty());
+  clock_.AdvanceMs(2000);
+  jm_->Tick();
+  EXPECT_EQ(channel_.TakeDeletions("w1"), std::vector<std::string>{done});
+  Answer("w1", done, "");
+  EXPECT_TRUE(store_.LoadFileDeletions()->empty());
+  EXPECT_TRUE(jm_->PendingFileDeletions().empty());
+}
+
+TEST_F(JobCleanupTest, AnOfflineWorkerIsToldWhenItRegistersEvenAfterACoordinatorRestart) {
+  Register("w1");
+  const std::string id = RunToSuccess();
+  channel_.connected.erase("w1");
+  jm_->OnDisconnect("w1");
+  ASSERT_TRUE(jm_->Delete(id).ok());
+  Restart();  // the pending removal is in the store
+  ASSERT_EQ(jm_->PendingFileDeletions().size(), 1u);
+  EXPECT_EQ(jm_->PendingFileDeletions()[0].worker, "w1");
+  Register("w1");
+  EXPECT_EQ(channel_.TakeDeletions("w1"), std::vector<std::string>{id});
+  Answer("w1", id, "");
+  Restart();
+  EXPECT_TRUE(jm_->PendingFileDeletions().empty());
+  // Another worker's answer for it changes nothing.
+  Register("w2");
+  Answer("w2", id, "");
+  EXPECT_TRUE(jm_->PendingFileDeletions().empty());
+}
+
+TEST_F(JobCleanupTest, RetentionByAgeDeletesFinishedJobsOnly) {
+  options_.job_retention_ms = 30 * kDay;
+  Restart();
+  Register("w1");
+  const std::string old_job = RunToSuccess();
+  clock_.AdvanceMs(20 * kDay);
+  const std::string newer = RunToSuccess();
+  v1::JobSpec spec;
+  spec.set_name("waits");
+  spec.set_nodes(2);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  const std::string pending = *jm_->Submit(spec);
+  clock_.AdvanceMs(11 * kDay);  // old_job ended 31 days ago, newer 11
+  jm_->Tick();
+  EXPECT_EQ(jm_->Get(old_job).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(Stored(old_job));
+  EXPECT_EQ(channel_.TakeDeletions("w1"), std::vector<std::string>{old_job});
+  EXPECT_TRUE(jm_->Get(newer).ok());
+  clock_.AdvanceMs(60 * kDay);
+  jm_->Tick();
+  EXPECT_EQ(jm_->Get(newer).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(jm_->Get(pending).ok()) << "an unfinished job is never expired";
+}
+
+TEST_F(JobCleanupTest, RetentionByCountKeepsTheNewestFinished) {
+  options_.job_retention_count = 2;
+  Restart();
+  Register("w1");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(RunToSuccess());
+    clock_.AdvanceMs(1000);
+  }
+  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  jm_->Tick();
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(jm_->Get(ids[i]).ok()) << ids[i];
+  for (int i = 3; i < 5; ++i) EXPECT_TRUE(jm_->Get(ids[i]).ok()) << ids[i];
+}
+
+TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
+  options_.job_retention_count = 1;
+  Restart();
+  Register("w1");
+  const size_t n = JobManager::kRetentionBatch + 5;
+  for (size_t i = 0; i < n; ++i) RunToSuccess();
+  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  jm_->Tick();
+  EXPECT_EQ(jm_->List().size(), n - JobManager::kRetentionBatch);
+  jm_->Tick();  // the rest at the next tick, without waiting for the interval
+  EXPECT_EQ(jm_->List().size(), 1u);
+}
+
+}  // namespace
+}  // namespace convoy
