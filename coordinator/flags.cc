@@ -120,6 +120,14 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
                  "the highest priority a user may give a job (admins: any)")
       ->check(CLI::Range(-1000, 1000))
       ->capture_default_str();
+  app.add_option("--max-slots-per-user", f->max_slots_per_user,
+                 "processes one user's jobs may run at once; more wait (0: no limit)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--max-queued-per-user", f->max_queued_per_user,
+                 "jobs one user may have waiting; more are refused (0: no limit)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

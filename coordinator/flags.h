@@ -72,6 +72,10 @@ struct CoordinatorFlags {
   double priority_ageing_s = 900;
   // The highest `priority` a user (not an admin) may ask for.
   int max_user_priority = 0;
+  // Quotas per user (0: none): processes their jobs run at once (over it, a job waits), and
+  // jobs they may have waiting (over it, a submit is refused).
+  int max_slots_per_user = 0;
+  int max_queued_per_user = 0;
   std::string log_level = "info";
   // --check-config: validate everything, start nothing (coordinator/check_config.h).
   bool check_config = false;

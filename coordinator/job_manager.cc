@@ -132,6 +132,16 @@ Status JobManager::Recover() {
 
 StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner) {
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  if (options_.max_queued_per_owner > 0 && !owner.empty()) {
+    int queued = 0;
+    for (const std::string& id : waiting_) queued += jobs_.at(id).job.owner() == owner ? 1 : 0;
+    if (queued >= options_.max_queued_per_owner) {
+      return Status::ResourceExhausted(
+          "quota: " + owner + " has " + std::to_string(queued) + " jobs waiting, the most " +
+          "a user may (--max-queued-per-user " + std::to_string(options_.max_queued_per_owner) +
+          "); submit again when one has started");
+    }
+  }
   char id[32];
   std::snprintf(id, sizeof(id), "j-%06lld", static_cast<long long>(next_job_number_));
   v1::Job job;

@@ -88,6 +88,10 @@ struct JobManagerOptions {
   int64_t reschedule_interval_ms = 5000;
   // Fair share: an owner's use of the cluster (slot-seconds) halves in this long.
   int64_t usage_half_life_ms = 3600 * 1000;
+  // Quota: jobs one owner may have waiting (PENDING or RESTARTING) at once; a submit past it
+  // is refused with RESOURCE_EXHAUSTED naming the quota. 0: no limit. Jobs without an owner
+  // (an --insecure coordinator's) are not counted.
+  int max_queued_per_owner = 0;
   // Retention (convoy-coordinator --job-retention): a finished job is deleted, as by
   // Delete, once it ended more than job_retention_ms ago, and beyond the newest
   // job_retention_count finished jobs (by when they ended). 0: no such limit (the library

@@ -145,6 +145,8 @@ int main(int argc, char** argv) {
   options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
   PriorityPolicy policy;
   policy.ageing_ms = static_cast<int64_t>(flags.priority_ageing_s * 1000);
+  policy.max_slots_per_owner = flags.max_slots_per_user;
+  options.jobs.max_queued_per_owner = flags.max_queued_per_user;
   const PriorityScheduler priority_scheduler(policy);
   const FifoScheduler fifo_scheduler;
   options.jobs.scheduler = flags.scheduler == "fifo"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 namespace convoy {
@@ -67,6 +68,18 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
     (r.ends_by_ms > 0 ? releases : open_ended).push_back({r.ends_by_ms, r.id, r.slots});
   }
 
+  // Processes each owner's jobs run now (quota), and as placements are made below.
+  std::map<std::string, int> owner_slots;
+  for (const RunningJob& r : ctx.running) {
+    for (const auto& [name, procs] : r.slots) owner_slots[r.owner] += procs;
+  }
+  auto needs = [&](const v1::JobSpec& spec, const std::vector<std::string>& chosen) {
+    int n = 0;
+    for (const std::string& name : chosen) n += ProcsPerNode(spec, capacity[by_name.at(name)].gpus);
+    return n;
+  };
+  const int quota = policy_.max_slots_per_owner;
+
   SchedulePlan plan;
   bool reserved = false;
   std::string holder;
@@ -81,6 +94,7 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
       const int procs = ProcsPerNode(*job.spec, w.gpus);
       w.free_slots -= procs;
       rel.slots.emplace_back(name, procs);
+      owner_slots[job.owner] += procs;
     }
     (rel.at_ms > 0 ? releases : open_ended).push_back(std::move(rel));
     plan.placements.push_back({job.id, chosen});
@@ -98,6 +112,22 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
   for (size_t i : order) {
     const WaitingJob& job = waiting[i];
     const v1::JobSpec& spec = *job.spec;
+    if (quota > 0 && !job.owner.empty()) {
+      // The job's size where it would run now, or on the idlest workers.
+      int size = spec.procs_per_node_gpu() ? 0 : spec.nodes() * spec.procs_per_node();
+      if (size == 0) {
+        if (auto where = PlaceGang(spec, capacity, job.preferred)) size = needs(spec, *where);
+      }
+      const int used = owner_slots[job.owner];
+      if (used + size > quota) {
+        wait(job, effective[i],
+             "over quota: " + job.owner + "'s running jobs use " + std::to_string(used) + " of " +
+                 std::to_string(quota) + " processes (--max-slots-per-user) and this one needs " +
+                 std::to_string(size),
+             0);
+        continue;
+      }
+    }
     if (!reserved) {
       if (auto chosen = PlaceGang(spec, capacity, job.preferred)) {
         take(job, *chosen);

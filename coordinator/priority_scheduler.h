@@ -15,7 +15,8 @@
 // estimated start. So the first-in-line job is never delayed by a job that started after it
 // became first in line; it starts by its estimate when every running job honours its
 // max_runtime (the JobManager stops attempts that exceed it), else as soon as the jobs on its
-// workers end. Jobs of higher effective priority that arrive later still go first.
+// workers end. Jobs of higher effective priority that arrive later still go first. A job
+// over its owner's quota (PriorityPolicy::max_slots_per_owner) waits without a reservation.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ namespace convoy {
 struct PriorityPolicy {
   // One step of effective priority per this much waiting (0: no ageing).
   int64_t ageing_ms = 15 * 60 * 1000;
+  // Quota: the processes one owner's jobs may run at once (0: no limit). A job that would
+  // take its owner past it waits, saying so, and holds no reservation. Jobs without an owner
+  // (an --insecure coordinator's) are not counted.
+  int max_slots_per_owner = 0;
 };
 
 class PriorityScheduler : public Scheduler {

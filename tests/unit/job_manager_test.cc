@@ -941,5 +941,30 @@ TEST_F(JobManagerTest, PhaseDurationsAreRecordedOnceEach) {
   EXPECT_TRUE(jm_->TakeFinished().empty());
 }
 
+// Issue 16: a user's waiting jobs are capped at submit, and what counts is what waits now:
+// a cancelled job gives its place back.
+TEST_F(JobManagerTest, QueuedQuotaRefusesPastItAndFreesWhatEnds) {
+  options_.max_queued_per_owner = 2;
+  Restart();
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  auto a = jm_->Submit(spec, "alice");
+  auto b = jm_->Submit(spec, "alice");
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = jm_->Submit(spec, "alice");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("quota: alice has 2 jobs waiting"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("--max-queued-per-user 2"), std::string::npos);
+  EXPECT_TRUE(jm_->Submit(spec, "bob").ok()) << "another user's queue is their own";
+  EXPECT_TRUE(jm_->Submit(spec, "").ok()) << "jobs without an owner are not counted";
+  ASSERT_TRUE(jm_->Cancel(*a, "", "alice").ok());
+  EXPECT_TRUE(jm_->Submit(spec, "alice").ok()) << "the cancelled job's place was not given back";
+}
+
 }  // namespace
 }  // namespace convoy

@@ -177,7 +177,8 @@ TEST(PrioritySchedulerTest, AJobThatEndsBeforeTheReservationMayUseItsSlots) {
   const QueueEntry* big = Entry(plan, "big");
   ASSERT_NE(big, nullptr);
   EXPECT_EQ(big->estimated_start_ms, kT0 + 60 * kMin);
-  EXPECT_NE(big->reason.find("starts when r-a ends (by its max_runtime)"), std::string::npos) << big->reason;
+  EXPECT_NE(big->reason.find("starts when r-a ends (by its max_runtime)"), std::string::npos)
+      << big->reason;
   const QueueEntry* slow = Entry(plan, "slow");
   ASSERT_NE(slow, nullptr);
   EXPECT_NE(slow->reason.find("max_runtime ends after big"), std::string::npos) << slow->reason;
@@ -261,6 +262,40 @@ TEST(PrioritySchedulerTest, AStreamOfSmallJobsNeverStarvesTheBigOne) {
   EXPECT_LE(started, 5) << "it should start once the jobs on its workers end (3 min at most)";
   EXPECT_EQ(SimulateBigJobStart(FifoScheduler(), 120), -1)
       << "FIFO with backfill was expected to starve it (the test's premise)";
+}
+
+TEST(PrioritySchedulerTest, AJobOverItsOwnersQuotaWaitsWithoutHoldingAnything) {
+  PriorityPolicy policy;
+  policy.max_slots_per_owner = 4;
+  const PriorityScheduler s(policy);
+  Queue q;
+  q.Add("alice-2", Spec(1, 2), "alice", kT0);  // 3 running + 2 > 4
+  q.Add("bob-4", Spec(2, 2), "bob", kT0 + 1);
+  q.Add("alice-1", Spec(1, 1), "alice", kT0 + 2);  // 3 + 1 = 4: fits the quota
+  ScheduleContext ctx;
+  ctx.now_ms = kT0 + 10;
+  ctx.running = {{"r", "alice", 0, 0, {{"a", 3}}}};
+  SchedulePlan plan = s.Plan(q.jobs, {{"a", 1, 0}, {"b", 4, 0}, {"c", 4, 0}}, ctx);
+  // alice-2 is over quota: it holds nothing, bob's job and alice's small one start.
+  auto placed = Ids(plan.placements);
+  std::sort(placed.begin(), placed.end());
+  EXPECT_EQ(placed, (std::vector<std::string>{"alice-1", "bob-4"}));
+  const QueueEntry* over = Entry(plan, "alice-2");
+  ASSERT_NE(over, nullptr);
+  EXPECT_NE(over->reason.find("over quota: alice's running jobs use 3 of 4 processes "
+                              "(--max-slots-per-user) and this one needs 2"),
+            std::string::npos)
+      << over->reason;
+  // The running job ended (the accounting is what runs now): alice-2 starts.
+  ctx.running.clear();
+  Queue again;
+  again.Add("alice-2", Spec(1, 2), "alice", kT0);
+  plan = s.Plan(again.jobs, {{"a", 4, 0}}, ctx);
+  EXPECT_EQ(Ids(plan.placements), std::vector<std::string>{"alice-2"});
+  // Jobs without an owner are not counted.
+  Queue local;
+  local.Add("j", Spec(1, 8), "", kT0);
+  EXPECT_EQ(Ids(s.Plan(local.jobs, {{"a", 8, 0}}, ctx).placements), std::vector<std::string>{"j"});
 }
 
 }  // namespace
