@@ -89,7 +89,7 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
       {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
       {"--amp", choice(&o->amp, {"off", "bf16"})},
-      {"--threads", int_flag(&o->threads, 0, 1024)},
+      {"--threads", int_flag(&o->threads, 1, 1024)},
       {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},
       {"--save-params", text(&o->save_params)},

@@ -33,7 +33,7 @@ struct Options {
   // Mixed precision on GPU: "off" or "bf16" (autocast of forward and loss to bfloat16; its
   // exponent range needs no loss scaling). Refused on CPU.
   std::string amp = "off";
-  int threads = 0;     // 0: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE
+  int threads = 0;     // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
   bool eval = true;    // test accuracy after each epoch
   int log_every = 50;  // human-readable progress lines
   int pg_timeout_s = 300;
