@@ -87,9 +87,20 @@ def trainer_parts(s, launched):
             ("first step", s["first_step_unix"] - s["rendezvous_unix"])]
 
 
+def fills_data_cache():
+    """Whether these binaries' workers fill the data cache at start (issue 17)."""
+    with open(os.path.join(BIN, "convoy-trainer"), "rb") as f:
+        return b"--fill-data-cache" in f.read()
+
+
 def convoy_once(steps_before_kill):
     c = Cluster(workers=2)
     try:
+        if fills_data_cache():
+            # A worker that has been up a moment: its data cache is filled (a worker that has
+            # just started is still decompressing, and its first ranks wait for that).
+            wait_for(lambda: all("data cache" in c.logs_of(w) for w in ("w1", "w2")), 60,
+                     "the workers' data caches")
         spec_path = os.path.join(c.dir, "spec.json")
         with open(spec_path, "w") as f:
             json.dump(trainer_spec(max_steps=100000, max_restarts=1, trainer=TRAINER), f)

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (options.fill_data_cache) return convoy::trainer::FillDataCache(options);
     return convoy::trainer::Run(options);
   } catch (const std::exception& e) {
     std::cerr << "convoy-trainer: error: " << e.what() << std::endl;

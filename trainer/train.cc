@@ -149,6 +149,19 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
 
 }  // namespace
 
+int FillDataCache(const Options& o) {
+  if (o.data_cache.empty()) {
+    std::cerr << "convoy-trainer: --fill-data-cache needs --data-cache or CONVOY_CACHE_DIR"
+              << std::endl;
+    return 2;
+  }
+  const Dataset train = LoadFashionMnist(o.data_dir, "train", 0, o.data_cache);
+  const Dataset test = LoadFashionMnist(o.data_dir, "t10k", 0, o.data_cache);
+  std::cout << "data cache " << o.data_cache << ": " << train.source_note << "; "
+            << test.source_note << std::endl;
+  return 0;
+}
+
 int Run(const Options& o) {
   const auto t_main = Clock::now();
   const double age_at_main = ProcessAgeSeconds();
@@ -180,8 +193,9 @@ int Run(const Options& o) {
             << ", mixed precision " << o.amp << ", intra-op threads " << threads << ", BLAS "
             << LoadedBlas() << std::endl;
 
-  const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit);
-  const Dataset test = LoadFashionMnist(o.data_dir, "t10k");
+  const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit, o.data_cache);
+  const Dataset test = LoadFashionMnist(o.data_dir, "t10k", 0, o.data_cache);
+  std::cout << "data: " << train.source_note << "; " << test.source_note << std::endl;
   startup.emplace_back("data_unix", UnixSeconds());
 
   torch::manual_seed(static_cast<uint64_t>(o.seed));

@@ -19,6 +19,7 @@
 #include "worker/check_config.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
+#include "worker/data_cache_dir.h"
 #include "worker/flags.h"
 #include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
@@ -94,6 +95,15 @@ int main(int argc, char** argv) {
   }
   config.run_as = *rank_user;
   config.job_root = *job_root;
+  // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
+  auto cache_dir = PrepareDataCacheDir(config.work_dir, config.run_as);
+  if (cache_dir.ok()) {
+    config.data_cache_dir = *cache_dir;
+    FillDataCacheInBackground(config.trainer_path, config.data_cache_dir, config.run_as,
+                              config.env);
+  } else {
+    spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
+  }
   for (const std::string& p : flags.data_paths) {
     auto root = CanonicalPath(p);
     if (root.ok()) config.data_paths.push_back(*root);
