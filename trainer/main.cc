@@ -2,6 +2,7 @@
 // convoy-worker (or torchrun, or by hand) with the torchrun environment.
 #include <malloc.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -12,19 +13,12 @@
 
 #include "trainer/options.h"
 #include "trainer/train.h"
+#include "trainer/zygote_protocol.h"
 
-int main(int argc, char** argv) {
-  // Every step frees and reallocates megabytes of gradients and activations. With glibc's
-  // adaptive thresholds, some runs ended up returning them to the kernel each step and
-  // faulting them back in: 5x slower (730 against 3,900 samples/s, one process, 2 threads);
-  // setting the trim threshold alone fixes the mmap threshold at 128 KiB: 10x slower.
-  // Keep freed memory in the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
-    std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
-    return 0;
-  }
+namespace {
+
+// One rank: in this process, or in a child forked by the warm trainer.
+int RankMain(int argc, char** argv) {
   convoy::trainer::Options options;
   const std::string err = convoy::trainer::ParseOptions(argc, argv, &options);
   if (!err.empty()) {
@@ -38,4 +32,26 @@ int main(int argc, char** argv) {
     std::cerr << "convoy-trainer: error: " << e.what() << std::endl;
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every step frees and reallocates megabytes of gradients and activations. With glibc's
+  // adaptive thresholds, some runs ended up returning them to the kernel each step and
+  // faulting them back in: 5x slower (730 against 3,900 samples/s, one process, 2 threads);
+  // setting the trim threshold alone fixes the mmap threshold at 128 KiB: 10x slower.
+  // Keep freed memory in the heap instead.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
+    return 0;
+  }
+  // The warm trainer (trainer/zygote_protocol.h), started by a worker: LibTorch is loaded
+  // and registered by now; it forks ranks that run RankMain and starts nothing itself.
+  if (argc == 4 && std::strcmp(argv[1], "--zygote") == 0) {
+    return convoy::zygote::Serve(std::atoi(argv[2]), &RankMain);
+  }
+  return RankMain(argc, argv);
 }

@@ -26,6 +26,7 @@
 #include "worker/rank_env.h"
 #include "worker/resources.h"
 #include "worker/supervisor.h"
+#include "worker/warm_trainer.h"
 #include "worker/worker_metrics.h"
 
 int main(int argc, char** argv) {
@@ -128,8 +129,12 @@ int main(int argc, char** argv) {
   (*credentials)->StartRenewal();
   CoordinatorConnection connection(flags.coordinator,
                                    flags.insecure ? nullptr : credentials->get());
-  PosixProcessLauncher launcher;
-  Supervisor supervisor(config, launcher, connection, clock);
+  PosixProcessLauncher cold_launcher;
+  // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
+  WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
+  ProcessLauncher* launcher = &cold_launcher;
+  if (flags.warm_trainers > 0 && warm_launcher.Start()) launcher = &warm_launcher;
+  Supervisor supervisor(config, *launcher, connection, clock);
   connection.SetSupervisor(&supervisor);
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
   std::unique_ptr<MetricsHttpServer> http;
