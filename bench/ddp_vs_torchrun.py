@@ -7,28 +7,26 @@ the ratios. Not a test: it asserts nothing.
 """
 
 import argparse
-import json
+import glob
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINER = os.environ.get("CONVOY_TRAINER", os.path.join(ROOT, "build/bin/convoy-trainer"))
 PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_output import parse_accuracy, summaries  # noqa: E402
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def summaries(text):
-    return [json.loads(l.split("summary ", 1)[1]) for l in text.splitlines()
-            if "summary {" in l]
 
 
 def run_convoy(world, args):
@@ -49,12 +47,21 @@ def run_convoy(world, args):
 def run_torchrun(world, args):
     # --redirects/--tee spelled out: Debian's torchrun 1.13 on Python 3.11 crashes on the
     # defaults (IntFlag no longer iterates NONE/ALL); stdout is tee'd with a rank prefix.
-    cmd = [PY, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
-           "--nproc_per_node", str(world),
-           "--master_port", str(free_port()), os.path.join(ROOT, "bench/torch_ddp.py"), *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    return summaries(r.stdout + r.stderr), r.stdout + r.stderr
+    # The tee'd console output of two ranks can interleave within a line; each rank's own
+    # stdout.log under --log_dir cannot, so the summaries are read from those.
+    with tempfile.TemporaryDirectory(prefix="torchrun-logs-") as log_dir:
+        cmd = [PY, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
+               "--log_dir", log_dir, "--nproc_per_node", str(world),
+               "--master_port", str(free_port()), os.path.join(ROOT, "bench/torch_ddp.py"), *args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        per_rank = ""
+        for path in sorted(glob.glob(os.path.join(log_dir, "*", "attempt_*", "*", "stdout.log"))):
+            with open(path, errors="replace") as f:
+                per_rank += f.read() + "\n"
+    out = r.stdout + r.stderr
+    s = summaries(per_rank)
+    return (s if len(s) == world else summaries(out)), out
 
 
 # (label, world, runner, extra convoy-trainer flags)
@@ -126,9 +133,9 @@ def main():
             s, out = fn(2, ["--batch-size", "32", "--epochs", "3", "--threads", "1"])
             reached = None
             for line in out.splitlines():
-                if "rank 0 epoch" in line and "test accuracy" in line:
-                    acc = float(line.split("test accuracy ")[1].split("%")[0])
-                    at = float(line.rsplit(" at ", 1)[1].split()[0])
+                parsed = parse_accuracy(line)  # None for interleaved or malformed lines
+                if parsed is not None and parsed[0] == 0:
+                    _, _, acc, at = parsed
                     print(f"  {name}: {line.strip()}")
                     if reached is None and acc >= 88.0:
                         reached = at

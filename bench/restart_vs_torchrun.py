@@ -14,7 +14,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -22,6 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("CONVOY_BIN_DIR", os.path.join(ROOT, "build/bin"))
 sys.path.insert(0, os.path.join(ROOT, "tests/e2e"))
 from cluster import Cluster, rank_pid, trainer_spec, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_output import parse_step  # noqa: E402
 
 
 def free_port():
@@ -68,13 +69,13 @@ def torchrun_once():
     def reader():
         for line in p.stdout:
             lines.append(line)
-            if "STEP " in line:
-                _, restart, rank, step = line.split("STEP ", 1)[1].split()[-3:] and \
-                    ["STEP"] + line.split("STEP ", 1)[1].split()[:3]
-                if restart == "0" and int(step) > 20 and state["t_kill"] is None:
-                    state["steps"] = int(step)
+            parsed = parse_step(line)  # None for interleaved or malformed lines
+            if parsed is not None:
+                restart, _, step = parsed
+                if restart == 0 and step > 20 and state["t_kill"] is None:
+                    state["steps"] = step
                     done.set()
-                if restart == "1" and state["t_restart"] is None:
+                if restart == 1 and state["t_restart"] is None:
                     state["t_restart"] = time.time()
                     done.set()
     threading.Thread(target=reader, daemon=True).start()

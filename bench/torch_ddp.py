@@ -64,18 +64,25 @@ def main():
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--no-eval", action="store_true")
     p.add_argument("--print-steps", action="store_true", help="a STEP line per step (restart bench)")
+    p.add_argument("--print-startup", action="store_true",
+                   help="a startup {...} line of phase times at the first step (start_latency)")
     a = p.parse_args()
+    startup = {"start_unix": time.time() - age0 - (time.monotonic() - t_main),
+               "main_unix": time.time() - (time.monotonic() - t_main)}
     if a.threads:
         torch.set_num_threads(a.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     x, y = load(a.data_dir, "train")
     tx, ty = load(a.data_dir, "t10k")
+    startup["data_unix"] = time.time()
     torch.manual_seed(a.seed)
     model = Cnn()
+    startup["model_unix"] = time.time()
     if world > 1:
         dist.init_process_group("gloo")
         model = nn.parallel.DistributedDataParallel(model)
+    startup["rendezvous_unix"] = time.time()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     sampler = torch.utils.data.distributed.DistributedSampler(
         torch.utils.data.TensorDataset(x, y), num_replicas=world, rank=rank, shuffle=True,
@@ -106,6 +113,11 @@ def main():
                       flush=True)
             if step == 1:
                 first_step_s = age0 + time.monotonic() - t_main
+                if a.print_startup:
+                    startup["first_step_unix"] = time.time()
+                    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+                    print("startup " + json.dumps({"rank": rank, "attempt": restart, **startup}),
+                          flush=True)
         if not a.no_eval:
             with torch.no_grad():
                 mine = torch.arange(rank, len(ty), world)

@@ -121,12 +121,21 @@ Status ValidateTrainer(const v1::TrainerSpec& t) {
   if (!t.model().empty()) {
     CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.model", t.model(), {"fmnist-cnn", "mlp", "resnet"}));
   }
-  CONVOY_RETURN_IF_ERROR(CheckRange("trainer.epochs", t.epochs(), 0, 10000));
+  // Fields with a default other than 0 are optional in the proto: absent takes the default,
+  // and a written value, 0 included, must be valid.
+  if (t.has_epochs()) {
+    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.epochs", t.epochs(), 1, 10000));
+  }
   CONVOY_RETURN_IF_ERROR(
       CheckRange<int64_t>("trainer.max_steps", t.max_steps(), 0, int64_t{1} << 40));
-  CONVOY_RETURN_IF_ERROR(CheckRange("trainer.batch_size", t.batch_size(), 0, 65536));
-  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.lr", t.lr()));
-  if (!(t.momentum() >= 0 && t.momentum() < 1)) {
+  if (t.has_batch_size()) {
+    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.batch_size", t.batch_size(), 1, 65536));
+  }
+  if (t.has_lr()) {
+    CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.lr", t.lr(), 1e3));
+    if (t.lr() == 0) return Invalid("trainer.lr", "must be greater than 0 (omit it for 0.01)");
+  }
+  if (t.has_momentum() && !(t.momentum() >= 0 && t.momentum() < 1)) {
     return Invalid("trainer.momentum", "must be in [0, 1), got " + std::to_string(t.momentum()));
   }
   CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.optimizer", t.optimizer(), {"", "sgd", "adam"}));
@@ -137,8 +146,15 @@ Status ValidateTrainer(const v1::TrainerSpec& t) {
   CONVOY_RETURN_IF_ERROR(
       CheckOneOf("trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"}));
   CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.amp", t.amp(), {"", "off", "bf16"}));
-  CONVOY_RETURN_IF_ERROR(CheckRange("trainer.accumulate", t.accumulate(), 0, 1024));
-  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.bucket_mb", t.bucket_mb(), 1024));
+  if (t.has_accumulate()) {
+    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.accumulate", t.accumulate(), 1, 1024));
+  }
+  if (t.has_bucket_mb()) {
+    CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.bucket_mb", t.bucket_mb(), 1024));
+    if (t.bucket_mb() < 0.001) {
+      return Invalid("trainer.bucket_mb", "must be at least 0.001 (omit it for the default, 25)");
+    }
+  }
   CONVOY_RETURN_IF_ERROR(
       CheckRange<int64_t>("trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40));
   CONVOY_RETURN_IF_ERROR(CheckPath("trainer.data_dir", t.data_dir()));

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Configures and builds Convoy into build/ (binaries in build/bin/).
+# Configures and builds Convoy into build/ (binaries in build/bin/). Arguments go to the first
+# configure. CONVOY_BUILD_TARGETS="a b" builds only those targets (and what they need); the
+# configuration stays the same, so a later full build (scripts/test.sh) still has every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -8,4 +10,9 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+TARGETS=()
+if [ -n "${CONVOY_BUILD_TARGETS:-}" ]; then
+  read -r -a names <<<"$CONVOY_BUILD_TARGETS"
+  TARGETS=(--target "${names[@]}")
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${TARGETS[@]}"

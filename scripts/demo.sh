@@ -16,7 +16,8 @@ ROOT=$(pwd)
 SPEC=${1:-examples/fmnist-2x1.yaml}
 
 scripts/install-deps.sh
-scripts/build.sh
+# Only what the demo runs (the tests are most of a full build: scripts/test.sh builds them).
+CONVOY_BUILD_TARGETS="convoy-coordinator convoy-worker convoy convoy-trainer" scripts/build.sh
 BIN=$ROOT/${BUILD_DIR:-build}/bin
 
 RUN_DIR=$(mktemp -d /tmp/convoy-demo.XXXXXX)

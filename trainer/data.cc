@@ -1,6 +1,6 @@
 #include "trainer/data.h"
 
-#include <zlib.h>
+#include "trainer/data_cache.h"
 
 #include <array>
 #include <stdexcept>
@@ -12,34 +12,22 @@ namespace {
 constexpr float kMean = 0.2860f;
 constexpr float kStd = 0.3530f;
 
-std::string ReadGz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) throw std::runtime_error(path + ": cannot open");
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  int err = 0;
-  const char* msg = gzerror(f, &err);
-  const bool bad = n < 0 || (err != Z_OK && err != Z_STREAM_END);
-  const std::string what = bad ? msg : "";
-  gzclose(f);
-  if (bad) throw std::runtime_error(path + ": truncated or corrupt gzip data (" + what + ")");
-  return out;
-}
-
-uint32_t BigEndian(const std::string& s, size_t off) {
-  return (uint32_t(uint8_t(s[off])) << 24) | (uint32_t(uint8_t(s[off + 1])) << 16) |
-         (uint32_t(uint8_t(s[off + 2])) << 8) | uint32_t(uint8_t(s[off + 3]));
+uint32_t BigEndian(const Bytes& b, size_t off) {
+  const uint8_t* s = b.data();
+  return (uint32_t(s[off]) << 24) | (uint32_t(s[off + 1]) << 16) | (uint32_t(s[off + 2]) << 8) |
+         uint32_t(s[off + 3]);
 }
 
 }  // namespace
 
-Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit) {
+Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit,
+                         const std::string& cache_dir) {
   const std::string ipath = dir + "/" + prefix + "-images-idx3-ubyte.gz";
   const std::string lpath = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
-  const std::string img = ReadGz(ipath);
-  const std::string lab = ReadGz(lpath);
+  CachedFile img_file = LoadGzCached(ipath, cache_dir);
+  CachedFile lab_file = LoadGzCached(lpath, cache_dir);
+  const Bytes& img = *img_file.bytes;
+  const Bytes& lab = *lab_file.bytes;
   if (img.size() < 16) throw std::runtime_error(ipath + ": truncated header");
   if (BigEndian(img, 0) != 2051) {
     throw std::runtime_error(ipath + ": wrong magic number " + std::to_string(BigEndian(img, 0)) +
@@ -70,17 +58,22 @@ Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int6
                              std::to_string(n) + " images in " + ipath);
   }
   for (int64_t i = 0; i < nl; ++i) {
-    if (uint8_t(lab[8 + i]) > 9) {
-      throw std::runtime_error(lpath + ": label " + std::to_string(uint8_t(lab[8 + i])) +
+    if (lab.data()[8 + i] > 9) {
+      throw std::runtime_error(lpath + ": label " + std::to_string(lab.data()[8 + i]) +
                                " at index " + std::to_string(i) + " is outside 0..9");
     }
   }
   const int64_t keep = limit > 0 ? std::min(limit, n) : n;
   Dataset d;
-  d.images = torch::from_blob(const_cast<char*>(img.data()) + 16, {keep, 1, 28, 28}, torch::kUInt8)
-                 .clone();
-  d.labels =
-      torch::from_blob(const_cast<char*>(lab.data()) + 8, {keep}, torch::kUInt8).to(torch::kInt64);
+  // The images stay where they are (a read-only mapping of the cache, shared by the ranks of
+  // the host, or the decompressed buffer): the tensor keeps them alive and is only read.
+  std::shared_ptr<const Bytes> keep_alive = img_file.bytes;
+  d.images = torch::from_blob(
+      const_cast<uint8_t*>(img.data()) + 16, {keep, 1, 28, 28}, [keep_alive](void*) {},
+      torch::kUInt8);
+  d.labels = torch::from_blob(const_cast<uint8_t*>(lab.data()) + 8, {keep}, torch::kUInt8)
+                 .to(torch::kInt64);
+  d.source_note = prefix + " images: " + img_file.note + "; labels: " + lab_file.note;
   return d;
 }
 

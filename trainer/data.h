@@ -15,8 +15,9 @@
 namespace convoy::trainer {
 
 struct Dataset {
-  torch::Tensor images;  // [N, 1, 28, 28] uint8, as in the file (a quarter of float's memory)
-  torch::Tensor labels;  // [N] int64 in [0, 9]
+  torch::Tensor images;     // [N, 1, 28, 28] uint8, as in the file (a quarter of float's memory)
+  torch::Tensor labels;     // [N] int64 in [0, 9]
+  std::string source_note;  // where the bytes came from, for the log (data_cache.h)
   int64_t size() const { return labels.size(0); }
   // Images idx[0..n) as normalised float32 ([0, 1] scaled by Fashion-MNIST's mean and std).
   // A plain loop over a lookup table: no ATen parallel region, so a background thread that
@@ -29,7 +30,10 @@ struct Dataset {
 // (prefix "train" or "t10k"). Throws std::runtime_error naming the file on: a missing or
 // truncated file, a wrong magic number, dimensions other than 28x28, label values outside
 // 0..9, or image and label counts that differ. `limit` > 0 keeps the first `limit` samples.
-Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit = 0);
+// Non-empty `cache_dir`: the decompressed files come from the per-host cache there
+// (trainer/data_cache.h), and `images` is a read-only view of its mapping: never write to it.
+Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit = 0,
+                         const std::string& cache_dir = "");
 
 // The indices rank `rank` of `world` visits in `epoch`, as DistributedSampler(shuffle=True,
 // seed, drop_last=False): a permutation seeded by seed + epoch, padded by wrapping so that

@@ -2,6 +2,7 @@
 // convoy-worker (or torchrun, or by hand) with the torchrun environment.
 #include <malloc.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -12,6 +13,28 @@
 
 #include "trainer/options.h"
 #include "trainer/train.h"
+#include "trainer/zygote_protocol.h"
+
+namespace {
+
+// One rank: in this process, or in a child forked by the warm trainer.
+int RankMain(int argc, char** argv) {
+  convoy::trainer::Options options;
+  const std::string err = convoy::trainer::ParseOptions(argc, argv, &options);
+  if (!err.empty()) {
+    std::cerr << "convoy-trainer: " << err << std::endl;
+    return 2;
+  }
+  try {
+    if (options.fill_data_cache) return convoy::trainer::FillDataCache(options);
+    return convoy::trainer::Run(options);
+  } catch (const std::exception& e) {
+    std::cerr << "convoy-trainer: error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Every step frees and reallocates megabytes of gradients and activations. With glibc's
@@ -25,16 +48,10 @@ int main(int argc, char** argv) {
     std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
     return 0;
   }
-  convoy::trainer::Options options;
-  const std::string err = convoy::trainer::ParseOptions(argc, argv, &options);
-  if (!err.empty()) {
-    std::cerr << "convoy-trainer: " << err << std::endl;
-    return 2;
+  // The warm trainer (trainer/zygote_protocol.h), started by a worker: LibTorch is loaded
+  // and registered by now; it forks ranks that run RankMain and starts nothing itself.
+  if (argc == 4 && std::strcmp(argv[1], "--zygote") == 0) {
+    return convoy::zygote::Serve(std::atoi(argv[2]), &RankMain);
   }
-  try {
-    return convoy::trainer::Run(options);
-  } catch (const std::exception& e) {
-    std::cerr << "convoy-trainer: error: " << e.what() << std::endl;
-    return 1;
-  }
+  return RankMain(argc, argv);
 }

@@ -84,12 +84,13 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, int64_t{1} << 40)},
       {"--checkpoint-dir", text(&o->checkpoint_dir)},
       {"--data-dir", text(&o->data_dir)},
+      {"--data-cache", text(&o->data_cache)},
       {"--seed", int_flag(&o->seed, 0, int64_t{1} << 40)},
       {"--backend", choice(&o->backend, {"gloo", "nccl", "auto"})},
       {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
       {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
       {"--amp", choice(&o->amp, {"off", "bf16"})},
-      {"--threads", int_flag(&o->threads, 0, 1024)},
+      {"--threads", int_flag(&o->threads, 1, 1024)},
       {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},
       {"--save-params", text(&o->save_params)},
@@ -99,6 +100,10 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
     std::string flag = argv[i];
     if (flag == "--no-eval") {
       o->eval = false;
+      continue;
+    }
+    if (flag == "--fill-data-cache") {
+      o->fill_data_cache = true;
       continue;
     }
     std::string value;
@@ -141,6 +146,9 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   if (const char* v = std::getenv("CONVOY_METRICS_SOCKET")) o->metrics_socket = v;
   if (o->checkpoint_dir.empty()) {
     if (const char* v = std::getenv("CONVOY_CHECKPOINT_DIR")) o->checkpoint_dir = v;
+  }
+  if (o->data_cache.empty()) {
+    if (const char* v = std::getenv("CONVOY_CACHE_DIR")) o->data_cache = v;
   }
   return "";
 }

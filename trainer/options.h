@@ -22,6 +22,9 @@ struct Options {
   int64_t checkpoint_every = 0;  // steps; 0 = at epoch ends only
   std::string checkpoint_dir;    // default: CONVOY_CHECKPOINT_DIR; empty = no checkpoints
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // The per-host cache of decompressed data (trainer/data_cache.h): --data-cache, else
+  // CONVOY_CACHE_DIR (set by the worker); empty: every start decompresses the .gz files.
+  std::string data_cache;
   int64_t seed = 1234;
   std::string backend = "gloo";
   // How gradients are summed between ranks on one host: "auto" (shared memory when every rank
@@ -33,9 +36,10 @@ struct Options {
   // Mixed precision on GPU: "off" or "bf16" (autocast of forward and loss to bfloat16; its
   // exponent range needs no loss scaling). Refused on CPU.
   std::string amp = "off";
-  int threads = 0;     // 0: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE
-  bool eval = true;    // test accuracy after each epoch
-  int log_every = 50;  // human-readable progress lines
+  int threads = 0;   // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
+  bool eval = true;  // test accuracy after each epoch
+  bool fill_data_cache = false;  // --fill-data-cache: fill the data cache, train nothing
+  int log_every = 50;            // human-readable progress lines
   int pg_timeout_s = 300;
   // Write the final parameters here (rank 0; other ranks to <path>.rank<R>), for tests.
   std::string save_params;

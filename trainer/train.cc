@@ -30,6 +30,10 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // Seconds since this process was started by the kernel (includes loading libtorch).
 double ProcessAgeSeconds() {
   ProcStat self;
@@ -145,9 +149,26 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
 
 }  // namespace
 
+int FillDataCache(const Options& o) {
+  if (o.data_cache.empty()) {
+    std::cerr << "convoy-trainer: --fill-data-cache needs --data-cache or CONVOY_CACHE_DIR"
+              << std::endl;
+    return 2;
+  }
+  const Dataset train = LoadFashionMnist(o.data_dir, "train", 0, o.data_cache);
+  const Dataset test = LoadFashionMnist(o.data_dir, "t10k", 0, o.data_cache);
+  std::cout << "data cache " << o.data_cache << ": " << train.source_note << "; "
+            << test.source_note << std::endl;
+  return 0;
+}
+
 int Run(const Options& o) {
   const auto t_main = Clock::now();
   const double age_at_main = ProcessAgeSeconds();
+  // Wall-clock times of the start-up phases, printed as one "startup {...}" line at the first
+  // step (bench/start_latency.py lines them up with the job's events).
+  std::vector<std::pair<const char*, double>> startup{{"start_unix", UnixSeconds() - age_at_main},
+                                                      {"main_unix", UnixSeconds()}};
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = o.threads;
   if (threads == 0) {
@@ -172,8 +193,10 @@ int Run(const Options& o) {
             << ", mixed precision " << o.amp << ", intra-op threads " << threads << ", BLAS "
             << LoadedBlas() << std::endl;
 
-  const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit);
-  const Dataset test = LoadFashionMnist(o.data_dir, "t10k");
+  const Dataset train = LoadFashionMnist(o.data_dir, "train", o.train_limit, o.data_cache);
+  const Dataset test = LoadFashionMnist(o.data_dir, "t10k", 0, o.data_cache);
+  std::cout << "data: " << train.source_note << "; " << test.source_note << std::endl;
+  startup.emplace_back("data_unix", UnixSeconds());
 
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   std::shared_ptr<Model> model = MakeModel(o.model);
@@ -192,11 +215,13 @@ int Run(const Options& o) {
     ClearGrads(model->parameters());
   }
 
+  startup.emplace_back("model_unix", UnixSeconds());
   const auto t_rdzv = Clock::now();
   std::unique_ptr<Dist> dist =
       Dist::Create(o.rank, o.world_size, o.master_addr, o.master_port, backend,
                    std::chrono::seconds(o.pg_timeout_s), o.allreduce, CountParameters(*model));
   const double rendezvous_s = Seconds(t_rdzv);
+  startup.emplace_back("rendezvous_unix", UnixSeconds());
   const std::vector<torch::Tensor> params = model->parameters();
   BroadcastFromRankZero(*dist, params, model->buffers());
   std::unique_ptr<GradSync> sync = MakeGradSync(o.ddp, params, *dist, o.bucket_mb);
@@ -297,6 +322,15 @@ int Run(const Options& o) {
         rec.push_back({"first_step_s", first_step_s});
         std::cout << "first step done " << age_at_main + Seconds(t_main)
                   << " s after process start, " << after_rdzv << " s after rendezvous" << std::endl;
+        startup.emplace_back("first_step_unix", UnixSeconds());
+        std::string line = "startup {\"rank\": " + std::to_string(o.rank) +
+                           ", \"attempt\": " + std::to_string(o.attempt);
+        for (const auto& [name, at] : startup) {
+          char buf[64];
+          std::snprintf(buf, sizeof(buf), ", \"%s\": %.3f", name, at);
+          line += buf;
+        }
+        std::cout << line << "}" << std::endl;
       }
       metrics.Write("step", rec);
       if (step % o.log_every == 0 || step == total_steps) {

@@ -10,4 +10,9 @@ namespace convoy::trainer {
 // a failed collective), which main reports.
 int Run(const Options& options);
 
+// --fill-data-cache: decompresses the training and test sets of `options.data_dir` into the
+// data cache (`options.data_cache`, trainer/data_cache.h) and exits: what a worker runs once
+// at start so that its first rank finds them there. Returns 0, or 2 without a cache.
+int FillDataCache(const Options& options);
+
 }  // namespace convoy::trainer

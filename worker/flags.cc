@@ -55,6 +55,10 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
   app.add_option("--tls-ca", f->tls_ca, "the CA that signed the coordinator's certificate");
   app.add_option("--trainer", f->trainer, "path of convoy-trainer");
+  app.add_option("--warm-trainers", f->warm_trainers,
+                 "pre-loaded convoy-trainer processes that fork ranks (0: every rank starts cold)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   app.add_option("--orphan-timeout", f->orphan_timeout_s,
                  "seconds without a coordinator before ranks are stopped")
       ->check(CLI::Range(1.0, 86400.0))

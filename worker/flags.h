@@ -53,6 +53,9 @@ struct WorkerFlags {
   std::string tls_cert, tls_key, tls_ca;
   // Empty: convoy-trainer next to this binary (how packages and the build lay them out).
   std::string trainer;
+  // Warm trainers (worker/warm_trainer.h): 0 starts every rank cold; any other number keeps
+  // one pre-loaded convoy-trainer that forks the ranks of built-in-trainer jobs.
+  int warm_trainers = 1;
   // With no coordinator reachable this long, ranks are stopped: nobody could report or stop
   // them any more. A minute rides out a coordinator restart with room to spare.
   double orphan_timeout_s = 60;

@@ -23,12 +23,14 @@
 #include "worker/check_config.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
+#include "worker/data_cache_dir.h"
 #include "worker/flags.h"
 #include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/resources.h"
 #include "worker/supervisor.h"
+#include "worker/warm_trainer.h"
 #include "worker/worker_metrics.h"
 
 int main(int argc, char** argv) {
@@ -102,6 +104,15 @@ int main(int argc, char** argv) {
   }
   config.run_as = *rank_user;
   config.job_root = *job_root;
+  // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
+  auto cache_dir = PrepareDataCacheDir(config.work_dir, config.run_as);
+  if (cache_dir.ok()) {
+    config.data_cache_dir = *cache_dir;
+    FillDataCacheInBackground(config.trainer_path, config.data_cache_dir, config.run_as,
+                              config.env);
+  } else {
+    spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
+  }
   for (const std::string& p : flags.data_paths) {
     auto root = CanonicalPath(p);
     if (root.ok()) config.data_paths.push_back(*root);
@@ -126,8 +137,12 @@ int main(int argc, char** argv) {
   (*credentials)->StartRenewal();
   CoordinatorConnection connection(flags.coordinator,
                                    flags.insecure ? nullptr : credentials->get());
-  PosixProcessLauncher launcher;
-  Supervisor supervisor(config, launcher, connection, clock);
+  PosixProcessLauncher cold_launcher;
+  // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
+  WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
+  ProcessLauncher* launcher = &cold_launcher;
+  if (flags.warm_trainers > 0 && warm_launcher.Start()) launcher = &warm_launcher;
+  Supervisor supervisor(config, *launcher, connection, clock);
   connection.SetSupervisor(&supervisor);
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
   std::unique_ptr<MetricsHttpServer> http;

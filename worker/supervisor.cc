@@ -535,6 +535,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     req.argv = argv;
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir,
                            r->error_file);
+    if (!config_.data_cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = config_.data_cache_dir;
     req.working_dir = dirs->working_dir;
     req.user = config_.run_as;
     auto started = launcher_.Launch(req);

@@ -67,6 +67,9 @@ struct WorkerConfig {
   int64_t log_max_bytes = 64 << 20;
   // Base environment of every rank (normally the worker's own, ProcessEnvironment()).
   std::map<std::string, std::string> env;
+  // The ranks' per-host data cache (worker/data_cache_dir.h), passed as CONVOY_CACHE_DIR;
+  // empty: none.
+  std::string data_cache_dir;
 };
 
 // Where the supervisor's reports go (the coordinator connection).

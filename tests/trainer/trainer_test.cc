@@ -10,12 +10,15 @@
 
 #include <fcntl.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "trainer/data.h"
 #include "trainer/models.h"
+#include "trainer/zygote_protocol.h"
 
 namespace convoy::trainer {
 namespace {
@@ -273,6 +276,96 @@ TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
   ASSERT_TRUE(RunTrainer(2, second));
   EXPECT_LT(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(Path("full.pt"))),
             1e-6);
+}
+
+// The same run as RunTrainer, each rank forked from one warm trainer (`convoy-trainer
+// --zygote`, trainer/zygote_protocol.h) instead of exec'd; true when all exit 0.
+bool RunWarmTrainer(int world, const std::vector<std::string>& args, const std::string& log,
+                    pid_t* zygote_pid) {
+  std::vector<std::string> base;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("CONVOY_", 0) != 0) base.push_back(kv);
+  }
+  zygote::Process z;
+  std::string error;
+  if (!zygote::Start(CONVOY_TRAINER_BIN, base, &z, &error)) {
+    ADD_FAILURE() << error;
+    return false;
+  }
+  *zygote_pid = z.pid;
+  const int port = FreePort();
+  std::set<pid_t> ranks;
+  std::vector<std::pair<pid_t, int>> exits;
+  for (int r = 0; r < world; ++r) {
+    zygote::SpawnRequest req;
+    req.argv = {CONVOY_TRAINER_BIN};
+    req.argv.insert(req.argv.end(), args.begin(), args.end());
+    req.env = base;
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(world)},
+             {"LOCAL_RANK", std::to_string(r)},
+             {"LOCAL_WORLD_SIZE", std::to_string(world)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", std::to_string(port)}}) {
+      req.env.push_back(k + "=" + v);
+    }
+    const int fd = open((log + ".rank" + std::to_string(r)).c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t pid = -1;
+    bool gone = false;
+    const bool ok = zygote::Spawn(z, req, fd, fd, 30000, &pid, &exits, &error, &gone);
+    close(fd);
+    if (!ok) {
+      ADD_FAILURE() << error;
+      break;
+    }
+    ranks.insert(pid);
+  }
+  bool all_ok = ranks.size() == static_cast<size_t>(world);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  size_t ended = 0;
+  while (ended < ranks.size() && std::chrono::steady_clock::now() < deadline) {
+    bool ready = false;
+    if (!zygote::Drain(z, &exits, &ready)) break;
+    for (; ended < exits.size(); ++ended) {
+      const int status = exits[ended].second;
+      all_ok = all_ok && ranks.count(exits[ended].first) == 1 && WIFEXITED(status) &&
+               WEXITSTATUS(status) == 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  all_ok = all_ok && ended == ranks.size();
+  close(z.sock);  // the warm trainer leaves when the worker's end closes
+  int status = 0;
+  waitpid(z.pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return all_ok;
+}
+
+// A rank forked from the warm trainer is the same rank as a cold one: identical parameters
+// after the same steps (the equivalence test, run both ways).
+TEST_F(DdpTest, WarmRanksEqualColdRanks) {
+  auto args = Common();
+  args[3] = "25";  // --max-steps
+  args.insert(args.end(), {"--batch-size", "32"});
+  auto cold = args;
+  cold.insert(cold.end(), {"--save-params", Path("cold.pt")});
+  ASSERT_TRUE(RunTrainer(2, cold));
+  auto warm = args;
+  warm.insert(warm.end(), {"--save-params", Path("warm.pt")});
+  pid_t zygote_pid = -1;
+  ASSERT_TRUE(RunWarmTrainer(2, warm, Path("warm.log"), &zygote_pid));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(ReadFile(Path("warm.log.rank" + std::to_string(r))).find("first step done"),
+              std::string::npos);
+  }
+  auto c0 = LoadParams(Path("cold.pt")), c1 = LoadParams(Path("cold.pt.rank1"));
+  auto w0 = LoadParams(Path("warm.pt")), w1 = LoadParams(Path("warm.pt.rank1"));
+  EXPECT_EQ(MaxRelativeDifference(w0, c0), 0.0);
+  EXPECT_EQ(MaxRelativeDifference(w1, c1), 0.0);
+  EXPECT_EQ(MaxRelativeDifference(w0, w1), 0.0);
 }
 
 TEST(TrainerFlagsTest, BadFlagsExitTwoNamingTheFlag) {

@@ -122,5 +122,20 @@ TEST(BuildArgvTest, TrainerFlagsForSetFieldsOnly) {
                                 "--allreduce", "gloo", "--backend", "gloo", "--threads", "1"}));
 }
 
+// Momentum 0 (plain SGD) and seed 0 are values, not "the default": they reach the trainer.
+TEST(BuildArgvTest, WrittenZerosThatAreValuesArePassed) {
+  v1::JobSpec spec;
+  auto* t = spec.mutable_trainer();
+  t->set_momentum(0);
+  t->set_seed(0);
+  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
+            (std::vector<std::string>{"/opt/convoy-trainer", "--momentum", "0", "--seed", "0",
+                                      "--backend", "gloo"}));
+  t->clear_momentum();
+  t->clear_seed();
+  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
+            (std::vector<std::string>{"/opt/convoy-trainer", "--backend", "gloo"}));
+}
+
 }  // namespace
 }  // namespace convoy

@@ -141,9 +141,19 @@ TEST(ParseJobSpecTest, GoodSpecs) {
        [](auto& s) { EXPECT_TRUE(s.has_trainer()); }},
       {"backend defaults to gloo", Base(""), [](auto& s) { EXPECT_EQ(s.backend(), "gloo"); }},
       {"backend auto", Base("backend: auto\n"), [](auto& s) { EXPECT_EQ(s.backend(), "auto"); }},
-      {"zeros mean defaults",
-       Base("", "trainer: {epochs: 0, batch_size: 0, lr: 0, accumulate: 0, bucket_mb: 0}\n"),
-       [](auto& s) { EXPECT_EQ(s.trainer().batch_size(), 0); }},
+      {"absent fields take the defaults", Base(""),
+       [](auto& s) {
+         EXPECT_FALSE(s.trainer().has_epochs());
+         EXPECT_FALSE(s.trainer().has_batch_size());
+         EXPECT_FALSE(s.trainer().has_accumulate());
+         EXPECT_FALSE(s.trainer().has_momentum());
+       }},
+      {"zeros that are values, not defaults",
+       Base("", "trainer: {momentum: 0, seed: 0, max_steps: 0, checkpoint_every: 0}\n"),
+       [](auto& s) {
+         EXPECT_TRUE(s.trainer().has_momentum());
+         EXPECT_TRUE(s.trainer().has_seed());
+       }},
       {"integers where numbers are expected", Base("", "trainer: {lr: 1, momentum: 0}\n"),
        [](auto& s) { EXPECT_DOUBLE_EQ(s.trainer().lr(), 1.0); }},
       {"quoted gpu", "name: g\nnodes: 2\nprocs_per_node: \"gpu\"\ntrainer: {}\n",
@@ -245,6 +255,14 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"trainer as a list", Base("", "trainer: [1]\n"), "trainer"},
       {"bad model", Base("", "trainer: {model: gpt5}\n"), "trainer.model"},
       {"negative epochs", Base("", "trainer: {epochs: -1}\n"), "trainer.epochs"},
+      // A written 0 is not "the default": only an absent field is.
+      {"epochs 0", Base("", "trainer: {epochs: 0}\n"), "trainer.epochs"},
+      {"batch_size 0", Base("", "trainer: {batch_size: 0}\n"), "trainer.batch_size"},
+      {"accumulate 0", Base("", "trainer: {accumulate: 0}\n"), "trainer.accumulate"},
+      {"lr 0", Base("", "trainer: {lr: 0}\n"), "trainer.lr"},
+      {"lr 0.0", Base("", "trainer: {lr: 0.0}\n"), "trainer.lr"},
+      {"bucket_mb 0", Base("", "trainer: {bucket_mb: 0}\n"), "trainer.bucket_mb"},
+      {"lr past the trainer's limit", Base("", "trainer: {lr: 1001}\n"), "trainer.lr"},
       {"too many epochs", Base("", "trainer: {epochs: 10001}\n"), "trainer.epochs"},
       {"negative max_steps", Base("", "trainer: {max_steps: -1}\n"), "trainer.max_steps"},
       {"float max_steps", Base("", "trainer: {max_steps: 1e3}\n"), "trainer.max_steps"},
@@ -499,6 +517,17 @@ TEST(ValidateJobSpecTest, RpcSpecsAreCheckedToo) {
   spec.set_working_dir("/a/b/../c");
   EXPECT_EQ(ValidateJobSpec(spec).message().rfind("working_dir:", 0), 0u);
   spec.set_working_dir("/a/b");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  // A client that sets a field to 0 wrote it: refused, where an unset field is the default.
+  spec.mutable_trainer()->set_batch_size(0);
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("trainer.batch_size:", 0), 0u);
+  spec.mutable_trainer()->clear_batch_size();
+  spec.mutable_trainer()->set_epochs(0);
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("trainer.epochs:", 0), 0u);
+  spec.mutable_trainer()->clear_epochs();
+  spec.mutable_trainer()->set_accumulate(0);
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("trainer.accumulate:", 0), 0u);
+  spec.mutable_trainer()->clear_accumulate();
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
 }
 

@@ -1,0 +1,59 @@
+"""Parsers of what the benchmarks read from training processes' output.
+
+torchrun --tee prefixes each line of a rank with "[default<R>]:", and two ranks writing at
+once can interleave inside one line ("13[default0]:STEP 0 0 14"). Every parser here matches
+a whole line, anchored at both ends, and returns None (or skips the line) for anything else:
+a malformed line costs one sample, never the run.
+"""
+
+import json
+import re
+
+# torchrun's tee prefix, e.g. "[default1]:"; absent on convoy-trainer's own output.
+_PREFIX = r"(?:\[[A-Za-z0-9_.-]+\]:)?"
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
+
+_STEP = re.compile(r"^" + _PREFIX + r"STEP ([0-9]+) ([0-9]+) ([0-9]+)$")
+_SUMMARY = re.compile(r"^" + _PREFIX + r"summary (\{[^{}]*\})$")
+_ACCURACY = re.compile(r"^" + _PREFIX + r"rank ([0-9]+) epoch ([0-9]+): test accuracy (" + _NUM +
+                       r")%(?: \(loss " + _NUM + r"\))? at (" + _NUM + r") s$")
+_STARTUP = re.compile(r"^" + _PREFIX + r"startup (\{[^{}]*\})$")
+
+
+def parse_step(line):
+    """(restart, rank, step) of a "STEP <restart> <rank> <step>" line, else None."""
+    m = _STEP.match(line.strip())
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def _json_object(m):
+    if not m:
+        return None
+    try:
+        obj = json.loads(m.group(1))
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def summaries(text):
+    """The JSON objects of every well-formed "summary {...}" line, in order."""
+    out = []
+    for line in text.splitlines():
+        obj = _json_object(_SUMMARY.match(line.strip()))
+        if obj is not None:
+            out.append(obj)
+    return out
+
+
+def parse_accuracy(line):
+    """(rank, epoch, accuracy %, seconds) of a test-accuracy line, else None."""
+    m = _ACCURACY.match(line.strip())
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4))
+
+
+def parse_startup(line):
+    """The JSON object of convoy-trainer's "startup {...}" line, else None."""
+    return _json_object(_STARTUP.match(line.strip()))

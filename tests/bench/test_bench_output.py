@@ -1,0 +1,46 @@
+"""The benchmarks' output parsers: interleaved and malformed lines are skipped, never fatal."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../bench"))
+import bench_output as bo  # noqa: E402
+
+
+def test_step_lines_with_and_without_the_tee_prefix():
+    assert bo.parse_step("STEP 0 1 12\n") == (0, 1, 12)
+    assert bo.parse_step("[default1]:STEP 1 1 3\n") == (1, 1, 3)
+
+
+def test_interleaved_step_lines_are_skipped():
+    # Seen under load: two ranks' tee'd lines interleaved within one line.
+    for line in ["13[default0]:STEP 0 0 14", "[default1]:STEP 0 1 1[default0]:STEP 0 0 13",
+                 "[default1]:STEP 0 1", "STEP 0 1 12x", "STEP a b c", "", "[default0]:",
+                 "xSTEP 0 0 1", "STEP 0 0 1 2"]:
+        assert bo.parse_step(line) is None, line
+
+
+def test_summaries_skip_malformed_and_interleaved_lines():
+    text = "\n".join([
+        '[default0]:summary {"rank": 0, "world": 2, "samples_per_s": 10.5}',
+        '[default1]:summary {"rank": 1, "wor[default0]:STEP 0 0 3',
+        'summary {"rank": 1, "world": 2}',
+        '3summary {"rank": 9}',
+        'summary {"rank": 2, "world": 2}} trailing',
+        'summary [1, 2]',
+        'summary {not json}',
+    ])
+    assert [s["rank"] for s in bo.summaries(text)] == [0, 1]
+
+
+def test_accuracy_lines_of_both_trainers():
+    assert bo.parse_accuracy("rank 0 epoch 2: test accuracy 89.77% (loss 0.2871) at 37.5 s") == \
+        (0, 2, 89.77, 37.5)
+    assert bo.parse_accuracy("[default0]:rank 0 epoch 0: test accuracy 86.76% at 20.1 s") == \
+        (0, 0, 86.76, 20.1)
+    assert bo.parse_accuracy("rank 0 epoch 0: test accuracy 86.7[default1]:% at 1 s") is None
+
+
+def test_startup_line():
+    assert bo.parse_startup('startup {"main_unix": 1.5}') == {"main_unix": 1.5}
+    assert bo.parse_startup('startup {"main_unix": 1.5') is None

@@ -1,0 +1,47 @@
+// convoy-trainer's flags: every written value must be valid; only an absent flag takes the
+// default (there is no "0 means the default").
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "trainer/options.h"
+
+namespace convoy::trainer {
+namespace {
+
+std::string Parse(std::vector<std::string> args, Options* o) {
+  args.insert(args.begin(), "convoy-trainer");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseOptions(static_cast<int>(argv.size()), argv.data(), o);
+}
+
+TEST(TrainerOptionsTest, AbsentFlagsTakeTheDefaults) {
+  Options o;
+  ASSERT_EQ(Parse({}, &o), "");
+  EXPECT_EQ(o.epochs, 1);
+  EXPECT_EQ(o.batch_size, 32);
+  EXPECT_EQ(o.accumulate, 1);
+  EXPECT_EQ(o.threads, 0);  // chosen at start: OMP_NUM_THREADS, else cores per rank
+}
+
+TEST(TrainerOptionsTest, WrittenZerosAreRefusedWhereZeroWasADefault) {
+  for (const char* flag :
+       {"--epochs", "--batch-size", "--accumulate", "--bucket-mb", "--threads", "--log-every"}) {
+    Options o;
+    const std::string err = Parse({flag, "0"}, &o);
+    EXPECT_EQ(err.rfind(std::string(flag) + ":", 0), 0u) << flag << " 0 gave '" << err << "'";
+  }
+}
+
+TEST(TrainerOptionsTest, ZerosThatAreValuesAreKept) {
+  Options o;
+  ASSERT_EQ(Parse({"--momentum", "0", "--seed", "0", "--max-steps", "0", "--train-limit", "0"}, &o),
+            "");
+  EXPECT_EQ(o.momentum, 0);
+  EXPECT_EQ(o.seed, 0);
+}
+
+}  // namespace
+}  // namespace convoy::trainer

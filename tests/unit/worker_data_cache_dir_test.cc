@@ -1,0 +1,59 @@
+// The ranks' data cache directory: private to the user the ranks run as.
+#include "worker/data_cache_dir.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/support/temp_dir.h"
+
+namespace convoy {
+namespace {
+
+struct stat Lstat(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+TEST(DataCacheDirTest, OnePrivateDirectoryPerUser) {
+  testing::TempDir work("data-cache-dir");
+  auto dir = PrepareDataCacheDir(work.str(), std::nullopt);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  EXPECT_EQ(*dir, work / ("data-cache/" + std::to_string(geteuid())));
+  EXPECT_EQ(Lstat(work / "data-cache").st_mode & 07777, 0711u);
+  struct stat st = Lstat(*dir);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  // Loosened modes are tightened again at the next start.
+  ASSERT_EQ(chmod(dir->c_str(), 0777), 0);
+  ASSERT_TRUE(PrepareDataCacheDir(work.str(), std::nullopt).ok());
+  EXPECT_EQ(Lstat(*dir).st_mode & 07777, 0700u);
+
+  if (geteuid() == 0) {  // a run-as user gets its own, owned by it
+    RunAsUser nobody{65534, 65534, "nobody", "/"};
+    auto other = PrepareDataCacheDir(work.str(), nobody);
+    ASSERT_TRUE(other.ok()) << other.status().message();
+    EXPECT_EQ(*other, work / "data-cache/65534");
+    EXPECT_EQ(Lstat(*other).st_uid, 65534u);
+    EXPECT_EQ(Lstat(*other).st_mode & 07777, 0700u);
+    EXPECT_NE(*other, *dir);
+  }
+}
+
+TEST(DataCacheDirTest, SymlinksAreRefused) {
+  testing::TempDir work("data-cache-dir");
+  testing::TempDir elsewhere("data-cache-elsewhere");
+  std::filesystem::create_directory_symlink(elsewhere.path(), work / "data-cache");
+  EXPECT_FALSE(PrepareDataCacheDir(work.str(), std::nullopt).ok());
+  std::filesystem::remove(work / "data-cache");
+  std::filesystem::create_directory(work / "data-cache");
+  std::filesystem::create_directory_symlink(elsewhere.path(),
+                                            work / ("data-cache/" + std::to_string(geteuid())));
+  EXPECT_FALSE(PrepareDataCacheDir(work.str(), std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,370 @@
+#include "trainer/data_cache.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace convoy::trainer {
+namespace {
+
+class OwnedBytes : public Bytes {
+ public:
+  explicit OwnedBytes(std::string s) : s_(std::move(s)) {}
+  const uint8_t* data() const override { return reinterpret_cast<const uint8_t*>(s_.data()); }
+  size_t size() const override { return s_.size(); }
+
+ private:
+  const std::string s_;
+};
+
+class MappedBytes : public Bytes {
+ public:
+  MappedBytes(void* addr, size_t size) : addr_(addr), size_(size) {}
+  ~MappedBytes() override {
+    if (size_ > 0) munmap(addr_, size_);
+  }
+  const uint8_t* data() const override { return static_cast<const uint8_t*>(addr_); }
+  size_t size() const override { return size_; }
+
+ private:
+  void* const addr_;
+  const size_t size_;
+};
+
+// Closes a descriptor at scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+std::string Errno() { return std::strerror(errno); }
+
+int64_t MtimeNs(const struct stat& st) {
+  return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// FNV-1a: a stable name for a source path.
+std::string PathHash(const std::string& path) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : path) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// What the sidecar records.
+struct Meta {
+  std::string source;
+  int64_t source_size = -1;
+  int64_t source_mtime_ns = -1;
+  int64_t size = -1;
+  int64_t mtime_ns = -1;
+  uint64_t inode = 0;
+  uint64_t checksum = 0;
+};
+
+constexpr const char* kMetaMagic = "convoy-data-cache 1";
+
+std::string FormatMeta(const Meta& m) {
+  std::ostringstream out;
+  out << kMetaMagic << "\nsource " << m.source << "\nsource_size " << m.source_size
+      << "\nsource_mtime_ns " << m.source_mtime_ns << "\nsize " << m.size << "\nmtime_ns "
+      << m.mtime_ns << "\ninode " << m.inode << "\nchecksum " << std::hex << m.checksum << "\n";
+  return out.str();
+}
+
+bool ParseMeta(const std::string& text, Meta* m) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kMetaMagic) return false;
+  int fields = 0;
+  while (std::getline(in, line)) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) return false;
+    const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
+    char* end = nullptr;
+    errno = 0;
+    if (key == "source") {
+      m->source = value;
+      ++fields;
+      continue;
+    }
+    const unsigned long long v = std::strtoull(value.c_str(), &end, key == "checksum" ? 16 : 10);
+    if (errno != 0 || end == value.c_str() || *end != '\0') return false;
+    if (key == "source_size") {
+      m->source_size = static_cast<int64_t>(v);
+    } else if (key == "source_mtime_ns") {
+      m->source_mtime_ns = static_cast<int64_t>(v);
+    } else if (key == "size") {
+      m->size = static_cast<int64_t>(v);
+    } else if (key == "mtime_ns") {
+      m->mtime_ns = static_cast<int64_t>(v);
+    } else if (key == "inode") {
+      m->inode = v;
+    } else if (key == "checksum") {
+      m->checksum = v;
+    } else {
+      return false;
+    }
+    ++fields;
+  }
+  return fields == 7;
+}
+
+// Reads a small file opened without following a symlink; false when it cannot.
+bool ReadSmallFile(const std::string& path, std::string* out) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.fd < 0) return false;
+  char buf[4096];
+  ssize_t n;
+  out->clear();
+  while ((n = read(fd.fd, buf, sizeof(buf))) > 0) {
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > (64 << 10)) return false;
+  }
+  return n == 0;
+}
+
+bool WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// The cache directory, ready: created 0700 when missing (with its parents), else a real
+// directory owned by us, tightened to 0700. Returns "" or why it cannot be used.
+std::string PrepareDir(const std::string& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "cannot stat " + dir + ": " + Errno();
+    // Parents first, each 0700 when this call makes it.
+    for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+         slash = dir.find('/', slash + 1)) {
+      const std::string parent = dir.substr(0, slash);
+      if (mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+        return "cannot create " + parent + ": " + Errno();
+      }
+    }
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return "cannot create " + dir + ": " + Errno();
+    }
+    if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + Errno();
+  }
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (st.st_uid != geteuid()) {
+    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this process's " +
+           std::to_string(geteuid());
+  }
+  if ((st.st_mode & 077) != 0 && chmod(dir.c_str(), 0700) != 0) {
+    return "cannot make " + dir + " private: " + Errno();
+  }
+  return "";
+}
+
+// The entry at `data_path` when its sidecar says it is the decompressed `source` as it is
+// now (`src`): mapped, and "" in `why`; else null and why not.
+std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::string& source,
+                                       const struct stat& src, std::string* why) {
+  std::string text;
+  Meta m;
+  if (!ReadSmallFile(data_path + ".meta", &text)) {
+    *why = "no entry";
+    return nullptr;
+  }
+  if (!ParseMeta(text, &m)) {
+    *why = "the sidecar is malformed";
+    return nullptr;
+  }
+  if (m.source != source || m.source_size != src.st_size || m.source_mtime_ns != MtimeNs(src)) {
+    *why = "the source changed";
+    return nullptr;
+  }
+  Fd fd(open(data_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *why = "the cached file is missing";
+    return nullptr;
+  }
+  if (st.st_size != m.size) {
+    *why = "the cached file is " + std::to_string(st.st_size) + " bytes, not " +
+           std::to_string(m.size) + " (truncated?)";
+    return nullptr;
+  }
+  if (MtimeNs(st) != m.mtime_ns || st.st_ino != m.inode || st.st_uid != geteuid()) {
+    *why = "the cached file was modified or replaced";
+    return nullptr;
+  }
+  std::shared_ptr<const Bytes> bytes = std::make_shared<OwnedBytes>("");
+  if (st.st_size > 0) {
+    void* addr = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.fd, 0);
+    if (addr == MAP_FAILED) {
+      *why = "cannot map the cached file: " + Errno();
+      return nullptr;
+    }
+    bytes = std::make_shared<MappedBytes>(addr, static_cast<size_t>(st.st_size));
+  }
+  if (Checksum64(bytes->data(), bytes->size()) != m.checksum) {
+    *why = "the cached file's checksum differs";
+    return nullptr;
+  }
+  why->clear();
+  return bytes;
+}
+
+// Decompresses `source` into a new entry at `data_path` (temporary names, then renames).
+// Returns "" or why it could not.
+std::string BuildEntry(const std::string& source, const struct stat& src,
+                       const std::string& data_path) {
+  const std::shared_ptr<const Bytes> bytes = ReadGzFile(source);
+  const std::string tmp = data_path + ".tmp." + std::to_string(getpid());
+  Meta m;
+  {
+    unlink(tmp.c_str());
+    Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.fd < 0) return "cannot create " + tmp + ": " + Errno();
+    if (!WriteAll(fd.fd, bytes->data(), bytes->size())) {
+      const std::string err = "cannot write " + tmp + ": " + Errno();
+      unlink(tmp.c_str());
+      return err;
+    }
+    struct stat st {};
+    if (fstat(fd.fd, &st) != 0) return "cannot stat " + tmp + ": " + Errno();
+    m.source = source;
+    m.source_size = src.st_size;
+    m.source_mtime_ns = MtimeNs(src);
+    m.size = st.st_size;
+    m.mtime_ns = MtimeNs(st);
+    m.inode = st.st_ino;
+    m.checksum = Checksum64(bytes->data(), bytes->size());
+  }
+  const std::string meta_tmp = data_path + ".meta.tmp." + std::to_string(getpid());
+  {
+    unlink(meta_tmp.c_str());
+    Fd fd(open(meta_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    const std::string text = FormatMeta(m);
+    if (fd.fd < 0 || !WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size())) {
+      const std::string err = "cannot write " + meta_tmp + ": " + Errno();
+      unlink(tmp.c_str());
+      unlink(meta_tmp.c_str());
+      return err;
+    }
+  }
+  // Data first: a reader that sees the new sidecar finds the new data (or, racing with a
+  // later rebuild, data that fails the checks and is rebuilt again).
+  if (rename(tmp.c_str(), data_path.c_str()) != 0 ||
+      rename(meta_tmp.c_str(), (data_path + ".meta").c_str()) != 0) {
+    const std::string err = "cannot rename into " + data_path + ": " + Errno();
+    unlink(tmp.c_str());
+    unlink(meta_tmp.c_str());
+    return err;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error(path + ": cannot open");
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  const bool bad = n < 0 || (err != Z_OK && err != Z_STREAM_END);
+  const std::string what = bad ? msg : "";
+  gzclose(f);
+  if (bad) throw std::runtime_error(path + ": truncated or corrupt gzip data (" + what + ")");
+  return std::make_shared<OwnedBytes>(std::move(out));
+}
+
+CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir) {
+  if (cache_dir.empty()) return {ReadGzFile(gz_path), "not cached (no cache directory)"};
+  auto uncached = [&](const std::string& why) {
+    return CachedFile{ReadGzFile(gz_path), "not cached (" + why + ")"};
+  };
+  char resolved[PATH_MAX];
+  struct stat src {};
+  if (realpath(gz_path.c_str(), resolved) == nullptr || stat(resolved, &src) != 0) {
+    return uncached("cannot resolve " + gz_path + ": " + Errno());  // ReadGzFile throws
+  }
+  const std::string source = resolved;
+  const std::string why_not = PrepareDir(cache_dir);
+  if (!why_not.empty()) return uncached(why_not);
+
+  std::string base = source.substr(source.rfind('/') + 1);
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
+    base.resize(base.size() - 3);
+  }
+  const std::string data_path = cache_dir + "/" + base + "." + PathHash(source);
+  std::string why;
+  if (auto hit = OpenEntry(data_path, source, src, &why)) return {hit, "cache hit"};
+
+  // One builder at a time; whoever waited looks again before building.
+  Fd lock(open((data_path + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (lock.fd < 0) return uncached("cannot open the lock file: " + Errno());
+  while (flock(lock.fd, LOCK_EX) != 0) {
+    if (errno != EINTR) return uncached("cannot lock: " + Errno());
+  }
+  std::string why_again;
+  if (auto hit = OpenEntry(data_path, source, src, &why_again)) {
+    return {hit, "cache hit (built by another process)"};
+  }
+  const std::string failed = BuildEntry(source, src, data_path);
+  if (!failed.empty()) return uncached(failed);
+  std::string why_built;
+  auto built = OpenEntry(data_path, source, src, &why_built);
+  if (!built) return uncached("the new entry does not check: " + why_built);
+  return {built, why == "no entry" ? "cached (no entry)" : "rebuilt (" + why + ")"};
+}
+
+uint64_t Checksum64(const uint8_t* data, size_t size) {
+  constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+  constexpr uint64_t kP3 = 0x165667B19E3779F9ull, kP5 = 0x27D4EB2F165667C5ull;
+  auto rotl = [](uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
+  auto round = [&](uint64_t acc, uint64_t w) { return rotl(acc + w * kP2, 31) * kP1; };
+  uint64_t v[4] = {kP1 + kP2, kP2, 0, 0 - kP1};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int lane = 0; lane < 4; ++lane) {
+      uint64_t w;
+      std::memcpy(&w, data + i + 8 * lane, 8);
+      v[lane] = round(v[lane], w);
+    }
+  }
+  uint64_t h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18) + kP5 + size;
+  for (; i < size; ++i) h = rotl(h ^ (data[i] * kP5), 11) * kP1;
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace convoy::trainer

@@ -1,0 +1,116 @@
+#include "worker/data_cache_dir.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "worker/posix_process_launcher.h"
+
+namespace convoy {
+namespace {
+
+// `path` as a real directory (made with `mode` when missing), owned by uid:gid with exactly
+// `mode`. Never follows a symlink.
+Status MakePrivateDir(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::Internal(path + " is not a directory (or a symlink): " + std::strerror(errno));
+  }
+  struct stat st {};
+  Status result = Status::Ok();
+  if (fstat(fd, &st) != 0) {
+    result = Status::Internal("cannot stat " + path + ": " + std::strerror(errno));
+  } else if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) != 0) {
+    result = Status::Internal("cannot give " + path + " to uid " + std::to_string(uid) + ": " +
+                              std::strerror(errno));
+  } else if ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0) {
+    result = Status::Internal("cannot chmod " + path + ": " + std::strerror(errno));
+  }
+  close(fd);
+  return result;
+}
+
+}  // namespace
+
+StatusOr<std::string> PrepareDataCacheDir(const std::string& work_dir,
+                                          const std::optional<RunAsUser>& user) {
+  const std::string parent = work_dir + "/data-cache";
+  CONVOY_RETURN_IF_ERROR(MakePrivateDir(parent, 0711, geteuid(), getegid()));
+  const uid_t uid = user ? user->uid : geteuid();
+  const gid_t gid = user ? user->gid : getegid();
+  const std::string dir = parent + "/" + std::to_string(uid);
+  CONVOY_RETURN_IF_ERROR(MakePrivateDir(dir, 0700, uid, gid));
+  return dir;
+}
+
+void FillDataCacheInBackground(const std::string& trainer_path, const std::string& cache_dir,
+                               const std::optional<RunAsUser>& user,
+                               std::map<std::string, std::string> env) {
+  if (cache_dir.empty() || access(trainer_path.c_str(), X_OK) != 0) return;
+  std::thread([trainer_path, cache_dir, user, env = std::move(env)]() mutable {
+    // Its own launcher: the supervisor's reaps only what it started.
+    PosixProcessLauncher launcher;
+    LaunchRequest req;
+    req.argv = {trainer_path, "--fill-data-cache"};
+    env["CONVOY_CACHE_DIR"] = cache_dir;
+    env["OMP_NUM_THREADS"] = "1";
+    req.env = std::move(env);
+    req.user = user;
+    auto started = launcher.Launch(req);
+    if (!started.ok()) {
+      spdlog::warn("data cache: cannot start {}: {}", trainer_path, started.status().message());
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string output;
+    int fds[2] = {started->stdout_fd, started->stderr_fd};
+    while (fds[0] >= 0 || fds[1] >= 0) {
+      pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+      if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i] < 0 || (p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        char buf[4096];
+        const ssize_t n = read(fds[i], buf, sizeof(buf));
+        if (n > 0 && output.size() < 64 * 1024) output.append(buf, static_cast<size_t>(n));
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          close(fds[i]);
+          fds[i] = -1;
+        }
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] >= 0) close(fds[i]);
+    }
+    int status = -1;
+    while (true) {
+      auto exits = launcher.PollExits();
+      if (!exits.empty()) {
+        status = exits[0].wait_status;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      spdlog::info("data cache filled in {:.2f} s: {}", secs, output);
+    } else {
+      spdlog::warn("data cache: {} --fill-data-cache failed (status {}): {}", trainer_path, status,
+                   output);
+    }
+  }).detach();
+}
+
+}  // namespace convoy

@@ -1,0 +1,33 @@
+// The per-host data cache of the ranks (trainer/data_cache.h): one private directory per
+// run-as user under the worker's work dir, passed to every rank as CONVOY_CACHE_DIR.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "worker/process_launcher.h"
+
+namespace convoy {
+
+// Makes `<work_dir>/data-cache` (0711, the worker's: others may pass through, not list) and
+// in it `<uid>` for the user the ranks run as (`user`, else the worker's own user): 0700 and
+// owned by that user, so that ranks of one user never read or write another user's cache.
+// Neither may be a symlink; an existing one is tightened to these modes and owners. Returns
+// the per-user directory, or why it cannot be made (the ranks then run without a cache).
+// Called once at start, from main.
+StatusOr<std::string> PrepareDataCacheDir(const std::string& work_dir,
+                                          const std::optional<RunAsUser>& user);
+
+// Runs `<trainer_path> --fill-data-cache` once, in the background, as the ranks' user with
+// CONVOY_CACHE_DIR=`cache_dir`, so that the first rank on this host finds the default data
+// set decompressed (a rank that starts meanwhile waits for it on the entry's lock instead
+// of decompressing a second copy). Its output goes to the worker's log. Returns at once;
+// the process dies with the worker (PR_SET_PDEATHSIG). Nothing happens when the trainer is
+// not there (a worker for commands only).
+void FillDataCacheInBackground(const std::string& trainer_path, const std::string& cache_dir,
+                               const std::optional<RunAsUser>& user,
+                               std::map<std::string, std::string> env);
+
+}  // namespace convoy
