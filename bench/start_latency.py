@@ -101,6 +101,10 @@ def convoy_once(steps_before_kill):
             # just started is still decompressing, and its first ranks wait for that).
             wait_for(lambda: all("data cache" in c.logs_of(w) for w in ("w1", "w2")), 60,
                      "the workers' data caches")
+        # And their warm trainers loaded, where they have them.
+        wait_for(lambda: all("warm trainer started" not in c.logs_of(w) or
+                             "warm trainer ready" in c.logs_of(w) for w in ("w1", "w2")), 60,
+                 "the workers' warm trainers")
         spec_path = os.path.join(c.dir, "spec.json")
         with open(spec_path, "w") as f:
             json.dump(trainer_spec(max_steps=100000, max_restarts=1, trainer=TRAINER), f)

@@ -57,6 +57,7 @@ bool WarmTrainerLauncher::Start() {
     return false;
   }
   stale_ = false;
+  ready_ = false;
   spdlog::info("warm trainer started: {} --zygote (pid {})", trainer_path_, zygote_.pid);
   return true;
 }
@@ -98,7 +99,18 @@ std::string WarmTrainerLauncher::ColdReason(const LaunchRequest& request) const 
 
 StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& request) {
   if (zygote_.pid <= 0 && !stale_) Start();
-  std::string cold = zygote_.pid > 0 ? ColdReason(request) : "no warm trainer";
+  if (zygote_.pid > 0 && !ready_) {
+    // Still loading? Never wait for it on the supervisor's thread: start cold meanwhile.
+    std::vector<std::pair<pid_t, int>> exits;
+    const bool alive = zygote::Drain(zygote_, &exits, &ready_);
+    for (const auto& [p, status] : exits) {
+      if (warm_pids_.erase(p) != 0) pending_.push_back({p, status});
+    }
+    if (!alive) Drop("closed its socket", false);
+  }
+  std::string cold = zygote_.pid <= 0 ? "no warm trainer"
+                     : !ready_        ? "the warm trainer is still loading"
+                                      : ColdReason(request);
   if (cold == "the trainer binary changed" && !stale_) {
     spdlog::info("warm trainer: {} changed; ranks start cold until its ranks are done",
                  trainer_path_);
@@ -139,7 +151,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& reque
   std::vector<std::pair<pid_t, int>> exits;
   std::string error;
   bool gone = false;
-  const bool ok = zygote::Spawn(zygote_, req, out[1], err[1], 30000, &pid, &exits, &error, &gone);
+  const bool ok = zygote::Spawn(zygote_, req, out[1], err[1], 10000, &pid, &exits, &error, &gone);
   close(out[1]);
   close(err[1]);
   for (const auto& [p, status] : exits) {
@@ -165,8 +177,9 @@ std::vector<ReapedProcess> WarmTrainerLauncher::PollExits() {
   std::vector<ReapedProcess> out = cold_.PollExits();
   if (zygote_.pid > 0) {
     std::vector<std::pair<pid_t, int>> exits;
-    bool ready = false;
-    const bool alive = zygote::Drain(zygote_, &exits, &ready);
+    const bool was_ready = ready_;
+    const bool alive = zygote::Drain(zygote_, &exits, &ready_);
+    if (ready_ && !was_ready) spdlog::info("warm trainer ready (pid {})", zygote_.pid);
     for (const auto& [p, status] : exits) {
       if (warm_pids_.erase(p) != 0) pending_.push_back({p, status});
     }

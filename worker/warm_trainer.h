@@ -61,6 +61,7 @@ class WarmTrainerLauncher : public ProcessLauncher {
   zygote::Process zygote_;
   struct stat binary_ {};  // the trainer as it was when the warm one started
   bool stale_ = false;
+  bool ready_ = false;         // it said 'R': loaded, serving
   std::set<pid_t> warm_pids_;  // ranks it forked that have not been reported ended
   std::vector<ReapedProcess> pending_;
   int warm_launches_ = 0;

@@ -40,6 +40,9 @@ def test_ranks_fork_from_the_warm_trainer_which_dies_with_its_worker(make_cluste
     warm = {name: wait_for(lambda p=pid: warm_trainers_of(p), 30, f"{name}'s warm trainer")
             for name, pid in workers.items()}
     assert all(len(w) == 1 for w in warm.values()), warm
+    # Until it has loaded, ranks start cold (the supervisor never waits for it).
+    wait_for(lambda: all("warm trainer ready" in c.logs_of(n) for n in workers), 30,
+             "the warm trainers loaded")
     job = c.submit(trainer_spec(max_steps=100000))
     c.wait_state(job, "RUNNING", timeout=60)
     ranks = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(job_pids(job)), 30,
@@ -59,7 +62,6 @@ def test_ranks_fork_from_the_warm_trainer_which_dies_with_its_worker(make_cluste
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             assert b"--zygote" not in f.read()
     assert sorted(by_worker) == ["w1", "w2"], by_worker
-    assert "warm trainer" in c.logs_of("w1")
 
     # kill -9 of a worker: its warm trainer and the ranks forked from it die with it.
     c.signal("w1", signal.SIGKILL)
