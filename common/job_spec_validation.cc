@@ -234,6 +234,11 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   CONVOY_RETURN_IF_ERROR(CheckPath("checkpoint_dir", spec.checkpoint_dir()));
   CONVOY_RETURN_IF_ERROR(CheckRange("hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS));
   CONVOY_RETURN_IF_ERROR(CheckPath("working_dir", spec.working_dir()));
+  if (!spec.code_sha256().empty() &&
+      (spec.code_sha256().size() != 64 ||
+       spec.code_sha256().find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return Invalid("code_sha256", "must be 64 lower-case hexadecimal digits (a SHA-256)");
+  }
   CONVOY_RETURN_IF_ERROR(CheckRange("priority", spec.priority(), -kMaxPriority, kMaxPriority));
   CONVOY_RETURN_IF_ERROR(CheckRange<int64_t>("max_runtime", spec.max_runtime_s(), 0, kMaxRuntimeS));
   return Status::Ok();

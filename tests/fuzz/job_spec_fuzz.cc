@@ -81,7 +81,7 @@ bool IsValidUtf8(const std::string& s) {
 // spec's name for hang_timeout_s), "trainer.<field>", "<list>[i]", "env.<name>", "spec".
 bool IsFieldPath(const std::string& path) {
   static const std::set<std::string> kTop = [] {
-    std::set<std::string> names = {"spec", "hang_timeout", "min_nodes", "max_nodes"};
+    std::set<std::string> names = {"spec", "hang_timeout", "max_runtime", "min_nodes", "max_nodes"};
     const auto* d = JobSpec::descriptor();
     for (int i = 0; i < d->field_count(); ++i) names.insert(d->field(i)->name());
     return names;
@@ -207,6 +207,8 @@ std::string ToJsonText(const JobSpec& s) {
   if (!s.checkpoint_dir().empty()) j["checkpoint_dir"] = s.checkpoint_dir();
   if (s.hang_timeout_s() != 0) j["hang_timeout"] = s.hang_timeout_s();
   if (!s.working_dir().empty()) j["working_dir"] = s.working_dir();
+  if (s.priority() != 0) j["priority"] = s.priority();
+  if (s.max_runtime_s() != 0) j["max_runtime"] = s.max_runtime_s();
   return j.dump(2);
 }
 
@@ -249,6 +251,7 @@ void CheckValidSpec(const JobSpec& spec) {
   JobSpec expected = spec;
   if (expected.procs_per_node_gpu()) expected.clear_procs_per_node();
   if (expected.backend().empty()) expected.set_backend("gloo");
+  expected.clear_code_sha256();  // set by the CLI after --code, never a field of the text
   if (!Same(*reparsed, expected)) {
     Fail("a valid spec written as JSON parses to another spec",
          expected.ShortDebugString() + "\n  became " + reparsed->ShortDebugString());

@@ -531,6 +531,28 @@ TEST(ValidateJobSpecTest, RpcSpecsAreCheckedToo) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
 }
 
+TEST(ValidateJobSpecTest, PriorityMaxRuntimeAndCodeHashNameTheirField) {
+  auto spec = ParseJobSpec(Base("priority: 5\nmax_runtime: 3600\n"), "t.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->priority(), 5);
+  EXPECT_EQ(spec->max_runtime_s(), 3600);
+  for (const auto& [text, field] :
+       std::vector<std::pair<std::string, std::string>>{{"priority: 1001\n", "priority"},
+                                                        {"priority: -1001\n", "priority"},
+                                                        {"max_runtime: -1\n", "max_runtime"},
+                                                        {"priority: high\n", "priority"}}) {
+    auto bad = ParseJobSpec(Base(text), "t.yaml");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(field + ":"), std::string::npos)
+        << bad.status().message();
+  }
+  v1::JobSpec rpc = *spec;
+  rpc.set_code_sha256("not-a-hash");
+  EXPECT_EQ(ValidateJobSpec(rpc).message().rfind("code_sha256:", 0), 0u);
+  rpc.set_code_sha256(std::string(64, 'a'));
+  EXPECT_TRUE(ValidateJobSpec(rpc).ok());
+}
+
 TEST(ValidateJobSpecTest, ReservedEnvNames) {
   for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                            "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
