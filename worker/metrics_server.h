@@ -3,7 +3,9 @@
 //
 // Private (issue 18): the socket file is 0600 and belongs to the ranks' user, and each
 // connection is identified from SO_PEERCRED: a peer of another uid, or one that is not a rank
-// of the attempt (its pid or its process group leader is a rank's), is refused. A record
+// of the attempt (its pid or its process group leader is a rank's), is refused; so is a
+// process that has already exited when the worker accepts it (its group can no longer be
+// read): a short-lived writer should wait for the worker to close the connection. A record
 // never chooses its rank: the connection's rank is stamped on it, and a record whose "rank"
 // field names another rank is dropped. Bad input (garbage, non-objects, lines over 64 KiB, a
 // truncated last line) is dropped too; every drop is counted and logged, rate-limited.

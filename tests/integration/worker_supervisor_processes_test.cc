@@ -275,9 +275,11 @@ send(b'{"kind":"step","step":1,"loss":0.5,"rank":1}\n'
      b'garbage\n[1,2]\n' + b'{"pad":"' + b'x' * 70000 + b'"}\n'
      b'{"step":2,"samples":64,"samples_per_s":12.5}\n'
      b'{"step":5,"rank":7}\n{"step":99')
-# A child in the rank's process group is identified as the rank too.
+# A child in the rank's process group is identified as the rank too, while it lives (it
+# waits for the worker to read its record and close: a peer that is gone cannot be told).
 subprocess.run([sys.executable, "-c", "import socket,os; s=socket.socket(socket.AF_UNIX); "
-                "s.connect(os.environ['CONVOY_METRICS_SOCKET']); s.sendall(b'{\"step\":3}\\n')"],
+                "s.connect(os.environ['CONVOY_METRICS_SOCKET']); s.sendall(b'{\"step\":3}\\n'); "
+                "s.shutdown(socket.SHUT_WR); s.recv(1)"],
                check=True)
 # One in a session of its own cannot be: it is refused, whatever its records say.
 # (The worker may close the connection before the write: that is no error here.)
