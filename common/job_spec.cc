@@ -227,7 +227,7 @@ class SpecReader {
     if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
-      const std::string key = field + "." + kv.first.Scalar();
+      const std::string key = EnvFieldName(kv.first.Scalar());
       marks_[key] = kv.second.Mark();
       if (s->env().count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
       (*s->mutable_env())[kv.first.Scalar()] = ToString(kv.second, key);

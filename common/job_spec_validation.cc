@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <string>
@@ -33,6 +34,27 @@ std::string Shorten(const std::string& value, size_t max = 64) {
   while (n > 0 && (static_cast<unsigned char>(value[n]) & 0xC0) == 0x80) --n;
   return value.substr(0, n) + "...";
 }
+
+}  // namespace
+
+std::string EnvFieldName(const std::string& key) {
+  std::string out = "env.";
+  for (char c : key.substr(0, 256)) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '.' || c == '-') {
+      out += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+      out += hex;
+    }
+  }
+  if (key.size() > 256) out += "...";
+  return out;
+}
+
+namespace {
 
 Status CheckOneOf(const std::string& field, const std::string& value,
                   const std::set<std::string>& allowed) {
@@ -220,7 +242,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.env_size() > kMaxArgs) return Invalid("env", "too many variables");
   for (const auto& [key, value] : spec.env()) {
     if (key.empty()) return Invalid("env", "a variable has an empty name");
-    const std::string field = "env." + Shorten(key, 256);  // longer: invalid
+    const std::string field = EnvFieldName(key);  // longer than 256: invalid
     bool ok = !key.empty() && key.size() <= 256 && !(key[0] >= '0' && key[0] <= '9');
     for (char c : key) {
       ok = ok &&

@@ -33,4 +33,9 @@ Status ValidateJobSpec(const v1::JobSpec& spec);
 // CONVOY_*...), which a spec may not override.
 bool IsReservedEnvName(const std::string& name);
 
+// How messages name the env variable `key`: "env.KEY", with every byte outside
+// [A-Za-z0-9_.-] written as \xNN and at most 256 bytes of it, so that a name such as
+// "a: b" cannot break the "<field>: <reason>" shape of a message.
+std::string EnvFieldName(const std::string& key);
+
 }  // namespace convoy

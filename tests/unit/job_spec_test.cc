@@ -553,6 +553,18 @@ TEST(ValidateJobSpecTest, PriorityMaxRuntimeAndCodeHashNameTheirField) {
   EXPECT_TRUE(ValidateJobSpec(rpc).ok());
 }
 
+TEST(JobSpecFuzzRegressionTest, AnEnvNameWithAColonStillNamesItsField) {
+  // The fuzzer's find: an env name containing ": " made "env." look like the whole field.
+  auto bad = ParseJobSpec(Base("env: {\": x\": }\n"), "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("env.\\x3a\\x20x: "), std::string::npos)
+      << bad.status().message();
+  v1::JobSpec spec = *ParseJobSpec(Base(""), "t.yaml");
+  (*spec.mutable_env())["a: b"] = "1";
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("env.a\\x3a\\x20b: ", 0), 0u)
+      << ValidateJobSpec(spec).message();
+}
+
 TEST(ValidateJobSpecTest, ReservedEnvNames) {
   for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                            "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
