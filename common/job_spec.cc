@@ -215,6 +215,8 @@ class SpecReader {
             {"ddp", [&](auto& n, auto& f) { t->set_ddp(ToString(n, f)); }},
             {"allreduce", [&](auto& n, auto& f) { t->set_allreduce(ToString(n, f)); }},
             {"amp", [&](auto& n, auto& f) { t->set_amp(ToString(n, f)); }},
+            {"snapshot_every",
+             [&](auto& n, auto& f) { t->set_snapshot_every(ToInt<int64_t>(n, f)); }},
             {"extra_args",
              [&](auto& n, auto& f) {
                ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
@@ -234,17 +236,69 @@ class SpecReader {
     }
   }
 
+  // A size in bytes: a plain integer (bytes), or a number with a unit: Ki, Mi, Gi, Ti
+  // (powers of 1024) or K, M, G, T (powers of 1000), as Kubernetes writes quantities.
+  int64_t ToBytes(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) Fail(field, "expected a size such as 16Gi, got " + Describe(node));
+    const std::string& s = node.Scalar();
+    size_t digits = 0;
+    while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+    const std::string unit = s.substr(digits);
+    static const std::map<std::string, int64_t> kUnits = {{"", 1},
+                                                          {"K", 1000},
+                                                          {"M", 1000 * 1000},
+                                                          {"G", 1000 * 1000 * 1000},
+                                                          {"T", int64_t{1000} * 1000 * 1000 * 1000},
+                                                          {"Ki", int64_t{1} << 10},
+                                                          {"Mi", int64_t{1} << 20},
+                                                          {"Gi", int64_t{1} << 30},
+                                                          {"Ti", int64_t{1} << 40}};
+    auto it = kUnits.find(unit);
+    if (digits == 0 || it == kUnits.end()) {
+      Fail(field,
+           "expected a size such as 16Gi, 512Mi or a number of bytes, got " + Describe(node));
+    }
+    if (unit.empty() && IsTextScalar(node)) {
+      Fail(field, "expected a size such as 16Gi, got " + Describe(node));
+    }
+    int64_t value = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + digits, value);
+    if (ec != std::errc() || value > std::numeric_limits<int64_t>::max() / it->second) {
+      Fail(field, Describe(node) + " is out of range");
+    }
+    (void)ptr;
+    return value * it->second;
+  }
+
+  void ReadStringMap(const YAML::Node& node, const std::string& field,
+                     google::protobuf::Map<std::string, std::string>* out) {
+    if (node.IsNull()) return;
+    if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
+      const std::string key = field + "." + kv.first.Scalar().substr(0, 256);
+      marks_[key] = kv.second.Mark();
+      if (out->count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
+      (*out)[kv.first.Scalar()] = ToString(kv.second, key);
+    }
+  }
+
+  bool ToBool(const YAML::Node& node, const std::string& field) const {
+    if (node.IsScalar() && !IsTextScalar(node)) {
+      if (node.Scalar() == "true") return true;
+      if (node.Scalar() == "false") return false;
+    }
+    Fail(field, "expected true or false, got " + Describe(node));
+  }
+
   void ReadRoot(const YAML::Node& root, v1::JobSpec* s) {
-    auto elastic = [&](auto&, const std::string& f) {
-      Fail(f, "elastic jobs are not supported yet; use nodes");
-    };
     ForEachField(
         root, "",
         {
             {"name", [&](auto& n, auto& f) { s->set_name(ToString(n, f)); }},
             {"nodes", [&](auto& n, auto& f) { s->set_nodes(ToInt<int32_t>(n, f)); }},
-            {"min_nodes", elastic},
-            {"max_nodes", elastic},
+            {"min_nodes", [&](auto& n, auto& f) { s->set_min_nodes(ToInt<int32_t>(n, f)); }},
+            {"max_nodes", [&](auto& n, auto& f) { s->set_max_nodes(ToInt<int32_t>(n, f)); }},
             {"procs_per_node",
              [&](auto& n, auto& f) {
                if (n.IsScalar() && n.Scalar() == "gpu") {
@@ -277,6 +331,17 @@ class SpecReader {
             {"working_dir", [&](auto& n, auto& f) { s->set_working_dir(ToString(n, f)); }},
             {"priority", [&](auto& n, auto& f) { s->set_priority(ToInt<int32_t>(n, f)); }},
             {"max_runtime", [&](auto& n, auto& f) { s->set_max_runtime_s(ToInt<int64_t>(n, f)); }},
+            {"preemptible", [&](auto& n, auto& f) { s->set_preemptible(ToBool(n, f)); }},
+            {"gpus_per_proc",
+             [&](auto& n, auto& f) { s->set_gpus_per_proc(ToInt<int32_t>(n, f)); }},
+            {"cpus_per_proc",
+             [&](auto& n, auto& f) { s->set_cpus_per_proc(ToInt<int32_t>(n, f)); }},
+            {"memory_per_proc",
+             [&](auto& n, auto& f) { s->set_memory_per_proc_bytes(ToBytes(n, f)); }},
+            {"node_selector",
+             [&](auto& n, auto& f) { ReadStringMap(n, f, s->mutable_node_selector()); }},
+            {"resize_interval",
+             [&](auto& n, auto& f) { s->set_resize_interval_s(ToInt<int32_t>(n, f)); }},
         });
   }
 

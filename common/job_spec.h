@@ -13,9 +13,10 @@ namespace convoy {
 // Parses a spec from YAML or JSON text (JSON when the first non-blank character is '{'; it
 // is checked as strict JSON, then read like YAML, of which it is a subset). YAML keys are the
 // proto field names, except: `procs_per_node: gpu` sets procs_per_node_gpu, `hang_timeout`
-// (seconds) sets hang_timeout_s, `max_runtime` (seconds) sets max_runtime_s, and `min_nodes` /
-// `max_nodes` are refused (no elastic jobs yet). An absent `backend` becomes "gloo". `env` values
-// may be any scalar; they are kept as strings.
+// (seconds) sets hang_timeout_s, `max_runtime` (seconds) sets max_runtime_s,
+// `resize_interval` (seconds) sets resize_interval_s, and `memory_per_proc` (a size: `16Gi`,
+// `512Mi`, `2G` or bytes) sets memory_per_proc_bytes. An absent `backend` becomes "gloo".
+// `env` and `node_selector` values may be any scalar; they are kept as strings.
 //
 // On error returns INVALID_ARGUMENT, prefixed with `source` and, where the spot is known,
 // its line and column, then the field path:

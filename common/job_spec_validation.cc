@@ -37,8 +37,10 @@ std::string Shorten(const std::string& value, size_t max = 64) {
 
 }  // namespace
 
-std::string EnvFieldName(const std::string& key) {
-  std::string out = "env.";
+std::string EnvFieldName(const std::string& key) { return MapKeyFieldName("env", key); }
+
+std::string MapKeyFieldName(const std::string& map, const std::string& key) {
+  std::string out = map + ".";
   for (char c : key.substr(0, 256)) {
     const unsigned char u = static_cast<unsigned char>(c);
     if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -53,6 +55,36 @@ std::string EnvFieldName(const std::string& key) {
   if (key.size() > 256) out += "...";
   return out;
 }
+
+bool IsValidLabelKey(const std::string& text) {
+  if (text.empty() || text.size() > 253) return false;
+  const char first = text[0];
+  if (!((first >= 'A' && first <= 'Z') || (first >= 'a' && first <= 'z') ||
+        (first >= '0' && first <= '9'))) {
+    return false;
+  }
+  for (char c : text) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-' || c == '/')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool IsValidLabelValue(const std::string& text) {
+  if (text.size() > 63) return false;
+  for (char c : text) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int MinNodes(const v1::JobSpec& spec) { return IsElastic(spec) ? spec.min_nodes() : spec.nodes(); }
+int MaxNodes(const v1::JobSpec& spec) { return IsElastic(spec) ? spec.max_nodes() : spec.nodes(); }
 
 namespace {
 
@@ -179,6 +211,8 @@ Status ValidateTrainer(const v1::TrainerSpec& t) {
   }
   CONVOY_RETURN_IF_ERROR(
       CheckRange<int64_t>("trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40));
+  CONVOY_RETURN_IF_ERROR(
+      CheckRange<int64_t>("trainer.snapshot_every", t.snapshot_every(), 0, int64_t{1} << 40));
   CONVOY_RETURN_IF_ERROR(CheckPath("trainer.data_dir", t.data_dir()));
   if (t.seed() < 0) {
     return Invalid("trainer.seed", "must not be negative, got " + std::to_string(t.seed()));
@@ -213,11 +247,32 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                                "' is not valid: use 1-63 of [A-Za-z0-9._-], not starting "
                                "with '.' or '-'");
   }
-  CONVOY_RETURN_IF_ERROR(CheckRange("nodes", spec.nodes(), 1, kMaxNodes));
+  if (spec.min_nodes() != 0 || spec.max_nodes() != 0) {
+    if (spec.nodes() != 0) {
+      return Invalid(spec.max_nodes() != 0 ? "max_nodes" : "min_nodes",
+                     "give either nodes or min_nodes and max_nodes (an elastic job), not both");
+    }
+    if (spec.min_nodes() == 0) return Invalid("min_nodes", "is required with max_nodes");
+    if (spec.max_nodes() == 0) return Invalid("max_nodes", "is required with min_nodes");
+    CONVOY_RETURN_IF_ERROR(CheckRange("min_nodes", spec.min_nodes(), 1, kMaxNodes));
+    CONVOY_RETURN_IF_ERROR(CheckRange("max_nodes", spec.max_nodes(), 1, kMaxNodes));
+    if (spec.max_nodes() < spec.min_nodes()) {
+      return Invalid("max_nodes", "must be at least min_nodes (" +
+                                      std::to_string(spec.min_nodes()) + "), got " +
+                                      std::to_string(spec.max_nodes()));
+    }
+  } else {
+    CONVOY_RETURN_IF_ERROR(CheckRange("nodes", spec.nodes(), 1, kMaxNodes));
+    if (spec.resize_interval_s() != 0) {
+      return Invalid("resize_interval", "only an elastic job (min_nodes, max_nodes) resizes");
+    }
+  }
+  CONVOY_RETURN_IF_ERROR(
+      CheckRange("resize_interval", spec.resize_interval_s(), 0, kMaxResizeIntervalS));
   if (!spec.procs_per_node_gpu()) {
     CONVOY_RETURN_IF_ERROR(
         CheckRange("procs_per_node", spec.procs_per_node(), 1, kMaxProcsPerNode));
-    if (int64_t{spec.nodes()} * spec.procs_per_node() > kMaxWorldSize) {
+    if (int64_t{MaxNodes(spec)} * spec.procs_per_node() > kMaxWorldSize) {
       return Invalid("procs_per_node",
                      "nodes x procs_per_node exceeds " + std::to_string(kMaxWorldSize) + " ranks");
     }
@@ -263,6 +318,23 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   CONVOY_RETURN_IF_ERROR(CheckRange("priority", spec.priority(), -kMaxPriority, kMaxPriority));
   CONVOY_RETURN_IF_ERROR(CheckRange<int64_t>("max_runtime", spec.max_runtime_s(), 0, kMaxRuntimeS));
+  CONVOY_RETURN_IF_ERROR(CheckRange("gpus_per_proc", spec.gpus_per_proc(), 0, kMaxGpusPerProc));
+  CONVOY_RETURN_IF_ERROR(CheckRange("cpus_per_proc", spec.cpus_per_proc(), 0, kMaxCpusPerProc));
+  CONVOY_RETURN_IF_ERROR(
+      CheckRange<int64_t>("memory_per_proc", spec.memory_per_proc_bytes(), 0, kMaxMemoryPerProc));
+  if (spec.node_selector_size() > 64) return Invalid("node_selector", "too many labels");
+  for (const auto& [key, value] : spec.node_selector()) {
+    const std::string field = MapKeyFieldName("node_selector", key);
+    if (!IsValidLabelKey(key)) {
+      return Invalid(field,
+                     "is not a valid label name (1-253 of [A-Za-z0-9._/-], starting with a "
+                     "letter or digit)");
+    }
+    if (!IsValidLabelValue(value)) {
+      return Invalid(field, "'" + Shorten(value) +
+                                "' is not a valid label value (at most 63 of [A-Za-z0-9._-])");
+    }
+  }
   return Status::Ok();
 }
 

@@ -36,6 +36,7 @@ std::vector<std::string> BuildArgv(const v1::JobSpec& spec, const std::string& t
   if (t.has_accumulate()) add("--accumulate", std::to_string(t.accumulate()));
   if (t.has_bucket_mb()) add("--bucket-mb", FormatDouble(t.bucket_mb()));
   if (t.checkpoint_every() > 0) add("--checkpoint-every", std::to_string(t.checkpoint_every()));
+  if (t.has_snapshot_every()) add("--snapshot-every", std::to_string(t.snapshot_every()));
   if (!t.data_dir().empty()) add("--data-dir", t.data_dir());
   if (t.has_seed()) add("--seed", std::to_string(t.seed()));
   if (!t.ddp().empty()) add("--ddp", t.ddp());

@@ -12,14 +12,21 @@ namespace convoy {
 
 std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
                                                 const v1::Launch& launch, int local_rank, int cores,
-                                                const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir,
-                                                const std::string& error_file) {
+                                                const RankFiles& files) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : launch.spec().env()) env[k] = v;
-  if (env.count("OMP_NUM_THREADS") == 0) {
+  const v1::RankResources* given =
+      local_rank < launch.resources_size() ? &launch.resources(local_rank) : nullptr;
+  if (given != nullptr && given->cpus() > 0) {
+    env["OMP_NUM_THREADS"] = std::to_string(given->cpus());
+  } else if (env.count("OMP_NUM_THREADS") == 0) {
     env["OMP_NUM_THREADS"] =
         std::to_string(std::max(1, cores / std::max(1, launch.local_world_size())));
+  }
+  if (given != nullptr && given->gpus_size() > 0) {
+    std::string devices;
+    for (int g : given->gpus()) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+    env["CUDA_VISIBLE_DEVICES"] = devices;
   }
   // The coordinator's plan names every process's RANK (Supervisor::Launch checked it).
   const int rank = launch.ranks(local_rank);
@@ -39,10 +46,14 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   env["TORCHELASTIC_RUN_ID"] = launch.run_id();
   env["CONVOY_JOB_ID"] = launch.job_id();
   env["CONVOY_ATTEMPT"] = std::to_string(launch.attempt());
-  env["CONVOY_METRICS_SOCKET"] = metrics_socket;
-  env["CONVOY_CHECKPOINT_DIR"] = checkpoint_dir;
+  env["CONVOY_MAX_WORLD_SIZE"] =
+      std::to_string(std::max(launch.max_world_size(), launch.world_size()));
+  env["CONVOY_METRICS_SOCKET"] = files.metrics_socket;
+  env["CONVOY_CHECKPOINT_DIR"] = files.checkpoint_dir;
   env["PYTHONUNBUFFERED"] = "1";
-  if (!error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = error_file;
+  if (!files.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = files.error_file;
+  if (!files.snapshot_dir.empty()) env["CONVOY_SNAPSHOT_DIR"] = files.snapshot_dir;
+  if (!files.preempt_file.empty()) env["CONVOY_PREEMPT_FILE"] = files.preempt_file;
   return env;
 }
 

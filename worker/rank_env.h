@@ -10,21 +10,36 @@
 
 namespace convoy {
 
+// The per-rank paths a worker gives a rank (empty ones are not set).
+struct RankFiles {
+  std::string metrics_socket;  // CONVOY_METRICS_SOCKET
+  std::string checkpoint_dir;  // CONVOY_CHECKPOINT_DIR
+  // TORCHELASTIC_ERROR_FILE: where torch's @record writes the exception of a failing rank
+  // (see ReadTorchErrorFile).
+  std::string error_file;
+  // CONVOY_SNAPSHOT_DIR: host memory for the job's snapshots, kept across its attempts on
+  // this worker (README "Fast restarts").
+  std::string snapshot_dir;
+  // CONVOY_PREEMPT_FILE: created by the worker, holding the reason, just before it sends the
+  // rank SIGTERM to save its state and stop (preemption, an elastic resize, drain --now);
+  // absent when a SIGTERM means a cancel or a teardown.
+  std::string preempt_file;
+};
+
 // `base` (the worker's allowlisted environment, AllowedWorkerEnvironment), then the spec's env,
 // then Convoy's variables, which always win: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, CONVOY_JOB_ID,
-// CONVOY_ATTEMPT, CONVOY_METRICS_SOCKET, CONVOY_CHECKPOINT_DIR and PYTHONUNBUFFERED=1.
+// CONVOY_ATTEMPT, CONVOY_MAX_WORLD_SIZE, the paths of `files` and PYTHONUNBUFFERED=1.
 // GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
-// reserves them). OMP_NUM_THREADS is max(1, cores / local_world_size) unless `base` or the
-// spec sets it.
-// TORCHELASTIC_ERROR_FILE is `error_file` when not empty (where torch's @record writes
-// the exception of a failing rank; see ReadTorchErrorFile).
+// reserves them).
+// Resources: when the launch gives this rank GPUs (Launch.resources), CUDA_VISIBLE_DEVICES
+// lists them (always: a rank never sees another rank's devices); when it gives it cores,
+// OMP_NUM_THREADS is that number. Otherwise OMP_NUM_THREADS is max(1, cores /
+// local_world_size) unless `base` or the spec sets it.
 std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std::string>& base,
                                                 const v1::Launch& launch, int local_rank, int cores,
-                                                const std::string& metrics_socket,
-                                                const std::string& checkpoint_dir,
-                                                const std::string& error_file = "");
+                                                const RankFiles& files);
 
 // Reads a TORCHELASTIC_ERROR_FILE as torch.distributed.elastic's @record writes it,
 // {"message": {"message": "ValueError: bad", "extraInfo": {"py_callstack": "Traceback..."}}}

@@ -533,8 +533,11 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
     LaunchRequest req;
     req.argv = argv;
-    req.env = BuildRankEnv(config_.env, launch, l, config_.cores, metrics_path, checkpoint_dir,
-                           r->error_file);
+    RankFiles files;
+    files.metrics_socket = metrics_path;
+    files.checkpoint_dir = checkpoint_dir;
+    files.error_file = r->error_file;
+    req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
     if (!config_.data_cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = config_.data_cache_dir;
     req.working_dir = dirs->working_dir;
     req.user = config_.run_as;

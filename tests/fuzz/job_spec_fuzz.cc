@@ -81,7 +81,9 @@ bool IsValidUtf8(const std::string& s) {
 // spec's name for hang_timeout_s), "trainer.<field>", "<list>[i]", "env.<name>", "spec".
 bool IsFieldPath(const std::string& path) {
   static const std::set<std::string> kTop = [] {
-    std::set<std::string> names = {"spec", "hang_timeout", "max_runtime", "min_nodes", "max_nodes"};
+    std::set<std::string> names = {"spec",        "hang_timeout",   "max_runtime",
+                                   "min_nodes",   "max_nodes",      "memory_per_proc",
+                                   "preemptible", "resize_interval"};
     const auto* d = JobSpec::descriptor();
     for (int i = 0; i < d->field_count(); ++i) names.insert(d->field(i)->name());
     return names;
@@ -93,6 +95,7 @@ bool IsFieldPath(const std::string& path) {
     return names;
   }();
   if (path.rfind("env.", 0) == 0) return path.size() > 4;
+  if (path.rfind("node_selector.", 0) == 0) return path.size() > 14;
   std::string p = path;
   if (!p.empty() && p.back() == ']') {  // "command[12]", "trainer.extra_args[0]"
     const size_t open = p.rfind('[');
@@ -162,7 +165,7 @@ void CheckParseMessage(const Status& st) {
 std::string ToJsonText(const JobSpec& s) {
   nlohmann::ordered_json j;
   j["name"] = s.name();
-  j["nodes"] = s.nodes();
+  if (s.nodes() != 0) j["nodes"] = s.nodes();
   if (s.procs_per_node_gpu()) {
     j["procs_per_node"] = "gpu";
   } else {
@@ -189,6 +192,7 @@ std::string ToJsonText(const JobSpec& s) {
     if (!t.ddp().empty()) tj["ddp"] = t.ddp();
     if (!t.allreduce().empty()) tj["allreduce"] = t.allreduce();
     if (!t.amp().empty()) tj["amp"] = t.amp();
+    if (t.has_snapshot_every()) tj["snapshot_every"] = t.snapshot_every();
     if (t.extra_args_size() > 0) {
       tj["extra_args"] = nlohmann::ordered_json::array();
       for (const auto& a : t.extra_args()) tj["extra_args"].push_back(a);
@@ -209,6 +213,17 @@ std::string ToJsonText(const JobSpec& s) {
   if (!s.working_dir().empty()) j["working_dir"] = s.working_dir();
   if (s.priority() != 0) j["priority"] = s.priority();
   if (s.max_runtime_s() != 0) j["max_runtime"] = s.max_runtime_s();
+  if (s.has_preemptible()) j["preemptible"] = s.preemptible();
+  if (s.min_nodes() != 0) j["min_nodes"] = s.min_nodes();
+  if (s.max_nodes() != 0) j["max_nodes"] = s.max_nodes();
+  if (s.gpus_per_proc() != 0) j["gpus_per_proc"] = s.gpus_per_proc();
+  if (s.cpus_per_proc() != 0) j["cpus_per_proc"] = s.cpus_per_proc();
+  if (s.memory_per_proc_bytes() != 0) j["memory_per_proc"] = s.memory_per_proc_bytes();
+  if (!s.node_selector().empty()) {
+    j["node_selector"] = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : s.node_selector()) j["node_selector"][k] = v;
+  }
+  if (s.resize_interval_s() != 0) j["resize_interval"] = s.resize_interval_s();
   return j.dump(2);
 }
 

@@ -170,6 +170,43 @@ TEST(ParseJobSpecTest, GoodSpecs) {
          EXPECT_EQ(s.env().at("C"), "0.5");
        }},
       {"empty env", Base("env: {}\n"), [](auto& s) { EXPECT_TRUE(s.env().empty()); }},
+      {"elastic", "name: t\nmin_nodes: 2\nmax_nodes: 3\nprocs_per_node: 1\ntrainer: {}\n",
+       [](auto& s) {
+         EXPECT_TRUE(IsElastic(s));
+         EXPECT_EQ(MinNodes(s), 2);
+         EXPECT_EQ(MaxNodes(s), 3);
+         EXPECT_EQ(s.nodes(), 0);
+       }},
+      {"fixed size", Base(""),
+       [](auto& s) {
+         EXPECT_FALSE(IsElastic(s));
+         EXPECT_EQ(MinNodes(s), 1);
+         EXPECT_EQ(MaxNodes(s), 1);
+       }},
+      {"resources and selector",
+       Base("gpus_per_proc: 2\ncpus_per_proc: 8\nmemory_per_proc: 16Gi\n"
+            "node_selector: {zone: a, example.com/gpu-model: h100}\npreemptible: false\n"),
+       [](auto& s) {
+         EXPECT_EQ(s.gpus_per_proc(), 2);
+         EXPECT_EQ(s.cpus_per_proc(), 8);
+         EXPECT_EQ(s.memory_per_proc_bytes(), int64_t{16} << 30);
+         EXPECT_EQ(s.node_selector().at("zone"), "a");
+         EXPECT_EQ(s.node_selector().at("example.com/gpu-model"), "h100");
+         EXPECT_TRUE(s.has_preemptible());
+         EXPECT_FALSE(s.preemptible());
+       }},
+      {"memory units", Base("memory_per_proc: 512Mi\n"),
+       [](auto& s) { EXPECT_EQ(s.memory_per_proc_bytes(), int64_t{512} << 20); }},
+      {"memory in decimal units", Base("memory_per_proc: 2G\n"),
+       [](auto& s) { EXPECT_EQ(s.memory_per_proc_bytes(), 2000000000); }},
+      {"memory in bytes", Base("memory_per_proc: 1048576\n"),
+       [](auto& s) { EXPECT_EQ(s.memory_per_proc_bytes(), 1048576); }},
+      {"preemptible absent", Base(""), [](auto& s) { EXPECT_FALSE(s.has_preemptible()); }},
+      {"snapshot_every 0 is off, not the default", Base("", "trainer: {snapshot_every: 0}\n"),
+       [](auto& s) {
+         EXPECT_TRUE(s.trainer().has_snapshot_every());
+         EXPECT_EQ(s.trainer().snapshot_every(), 0);
+       }},
       {"limits", Base("max_restarts: 100\nhang_timeout: 604800\n"),
        [](auto& s) { EXPECT_EQ(s.hang_timeout_s(), 604800); }},
       {"dots inside a path component", Base("checkpoint_dir: /ckpt/..hidden/a..b/./c\n"),
@@ -214,9 +251,29 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"duplicate trainer key", Base("", "trainer: {lr: 0.1, lr: 0.2}\n"), "trainer.lr"},
       {"duplicate env key", Base("env: {A: 1, A: 2}\n"), "env.A"},
       {"JSON duplicate key", R"({"name": "j", "nodes": 1, "nodes": 2})", "nodes"},
-      {"elastic", "name: t\nmin_nodes: 1\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
+      {"max_nodes beside nodes", Base("max_nodes: 4\n"), "max_nodes"},
+      {"min_nodes beside nodes", Base("min_nodes: 1\n"), "min_nodes"},
+      {"max_nodes alone", "name: t\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n", "min_nodes"},
+      {"min_nodes alone", "name: t\nmin_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n", "max_nodes"},
+      {"max below min", "name: t\nmin_nodes: 3\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
+       "max_nodes"},
+      {"zero min_nodes", "name: t\nmin_nodes: 0\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
        "min_nodes"},
-      {"max_nodes alone", Base("max_nodes: 4\n"), "max_nodes"},
+      {"resize_interval of a fixed job", Base("resize_interval: 30\n"), "resize_interval"},
+      {"preemptible as text", Base("preemptible: \"yes\"\n"), "preemptible"},
+      {"preemptible as a number", Base("preemptible: 1\n"), "preemptible"},
+      {"memory without digits", Base("memory_per_proc: Gi\n"), "memory_per_proc"},
+      {"memory in an unknown unit", Base("memory_per_proc: 4GB\n"), "memory_per_proc"},
+      {"memory that overflows", Base("memory_per_proc: 99999999999Ti\n"), "memory_per_proc"},
+      {"memory past 1 PiB", Base("memory_per_proc: 2048Ti\n"), "memory_per_proc"},
+      {"negative gpus", Base("gpus_per_proc: -1\n"), "gpus_per_proc"},
+      {"too many gpus", Base("gpus_per_proc: 65\n"), "gpus_per_proc"},
+      {"negative cpus", Base("cpus_per_proc: -2\n"), "cpus_per_proc"},
+      {"node_selector as a list", Base("node_selector: [a]\n"), "node_selector"},
+      {"bad label name", Base("node_selector: {\"-zone\": a}\n"), "node_selector.-zone"},
+      {"bad label value", Base("node_selector: {zone: \"a b\"}\n"), "node_selector.zone"},
+      {"negative snapshot_every", Base("", "trainer: {snapshot_every: -1}\n"),
+       "trainer.snapshot_every"},
       // name
       {"missing name", "nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "name"},
       {"null name", Base("").replace(0, 7, "name:\n"), "name"},
@@ -348,8 +405,10 @@ TEST(ParseJobSpecTest, MessagesSayWhatWasWrongAndWhere) {
   EXPECT_EQ(spec.status().message(),
             "job.yaml:5:13: env.RANK: set by Convoy, cannot be overridden");
   spec = ParseJobSpec("name: t\nmin_nodes: 1\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(), "job.yaml: max_nodes: is required with min_nodes");
+  spec = ParseJobSpec("name: t\nmin_nodes: 3\nmax_nodes: 2\n", "job.yaml");
   EXPECT_EQ(spec.status().message(),
-            "job.yaml:2:12: min_nodes: elastic jobs are not supported yet; use nodes");
+            "job.yaml:3:12: max_nodes: must be at least min_nodes (3), got 2");
   spec = ParseJobSpec(Base("", "trainer: {batch_sise: 32}\n"), "job.yaml");
   EXPECT_NE(spec.status().message().find("did you mean 'batch_size'?"), std::string::npos);
   spec = ParseJobSpec("nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "job.yaml");

@@ -35,7 +35,10 @@ TEST(BuildRankEnvTest, ExactVariablesOfEveryRankOfTwoNodesByTwo) {
   for (int node = 0; node < 2; ++node) {
     for (int local = 0; local < 2; ++local) {
       const std::string rank = std::to_string(node * 2 + local);
-      const auto env = BuildRankEnv(base, TwoByTwo(node), local, 8, "/run/x.sock", "/ckpt");
+      RankFiles files;
+      files.metrics_socket = "/run/x.sock";
+      files.checkpoint_dir = "/ckpt";
+      const auto env = BuildRankEnv(base, TwoByTwo(node), local, 8, files);
       const std::map<std::string, std::string> expected{
           {"PATH", "/usr/bin"},  // the worker's own environment
           {"FOO", "bar"},        // the spec's
@@ -55,6 +58,7 @@ TEST(BuildRankEnvTest, ExactVariablesOfEveryRankOfTwoNodesByTwo) {
           {"TORCHELASTIC_RUN_ID", "j-000007"},
           {"CONVOY_JOB_ID", "j-000007"},
           {"CONVOY_ATTEMPT", "2"},
+          {"CONVOY_MAX_WORLD_SIZE", "4"},  // not elastic: the world itself
           {"CONVOY_METRICS_SOCKET", "/run/x.sock"},
           {"CONVOY_CHECKPOINT_DIR", "/ckpt"},
           {"OMP_NUM_THREADS", "4"},  // 8 cores / 2 local ranks
@@ -66,19 +70,55 @@ TEST(BuildRankEnvTest, ExactVariablesOfEveryRankOfTwoNodesByTwo) {
 
 TEST(BuildRankEnvTest, OmpThreadsDefaultsYieldToTheUserAndTheWorker) {
   v1::Launch launch = TwoByTwo(0);
-  EXPECT_EQ(BuildRankEnv({}, launch, 0, 1, "", "").at("OMP_NUM_THREADS"), "1");  // never 0
-  EXPECT_EQ(BuildRankEnv({{"OMP_NUM_THREADS", "3"}}, launch, 0, 8, "", "").at("OMP_NUM_THREADS"),
-            "3");
+  EXPECT_EQ(BuildRankEnv({}, launch, 0, 1, {}).at("OMP_NUM_THREADS"), "1");  // never 0
+  EXPECT_EQ(BuildRankEnv({{"OMP_NUM_THREADS", "3"}}, launch, 0, 8, {}).at("OMP_NUM_THREADS"), "3");
   (*launch.mutable_spec()->mutable_env())["OMP_NUM_THREADS"] = "1";
-  EXPECT_EQ(BuildRankEnv({{"OMP_NUM_THREADS", "3"}}, launch, 0, 8, "", "").at("OMP_NUM_THREADS"),
-            "1");
+  EXPECT_EQ(BuildRankEnv({{"OMP_NUM_THREADS", "3"}}, launch, 0, 8, {}).at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(BuildRankEnvTest, EachRankSeesOnlyItsOwnGpusAndCores) {
+  v1::Launch launch = TwoByTwo(0);
+  v1::RankResources* r0 = launch.add_resources();
+  r0->add_gpus(2);
+  r0->add_gpus(3);
+  r0->set_cpus(6);
+  v1::RankResources* r1 = launch.add_resources();
+  r1->add_gpus(0);
+  r1->add_gpus(1);
+  r1->set_cpus(6);
+  // The worker's own CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS give way to the plan's.
+  const std::map<std::string, std::string> base{{"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+                                                {"OMP_NUM_THREADS", "1"}};
+  auto env0 = BuildRankEnv(base, launch, 0, 16, {});
+  auto env1 = BuildRankEnv(base, launch, 1, 16, {});
+  EXPECT_EQ(env0.at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(env1.at("CUDA_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(env0.at("OMP_NUM_THREADS"), "6");
+  // Nothing asked: the worker's variables stay as they were.
+  v1::Launch plain = TwoByTwo(0);
+  auto env = BuildRankEnv(base, plain, 0, 16, {});
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,1,2,3");
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(BuildRankEnvTest, ElasticWorldAndTheSnapshotAndPreemptPaths) {
+  v1::Launch launch = TwoByTwo(0);
+  launch.set_max_world_size(6);  // max_nodes 3 x 2
+  RankFiles files;
+  files.snapshot_dir = "/dev/shm/convoy-w1/j-000007";
+  files.preempt_file = "/w/jobs/j-000007/attempt-2/preempt";
+  auto env = BuildRankEnv({}, launch, 0, 8, files);
+  EXPECT_EQ(env.at("CONVOY_MAX_WORLD_SIZE"), "6");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("CONVOY_SNAPSHOT_DIR"), files.snapshot_dir);
+  EXPECT_EQ(env.at("CONVOY_PREEMPT_FILE"), files.preempt_file);
 }
 
 TEST(BuildRankEnvTest, ConvoyVariablesWinOverTheSpec) {
   v1::Launch launch = TwoByTwo(1);
   (*launch.mutable_spec()->mutable_env())["RANK"] = "99";
   (*launch.mutable_spec()->mutable_env())["CONVOY_JOB_ID"] = "other";
-  const auto env = BuildRankEnv({}, launch, 1, 8, "", "");
+  const auto env = BuildRankEnv({}, launch, 1, 8, {});
   EXPECT_EQ(env.at("RANK"), "3");
   EXPECT_EQ(env.at("CONVOY_JOB_ID"), "j-000007");
 }
@@ -120,7 +160,9 @@ TEST(TorchErrorFileTest, SetInTheRankEnvironment) {
   v1::Launch launch;
   launch.set_local_world_size(1);
   launch.add_ranks(0);
-  auto env = BuildRankEnv({}, launch, 0, 1, "", "", "/w/attempt-0/rank-0.error.json");
+  RankFiles files;
+  files.error_file = "/w/attempt-0/rank-0.error.json";
+  auto env = BuildRankEnv({}, launch, 0, 1, files);
   EXPECT_EQ(env.at("TORCHELASTIC_ERROR_FILE"), "/w/attempt-0/rank-0.error.json");
 }
 
