@@ -241,11 +241,11 @@ void Coordinator::Tick() {
 
 // ---- Clients
 
-void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner,
+void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
                          std::function<void(StatusOr<std::string>)> done) {
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<std::string> id = jobs_.Submit(spec, owner);
+    StatusOr<std::string> id = jobs_.Submit(spec, owner, role);
     Defer([done = std::move(done), id = std::move(id)] { done(id); });
   });
 }
@@ -269,10 +269,10 @@ void Coordinator::Delete(const std::string& id, const std::string& by,
 }
 
 void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
-                             std::function<void(StatusOr<v1::WorkerInfo>)> done) {
+                             bool now, std::function<void(StatusOr<v1::WorkerInfo>)> done) {
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by);
+    StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by, now);
     Defer([done = std::move(done), info = std::move(info)] { done(info); });
   });
 }

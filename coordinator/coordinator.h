@@ -102,7 +102,8 @@ class Coordinator {
   void set_on_commit(CommitFn fn) { on_commit_ = std::move(fn); }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
-  void Submit(const v1::JobSpec& spec, const std::string& owner,
+  // `role`: the submitter's token role ("user", "admin"; empty with --insecure).
+  void Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
               std::function<void(StatusOr<std::string>)> done) EXCLUDES(mu_);
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
@@ -119,7 +120,7 @@ class Coordinator {
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
   JobManager::WorkerPage ListWorkersPage(const WorkerQuery& query) EXCLUDES(mu_);
   // JobManager::SetDrained; `done` runs once the change is durable.
-  void SetDrained(const std::string& worker, bool drained, const std::string& by,
+  void SetDrained(const std::string& worker, bool drained, const std::string& by, bool now,
                   std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);
   JobManager::Stats GetStats() EXCLUDES(mu_);
 

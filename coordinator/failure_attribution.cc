@@ -72,9 +72,12 @@ v1::RankFailure FailureAttribution::Decisive(v1::RankFailure failure) {
 }
 
 std::optional<v1::RankFailure> FailureAttribution::RootCause(
-    const UnreachablePeerFn& unreachable_peer) {
-  if (pending_.empty() || clock_->NowMonotonicMs() < window_end_ms_) return std::nullopt;
+    const UnreachablePeerFn& unreachable_peer, bool all_reported) {
+  if (pending_.empty()) return std::nullopt;
   v1::RankFailure cause = ChooseRootCause(pending_);
+  if (clock_->NowMonotonicMs() < window_end_ms_ && !all_reported && CauseClass(cause) > 0) {
+    return std::nullopt;
+  }
   if (CauseClass(cause) > 0 && unreachable_peer) {
     if (auto peer = unreachable_peer()) cause = std::move(*peer);
   }

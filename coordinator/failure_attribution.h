@@ -3,13 +3,13 @@
 //
 // The rules: failures of one attempt are collected for a window (300 ms by default) because
 // a rank killed by a signal makes its peers fail within milliseconds, in either order of
-// arrival; a rank killed by a signal nobody in Convoy sent (SIGKILL from outside, SIGSEGV) is
-// a likelier cause than peers that exited with errors; among equals, the first reported wins;
-// when no rank was killed from outside, a rank whose worker became unreachable meanwhile (its
-// stream broke: the machine died or its link was cut) explains the others' broken
-// collectives. A lost worker is decisive at once. A hang is ranks silent (no metric record)
-// for the job's hang_timeout_s; a rank whose process is stopped is named over peers that fell
-// silent waiting for it in a collective.
+// arrival (the window closes at once when the cause is already certain: see RootCause); a rank
+// killed by a signal nobody in Convoy sent (SIGKILL from outside, SIGSEGV) is a likelier cause than
+// peers that exited with errors; among equals, the first reported wins; when no rank was killed
+// from outside, a rank whose worker became unreachable meanwhile (its stream broke: the machine
+// died or its link was cut) explains the others' broken collectives. A lost worker is decisive at
+// once. A hang is ranks silent (no metric record) for the job's hang_timeout_s; a rank whose
+// process is stopped is named over peers that fell silent waiting for it in a collective.
 //
 // The free functions are pure; FailureAttribution keeps one attempt's window, rendezvous
 // deadline and next hang check on an injected Clock.
@@ -74,9 +74,13 @@ class FailureAttribution {
   // and whose worker is not READY, or nothing.
   using UnreachablePeerFn = std::function<std::optional<v1::RankFailure>()>;
   // Once the window has closed: the root cause (see the rules above). Nothing while the
-  // window is open or when nothing was reported. The failures stay until Clear (the
-  // attempt's teardown), so a decision that could not be persisted is made again later.
-  std::optional<v1::RankFailure> RootCause(const UnreachablePeerFn& unreachable_peer);
+  // window is open or when nothing was reported. The window closes early when nothing later
+  // could change the choice: a rank killed from outside was reported (the likeliest class,
+  // and the first of it wins), or `all_reported` (every rank of the attempt is gone, so no
+  // other failure can come). The failures stay until Clear (the attempt's teardown), so a
+  // decision that could not be persisted is made again later.
+  std::optional<v1::RankFailure> RootCause(const UnreachablePeerFn& unreachable_peer,
+                                           bool all_reported = false);
 
   // The rendezvous must complete (every rank started) by `deadline_mono_ms`.
   void SetRendezvousDeadline(int64_t deadline_mono_ms) {

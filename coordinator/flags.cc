@@ -6,6 +6,7 @@
 #include "common/config_file.h"
 #include "common/util.h"
 #include "common/version.h"
+#include "coordinator/quota.h"
 
 namespace convoy {
 
@@ -127,6 +128,33 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   app.add_option("--max-queued-per-user", f->max_queued_per_user,
                  "jobs one user may have waiting; more are refused (0: no limit)")
       ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--quota", f->quotas,
+                 "a quota rule, repeatable: role:ROLE=slots:N,gpus:N,queued:N or user:NAME=...")
+      ->check([](const std::string& rule) {
+        QuotaRules rules;
+        Status st = rules.Add(rule);
+        return st.ok() ? std::string() : st.message();
+      });
+  app.add_option("--over-quota", f->over_quota,
+                 "a job over its owner's process or GPU quota: queue (waits) or refuse")
+      ->check(CLI::IsMember({"queue", "refuse"}))
+      ->capture_default_str();
+  app.add_option("--preemptible-below", f->preemptible_below,
+                 "jobs of a lower priority are preemptible unless their spec says otherwise")
+      ->check(CLI::Range(-1001, 1001))
+      ->capture_default_str();
+  app.add_option("--preempt-grace", f->preempt_grace_s,
+                 "seconds a preempted rank has to checkpoint before SIGKILL (30, 2m)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--min-resize-interval", f->min_resize_interval_s,
+                 "least time between two resizes of an elastic job (60, 5m)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(0.0, 7 * 86400.0))
       ->capture_default_str();
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))

@@ -76,6 +76,22 @@ struct CoordinatorFlags {
   // jobs they may have waiting (over it, a submit is refused).
   int max_slots_per_user = 0;
   int max_queued_per_user = 0;
+  // More specific quotas: "role:user=slots:8,gpus:2,queued:20", "user:alice=slots:32"
+  // (coordinator/quota.h), each limit falling back to the next rule.
+  std::vector<std::string> quotas;
+  // A job that would take its owner over their process or GPU quota: "queue" (it waits) or
+  // "refuse" (the submit fails naming the quota).
+  std::string over_quota = "queue";
+  // Jobs whose spec says nothing of `preemptible` may be preempted when their priority is
+  // below this: by default the negative priorities, work that asked to yield.
+  int preemptible_below = 0;
+  // How long a preempted (or resized, or drained --now) rank has between SIGTERM and SIGKILL
+  // to write its checkpoint: the built-in trainer needs one step; 30 s, as Kubernetes'
+  // default grace, leaves a user script time to save a large model.
+  double preempt_grace_s = 30;
+  // Elastic jobs grow at most once per this long (unless their spec's resize_interval says
+  // otherwise): each resize restarts the attempt from a checkpoint.
+  double min_resize_interval_s = 60;
   std::string log_level = "info";
   // --check-config: validate everything, start nothing (coordinator/check_config.h).
   bool check_config = false;

@@ -516,8 +516,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                   " is stored; upload it with UploadCode first"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::string owner = who->kind == Principal::Kind::kUser ? who->name : "";
-  coordinator_.Submit(req->spec(), owner, [reactor, resp](const StatusOr<std::string>& id) {
+  const bool user = who->kind == Principal::Kind::kUser;
+  const std::string owner = user ? who->name : "";
+  const std::string role = user ? RoleName(who->role) : "";
+  coordinator_.Submit(req->spec(), owner, role, [reactor, resp](const StatusOr<std::string>& id) {
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
       return;
@@ -630,7 +632,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContex
   if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
-  coordinator_.SetDrained(req->name(), req->drain(), by,
+  if (req->now() && !req->drain()) {
+    return FinishNow(context, Status::InvalidArgument("now: only a drain can be --now"));
+  }
+  coordinator_.SetDrained(req->name(), req->drain(), by, req->now(),
                           [reactor, resp](const StatusOr<v1::WorkerInfo>& info) {
                             if (info.ok()) *resp = *info;
                             reactor->Finish(ToGrpc(info.status()));

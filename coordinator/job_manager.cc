@@ -63,7 +63,7 @@ std::string RankRanges(std::vector<int> ranks) {
 // The metric history's bound per rank for a job of this shape.
 int HistoryPoints(const v1::JobSpec& spec) {
   const int64_t per_node = spec.procs_per_node_gpu() ? 8 : std::max(1, spec.procs_per_node());
-  return MetricHistory::PointsPerRank(int64_t{std::max(1, spec.nodes())} * per_node);
+  return MetricHistory::PointsPerRank(int64_t{std::max(1, MaxNodes(spec))} * per_node);
 }
 
 }  // namespace
@@ -104,6 +104,7 @@ Status JobManager::Recover() {
         rr.local_rank = i;
         rr.started = r.job.state() == v1::RUNNING;
         rr.last_progress_mono_ms = now;
+        if (i < n.resources_size()) rr.resources = n.resources(i);
       }
     }
     for (const v1::ProcessExited& e : a.exits()) {
@@ -130,16 +131,60 @@ Status JobManager::Recover() {
   return Status::Ok();
 }
 
-StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner) {
+StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner,
+                                         const std::string& role) {
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  if (options_.max_queued_per_owner > 0 && !owner.empty()) {
+  v1::Job probe;
+  probe.set_owner(owner);
+  probe.set_owner_role(role);
+  const Quota quota = QuotaOf(probe);
+  if (quota.queued > 0 && !owner.empty()) {
     int queued = 0;
     for (const std::string& id : waiting_) queued += jobs_.at(id).job.owner() == owner ? 1 : 0;
-    if (queued >= options_.max_queued_per_owner) {
+    if (queued >= quota.queued) {
+      return Status::ResourceExhausted("quota: " + owner + " has " + std::to_string(queued) +
+                                       " jobs waiting, the most " + "a user may (" +
+                                       quota.queued_source + " " + std::to_string(quota.queued) +
+                                       "); submit again when one has started");
+    }
+  }
+  if ((quota.slots > 0 || quota.gpus > 0) && !owner.empty()) {
+    // The least this job holds when it runs (a GPU job's size depends on its workers).
+    const int procs = spec.procs_per_node_gpu() ? 1 : spec.procs_per_node();
+    const int64_t slots = int64_t{MinNodes(spec)} * procs;
+    const int64_t gpus = slots * GpusPerProc(spec);
+    int64_t used_slots = 0, used_gpus = 0;
+    for (const std::string& id : attached_) {
+      const JobRecord& other = jobs_.at(id);
+      if (other.job.owner() != owner || other.rt.tearing_down) continue;
+      for (const NodeHold& h : Holds(other)) {
+        used_slots += h.slots;
+        used_gpus += h.gpus;
+      }
+    }
+    auto refuse = [&](const std::string& what, int64_t used, int64_t limit, int64_t need,
+                      const std::string& source) {
       return Status::ResourceExhausted(
-          "quota: " + owner + " has " + std::to_string(queued) + " jobs waiting, the most " +
-          "a user may (--max-queued-per-user " + std::to_string(options_.max_queued_per_owner) +
-          "); submit again when one has started");
+          "quota: " + owner + "'s running jobs use " + std::to_string(used) + " of " +
+          std::to_string(limit) + " " + what + " (" + source + ") and this job needs " +
+          std::to_string(need) +
+          (need > limit ? "; it can never start: ask for fewer"
+                        : "; submit again when they end (this coordinator refuses jobs over "
+                          "quota: --over-quota refuse)"));
+    };
+    if (quota.slots > 0 && slots > quota.slots) {
+      return refuse("processes", used_slots, quota.slots, slots, quota.source);
+    }
+    if (quota.gpus > 0 && gpus > quota.gpus) {
+      return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
+    }
+    if (options_.refuse_over_quota) {
+      if (quota.slots > 0 && used_slots + slots > quota.slots) {
+        return refuse("processes", used_slots, quota.slots, slots, quota.source);
+      }
+      if (quota.gpus > 0 && used_gpus + gpus > quota.gpus) {
+        return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
+      }
     }
   }
   char id[32];
@@ -151,6 +196,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   job.set_created_unix_ms(clock_.NowUnixMs());
   job.set_updated_unix_ms(job.created_unix_ms());
   job.set_owner(owner);
+  job.set_owner_role(role);
   const std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
   job.set_message(submitted);
   v1::JobEvent event;
@@ -165,7 +211,10 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   r.job = std::move(job);
   r.history = MetricHistory(id, HistoryPoints(spec));
   Track(id, v1::JOB_STATE_UNSPECIFIED, v1::PENDING);
-  spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(), spec.nodes());
+  spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(),
+               IsElastic(spec)
+                   ? std::to_string(spec.min_nodes()) + "-" + std::to_string(spec.max_nodes())
+                   : std::to_string(spec.nodes()));
   TrySchedule();
   return std::string(id);
 }
@@ -225,6 +274,8 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   s.set_pending_reason(job.pending_reason());
   s.set_queue_position(job.queue_position());
   s.set_estimated_start_unix_ms(job.estimated_start_unix_ms());
+  s.set_preemptions(job.preemptions());
+  s.set_owner_role(job.owner_role());
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());
@@ -327,8 +378,7 @@ void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
     if (rr.gone) {
       ++rt.gone_count;
     } else {
-      ++used_slots_[rr.worker];
-      ++used_total_;
+      Hold(rr, 1);
     }
     worker_jobs_[rr.worker].insert(r.job.id());
   }
@@ -340,10 +390,7 @@ void JobManager::Detach(JobRecord& r) {
   AttemptRuntime& rt = r.rt;
   for (const auto& [worker, ranks] : rt.ranks_by_worker) {
     for (int rank : ranks) {
-      if (!rt.ranks[rank].gone) {
-        --used_slots_[worker];
-        --used_total_;
-      }
+      if (!rt.ranks[rank].gone) Hold(rt.ranks[rank], -1);
     }
     auto it = worker_jobs_.find(worker);
     if (it != worker_jobs_.end()) {
@@ -371,8 +418,7 @@ void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
   if (rr.gone) return;
   rr.gone = true;
   ++rt.gone_count;
-  --used_slots_[rr.worker];
-  --used_total_;
+  Hold(rr, -1);
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
@@ -461,12 +507,7 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
 
 std::vector<v1::WorkerInfo> JobManager::ListWorkers() const {
   std::vector<v1::WorkerInfo> out = workers_.List();
-  for (v1::WorkerInfo& w : out) {
-    w.set_used_slots(UsedSlots(w.name()));
-    auto it = worker_jobs_.find(w.name());
-    if (it == worker_jobs_.end()) continue;
-    for (const std::string& id : it->second) w.add_jobs(id);
-  }
+  for (v1::WorkerInfo& w : out) AddUse(w);
   return out;
 }
 
@@ -474,12 +515,7 @@ JobManager::WorkerPage JobManager::ListWorkersPage(const WorkerQuery& query) con
   WorkerPage page;
   bool more = false;
   page.workers = workers_.ListAfter(query.after, static_cast<size_t>(query.limit), &more);
-  for (v1::WorkerInfo& w : page.workers) {
-    w.set_used_slots(UsedSlots(w.name()));
-    auto it = worker_jobs_.find(w.name());
-    if (it == worker_jobs_.end()) continue;
-    for (const std::string& id : it->second) w.add_jobs(id);
-  }
+  for (v1::WorkerInfo& w : page.workers) AddUse(w);
   if (more && !page.workers.empty()) {
     page.next_page_token = WorkerPageToken(page.workers.back().name());
   }
@@ -487,7 +523,7 @@ JobManager::WorkerPage JobManager::ListWorkersPage(const WorkerQuery& query) con
 }
 
 StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool drained,
-                                                const std::string& by) {
+                                                const std::string& by, bool now) {
   const v1::WorkerInfo* before = workers_.Find(worker);
   if (before == nullptr) return Status::NotFound("no worker named '" + worker + "'");
   const bool changed = before->drained() != drained;
@@ -498,12 +534,20 @@ StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool 
                  by.empty() ? "local" : by);
     if (!drained && !waiting_.empty()) schedule_needed_ = true;
   }
-  v1::WorkerInfo out = *info;
-  out.set_used_slots(UsedSlots(worker));
-  auto it = worker_jobs_.find(worker);
-  if (it != worker_jobs_.end()) {
-    for (const std::string& id : it->second) out.add_jobs(id);
+  if (drained && now) {
+    // Preempted whatever their priority: an admin empties the machine (maintenance).
+    std::vector<std::string> held;
+    if (auto wj = worker_jobs_.find(worker); wj != worker_jobs_.end()) {
+      held.assign(wj->second.begin(), wj->second.end());
+    }
+    const std::string who = by.empty() ? "local" : by;
+    for (const std::string& id : held) {
+      Preempt(jobs_.at(id), "worker " + worker + " drained now by " + who +
+                                "; its ranks checkpoint and stop, and it waits to run elsewhere");
+    }
   }
+  v1::WorkerInfo out = *workers_.Find(worker);
+  AddUse(out);
   return out;
 }
 
@@ -551,6 +595,7 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
       watch_owner_.erase(id);
     }
     r.watchers.clear();
+    SendJobFinished(r);
   }
   return Status::Ok();
 }
@@ -597,86 +642,8 @@ void JobManager::Notify(JobRecord& r, const v1::WatchJobResponse& update) {
 }
 
 int JobManager::UsedSlots(const std::string& worker) const {
-  auto it = used_slots_.find(worker);
-  return it == used_slots_.end() ? 0 : it->second;
-}
-
-void JobManager::TrySchedule() {
-  schedule_needed_ = false;
-  const int64_t now_mono = clock_.NowMonotonicMs(), now_unix = clock_.NowUnixMs();
-  next_schedule_mono_ms_ = now_mono + options_.reschedule_interval_ms;
-  std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
-  for (const std::string& id : waiting_) {
-    const JobRecord& r = jobs_.at(id);
-    const v1::JobState s = r.job.state();
-    if (s != v1::PENDING && !(s == v1::RESTARTING && r.rt.released)) continue;
-    WaitingJob w;
-    w.id = id;
-    w.spec = &r.job.spec();
-    w.owner = r.job.owner();
-    w.submitted_ms = r.job.created_unix_ms();
-    w.waiting_since_ms = now_unix - std::max<int64_t>(0, now_mono - r.waiting_since_mono_ms);
-    if (r.job.attempts_size() > 0) {
-      for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
-        w.preferred.push_back(n.worker());
-      }
-    }
-    waiting.push_back(std::move(w));
-  }
-  if (waiting.empty()) return;
-  std::vector<WorkerCapacity> capacity;
-  for (const v1::WorkerInfo* w : workers_.Ready()) {
-    if (w->drained()) continue;
-    capacity.push_back({w->name(), w->slots() - UsedSlots(w->name()), w->gpus_size()});
-  }
-  ScheduleContext context;
-  context.now_ms = now_unix;
-  context.usage = usage_;
-  for (const std::string& id : attached_) {
-    const JobRecord& r = jobs_.at(id);
-    RunningJob running{id, r.job.owner(), r.job.spec().priority(), 0, {}};
-    const v1::Attempt* a =
-        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
-    if (r.job.spec().max_runtime_s() > 0 && a != nullptr && a->started_unix_ms() > 0) {
-      running.ends_by_ms = a->started_unix_ms() + r.job.spec().max_runtime_s() * 1000;
-    }
-    for (const auto& [worker, ranks] : r.rt.ranks_by_worker) {
-      int held = 0;
-      for (int rank : ranks) held += r.rt.ranks.at(rank).gone ? 0 : 1;
-      if (held > 0) running.slots.emplace_back(worker, held);
-    }
-    context.running.push_back(std::move(running));
-  }
-  SchedulePlan plan = scheduler_.Plan(waiting, std::move(capacity), context);
-  std::set<std::string> placed;
-  for (const Placement& p : plan.placements) {
-    JobRecord* r = Find(p.id);
-    if (r == nullptr || !waiting_.count(p.id)) continue;
-    if (PlaceOn(*r, p.workers)) placed.insert(p.id);
-  }
-  for (const std::string& id : placed) {
-    v1::Job& job = jobs_.at(id).job;
-    job.clear_pending_reason();
-    job.clear_queue_position();
-    job.clear_estimated_start_unix_ms();
-  }
-  // Why the others wait: kept in memory (GetJob, `convoy queue`), recomputed by every pass.
-  for (const QueueEntry& e : plan.queue) {
-    JobRecord* r = Find(e.id);
-    if (r == nullptr || placed.count(e.id)) continue;
-    r->job.set_pending_reason(e.reason);
-    r->job.set_queue_position(e.position);
-    r->job.set_estimated_start_unix_ms(e.estimated_start_ms);
-  }
-  for (const WaitingJob& w : waiting) {
-    if (placed.count(w.id)) continue;
-    JobRecord& r = jobs_.at(w.id);
-    if (r.job.state() == v1::RESTARTING) {
-      (void)Transition(r, v1::PENDING,
-                       "waiting for " + std::to_string(r.job.spec().nodes()) +
-                           " workers with free slots to restart");
-    }
-  }
+  auto it = use_.find(worker);
+  return it == use_.end() ? 0 : it->second.slots;
 }
 
 bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_workers) {
@@ -686,7 +653,28 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   std::string names;
   for (const std::string& name : *chosen) {
     const v1::WorkerInfo* w = workers_.Find(name);
-    planned.push_back({name, w->address(), ProcsPerNode(spec, w->gpus_size())});
+    PlannedNode node{name, w->address(), ProcsPerNode(spec, w->gpus_size()), {}};
+    // Each process's share: the lowest free GPU indices, gpus_per_proc each, in local rank
+    // order; its cores and memory as asked.
+    const int gpp = GpusPerProc(spec);
+    if (gpp > 0 || spec.cpus_per_proc() > 0 || spec.memory_per_proc_bytes() > 0) {
+      auto used = use_.find(name);
+      std::vector<int> free;
+      for (int g : w->gpus()) {
+        if (used == use_.end() || used->second.gpus.count(g) == 0) free.push_back(g);
+      }
+      std::sort(free.begin(), free.end());
+      for (int i = 0; i < node.procs; ++i) {
+        v1::RankResources res;
+        for (int k = 0; k < gpp && static_cast<size_t>(i * gpp + k) < free.size(); ++k) {
+          res.add_gpus(free[static_cast<size_t>(i * gpp + k)]);
+        }
+        res.set_cpus(spec.cpus_per_proc());
+        res.set_memory_bytes(spec.memory_per_proc_bytes());
+        node.resources.push_back(std::move(res));
+      }
+    }
+    planned.push_back(std::move(node));
     names += (names.empty() ? "" : ", ") + name;
   }
   const int attempt =
@@ -725,6 +713,7 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
       rr.worker = n.worker();
       rr.local_rank = i;
       rr.last_progress_mono_ms = now;
+      if (i < n.resources_size()) rr.resources = n.resources(i);
     }
   }
   Attach(r, std::move(rt));
@@ -747,7 +736,16 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
   }
   const v1::JobSpec& spec = r.job.spec();
   Status st;
-  if (r.job.restarts() < spec.max_restarts()) {
+  const bool resize = IsElastic(spec) && FailureCause(cause) == "worker_lost";
+  if (resize) {
+    // An elastic job goes on with the workers it has left (or waits for min_nodes): losing a
+    // worker is a resize, not a failure.
+    st = Transition(r, v1::RESTARTING,
+                    cause.reason() + "; continuing with the workers left (elastic: " +
+                        std::to_string(spec.min_nodes()) + " to " +
+                        std::to_string(spec.max_nodes()) + " nodes, no restart used)",
+                    &cause);
+  } else if (r.job.restarts() < spec.max_restarts()) {
     r.job.set_restarts(r.job.restarts() + 1);
     st = Transition(r, v1::RESTARTING,
                     cause.reason() + "; restarting (restart " + std::to_string(r.job.restarts()) +
@@ -761,17 +759,18 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
   if (!st.ok()) return;
   const std::string cause_label = FailureCause(cause);  // counted once the decision stands
   ++attempt_failures_[cause_label];
-  if (r.job.state() == v1::RESTARTING) ++restarts_by_cause_[cause_label];
+  if (r.job.state() == v1::RESTARTING && !resize) ++restarts_by_cause_[cause_label];
   SendKill(r, cause.reason());
   MaybeFinishTeardown(r);
 }
 
-void JobManager::SendKill(JobRecord& r, const std::string& reason) {
+void JobManager::SendKill(JobRecord& r, const std::string& reason, bool preempt) {
   AttemptRuntime& rt = r.rt;
   rt.tearing_down = true;
+  rt.preempting = preempt;
   rt.failures.Clear();
-  rt.deadline_mono_ms =
-      clock_.NowMonotonicMs() + options_.kill_grace_ms + options_.teardown_slack_ms;
+  const int64_t grace = preempt ? options_.preempt_grace_ms : options_.kill_grace_ms;
+  rt.deadline_mono_ms = clock_.NowMonotonicMs() + grace + options_.teardown_slack_ms;
   for (const auto& [worker, ranks] : rt.ranks_by_worker) {
     bool any = false;
     for (int rank : ranks) any = any || !rt.ranks[rank].gone;
@@ -780,8 +779,9 @@ void JobManager::SendKill(JobRecord& r, const std::string& reason) {
     v1::Kill* kill = msg.mutable_kill();
     kill->set_job_id(r.job.id());
     kill->set_attempt(rt.attempt);
-    kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
+    kill->set_grace_ms(static_cast<int32_t>(grace));
     kill->set_reason(reason);
+    kill->set_preempt(preempt);
     if (!channel_.Send(worker, msg)) {
       spdlog::warn(
           "job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "

@@ -49,6 +49,7 @@
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
 #include "coordinator/metric_history.h"
+#include "coordinator/quota.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
 
@@ -90,8 +91,24 @@ struct JobManagerOptions {
   int64_t usage_half_life_ms = 3600 * 1000;
   // Quota: jobs one owner may have waiting (PENDING or RESTARTING) at once; a submit past it
   // is refused with RESOURCE_EXHAUSTED naming the quota. 0: no limit. Jobs without an owner
-  // (an --insecure coordinator's) are not counted.
+  // (an --insecure coordinator's) are not counted. The default of `quotas`.
   int max_queued_per_owner = 0;
+  // Quotas per owner, role and user (coordinator/quota.h): processes, GPUs, waiting jobs.
+  // Its queued default is max_queued_per_owner when it has none.
+  QuotaRules quotas;
+  // A submit whose job would take its owner past their process or GPU quota: false waits
+  // ("over quota"), true refuses it with RESOURCE_EXHAUSTED naming the quota. A job larger
+  // than the quota itself is refused either way (it could never start).
+  bool refuse_over_quota = false;
+  // Preemption (README "Sharing a cluster"): SIGTERM-to-SIGKILL grace given to the ranks of a
+  // preempted (or resized, or drained --now) attempt to write their checkpoint and exit.
+  int64_t preempt_grace_ms = 30000;
+  // Jobs whose spec says nothing of `preemptible` are preemptible when their priority is
+  // below this (the default: negative priorities).
+  int preemptible_below = 0;
+  // Elastic jobs grow (when workers join) at most once per this long, unless their spec's
+  // resize_interval says otherwise; counted from the start of the current attempt.
+  int64_t min_resize_interval_ms = 60000;
   // Retention (convoy-coordinator --job-retention): a finished job is deleted, as by
   // Delete, once it ended more than job_retention_ms ago, and beyond the newest
   // job_retention_count finished jobs (by when they ended). 0: no such limit (the library
@@ -113,7 +130,10 @@ class JobManager {
   // Validates `spec` (INVALID_ARGUMENT naming the field), persists the job as PENDING and
   // tries to place it. Returns the new job's id.
   // `owner`: who submitted it (the token's user; empty with --insecure), kept on the job.
-  StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& owner = "");
+  // `role`: the role of the submitter's token ("user", "admin"; empty with --insecure),
+  // whose quota rules apply.
+  StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& owner = "",
+                               const std::string& role = "");
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Job> Get(const std::string& id) const;
   // The job's metric history, ranks sorted by rank; NOT_FOUND for an unknown id. O(points).
@@ -220,10 +240,14 @@ class JobManager {
   WorkerPage ListWorkersPage(const WorkerQuery& query) const;
 
   // Drains (no new placements; its running attempts go on) or undrains a worker, persisted
-  // with the worker; `by` is recorded (empty with --insecure). NOT_FOUND for a worker never
-  // seen. Undraining lets waiting jobs be placed at the next tick.
+  // with the worker; `by` is recorded (empty with --insecure). With `now`, every job with
+  // ranks on the worker is preempted at once (its ranks checkpoint and stop; it waits again,
+  // without using a restart, and is placed elsewhere). NOT_FOUND for a worker never seen.
+  // Undraining lets waiting jobs be placed at the next tick.
   StatusOr<v1::WorkerInfo> SetDrained(const std::string& worker, bool drained,
-                                      const std::string& by);
+                                      const std::string& by, bool now = false);
+  // Whether a job of higher priority may preempt a job of `spec`.
+  bool IsPreemptible(const v1::JobSpec& spec) const;
 
   // ---- Worker API (the worker's name comes from its stream's Register)
   // A worker (re)registered: reconciles the attempts it reports (adopts the current ones,
@@ -250,7 +274,15 @@ class JobManager {
     bool gone = false;  // exited, or its worker was lost
     int pid = 0;
     int64_t last_progress_mono_ms = 0;
-    bool stopped = false;  // its worker's last heartbeat said its process is stopped
+    bool stopped = false;         // its worker's last heartbeat said its process is stopped
+    v1::RankResources resources;  // what it holds on its worker until it is gone
+  };
+  // What the ranks that are not gone hold on one worker.
+  struct WorkerUse {
+    int slots = 0;
+    int cpus = 0;
+    int64_t memory = 0;
+    std::set<int> gpus;
   };
   // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
   struct AttemptRuntime {
@@ -273,6 +305,9 @@ class JobManager {
     // For the phase durations (monotonic; 0: not known, e.g. after a coordinator restart).
     int64_t placed_mono_ms = 0;
     bool first_record_seen = false;
+    // Its ranks were asked to checkpoint and stop (preempted, resized): their exits are no
+    // failure.
+    bool preempting = false;
   };
   struct JobRecord {
     explicit JobRecord(AttemptRuntime r) : rt(std::move(r)) {}
@@ -319,6 +354,27 @@ class JobManager {
   // could not be persisted.
   bool PlaceOn(JobRecord& r, const std::vector<std::string>& workers);
   int UsedSlots(const std::string& worker) const;
+  // `rank` holds (sign 1) or gives back (sign -1) its resources on its worker.
+  void Hold(const RankRuntime& rank, int sign);
+  // Fills `w` with what ranks use on it.
+  void AddUse(v1::WorkerInfo& w) const;
+  // The worker's capacity now, for a scheduling pass.
+  WorkerCapacity CapacityOf(const v1::WorkerInfo& w) const;
+  // What `r`'s attempt holds, per worker (ranks not gone).
+  std::vector<NodeHold> Holds(const JobRecord& r) const;
+  // The quota of `r`'s owner.
+  Quota QuotaOf(const v1::Job& job) const;
+  // Asks the ranks of `r`'s attempt to checkpoint and stop (Kill with preempt): the job goes
+  // back to PENDING, or for an elastic resize to RESTARTING; neither uses a restart. False
+  // when it could not be persisted, or there is nothing to stop.
+  bool Preempt(JobRecord& r, const std::string& reason, bool resize = false);
+  // Grows elastic jobs below max_nodes when workers are free for more nodes and nothing waits
+  // (once per resize interval each). From Tick, once a second.
+  void GrowElasticJobs();
+  // Decides the failure window of `r`'s attempt when it can be (RootCause).
+  void MaybeDecideFailure(JobRecord& r);
+  // Tells the workers of `r`'s last attempt that the job finished (JobFinished).
+  void SendJobFinished(const JobRecord& r);
   void OnPortReserved(const std::string& worker, const v1::PortReserved& msg);
   void OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg);
   void OnProcessExited(const std::string& worker, const v1::ProcessExited& msg);
@@ -343,7 +399,8 @@ class JobManager {
   void ReportFailure(JobRecord& r, v1::RankFailure failure);
   // Decides the attempt failed with `cause`: RESTARTING or FAILED, then tears it down.
   void FailAttempt(JobRecord& r, const v1::RankFailure& cause);
-  void SendKill(JobRecord& r, const std::string& reason);
+  // `preempt`: the ranks checkpoint and stop (Kill.preempt), with options_.preempt_grace_ms.
+  void SendKill(JobRecord& r, const std::string& reason, bool preempt = false);
   // Frees the attempt's slots once every rank is gone or the teardown deadline passed, and
   // moves a RESTARTING job on.
   void MaybeFinishTeardown(JobRecord& r);
@@ -364,8 +421,8 @@ class JobManager {
   std::set<std::string> waiting_;   // PENDING or RESTARTING: candidates for placement
   std::set<std::string> attached_;  // jobs whose attempt holds slots (not released)
   std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
-  std::map<std::string, int> used_slots_;                     // worker -> ranks not gone
-  int64_t used_total_ = 0;                                    // the sum of used_slots_
+  std::map<std::string, WorkerUse> use_;  // worker -> what its ranks not gone hold
+  int64_t used_total_ = 0;                // the slots of use_, summed
   std::set<std::string> dirty_;
   std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
   // For Stats and TakeDurations.

@@ -295,6 +295,31 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
 void JobManager::ReportFailure(JobRecord& r, v1::RankFailure failure) {
   if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
   r.rt.failures.Report(std::move(failure));
+  // Decided now when the cause is already certain (a rank killed from outside, or every rank
+  // gone), else when the window closes (Tick): a restart does not wait for a timer it need
+  // not wait for.
+  MaybeDecideFailure(r);
+}
+
+void JobManager::MaybeDecideFailure(JobRecord& r) {
+  AttemptRuntime& rt = r.rt;
+  if (!rt.failures.collecting() || rt.tearing_down || IsTerminal(r.job.state())) return;
+  // No rank killed from outside: a peer whose worker's stream just broke (the worker died
+  // or its link was cut) explains the others' broken collectives.
+  auto unreachable = [&]() -> std::optional<v1::RankFailure> {
+    for (const auto& [rank, rr] : rt.ranks) {
+      if (rr.gone || workers_.IsReady(rr.worker)) continue;
+      v1::RankFailure f = FailureFor(r, rank, rr.worker);
+      f.set_reason("worker " + rr.worker + " (" + f.host() +
+                   ") became unreachable while its peers failed");
+      return f;
+    }
+    return std::nullopt;
+  };
+  const bool all_reported = rt.gone_count == rt.ranks.size();
+  if (std::optional<v1::RankFailure> cause = rt.failures.RootCause(unreachable, all_reported)) {
+    FailAttempt(r, *cause);
+  }
 }
 
 void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat) {
@@ -380,21 +405,7 @@ void JobManager::Tick() {
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
     if (rt.failures.collecting()) {
-      // No rank killed from outside: a peer whose worker's stream just broke (the worker died
-      // or its link was cut) explains the others' broken collectives.
-      auto unreachable = [&]() -> std::optional<v1::RankFailure> {
-        for (const auto& [rank, rr] : rt.ranks) {
-          if (rr.gone || workers_.IsReady(rr.worker)) continue;
-          v1::RankFailure f = FailureFor(r, rank, rr.worker);
-          f.set_reason("worker " + rr.worker + " (" + f.host() +
-                       ") became unreachable while its peers failed");
-          return f;
-        }
-        return std::nullopt;
-      };
-      if (std::optional<v1::RankFailure> cause = rt.failures.RootCause(unreachable)) {
-        FailAttempt(r, *cause);
-      }
+      MaybeDecideFailure(r);
     } else if ((s == v1::SCHEDULED || s == v1::RENDEZVOUS) && !rt.tearing_down &&
                rt.failures.RendezvousOverdue()) {
       std::vector<int> missing;
@@ -424,7 +435,10 @@ void JobManager::Tick() {
   }
   logs_.Expire();
   const int64_t now = clock_.NowMonotonicMs();
-  if (now - usage_updated_mono_ms_ >= 1000) AccountAndEnforceRuntime();
+  if (now - usage_updated_mono_ms_ >= 1000) {
+    AccountAndEnforceRuntime();
+    GrowElasticJobs();
+  }
   if (!waiting_.empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
   if (schedule_needed_) TrySchedule();
   FlushDirty();
@@ -432,44 +446,6 @@ void JobManager::Tick() {
   if (!file_deletions_.empty() && now >= next_deletion_retry_mono_ms_) {
     next_deletion_retry_mono_ms_ = now + 1000;
     for (const auto& [worker, jobs] : file_deletions_) SendFileDeletions(worker, false);
-  }
-}
-
-void JobManager::AccountAndEnforceRuntime() {
-  const int64_t now = clock_.NowMonotonicMs();
-  const double dt_s =
-      usage_updated_mono_ms_ == 0 ? 0.0 : static_cast<double>(now - usage_updated_mono_ms_) / 1000;
-  usage_updated_mono_ms_ = now;
-  const double decay =
-      options_.usage_half_life_ms > 0
-          ? std::exp2(-dt_s * 1000 / static_cast<double>(options_.usage_half_life_ms))
-          : 0.0;
-  for (auto it = usage_.begin(); it != usage_.end();) {
-    it->second *= decay;
-    it = it->second < 1e-3 ? usage_.erase(it) : std::next(it);
-  }
-  const int64_t now_unix = clock_.NowUnixMs();
-  std::vector<std::string> overdue;
-  for (const std::string& id : attached_) {
-    const JobRecord& r = jobs_.at(id);
-    if (r.rt.released) continue;
-    const double held = static_cast<double>(r.rt.ranks.size() - r.rt.gone_count);
-    if (held > 0 && dt_s > 0) usage_[r.job.owner()] += held * dt_s;
-    const int64_t limit_s = r.job.spec().max_runtime_s();
-    const v1::Attempt* a =
-        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
-    if (limit_s > 0 && a != nullptr && a->started_unix_ms() > 0 && !r.rt.tearing_down &&
-        !IsTerminal(r.job.state()) && now_unix - a->started_unix_ms() > limit_s * 1000) {
-      overdue.push_back(id);
-    }
-  }
-  for (const std::string& id : overdue) {
-    JobRecord& r = jobs_.at(id);
-    const std::string why =
-        "max_runtime of " + std::to_string(r.job.spec().max_runtime_s()) + " s exceeded; stopped";
-    if (!Transition(r, v1::FAILED, why).ok()) continue;
-    SendKill(r, why);
-    MaybeFinishTeardown(r);
   }
 }
 

@@ -24,13 +24,13 @@ Status CheckTransition(JobState from, JobState to) {
       legal = legal || to == v1::SCHEDULED;
       break;
     case v1::SCHEDULED:
-      legal = legal || to == v1::RENDEZVOUS || to == v1::RESTARTING;
+      legal = legal || to == v1::RENDEZVOUS || to == v1::RESTARTING || to == v1::PENDING;
       break;
     case v1::RENDEZVOUS:
-      legal = legal || to == v1::RUNNING || to == v1::RESTARTING;
+      legal = legal || to == v1::RUNNING || to == v1::RESTARTING || to == v1::PENDING;
       break;
     case v1::RUNNING:
-      legal = legal || to == v1::SUCCEEDED || to == v1::RESTARTING;
+      legal = legal || to == v1::SUCCEEDED || to == v1::RESTARTING || to == v1::PENDING;
       break;
     case v1::RESTARTING:
       legal = legal || to == v1::SCHEDULED || to == v1::PENDING;

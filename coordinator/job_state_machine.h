@@ -18,7 +18,9 @@ bool HoldsWorkers(v1::JobState state);
 // OK when `from -> to` is a legal transition; otherwise FAILED_PRECONDITION naming both.
 // Legal: PENDING->SCHEDULED; SCHEDULED->RENDEZVOUS; RENDEZVOUS->RUNNING;
 // RUNNING->SUCCEEDED; {SCHEDULED,RENDEZVOUS,RUNNING}->RESTARTING;
-// RESTARTING->{SCHEDULED,PENDING}; any non-terminal -> FAILED | CANCELLED.
+// {SCHEDULED,RENDEZVOUS,RUNNING}->PENDING (preempted: its ranks checkpoint and stop, and it
+// waits again without a restart); RESTARTING->{SCHEDULED,PENDING}; any non-terminal ->
+// FAILED | CANCELLED.
 Status CheckTransition(v1::JobState from, v1::JobState to);
 
 // "RUNNING" for RUNNING, etc.

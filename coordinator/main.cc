@@ -147,6 +147,18 @@ int main(int argc, char** argv) {
   policy.ageing_ms = static_cast<int64_t>(flags.priority_ageing_s * 1000);
   policy.max_slots_per_owner = flags.max_slots_per_user;
   options.jobs.max_queued_per_owner = flags.max_queued_per_user;
+  options.jobs.quotas.SetDefaults(flags.max_slots_per_user, flags.max_queued_per_user);
+  for (const std::string& rule : flags.quotas) {
+    Status st = options.jobs.quotas.Add(rule);
+    if (!st.ok()) {
+      spdlog::error("{}", st.message());
+      return 2;
+    }
+  }
+  options.jobs.refuse_over_quota = flags.over_quota == "refuse";
+  options.jobs.preemptible_below = flags.preemptible_below;
+  options.jobs.preempt_grace_ms = static_cast<int64_t>(flags.preempt_grace_s * 1000);
+  options.jobs.min_resize_interval_ms = static_cast<int64_t>(flags.min_resize_interval_s * 1000);
   const PriorityScheduler priority_scheduler(policy);
   const FifoScheduler fifo_scheduler;
   options.jobs.scheduler = flags.scheduler == "fifo"

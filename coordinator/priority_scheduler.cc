@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace convoy {
@@ -11,7 +12,7 @@ namespace {
 struct Release {
   int64_t at_ms = 0;
   std::string id;
-  std::vector<std::pair<std::string, int>> slots;
+  std::vector<NodeHold> slots;
 };
 
 std::string JoinIds(const std::vector<std::string>& ids) {
@@ -22,6 +23,12 @@ std::string JoinIds(const std::vector<std::string>& ids) {
   return out;
 }
 
+// What an owner's running jobs hold now (and as placements are made in a pass).
+struct OwnerUse {
+  int slots = 0;
+  int gpus = 0;
+};
+
 }  // namespace
 
 int PriorityScheduler::EffectivePriority(const v1::JobSpec& spec, int64_t waiting_since_ms,
@@ -31,6 +38,52 @@ int PriorityScheduler::EffectivePriority(const v1::JobSpec& spec, int64_t waitin
     p += (now_ms - waiting_since_ms) / policy_.ageing_ms;
   }
   return static_cast<int>(std::min<int64_t>(p, std::numeric_limits<int>::max()));
+}
+
+std::vector<std::string> PriorityScheduler::ChooseVictims(
+    const v1::JobSpec& spec, const std::vector<std::string>& preferred,
+    const std::vector<WorkerCapacity>& capacity, const std::vector<RunningJob>& running) {
+  // Candidates: preemptible, of lower priority, not already stopping; the lowest priority
+  // first, then the youngest (the least work since its start to redo, should it have no
+  // checkpoint), then by id.
+  std::vector<const RunningJob*> candidates;
+  for (const RunningJob& r : running) {
+    if (r.preemptible && !r.stopping && r.priority < spec.priority()) candidates.push_back(&r);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const RunningJob* a, const RunningJob* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    if (a->started_ms != b->started_ms) return a->started_ms > b->started_ms;
+    return a->id < b->id;
+  });
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < capacity.size(); ++i) by_name[capacity[i].name] = i;
+  auto fits_without = [&](const std::vector<const RunningJob*>& victims) {
+    std::vector<WorkerCapacity> sim = capacity;
+    for (const RunningJob* v : victims) {
+      for (const NodeHold& h : v->slots) {
+        auto it = by_name.find(h.worker);
+        if (it != by_name.end()) Apply(h, sim[it->second], -1);
+      }
+    }
+    return PlaceGang(spec, sim, preferred).has_value();
+  };
+  std::vector<const RunningJob*> chosen;
+  bool enough = false;
+  for (const RunningJob* c : candidates) {
+    chosen.push_back(c);
+    if ((enough = fits_without(chosen))) break;
+  }
+  if (!enough) return {};
+  // Keep only the victims that are needed: try to spare each, the most valuable (highest
+  // priority, oldest: chosen last) first.
+  for (size_t i = chosen.size(); i-- > 0;) {
+    std::vector<const RunningJob*> without = chosen;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!without.empty() && fits_without(without)) chosen = std::move(without);
+  }
+  std::vector<std::string> ids;
+  for (const RunningJob* v : chosen) ids.push_back(v->id);
+  return ids;
 }
 
 SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
@@ -61,40 +114,51 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
     return waiting[a].id < waiting[b].id;
   });
 
-  // When slots come back: running jobs with a max_runtime, and the jobs placed below.
+  // When slots come back: jobs being stopped (now), running jobs with a max_runtime, and the
+  // jobs placed below.
   std::vector<Release> releases;
   std::vector<Release> open_ended;  // running without a max_runtime
   for (const RunningJob& r : ctx.running) {
-    (r.ends_by_ms > 0 ? releases : open_ended).push_back({r.ends_by_ms, r.id, r.slots});
+    const int64_t at = r.stopping ? now : r.ends_by_ms;
+    (at > 0 ? releases : open_ended).push_back({at, r.id, r.slots});
   }
 
-  // Processes each owner's jobs run now (quota), and as placements are made below.
-  std::map<std::string, int> owner_slots;
+  // What each owner's jobs run now (quotas), and as placements are made below.
+  std::map<std::string, OwnerUse> owner_use;
   for (const RunningJob& r : ctx.running) {
-    for (const auto& [name, procs] : r.slots) owner_slots[r.owner] += procs;
+    if (r.stopping) continue;
+    for (const NodeHold& h : r.slots) {
+      owner_use[r.owner].slots += h.slots;
+      owner_use[r.owner].gpus += h.gpus;
+    }
   }
-  auto needs = [&](const v1::JobSpec& spec, const std::vector<std::string>& chosen) {
-    int n = 0;
-    for (const std::string& name : chosen) n += ProcsPerNode(spec, capacity[by_name.at(name)].gpus);
-    return n;
+  auto quota_of = [&](const std::string& owner) {
+    auto it = ctx.quotas.find(owner);
+    if (it != ctx.quotas.end()) return it->second;
+    Quota q;
+    q.slots = policy_.max_slots_per_owner;
+    q.source = "--max-slots-per-user";
+    return q;
   };
-  const int quota = policy_.max_slots_per_owner;
 
   SchedulePlan plan;
   bool reserved = false;
   std::string holder;
   int64_t holder_start = 0;
-  std::vector<int> hold(capacity.size(), 0);  // slots held for the first in line, per worker
+  // Per worker, what is held for the first in line.
+  std::vector<NodeHold> hold(capacity.size());
+  std::set<std::string> victims;  // preempted in this pass
 
   auto take = [&](const WaitingJob& job, const std::vector<std::string>& chosen) {
     Release rel{
         job.spec->max_runtime_s() > 0 ? now + job.spec->max_runtime_s() * 1000 : 0, job.id, {}};
     for (const std::string& name : chosen) {
       WorkerCapacity& w = capacity[by_name.at(name)];
-      const int procs = ProcsPerNode(*job.spec, w.gpus);
-      w.free_slots -= procs;
-      rel.slots.emplace_back(name, procs);
-      owner_slots[job.owner] += procs;
+      const NodeHold need = NodeNeeds(*job.spec, w);
+      Apply(need, w, 1);
+      rel.slots.push_back(need);
+      owner_use[job.owner].slots += need.slots;
+      owner_use[job.owner].gpus += need.gpus;
     }
     (rel.at_ms > 0 ? releases : open_ended).push_back(std::move(rel));
     plan.placements.push_back({job.id, chosen});
@@ -112,20 +176,36 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
   for (size_t i : order) {
     const WaitingJob& job = waiting[i];
     const v1::JobSpec& spec = *job.spec;
-    if (quota > 0 && !job.owner.empty()) {
-      // The job's size where it would run now, or on the idlest workers.
-      int size = spec.procs_per_node_gpu() ? 0 : spec.nodes() * spec.procs_per_node();
-      if (size == 0) {
-        if (auto where = PlaceGang(spec, capacity, job.preferred)) size = needs(spec, *where);
-      }
-      const int used = owner_slots[job.owner];
-      if (used + size > quota) {
-        wait(job, effective[i],
-             "over quota: " + job.owner + "'s running jobs use " + std::to_string(used) + " of " +
-                 std::to_string(quota) + " processes (--max-slots-per-user) and this one needs " +
-                 std::to_string(size),
-             0);
-        continue;
+    if (!job.owner.empty()) {
+      const Quota quota = quota_of(job.owner);
+      if (quota.slots > 0 || quota.gpus > 0) {
+        // The job's size where it would run now, or on the idlest workers.
+        NodeHold size;
+        if (auto where = PlaceGang(spec, capacity, job.preferred)) {
+          for (const std::string& name : *where) {
+            const NodeHold n = NodeNeeds(spec, capacity[by_name.at(name)]);
+            size.slots += n.slots;
+            size.gpus += n.gpus;
+          }
+        } else if (!spec.procs_per_node_gpu()) {
+          size.slots = MinNodes(spec) * spec.procs_per_node();
+          size.gpus = size.slots * GpusPerProc(spec);
+        }
+        const OwnerUse used = owner_use[job.owner];
+        std::string over;
+        if (quota.slots > 0 && used.slots + size.slots > quota.slots) {
+          over = job.owner + "'s running jobs use " + std::to_string(used.slots) + " of " +
+                 std::to_string(quota.slots) + " processes (" + quota.source +
+                 ") and this one needs " + std::to_string(size.slots);
+        } else if (quota.gpus > 0 && used.gpus + size.gpus > quota.gpus) {
+          over = job.owner + "'s running jobs hold " + std::to_string(used.gpus) + " of " +
+                 std::to_string(quota.gpus) + " GPUs (" + quota.gpus_source +
+                 ") and this one needs " + std::to_string(size.gpus);
+        }
+        if (!over.empty()) {
+          wait(job, effective[i], "over quota: " + over, 0);
+          continue;
+        }
       }
     }
     if (!reserved) {
@@ -133,12 +213,46 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
         take(job, *chosen);
         continue;
       }
+      // Preemption: lower-priority preemptible jobs that free enough for this one now,
+      // counting what jobs already being stopped (preempted earlier, failed, cancelled)
+      // give back: a job that fits once they have stopped preempts nobody more.
+      std::vector<WorkerCapacity> after_stopping = capacity;
+      std::vector<RunningJob> others;
+      for (const RunningJob& r : ctx.running) {
+        if (r.stopping || victims.count(r.id) != 0) {
+          for (const NodeHold& h : r.slots) {
+            auto it = by_name.find(h.worker);
+            if (it != by_name.end()) Apply(h, after_stopping[it->second], -1);
+          }
+        } else {
+          others.push_back(r);
+        }
+      }
+      std::vector<std::string> preempt;
+      if (!PlaceGang(spec, after_stopping, job.preferred)) {
+        preempt = ChooseVictims(spec, job.preferred, after_stopping, others);
+      }
+      for (const std::string& v : preempt) {
+        victims.insert(v);
+        plan.preemptions.push_back({v, job.id});
+        for (Release& r : releases) {
+          if (r.id == v) r.at_ms = now;
+        }
+        for (auto it = open_ended.begin(); it != open_ended.end();) {
+          if (it->id == v) {
+            releases.push_back({now, it->id, it->slots});
+            it = open_ended.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
       // First in line: when, and where, will it fit?
       std::vector<WorkerCapacity> sim = capacity;
       auto give_back = [&](const Release& r) {
-        for (const auto& [name, procs] : r.slots) {
-          auto it = by_name.find(name);
-          if (it != by_name.end()) sim[it->second].free_slots += procs;
+        for (const NodeHold& h : r.slots) {
+          auto it = by_name.find(h.worker);
+          if (it != by_name.end()) Apply(h, sim[it->second], -1);
         }
       };
       std::sort(releases.begin(), releases.end(),
@@ -173,15 +287,28 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
       holder_start = start;
       for (const std::string& name : *at) {
         const size_t w = by_name.at(name);
-        hold[w] = std::min(std::max(capacity[w].free_slots, 0), ProcsPerNode(spec, sim[w].gpus));
+        // Held: what it needs there, as far as it is free now.
+        NodeHold need = NodeNeeds(spec, sim[w]);
+        const WorkerCapacity& free = capacity[w];
+        need.slots = std::min(std::max(free.free_slots, 0), need.slots);
+        need.gpus = std::min(std::max(free.FreeGpus(), 0), need.gpus);
+        need.cpus = free.free_cpus < 0 ? 0 : std::min(free.free_cpus, need.cpus);
+        need.memory = free.free_memory < 0 ? 0 : std::min(free.free_memory, need.memory);
+        hold[w] = need;
       }
-      reason += "; first in line, its slots are held as they free up";
-      if (!awaited.empty()) {
-        const std::string end = awaited.size() == 1 ? " ends" : " end";
-        reason += "; starts when " + JoinIds(awaited) + end +
-                  (start > 0 ? " (by " + std::string(awaited.size() == 1 ? "its" : "their") +
-                                   " max_runtime)"
-                             : "");
+      if (!preempt.empty()) {
+        reason += "; preempting " + JoinIds(preempt) + " (lower priority): starts when " +
+                  std::string(preempt.size() == 1 ? "it has" : "they have") +
+                  " checkpointed and stopped";
+      } else {
+        reason += "; first in line, its slots are held as they free up";
+        if (!awaited.empty()) {
+          const std::string end = awaited.size() == 1 ? " ends" : " end";
+          reason += "; starts when " + JoinIds(awaited) + end +
+                    (start > 0 ? " (by " + std::string(awaited.size() == 1 ? "its" : "their") +
+                                     " max_runtime)"
+                               : "");
+        }
       }
       wait(job, effective[i], reason, start);
       continue;
@@ -191,7 +318,7 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
                               now + spec.max_runtime_s() * 1000 <= holder_start;
     std::vector<WorkerCapacity> view = capacity;
     if (!ends_in_time) {
-      for (size_t w = 0; w < view.size(); ++w) view[w].free_slots -= hold[w];
+      for (size_t w = 0; w < view.size(); ++w) Apply(hold[w], view[w], 1);
     }
     if (auto chosen = PlaceGang(spec, view, job.preferred)) {
       take(job, *chosen);

@@ -16,7 +16,15 @@
 // became first in line; it starts by its estimate when every running job honours its
 // max_runtime (the JobManager stops attempts that exceed it), else as soon as the jobs on its
 // workers end. Jobs of higher effective priority that arrive later still go first. A job
-// over its owner's quota (PriorityPolicy::max_slots_per_owner) waits without a reservation.
+// over its owner's quota (ScheduleContext::quotas, else PriorityPolicy::max_slots_per_owner)
+// waits without a reservation.
+//
+// Preemption: when the first job in line does not fit now, running jobs that are preemptible
+// (RunningJob::preemptible) and of lower `priority` (the spec's, not aged: waiting never
+// earns the right to stop others) are chosen as victims, the lowest priority and then the
+// youngest first, as few as free enough for it (ChooseVictims); the plan lists them and the
+// JobManager asks their ranks to checkpoint and stop. The first-in-line job then holds those
+// slots and starts when the victims have stopped. A victim waits again, without a restart.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +49,14 @@ class PriorityScheduler : public Scheduler {
                     const ScheduleContext& context) const override;
   // `spec.priority` plus the ageing of a job waiting since `waiting_since_ms`.
   int EffectivePriority(const v1::JobSpec& spec, int64_t waiting_since_ms, int64_t now_ms) const;
+  // The running jobs to stop so that `spec` fits `capacity` (the free resources now): among
+  // the preemptible ones of lower priority that are not stopping, the lowest priority first,
+  // then the youngest, until it fits; then every victim that is not needed is spared (the
+  // most valuable first). Empty when no choice frees enough. By id.
+  static std::vector<std::string> ChooseVictims(const v1::JobSpec& spec,
+                                                const std::vector<std::string>& preferred,
+                                                const std::vector<WorkerCapacity>& capacity,
+                                                const std::vector<RunningJob>& running);
 
  private:
   const PriorityPolicy policy_;

@@ -1,5 +1,9 @@
 #include "coordinator/rendezvous_planner.h"
 
+#include <algorithm>
+
+#include "common/job_spec_validation.h"
+
 namespace convoy {
 
 std::vector<v1::NodeAssignment> PlanRanks(const std::vector<PlannedNode>& nodes) {
@@ -12,6 +16,7 @@ std::vector<v1::NodeAssignment> PlanRanks(const std::vector<PlannedNode>& nodes)
     for (int l = 0; l < nodes[g].procs; ++l) {
       a.add_ranks(static_cast<int>(g) * nodes[g].procs + l);
     }
+    for (const v1::RankResources& r : nodes[g].resources) *a.add_resources() = r;
     out.push_back(std::move(a));
   }
   return out;
@@ -32,6 +37,9 @@ v1::Launch PlanLaunch(const std::string& job_id, int attempt, const v1::JobSpec&
   // a 10,000-node attempt builds 10,000 launches without summing over the nodes each time.
   launch.set_world_size(static_cast<int>(nodes.size()) * node.ranks_size());
   *launch.mutable_ranks() = node.ranks();
+  *launch.mutable_resources() = node.resources();
+  const int max_nodes = std::max(MaxNodes(spec), static_cast<int>(nodes.size()));
+  launch.set_max_world_size(max_nodes * node.ranks_size());
   launch.set_master_addr(nodes[0].address());
   launch.set_master_port(master_port);
   launch.set_restart_count(attempt);

@@ -39,6 +39,9 @@ void WorkerRegistry::OnRegister(const v1::Register& reg) {
   e.info.mutable_gpus()->CopyFrom(reg.gpus());
   e.info.set_slots(reg.slots());
   e.info.set_version(reg.version());
+  e.info.set_memory_bytes(reg.memory_bytes());
+  e.info.mutable_gpu_devices()->CopyFrom(reg.gpu_devices());
+  *e.info.mutable_labels() = reg.labels();
   SetState(e, v1::WORKER_READY);
   Heard(e);
   e.info.set_last_heartbeat_unix_ms(clock_.NowUnixMs());

@@ -78,7 +78,7 @@ class CoordinatorTest : public ::testing::Test {
   std::string Submit(const v1::JobSpec& spec) {
     std::atomic<bool> done{false};
     std::string id;
-    coordinator_->Submit(spec, "", [&](const StatusOr<std::string>& r) {
+    coordinator_->Submit(spec, "", "", [&](const StatusOr<std::string>& r) {
       EXPECT_TRUE(r.ok());
       if (r.ok()) id = *r;
       done = true;
@@ -124,7 +124,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
 
   store_.FailNextWrite();  // the submit's first commit fails; the commit thread retries
   std::atomic<bool> replied{false};
-  coordinator_->Submit(OneRank(), "", [&](const StatusOr<std::string>& r) {
+  coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
     EXPECT_TRUE(r.ok());
     replied = true;
   });

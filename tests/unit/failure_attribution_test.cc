@@ -66,26 +66,54 @@ TEST(DetectHangTest, AllSilentNamesNobodyButAStoppedRankIsBlamedOverItsWaitingPe
 
 // ---- FailureAttribution: one attempt's window, deadline and hang checks on a fake clock
 
-TEST(FailureAttributionTest, TheWindowCollectsThenChoosesTheOutsideSignal) {
+TEST(FailureAttributionTest, TheWindowCollectsErrorsUntilItCloses) {
   FakeClock clock;
   FailureAttribution fa(clock, 300);
   EXPECT_FALSE(fa.collecting());
   EXPECT_FALSE(fa.RootCause(nullptr).has_value());
-  fa.Report(Failure(0, 1, 0));  // the peer's report arrives first and opens the window
+  fa.Report(Failure(0, 1, 0));  // a peer's error opens the window
   clock.AdvanceMs(200);
-  fa.Report(Failure(1, 0, 9));
+  fa.Report(Failure(2, 1, 0));
   EXPECT_TRUE(fa.collecting());
   clock.AdvanceMs(99);
   EXPECT_FALSE(fa.RootCause(nullptr).has_value());  // 299 ms: still open
   clock.AdvanceMs(1);
   auto cause = fa.RootCause(nullptr);
   ASSERT_TRUE(cause.has_value());
-  EXPECT_EQ(cause->rank(), 1);
+  EXPECT_EQ(cause->rank(), 0);  // the first of equals
   // Not acted on (e.g. the transition could not be written): decided again later.
   EXPECT_TRUE(fa.collecting());
-  EXPECT_EQ(fa.RootCause(nullptr)->rank(), 1);
+  EXPECT_EQ(fa.RootCause(nullptr)->rank(), 0);
   fa.Clear();
   EXPECT_FALSE(fa.collecting());
+}
+
+TEST(FailureAttributionTest, AnOutsideSignalClosesTheWindowAtOnce) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  fa.Report(Failure(0, 1, 0));  // the peer's report arrives first and opens the window
+  clock.AdvanceMs(20);
+  EXPECT_FALSE(fa.RootCause(nullptr).has_value());
+  fa.Report(Failure(1, 0, 9));  // SIGKILL from outside: nothing later can be likelier
+  auto cause = fa.RootCause(nullptr);
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_EQ(cause->rank(), 1);
+  // Reported first, it is decided at once too (no restart waits 300 ms for nothing).
+  FailureAttribution first(clock, 300);
+  first.Report(Failure(3, 0, 9));
+  ASSERT_TRUE(first.RootCause(nullptr).has_value());
+  EXPECT_EQ(first.RootCause(nullptr)->rank(), 3);
+}
+
+TEST(FailureAttributionTest, EveryRankReportedClosesTheWindow) {
+  FakeClock clock;
+  FailureAttribution fa(clock, 300);
+  fa.Report(Failure(0, 1, 0));
+  EXPECT_FALSE(fa.RootCause(nullptr, /*all_reported=*/false).has_value());
+  fa.Report(Failure(1, 1, 0));
+  auto cause = fa.RootCause(nullptr, /*all_reported=*/true);
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_EQ(cause->rank(), 0);
 }
 
 TEST(FailureAttributionTest, AnUnreachablePeerExplainsErrorsButNotAnOutsideSignal) {

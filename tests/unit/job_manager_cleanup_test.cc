@@ -8,37 +8,12 @@
 #include <set>
 
 #include "coordinator/job_manager.h"
-#include "tests/support/memory_job_store.h"
+#include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
 namespace {
 
 constexpr int64_t kDay = 86'400'000;
-
-class FakeChannel : public WorkerChannel {
- public:
-  bool Send(const std::string& name, const v1::CoordinatorMessage& msg) override {
-    if (connected.count(name) == 0) return false;
-    sent.emplace_back(name, msg);
-    return true;
-  }
-  // The job ids of the DeleteJobFiles sent to `worker` since the last call.
-  std::vector<std::string> TakeDeletions(const std::string& worker) {
-    std::vector<std::string> out;
-    std::vector<std::pair<std::string, v1::CoordinatorMessage>> rest;
-    for (auto& [w, m] : sent) {
-      if (w == worker && m.has_delete_job_files()) {
-        out.push_back(m.delete_job_files().job_id());
-      } else {
-        rest.emplace_back(w, m);
-      }
-    }
-    sent = rest;
-    return out;
-  }
-  std::set<std::string> connected;
-  std::vector<std::pair<std::string, v1::CoordinatorMessage>> sent;
-};
 
 class JobCleanupTest : public ::testing::Test {
  protected:
@@ -105,7 +80,7 @@ class JobCleanupTest : public ::testing::Test {
 
   FakeClock clock_;
   MemoryJobStore store_;
-  FakeChannel channel_;
+  FakeWorkerChannel channel_;
   JobManagerOptions options_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<JobManager> jm_;

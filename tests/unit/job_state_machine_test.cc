@@ -26,7 +26,9 @@ TEST(JobStateMachineTest, TransitionTable) {
       {v1::SUCCEEDED, v1::RUNNING, false},   {v1::FAILED, v1::RESTARTING, false},
       {v1::CANCELLED, v1::FAILED, false},    {v1::SUCCEEDED, v1::CANCELLED, false},
       {v1::RESTARTING, v1::RUNNING, false},  {v1::PENDING, v1::RESTARTING, false},
-      {v1::RUNNING, v1::PENDING, false},     {v1::JOB_STATE_UNSPECIFIED, v1::FAILED, false},
+      {v1::RUNNING, v1::PENDING, true},      {v1::JOB_STATE_UNSPECIFIED, v1::FAILED, false},
+      {v1::SCHEDULED, v1::PENDING, true},    {v1::RENDEZVOUS, v1::PENDING, true},
+      {v1::SUCCEEDED, v1::PENDING, false},
   };
   for (const Case& c : cases) {
     Status st = CheckTransition(c.from, c.to);

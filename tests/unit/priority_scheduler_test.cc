@@ -213,7 +213,7 @@ int64_t SimulateBigJobStart(const Scheduler& s, int64_t horizon_min) {
   struct Run {
     std::string id;
     int64_t end;
-    std::vector<std::pair<std::string, int>> held;
+    std::vector<NodeHold> held;
   };
   std::vector<Run> running{{"init-a", kT0 + 2 * kMin, {{"a", 1}}},
                            {"init-b", kT0 + 3 * kMin, {{"b", 1}}}};
@@ -225,7 +225,7 @@ int64_t SimulateBigJobStart(const Scheduler& s, int64_t horizon_min) {
     running.erase(std::remove_if(running.begin(), running.end(),
                                  [&](const Run& r) {
                                    if (r.end > now) return false;
-                                   for (const auto& [w, n] : r.held) slots[w] += n;
+                                   for (const NodeHold& h : r.held) slots[h.worker] += h.slots;
                                    return true;
                                  }),
                   running.end());
@@ -245,7 +245,7 @@ int64_t SimulateBigJobStart(const Scheduler& s, int64_t horizon_min) {
       for (const std::string& w : p.workers) {
         slots[w] -= 1;
         EXPECT_GE(slots[w], 0) << "over-committed worker " << w;
-        r.held.emplace_back(w, 1);
+        r.held.push_back({w, 1});
       }
       running.push_back(r);
       q.jobs.erase(std::remove_if(q.jobs.begin(), q.jobs.end(),
@@ -296,6 +296,103 @@ TEST(PrioritySchedulerTest, AJobOverItsOwnersQuotaWaitsWithoutHoldingAnything) {
   Queue local;
   local.Add("j", Spec(1, 8), "", kT0);
   EXPECT_EQ(Ids(s.Plan(local.jobs, {{"a", 8, 0}}, ctx).placements), std::vector<std::string>{"j"});
+}
+
+RunningJob Victim(const std::string& id, int priority, int64_t started, const std::string& worker,
+                  int slots, bool preemptible = true) {
+  RunningJob r;
+  r.id = id;
+  r.owner = "x";
+  r.priority = priority;
+  r.started_ms = started;
+  r.preemptible = preemptible;
+  r.slots = {{worker, slots}};
+  return r;
+}
+
+TEST(PreemptionTest, TheLowestPriorityVictimsThatFreeEnoughAndNoMore) {
+  // Four workers of 2 slots, all full. A 1x2 job needs one worker: the lowest-priority job
+  // goes, and nothing else.
+  const std::vector<WorkerCapacity> full{{"a", 0, 0}, {"b", 0, 0}, {"c", 0, 0}, {"d", 0, 0}};
+  std::vector<RunningJob> running{Victim("p-3", -3, kT0, "a", 2), Victim("p-9", -9, kT0, "b", 2),
+                                  Victim("p-5", -5, kT0, "c", 2), Victim("p-1", -1, kT0, "d", 2)};
+  EXPECT_EQ(PriorityScheduler::ChooseVictims(Spec(1, 2, 0), {}, full, running),
+            std::vector<std::string>{"p-9"});
+  // A 2x2 job: the two lowest.
+  auto two = PriorityScheduler::ChooseVictims(Spec(2, 2, 0), {}, full, running);
+  std::sort(two.begin(), two.end());
+  EXPECT_EQ(two, (std::vector<std::string>{"p-5", "p-9"}));
+  // Only jobs of lower priority than the job's own: a priority -4 job may stop -9 and -5.
+  EXPECT_EQ(PriorityScheduler::ChooseVictims(Spec(3, 2, -4), {}, full, running),
+            std::vector<std::string>{});
+  // Equal priorities: the youngest goes first.
+  std::vector<RunningJob> same{Victim("old", -1, kT0, "a", 2),
+                               Victim("young", -1, kT0 + 5, "b", 2)};
+  EXPECT_EQ(PriorityScheduler::ChooseVictims(Spec(1, 2, 0), {}, full, same),
+            std::vector<std::string>{"young"});
+  // Not preemptible: never chosen, even when it is the only way.
+  std::vector<RunningJob> kept{Victim("kept", -9, kT0, "a", 2, false)};
+  EXPECT_TRUE(PriorityScheduler::ChooseVictims(Spec(1, 2, 0), {}, full, kept).empty());
+}
+
+TEST(PreemptionTest, AVictimThatDoesNotHelpIsSpared) {
+  // The lowest-priority job holds 1 slot on a; the 1x2 job needs both slots of one worker:
+  // freeing b's 2 (priority -2) is enough, and a's job (priority -9) is spared after all.
+  const std::vector<WorkerCapacity> cap{{"a", 0, 0}, {"b", 0, 0}};
+  std::vector<RunningJob> running{Victim("small", -9, kT0, "a", 1),
+                                  Victim("a-rest", -1, kT0, "a", 1),
+                                  Victim("big", -2, kT0, "b", 2)};
+  EXPECT_EQ(PriorityScheduler::ChooseVictims(Spec(1, 2, 0), {}, cap, running),
+            std::vector<std::string>{"big"});
+}
+
+TEST(PreemptionTest, AJobThatFitsOnceStoppingJobsEndPreemptsNoOneMore) {
+  const PriorityScheduler s;
+  Queue q;
+  q.Add("urgent", Spec(1, 2, 5), "alice", kT0);
+  ScheduleContext ctx;
+  ctx.now_ms = kT0 + 10;
+  RunningJob stopping = Victim("was-preempted", -9, kT0, "a", 2);
+  stopping.stopping = true;
+  ctx.running = {stopping, Victim("other", -1, kT0, "b", 2)};
+  SchedulePlan plan = s.Plan(q.jobs, {{"a", 0, 0}, {"b", 0, 0}}, ctx);
+  EXPECT_TRUE(plan.preemptions.empty());
+  ASSERT_NE(Entry(plan, "urgent"), nullptr);
+  EXPECT_EQ(Entry(plan, "urgent")->estimated_start_ms, ctx.now_ms);  // as soon as it stops
+  // Without the stopping job, "other" is preempted for it.
+  ctx.running = {Victim("other", -1, kT0, "b", 2)};
+  plan = s.Plan(q.jobs, {{"a", 0, 0}, {"b", 0, 0}}, ctx);
+  ASSERT_EQ(plan.preemptions.size(), 1u);
+  EXPECT_EQ(plan.preemptions[0].victim, "other");
+  EXPECT_EQ(plan.preemptions[0].for_job, "urgent");
+  EXPECT_NE(Entry(plan, "urgent")->reason.find("preempting other"), std::string::npos);
+}
+
+TEST(PreemptionTest, GpuQuotaCountsGpus) {
+  const PriorityScheduler s;
+  Queue q;
+  v1::JobSpec gpu = Spec(1, 1);
+  gpu.set_gpus_per_proc(2);
+  q.Add("alice-gpu", gpu, "alice", kT0);
+  ScheduleContext ctx;
+  ctx.now_ms = kT0 + 10;
+  Quota quota;
+  quota.gpus = 3;
+  quota.gpus_source = "--quota role:user";
+  ctx.quotas["alice"] = quota;
+  RunningJob r = Victim("r", 0, kT0, "a", 1, false);
+  r.owner = "alice";
+  r.slots[0].gpus = 2;
+  ctx.running = {r};
+  WorkerCapacity w{"b", 4, 4};
+  SchedulePlan plan = s.Plan(q.jobs, {w}, ctx);
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_NE(Entry(plan, "alice-gpu"), nullptr);
+  EXPECT_NE(Entry(plan, "alice-gpu")
+                ->reason.find("hold 2 of 3 GPUs (--quota role:user) and "
+                              "this one needs 2"),
+            std::string::npos)
+      << Entry(plan, "alice-gpu")->reason;
 }
 
 }  // namespace

@@ -1,0 +1,299 @@
+// JobManager: sharing the cluster (README "Sharing a cluster"): what ranks hold on each
+// worker (slots, GPUs, cores, memory), the scheduling pass and its preemptions, quotas, fair
+// share and max_runtime, and elastic jobs growing when workers join.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "common/job_spec_validation.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state_machine.h"
+
+namespace convoy {
+
+void JobManager::Hold(const RankRuntime& rank, int sign) {
+  WorkerUse& u = use_[rank.worker];
+  u.slots += sign;
+  used_total_ += sign;
+  u.cpus += sign * rank.resources.cpus();
+  u.memory += sign * rank.resources.memory_bytes();
+  for (int g : rank.resources.gpus()) {
+    if (sign > 0) {
+      u.gpus.insert(g);
+    } else {
+      u.gpus.erase(g);
+    }
+  }
+  if (u.slots == 0 && u.gpus.empty() && u.cpus == 0 && u.memory == 0) use_.erase(rank.worker);
+}
+
+void JobManager::AddUse(v1::WorkerInfo& w) const {
+  auto it = use_.find(w.name());
+  if (it != use_.end()) {
+    w.set_used_slots(it->second.slots);
+    w.set_used_cpus(it->second.cpus);
+    w.set_used_memory_bytes(it->second.memory);
+    for (int g : it->second.gpus) w.add_used_gpus(g);
+  }
+  auto jobs = worker_jobs_.find(w.name());
+  if (jobs == worker_jobs_.end()) return;
+  for (const std::string& id : jobs->second) w.add_jobs(id);
+}
+
+WorkerCapacity JobManager::CapacityOf(const v1::WorkerInfo& w) const {
+  WorkerCapacity c;
+  c.name = w.name();
+  c.gpus = w.gpus_size();
+  c.labels = &w.labels();
+  auto it = use_.find(w.name());
+  const WorkerUse none;
+  const WorkerUse& u = it == use_.end() ? none : it->second;
+  c.free_slots = w.slots() - u.slots;
+  int free_gpus = 0;
+  for (int g : w.gpus()) free_gpus += u.gpus.count(g) == 0 ? 1 : 0;
+  c.free_gpus = free_gpus;
+  c.free_cpus = std::max(0, w.cores() - u.cpus);
+  c.free_memory = w.memory_bytes() > 0 ? std::max<int64_t>(0, w.memory_bytes() - u.memory) : -1;
+  return c;
+}
+
+std::vector<NodeHold> JobManager::Holds(const JobRecord& r) const {
+  std::vector<NodeHold> out;
+  for (const auto& [worker, ranks] : r.rt.ranks_by_worker) {
+    NodeHold h;
+    h.worker = worker;
+    for (int rank : ranks) {
+      const RankRuntime& rr = r.rt.ranks.at(rank);
+      if (rr.gone) continue;
+      ++h.slots;
+      h.gpus += rr.resources.gpus_size();
+      h.cpus += rr.resources.cpus();
+      h.memory += rr.resources.memory_bytes();
+    }
+    if (h.slots > 0) out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Quota JobManager::QuotaOf(const v1::Job& job) const {
+  Quota q = options_.quotas.For(job.owner(), job.owner_role());
+  if (q.queued == 0 && q.queued_source == "--max-queued-per-user" && !job.owner().empty()) {
+    q.queued = options_.max_queued_per_owner;
+  }
+  return q;
+}
+
+bool JobManager::IsPreemptible(const v1::JobSpec& spec) const {
+  return spec.has_preemptible() ? spec.preemptible() : spec.priority() < options_.preemptible_below;
+}
+
+void JobManager::TrySchedule() {
+  schedule_needed_ = false;
+  const int64_t now_mono = clock_.NowMonotonicMs(), now_unix = clock_.NowUnixMs();
+  next_schedule_mono_ms_ = now_mono + options_.reschedule_interval_ms;
+  std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
+  for (const std::string& id : waiting_) {
+    const JobRecord& r = jobs_.at(id);
+    const v1::JobState s = r.job.state();
+    // A job whose previous attempt is still being stopped (restarting, or preempted back to
+    // PENDING) waits for its slots to come back first.
+    if ((s != v1::PENDING && s != v1::RESTARTING) || (r.rt.attempt >= 0 && !r.rt.released)) {
+      continue;
+    }
+    WaitingJob w;
+    w.id = id;
+    w.spec = &r.job.spec();
+    w.owner = r.job.owner();
+    w.submitted_ms = r.job.created_unix_ms();
+    w.waiting_since_ms = now_unix - std::max<int64_t>(0, now_mono - r.waiting_since_mono_ms);
+    if (r.job.attempts_size() > 0) {
+      for (const auto& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
+        w.preferred.push_back(n.worker());
+      }
+    }
+    waiting.push_back(std::move(w));
+  }
+  if (waiting.empty()) return;
+  std::vector<WorkerCapacity> capacity;
+  for (const v1::WorkerInfo* w : workers_.Ready()) {
+    if (w->drained()) continue;
+    capacity.push_back(CapacityOf(*w));
+  }
+  ScheduleContext context;
+  context.now_ms = now_unix;
+  context.usage = usage_;
+  for (const WaitingJob& w : waiting) {
+    if (!w.owner.empty() && context.quotas.count(w.owner) == 0) {
+      context.quotas[w.owner] = QuotaOf(jobs_.at(w.id).job);
+    }
+  }
+  for (const std::string& id : attached_) {
+    const JobRecord& r = jobs_.at(id);
+    RunningJob running;
+    running.id = id;
+    running.owner = r.job.owner();
+    running.priority = r.job.spec().priority();
+    running.preemptible = IsPreemptible(r.job.spec());
+    running.stopping = r.rt.tearing_down || IsTerminal(r.job.state());
+    const v1::Attempt* a =
+        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
+    if (a != nullptr) running.started_ms = a->started_unix_ms();
+    if (r.job.spec().max_runtime_s() > 0 && a != nullptr && a->started_unix_ms() > 0) {
+      running.ends_by_ms = a->started_unix_ms() + r.job.spec().max_runtime_s() * 1000;
+    }
+    running.slots = Holds(r);
+    context.running.push_back(std::move(running));
+  }
+  SchedulePlan plan = scheduler_.Plan(waiting, std::move(capacity), context);
+  for (const Preemption& p : plan.preemptions) {
+    JobRecord* victim = Find(p.victim);
+    const JobRecord* for_job = Find(p.for_job);
+    if (victim == nullptr || for_job == nullptr) continue;
+    Preempt(*victim, "preempted by " + p.for_job + " (priority " +
+                         std::to_string(for_job->job.spec().priority()) + " over " +
+                         std::to_string(victim->job.spec().priority()) +
+                         "); its ranks checkpoint and stop, and it waits to resume");
+  }
+  std::set<std::string> placed;
+  for (const Placement& p : plan.placements) {
+    JobRecord* r = Find(p.id);
+    if (r == nullptr || !waiting_.count(p.id)) continue;
+    if (PlaceOn(*r, p.workers)) placed.insert(p.id);
+  }
+  for (const std::string& id : placed) {
+    v1::Job& job = jobs_.at(id).job;
+    job.clear_pending_reason();
+    job.clear_queue_position();
+    job.clear_estimated_start_unix_ms();
+  }
+  // Why the others wait: kept in memory (GetJob, `convoy queue`), recomputed by every pass.
+  for (const QueueEntry& e : plan.queue) {
+    JobRecord* r = Find(e.id);
+    if (r == nullptr || placed.count(e.id)) continue;
+    r->job.set_pending_reason(e.reason);
+    r->job.set_queue_position(e.position);
+    r->job.set_estimated_start_unix_ms(e.estimated_start_ms);
+  }
+  for (const WaitingJob& w : waiting) {
+    if (placed.count(w.id)) continue;
+    JobRecord& r = jobs_.at(w.id);
+    if (r.job.state() == v1::RESTARTING) {
+      const int need = MinNodes(r.job.spec());
+      (void)Transition(r, v1::PENDING,
+                       "waiting for " + std::to_string(need) + " worker" + (need == 1 ? "" : "s") +
+                           " with free slots to restart");
+    }
+  }
+}
+
+bool JobManager::Preempt(JobRecord& r, const std::string& reason, bool resize) {
+  if (r.rt.released || r.rt.attempt < 0 || r.rt.tearing_down || IsTerminal(r.job.state())) {
+    return false;
+  }
+  r.job.set_preemptions(r.job.preemptions() + 1);
+  if (!Transition(r, resize ? v1::RESTARTING : v1::PENDING, reason).ok()) {
+    r.job.set_preemptions(r.job.preemptions() - 1);
+    return false;
+  }
+  SendKill(r, reason, /*preempt=*/true);
+  MaybeFinishTeardown(r);
+  return true;
+}
+
+void JobManager::GrowElasticJobs() {
+  if (!waiting_.empty()) return;  // free workers go to waiting jobs first
+  const int64_t now = clock_.NowMonotonicMs();
+  std::vector<const v1::WorkerInfo*> ready;
+  for (const v1::WorkerInfo* w : workers_.Ready()) {
+    if (!w->drained()) ready.push_back(w);
+  }
+  std::vector<std::string> grow;
+  for (const std::string& id : attached_) {
+    JobRecord& r = jobs_.at(id);
+    const v1::JobSpec& spec = r.job.spec();
+    if (!IsElastic(spec) || r.job.state() != v1::RUNNING || r.rt.tearing_down) continue;
+    const int nodes = static_cast<int>(r.rt.ranks_by_worker.size());
+    if (nodes >= spec.max_nodes()) continue;
+    const int64_t interval = spec.resize_interval_s() > 0 ? int64_t{spec.resize_interval_s()} * 1000
+                                                          : options_.min_resize_interval_ms;
+    if (r.rt.placed_mono_ms > 0 && now - r.rt.placed_mono_ms < interval) continue;
+    int more = 0;
+    std::string joined;
+    for (const v1::WorkerInfo* w : ready) {
+      if (r.rt.ranks_by_worker.count(w->name()) != 0) continue;
+      const WorkerCapacity c = CapacityOf(*w);
+      // Same shape: a GPU job grows only onto workers with its nodes' GPU count.
+      if (spec.procs_per_node_gpu() && !r.rt.ranks_by_worker.empty() &&
+          ProcsPerNode(spec, c.gpus) !=
+              static_cast<int>(r.rt.ranks_by_worker.begin()->second.size())) {
+        continue;
+      }
+      if (!FitsNode(spec, c)) continue;
+      ++more;
+      joined += (joined.empty() ? "" : ", ") + w->name();
+      if (nodes + more >= spec.max_nodes()) break;
+    }
+    if (more == 0) continue;
+    grow.push_back(id);
+    r.job.set_message("growing from " + std::to_string(nodes) + " to " +
+                      std::to_string(nodes + more) + " nodes: " + joined +
+                      (more == 1 ? " is" : " are") + " free");
+  }
+  for (const std::string& id : grow) {
+    JobRecord& r = jobs_.at(id);
+    Preempt(r, r.job.message() + "; its ranks checkpoint and stop, then it restarts larger",
+            /*resize=*/true);
+  }
+}
+
+void JobManager::SendJobFinished(const JobRecord& r) {
+  if (r.job.attempts_size() == 0) return;
+  v1::CoordinatorMessage msg;
+  msg.mutable_job_finished()->set_job_id(r.job.id());
+  std::set<std::string> told;
+  for (const v1::NodeAssignment& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
+    if (told.insert(n.worker()).second) channel_.Send(n.worker(), msg);
+  }
+}
+
+void JobManager::AccountAndEnforceRuntime() {
+  const int64_t now = clock_.NowMonotonicMs();
+  const double dt_s =
+      usage_updated_mono_ms_ == 0 ? 0.0 : static_cast<double>(now - usage_updated_mono_ms_) / 1000;
+  usage_updated_mono_ms_ = now;
+  const double decay =
+      options_.usage_half_life_ms > 0
+          ? std::exp2(-dt_s * 1000 / static_cast<double>(options_.usage_half_life_ms))
+          : 0.0;
+  for (auto it = usage_.begin(); it != usage_.end();) {
+    it->second *= decay;
+    it = it->second < 1e-3 ? usage_.erase(it) : std::next(it);
+  }
+  const int64_t now_unix = clock_.NowUnixMs();
+  std::vector<std::string> overdue;
+  for (const std::string& id : attached_) {
+    const JobRecord& r = jobs_.at(id);
+    if (r.rt.released) continue;
+    const double held = static_cast<double>(r.rt.ranks.size() - r.rt.gone_count);
+    if (held > 0 && dt_s > 0) usage_[r.job.owner()] += held * dt_s;
+    const int64_t limit_s = r.job.spec().max_runtime_s();
+    const v1::Attempt* a =
+        r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
+    if (limit_s > 0 && a != nullptr && a->started_unix_ms() > 0 && !r.rt.tearing_down &&
+        !IsTerminal(r.job.state()) && now_unix - a->started_unix_ms() > limit_s * 1000) {
+      overdue.push_back(id);
+    }
+  }
+  for (const std::string& id : overdue) {
+    JobRecord& r = jobs_.at(id);
+    const std::string why =
+        "max_runtime of " + std::to_string(r.job.spec().max_runtime_s()) + " s exceeded; stopped";
+    if (!Transition(r, v1::FAILED, why).ok()) continue;
+    SendKill(r, why);
+    MaybeFinishTeardown(r);
+  }
+}
+
+}  // namespace convoy
