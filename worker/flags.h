@@ -37,6 +37,9 @@ struct WorkerFlags {
   // Each job's directory is <job_root>/<job id>; a job's checkpoint_dir, working_dir and
   // data_dir must resolve under it. Under /var/lib like the other daemons' state.
   std::string job_root = "/var/lib/convoy/jobs";
+  // Host memory for the ranks' snapshots (worker/snapshot_dir.h): empty is
+  // /dev/shm/convoy-<name> (else <work_dir>/snapshots); "none" gives the ranks none.
+  std::string snapshot_dir;
   // Read-only roots a job's trainer.data_dir may name besides the job root; Debian's
   // dataset packages install under /usr/share/datasets.
   std::vector<std::string> data_paths = {"/usr/share/datasets"};

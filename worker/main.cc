@@ -29,6 +29,7 @@
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/resources.h"
+#include "worker/snapshot_dir.h"
 #include "worker/supervisor.h"
 #include "worker/warm_trainer.h"
 #include "worker/worker_metrics.h"
@@ -112,6 +113,13 @@ int main(int argc, char** argv) {
                               config.env);
   } else {
     spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
+  }
+  if (flags.snapshot_dir != "none") {
+    config.snapshot_root =
+        flags.snapshot_dir.empty()
+            ? DefaultSnapshotRoot(flags.name, config.work_dir)
+            : std::filesystem::absolute(flags.snapshot_dir).lexically_normal().string();
+    spdlog::info("snapshots of the ranks in {}", config.snapshot_root);
   }
   for (const std::string& p : flags.data_paths) {
     auto root = CanonicalPath(p);

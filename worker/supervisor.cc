@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
+#include "worker/snapshot_dir.h"
 
 namespace convoy {
 namespace {
@@ -303,8 +304,10 @@ void Supervisor::Handle(const Command& cmd) {
         return;
       }
       if (!it->second.AnyRunning()) return;  // idempotent
-      spdlog::info("job {} attempt {}: killing its ranks: {}", kill.job_id(), kill.attempt(),
+      spdlog::info("job {} attempt {}: {} its ranks: {}", kill.job_id(), kill.attempt(),
+                   kill.preempt() ? "asking to checkpoint and stop" : "killing",
                    kill.reason().empty() ? "asked by the coordinator" : kill.reason());
+      if (kill.preempt()) WritePreemptFile(it->second, kill.reason());
       KillAttempt(it->second, kill.grace_ms() > 0 ? kill.grace_ms() : config_.kill_grace_ms);
       break;
     }
@@ -320,6 +323,9 @@ void Supervisor::Handle(const Command& cmd) {
       snapshot_dirty_ = true;
       break;
     }
+    case v1::CoordinatorMessage::kJobFinished:
+      JobFinished(msg.job_finished());
+      break;
     case v1::CoordinatorMessage::kDeleteJobFiles:
       DeleteJobFiles(msg.delete_job_files());
       break;
@@ -508,6 +514,16 @@ void Supervisor::Launch(const v1::Launch& launch) {
                  socket.status().message());
   }
   const std::string metrics_path = a.metrics != nullptr ? a.metrics->path() : "";
+  std::string snapshot_dir;
+  if (!config_.snapshot_root.empty()) {
+    auto made = PrepareSnapshotDir(config_.snapshot_root, a.job_id, config_.run_as);
+    if (made.ok()) {
+      snapshot_dir = *made;
+    } else {
+      spdlog::warn("{}: no snapshot directory ({}); its ranks restart from their checkpoints",
+                   label, made.status().message());
+    }
+  }
 
   for (int l = 0; l < lws; ++l) {
     auto r = std::make_unique<Rank>();
@@ -537,6 +553,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
     files.metrics_socket = metrics_path;
     files.checkpoint_dir = checkpoint_dir;
     files.error_file = r->error_file;
+    files.snapshot_dir = snapshot_dir;
+    files.preempt_file = a.dir + "/preempt";
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
     if (!config_.data_cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = config_.data_cache_dir;
     req.working_dir = dirs->working_dir;
@@ -725,6 +743,7 @@ void Supervisor::Timers() {
     Send(hb);
   }
   FlushMetrics(false);
+  ExpireSnapshots(now);
   // No coordinator for too long: ranks running on their own would never be reported or
   // stopped, and would hold their slots and their peers in collectives forever.
   if (!connected_ && !orphaned_ && now - disconnected_since_ms_ > config_.orphan_timeout_ms) {

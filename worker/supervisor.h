@@ -70,6 +70,9 @@ struct WorkerConfig {
   // The ranks' per-host data cache (worker/data_cache_dir.h), passed as CONVOY_CACHE_DIR;
   // empty: none.
   std::string data_cache_dir;
+  // Where each job's snapshot directory is made (worker/snapshot_dir.h), passed as
+  // CONVOY_SNAPSHOT_DIR; empty: none.
+  std::string snapshot_root;
 };
 
 // Where the supervisor's reports go (the coordinator connection).
@@ -209,6 +212,12 @@ class Supervisor {
   // Removes a deleted job's files (supervisor_cleanup.cc): its attempt directories and its
   // job directory, keeping those of an attempt that still runs; answers JobFilesDeleted.
   void DeleteJobFiles(const v1::DeleteJobFiles& req);
+  // The job finished (supervisor_cleanup.cc): its snapshots go.
+  void JobFinished(const v1::JobFinished& req);
+  // Writes the attempt's CONVOY_PREEMPT_FILE (its ranks are asked to save and stop).
+  void WritePreemptFile(const Attempt& a, const std::string& reason);
+  // Drops the snapshots of jobs that have not run here for kSnapshotIdleMs (once a minute).
+  void ExpireSnapshots(int64_t now_ms);
   // True while the rank runs and its log has no bytes at the request's offset.
   bool LogsWouldWait(const v1::ReadLogs& req) const;
   // Answers held requests whose log grew, whose rank exited, or whose wait is over.
@@ -272,6 +281,7 @@ class Supervisor {
   // Made (mkdtemp) when a metrics socket path is too long for the work dir; removed at Stop.
   std::string socket_fallback_dir_;
   int64_t dropped_records_ = 0;
+  int64_t next_snapshot_expiry_ms_ = 0;
   std::thread thread_;
 
   // Totals for counters(): written by the supervisor thread, read by scrapes.

@@ -1,12 +1,18 @@
 // The supervisor's removal of a deleted job's files (DeleteJobFiles from the coordinator).
 // Threading as in supervisor.h: runs on the supervisor thread, which owns `attempts_`.
 #include <dirent.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <set>
 
 #include "common/util.h"
 #include "worker/file_removal.h"
+#include "worker/snapshot_dir.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -38,6 +44,10 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   std::string error;
   int64_t removed = 0;
   if (keep.empty()) {
+    if (!config_.snapshot_root.empty()) {
+      Status st = RemoveSnapshotDir(config_.snapshot_root, id);
+      if (!st.ok()) error = st.message();
+    }
     for (const std::string& root : {attempts_dir, config_.job_root}) {
       int64_t n = 0;
       Status st = RemoveUnder(root, id, &n);
@@ -73,6 +83,46 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   }
   answer->set_error(error);
   Send(out);
+}
+
+void Supervisor::JobFinished(const v1::JobFinished& req) {
+  if (config_.snapshot_root.empty() || !IsValidName(req.job_id())) return;
+  Status st = RemoveSnapshotDir(config_.snapshot_root, req.job_id());
+  if (!st.ok()) {
+    spdlog::warn("job {} finished: its snapshots stay for now: {}", req.job_id(), st.message());
+  }
+}
+
+void Supervisor::WritePreemptFile(const Attempt& a, const std::string& reason) {
+  // In the attempt's directory (0711, the worker's): the ranks may read it, not make it. It
+  // is the ranks' own and private like their other files there.
+  const std::string path = a.dir + "/preempt";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::warn("job {} attempt {}: cannot write {}: {}", a.job_id, a.attempt, path,
+                 std::strerror(errno));
+    return;
+  }
+  const std::string text = (reason.empty() ? std::string("preempted") : reason) + "\n";
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (config_.run_as && fchown(fd, config_.run_as->uid, config_.run_as->gid) != 0) ok = false;
+  close(fd);
+  if (!ok) spdlog::warn("job {} attempt {}: {} is incomplete", a.job_id, a.attempt, path);
+}
+
+void Supervisor::ExpireSnapshots(int64_t now_ms) {
+  if (config_.snapshot_root.empty() || now_ms < next_snapshot_expiry_ms_) return;
+  next_snapshot_expiry_ms_ = now_ms + 60 * 1000;
+  std::set<std::string> keep;
+  for (const auto& [key, a] : attempts_) {
+    if (a.AnyRunning() || a.ended_ms == 0 || now_ms - a.ended_ms < kSnapshotIdleMs) {
+      keep.insert(key.first);
+    }
+  }
+  for (const std::string& job : ExpireSnapshotDirs(config_.snapshot_root, kSnapshotIdleMs, keep)) {
+    spdlog::info("job {}: its snapshots were removed: no attempt of it ran here for {} min", job,
+                 kSnapshotIdleMs / 60000);
+  }
 }
 
 }  // namespace convoy

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -47,6 +48,7 @@ class FakeLauncher : public ProcessLauncher {
   }
   void SignalGroup(pid_t pgid, int signal) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (on_signal) on_signal(pgid, signal);
     signals_.emplace_back(pgid, signal);
     if (die_on_signal_ && live_.erase(pgid) != 0) exits_.push_back({pgid, signal});
   }
@@ -109,6 +111,8 @@ class FakeLauncher : public ProcessLauncher {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
   }
+  // Called (on the supervisor thread) as each signal is sent; set before Start.
+  std::function<void(pid_t, int)> on_signal;
   int CountSignals(pid_t pgid, int signal) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
@@ -439,6 +443,52 @@ TEST_F(SupervisorTest, KillSendsTermThenKillAfterTheGrace) {
   sup_->Post(KillMsg("j", 0, 0));
   launcher_.Exit(9998, 0);
   EXPECT_EQ(launcher_.CountSignals(pids[1], SIGTERM), 1);
+}
+
+TEST_F(SupervisorTest, APreemptingKillWritesItsReasonBeforeTheSigtermAndSnapshotsStay) {
+  config_.snapshot_root = (dir_ / "shm").string();
+  const std::string preempt_file = dir_.string() + "/jobs/j/attempt-0/preempt";
+  std::vector<bool> file_there_at_sigterm;
+  launcher_.on_signal = [&](pid_t, int signal) {
+    if (signal == SIGTERM) file_there_at_sigterm.push_back(std::filesystem::exists(preempt_file));
+  };
+  Start();
+  Connect();
+  auto pids = LaunchTwo();
+  ASSERT_EQ(pids.size(), 2u);
+  const std::string snapshots = config_.snapshot_root + "/j";
+  for (const LaunchRequest& r : launcher_.requests()) {
+    EXPECT_EQ(r.env.at("CONVOY_SNAPSHOT_DIR"), snapshots);
+    EXPECT_EQ(r.env.at("CONVOY_PREEMPT_FILE"), preempt_file);
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(snapshots));
+  EXPECT_EQ(std::filesystem::status(snapshots).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  EXPECT_FALSE(std::filesystem::exists(preempt_file));  // a plain SIGTERM is no preemption
+
+  v1::CoordinatorMessage kill = KillMsg("j", 0, 30000);
+  kill.mutable_kill()->set_preempt(true);
+  kill.mutable_kill()->set_reason("preempted by j-000009");
+  sup_->Post(kill);
+  for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGTERM) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  launcher_.Exit(pids[0], 0);
+  launcher_.Exit(pids[1], 0);
+  EXPECT_EQ(file_there_at_sigterm, (std::vector<bool>{true, true}));
+  std::ifstream in(preempt_file);
+  std::string reason;
+  std::getline(in, reason);
+  EXPECT_EQ(reason, "preempted by j-000009");
+  // The job's next attempt finds its snapshots; they go when the job has finished.
+  EXPECT_TRUE(std::filesystem::is_directory(snapshots));
+  v1::CoordinatorMessage finished;
+  finished.mutable_job_finished()->set_job_id("j");
+  sup_->Post(finished);
+  for (int i = 0; i < 500 && std::filesystem::exists(snapshots); ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_FALSE(std::filesystem::exists(snapshots));
 }
 
 TEST_F(SupervisorTest, KillWithoutGraceUsesTheWorkersDefault) {
