@@ -303,6 +303,8 @@ int QueueCommand(Coordinator& c, const CommandOptions& options) {
   v1::ListJobsResponse resp;
   grpc::Status st = ListAllJobs(c, req, &resp);
   if (!st.ok()) return RpcFailed(st, "queue");
+  // A job of those states without a queue position is not in the queue yet: its previous
+  // attempt's ranks are still stopping (a restart's teardown, a preemption's checkpoint).
   v1::ListJobsResponse waiting;
   for (const v1::Job& j : resp.jobs()) {
     if (j.queue_position() > 0) *waiting.add_jobs() = j;
@@ -429,13 +431,14 @@ int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
   return kExitOk;
 }
 
-int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
+int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now,
                  const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::DrainWorkerRequest req;
   req.set_name(worker);
   req.set_drain(drain);
+  req.set_now(now);
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(st, (drain ? "drain " : "undrain ") + worker);

@@ -85,8 +85,9 @@ int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& 
 // `page_token`.
 int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
                    const CommandOptions& options);
-// Drains (`drain`) or undrains a worker (admins); prints the worker's new line.
-int DrainCommand(Coordinator& c, const std::string& worker, bool drain,
+// Drains (`drain`) or undrains a worker (admins); prints the worker's new line. With `now`
+// the jobs running there are preempted (they checkpoint, stop and wait to run elsewhere).
+int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now,
                  const CommandOptions& options);
 
 // `convoy plot JOB`: the job's metric history (GetJobMetrics) as a terminal chart, or with

@@ -244,7 +244,10 @@ std::string WorkerStateText(v1::WorkerState state) {
 }
 
 std::string ShapeText(const v1::JobSpec& spec) {
-  return std::to_string(spec.nodes()) + "×" +
+  const std::string nodes = spec.max_nodes() > 0 ? std::to_string(spec.min_nodes()) + "-" +
+                                                       std::to_string(spec.max_nodes())
+                                                 : std::to_string(spec.nodes());
+  return nodes + "×" +
          (spec.procs_per_node_gpu() ? std::string("gpu") : std::to_string(spec.procs_per_node()));
 }
 
@@ -432,7 +435,12 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
       << (spec.backend().empty() ? "gloo" : spec.backend()) << "\n";
   out << "  runs:     " << WorkloadText(spec) << "\n";
   out << "  attempt:  " << job.attempt() << " (restarts used " << job.restarts() << " of "
-      << spec.max_restarts() << ")\n";
+      << spec.max_restarts() << ")";
+  if (job.preemptions() > 0) {
+    out << "; preempted or resized " << job.preemptions() << " time"
+        << (job.preemptions() == 1 ? "" : "s") << ", no restart used";
+  }
+  out << "\n";
   out << "  created:  " << FormatAge(job.created_unix_ms(), now)
       << (job.owner().empty() ? "" : " by " + job.owner()) << ", updated "
       << FormatAge(job.updated_unix_ms(), now) << "\n";

@@ -146,7 +146,13 @@ int main(int argc, char** argv) {
   CLI::App* drain = app.add_subcommand(
       "drain", "admins: no new jobs on WORKER; what runs there finishes (`undrain` reverts)");
   drain->add_option("WORKER", worker, "worker name")->required();
-  drain->footer("Example:\n  convoy drain w1      # then, after maintenance: convoy undrain w1");
+  bool drain_now = false;
+  drain->add_flag("--now", drain_now,
+                  "preempt what runs there: its ranks checkpoint and stop, and each job waits to "
+                  "resume elsewhere without using a restart");
+  drain->footer(
+      "Examples:\n  convoy drain w1      # then, after maintenance: convoy undrain w1\n"
+      "  convoy drain w1 --now   # move its jobs off it now, from their checkpoints");
   add_output(drain);
   CLI::App* undrain = app.add_subcommand("undrain", "admins: place jobs on WORKER again");
   undrain->add_option("WORKER", worker, "worker name")->required();
@@ -290,8 +296,8 @@ int main(int argc, char** argv) {
   if (cancel->parsed()) return CancelCommand(c, job, options);
   if (delete_cmd->parsed()) return DeleteCommand(c, job, options);
   if (workers->parsed()) return WorkersCommand(c, workers_limit, workers_page_token, options);
-  if (drain->parsed()) return DrainCommand(c, worker, true, options);
-  if (undrain->parsed()) return DrainCommand(c, worker, false, options);
+  if (drain->parsed()) return DrainCommand(c, worker, true, drain_now, options);
+  if (undrain->parsed()) return DrainCommand(c, worker, false, false, options);
   if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);
   if (top->parsed()) return TopCommand(c, once, interval_ms);
   return kExitUsage;
