@@ -109,10 +109,11 @@ class Cluster:
             raise
 
     # ---- processes
-    def _spawn(self, name, argv):
+    def _spawn(self, name, argv, env=None):
         log = open(os.path.join(self.dir, name + ".log"), "ab")
         self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True,
+                                            env=None if env is None else {**os.environ, **env})
         return self.procs[name]
 
     def admin(self, *args):
@@ -143,14 +144,15 @@ class Cluster:
             "--worker-timeout", str(self.worker_timeout),
             "--kill-grace-ms", str(self.kill_grace_ms)])
 
-    def start_worker(self, name, slots=1, extra=()):
+    def start_worker(self, name, slots=1, extra=(), env=None):
+        """env: variables added to the worker's environment (CUDA_VISIBLE_DEVICES, say)."""
         return self._spawn(name, [
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
             "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
             "--work-dir", os.path.join(self.dir, name), "--job-root", self.job_root,
             *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
               if self.secure else ["--insecure"]),
-            "--kill-grace-ms", str(self.kill_grace_ms), *self.worker_extra, *extra])
+            "--kill-grace-ms", str(self.kill_grace_ms), *self.worker_extra, *extra], env=env)
 
     def signal(self, name, sig):
         self.procs[name].send_signal(sig)
