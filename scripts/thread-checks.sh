@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The thread checks CI runs after the main suite, each with a time budget:
+# The thread checks CI runs after the main suite, each with a time budget, in one clang build
+# (build-tsan/; with CONVOY_SKIP_TSAN=1 the first alone, in build-tsa/):
 #  1. clang -Wthread-safety -Werror over everything but the trainer: every member marked
 #     GUARDED_BY is touched only with its mutex held (common/mutex.h).
 #  2. ThreadSanitizer: the unit and integration tests (ctest -L 'unit|integration', in-process
@@ -17,17 +18,19 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 JOBS=$(nproc)
 
-echo "== thread-safety analysis (clang -Wthread-safety -Werror)"
-if [ ! -f build-tsa/CMakeCache.txt ]; then
-  CXX=clang++ cmake -S . -B build-tsa "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DCONVOY_WERROR=ON \
-    -DCONVOY_BUILD_TRAINER=OFF -DCONVOY_BUILD_TESTS=OFF -DCONVOY_BUILD_BENCH=OFF \
-    -DCMAKE_CXX_FLAGS="-Wthread-safety -O0 -g0" >/dev/null
-fi
-timeout 900 cmake --build build-tsa -j "$JOBS" --target convoy-coordinator convoy-worker convoy
-
 if [ "${CONVOY_SKIP_TSAN:-0}" = 1 ]; then
+  echo "== thread-safety analysis (clang -Wthread-safety -Werror)"
+  if [ ! -f build-tsa/CMakeCache.txt ]; then
+    CXX=clang++ cmake -S . -B build-tsa "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DCONVOY_WERROR=ON \
+      -DCONVOY_BUILD_TRAINER=OFF -DCONVOY_BUILD_TESTS=OFF -DCONVOY_BUILD_BENCH=OFF \
+      -DCMAKE_CXX_FLAGS="-Wthread-safety -O0 -g0" >/dev/null
+  fi
+  timeout 900 cmake --build build-tsa -j "$JOBS" --target convoy-coordinator convoy-worker convoy
   exit 0
 fi
+# One clang build does both checks: the TSAN build compiles every daemon's code (and the
+# tests) with -Wthread-safety as an error too, instead of a second clang build for it alone.
+echo "== thread-safety analysis (clang -Wthread-safety -Werror) and"
 echo "== unit and integration tests under ThreadSanitizer (clang)"
 # clang, not gcc: built with gcc 12, one unit binary died inside TSAN's runtime.
 # Layout: Debian's libprotobuf is built without TSAN, and protobuf's map_field.h gives
@@ -35,7 +38,7 @@ echo "== unit and integration tests under ThreadSanitizer (clang)"
 # -fsanitize=thread, clang 14 does not (it has __has_feature(thread_sanitizer), which only
 # changes inline code in protobuf, Abseil and gRPC headers, never a layout): undefine it only
 # where the compiler defines it, so our code sees the library's layout either way.
-TSAN_FLAGS="-O1 -g"
+TSAN_FLAGS="-O1 -g -Wthread-safety"
 if echo | clang++ -fsanitize=thread -dM -E -x c++ - | grep -q __SANITIZE_THREAD__; then
   TSAN_FLAGS="$TSAN_FLAGS -U__SANITIZE_THREAD__"
 fi
@@ -43,7 +46,8 @@ LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # A build-tsan/ left by the old gcc stage (CONVOY_TSAN=1) is rebuilt with clang.
 if [ -f build-tsan/CMakeCache.txt ] &&
-  ! grep -q '^CMAKE_CXX_COMPILER:.*clang' build-tsan/CMakeCache.txt; then
+  { ! grep -q '^CMAKE_CXX_COMPILER:.*clang' build-tsan/CMakeCache.txt ||
+    ! grep -q 'Wthread-safety' build-tsan/CMakeCache.txt; }; then
   rm -rf build-tsan
 fi
 if [ ! -f build-tsan/CMakeCache.txt ]; then
