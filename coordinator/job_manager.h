@@ -417,9 +417,10 @@ class JobManager {
   std::map<std::string, JobRecord, JobIdLess> jobs_;  // by id, in submission order
   // Indexes, kept by Track/Attach/Detach.
   std::map<v1::JobState, int> jobs_by_state_;
-  std::set<std::string> active_;    // jobs not in a terminal state
-  std::set<std::string> waiting_;   // PENDING or RESTARTING: candidates for placement
-  std::set<std::string> attached_;  // jobs whose attempt holds slots (not released)
+  // Ordered as jobs_ (by number, so that j-1000000 follows j-999999): submission order.
+  std::set<std::string, JobIdLess> active_;                   // jobs not in a terminal state
+  std::set<std::string, JobIdLess> waiting_;                  // PENDING or RESTARTING: to be placed
+  std::set<std::string, JobIdLess> attached_;                 // jobs whose attempt holds slots
   std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
   std::map<std::string, WorkerUse> use_;  // worker -> what its ranks not gone hold
   int64_t used_total_ = 0;                // the slots of use_, summed

@@ -384,5 +384,23 @@ TEST_F(SharingTest, WorkersShowCapacityUseAndJobs) {
       << Job(waits).pending_reason();
 }
 
+TEST_F(SharingTest, SubmissionOrderHoldsPastAMillionJobs) {
+  // j-999999 waits (reloaded after a restart); j-1000000 comes after it. As strings,
+  // "j-1000000" < "j-999999": the queue must order by number.
+  options_.scheduler = nullptr;  // FIFO: submission order alone
+  Restart();
+  v1::Job old;
+  old.set_id("j-999999");
+  *old.mutable_spec() = Spec(1, 1);
+  old.set_state(v1::PENDING);
+  ASSERT_TRUE(store_.SaveJob(old, nullptr).ok());
+  Restart();
+  const std::string next = SubmitSpec(Spec(1, 1));
+  EXPECT_EQ(next, "j-1000000");
+  AddWorker("w1", 1);
+  EXPECT_EQ(Job("j-999999").state(), v1::RENDEZVOUS);
+  EXPECT_EQ(Job(next).state(), v1::PENDING);
+}
+
 }  // namespace
 }  // namespace convoy
