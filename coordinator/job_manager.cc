@@ -300,6 +300,7 @@ JobManager::Stats JobManager::GetStats() const {
   st.attempts_started = attempts_started_;
   st.attempt_failures = attempt_failures_;
   st.restarts = restarts_by_cause_;
+  st.preemptions = preemptions_;
   return st;
 }
 
@@ -542,8 +543,10 @@ StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool 
     }
     const std::string who = by.empty() ? "local" : by;
     for (const std::string& id : held) {
-      Preempt(jobs_.at(id), "worker " + worker + " drained now by " + who +
-                                "; its ranks checkpoint and stop, and it waits to run elsewhere");
+      Preempt(jobs_.at(id),
+              "worker " + worker + " drained now by " + who +
+                  "; its ranks checkpoint and stop, and it waits to run elsewhere",
+              "drain");
     }
   }
   v1::WorkerInfo out = *workers_.Find(worker);

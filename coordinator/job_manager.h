@@ -168,6 +168,9 @@ class JobManager {
     // worker_lost, hang, other (rendezvous timeout, launch failure, ...).
     std::map<std::string, int64_t> attempt_failures;
     std::map<std::string, int64_t> restarts;
+    // Attempts whose ranks were asked to checkpoint and stop, by why: priority (preempted
+    // by a job of higher priority), drain (drain --now), resize (an elastic job grew).
+    std::map<std::string, int64_t> preemptions;
   };
   Stats GetStats() const;
 
@@ -367,7 +370,8 @@ class JobManager {
   // Asks the ranks of `r`'s attempt to checkpoint and stop (Kill with preempt): the job goes
   // back to PENDING, or for an elastic resize to RESTARTING; neither uses a restart. False
   // when it could not be persisted, or there is nothing to stop.
-  bool Preempt(JobRecord& r, const std::string& reason, bool resize = false);
+  // `kind`: "priority", "drain" or "resize" (Stats::preemptions).
+  bool Preempt(JobRecord& r, const std::string& reason, const std::string& kind);
   // Grows elastic jobs below max_nodes when workers are free for more nodes and nothing waits
   // (once per resize interval each). From Tick, once a second.
   void GrowElasticJobs();
@@ -431,6 +435,7 @@ class JobManager {
   int64_t attempts_started_ = 0;
   std::map<std::string, int64_t> attempt_failures_;
   std::map<std::string, int64_t> restarts_by_cause_;
+  std::map<std::string, int64_t> preemptions_;
   std::vector<Duration> durations_;
   std::vector<std::string> finished_since_;  // for TakeFinished
   void Observe(Phase phase, int64_t since_mono_ms);

@@ -151,10 +151,12 @@ void JobManager::TrySchedule() {
     JobRecord* victim = Find(p.victim);
     const JobRecord* for_job = Find(p.for_job);
     if (victim == nullptr || for_job == nullptr) continue;
-    Preempt(*victim, "preempted by " + p.for_job + " (priority " +
-                         std::to_string(for_job->job.spec().priority()) + " over " +
-                         std::to_string(victim->job.spec().priority()) +
-                         "); its ranks checkpoint and stop, and it waits to resume");
+    Preempt(*victim,
+            "preempted by " + p.for_job + " (priority " +
+                std::to_string(for_job->job.spec().priority()) + " over " +
+                std::to_string(victim->job.spec().priority()) +
+                "); its ranks checkpoint and stop, and it waits to resume",
+            "priority");
   }
   std::set<std::string> placed;
   for (const Placement& p : plan.placements) {
@@ -188,7 +190,8 @@ void JobManager::TrySchedule() {
   }
 }
 
-bool JobManager::Preempt(JobRecord& r, const std::string& reason, bool resize) {
+bool JobManager::Preempt(JobRecord& r, const std::string& reason, const std::string& kind) {
+  const bool resize = kind == "resize";
   if (r.rt.released || r.rt.attempt < 0 || r.rt.tearing_down || IsTerminal(r.job.state())) {
     return false;
   }
@@ -197,6 +200,7 @@ bool JobManager::Preempt(JobRecord& r, const std::string& reason, bool resize) {
     r.job.set_preemptions(r.job.preemptions() - 1);
     return false;
   }
+  ++preemptions_[kind];
   SendKill(r, reason, /*preempt=*/true);
   MaybeFinishTeardown(r);
   return true;
@@ -244,7 +248,7 @@ void JobManager::GrowElasticJobs() {
   for (const std::string& id : grow) {
     JobRecord& r = jobs_.at(id);
     Preempt(r, r.job.message() + "; its ranks checkpoint and stop, then it restarts larger",
-            /*resize=*/true);
+            "resize");
   }
 }
 

@@ -83,6 +83,15 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
     attempt_failures_->Add({{"cause", cause}});
     restarts_total_->Add({{"cause", cause}});
   }
+  preemptions_total_ = &prometheus::BuildCounter()
+                            .Name("convoy_preemptions_total")
+                            .Help(
+                                "Attempts asked to checkpoint and stop without failing, by why: "
+                                "priority (a job of higher priority), drain (drain --now), "
+                                "resize (an elastic job grew)")
+                            .Register(r);
+  for (const char* why : {"priority", "drain", "resize"})
+    preemptions_total_->Add({{"reason", why}});
   auto histogram = [&r](const std::string& name, const std::string& help,
                         const prometheus::Histogram::BucketBoundaries& buckets) {
     return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
@@ -267,6 +276,9 @@ void MetricsExporter::Update(const Coordinator::ExportSnapshot& snap) {
   Advance(attempts_started_->Add({}), stats.attempts_started, &last_attempts_started_);
   for (const auto& [cause, n] : stats.attempt_failures) {
     Advance(attempt_failures_->Add({{"cause", cause}}), n, &last_failures_[cause]);
+  }
+  for (const auto& [why, n] : stats.preemptions) {
+    Advance(preemptions_total_->Add({{"reason", why}}), n, &last_preemptions_[why]);
   }
   for (const auto& [cause, n] : stats.restarts) {
     Advance(restarts_total_->Add({{"cause", cause}}), n, &last_restarts_[cause]);

@@ -117,6 +117,7 @@ class MetricsExporter : public RpcObserver {
   prometheus::Family<prometheus::Counter>* attempts_started_;
   prometheus::Family<prometheus::Counter>* attempt_failures_;
   prometheus::Family<prometheus::Counter>* restarts_total_;
+  prometheus::Family<prometheus::Counter>* preemptions_total_;
   prometheus::Histogram* queue_seconds_;
   prometheus::Histogram* schedule_seconds_;
   prometheus::Histogram* rendezvous_seconds_;
@@ -143,7 +144,7 @@ class MetricsExporter : public RpcObserver {
   Series worker_series_;
   Series owner_series_;
   int64_t last_attempts_started_ = 0;
-  std::map<std::string, int64_t> last_failures_, last_restarts_;
+  std::map<std::string, int64_t> last_failures_, last_restarts_, last_preemptions_;
 };
 
 }  // namespace convoy

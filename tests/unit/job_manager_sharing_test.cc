@@ -88,6 +88,8 @@ TEST_F(SharingTest, AHigherPriorityJobPreemptsTheLowestWhichResumesWithoutAResta
   EXPECT_EQ(victim.state(), v1::PENDING);
   EXPECT_EQ(victim.preemptions(), 1);
   EXPECT_EQ(victim.restarts(), 0);
+  EXPECT_EQ(jm_->GetStats().preemptions, (std::map<std::string, int64_t>{{"priority", 1}}));
+  EXPECT_TRUE(jm_->GetStats().restarts.empty());
   EXPECT_NE(victim.message().find("preempted by " + urgent), std::string::npos) << victim.message();
   EXPECT_EQ(Job(urgent).state(), v1::PENDING);
   EXPECT_NE(Job(urgent).pending_reason().find("preempting " + lowest), std::string::npos)
@@ -146,6 +148,7 @@ TEST_F(SharingTest, DrainNowPreemptsWhatRunsThereAndItResumesElsewhere) {
   EXPECT_EQ(Workers(id), std::vector<std::string>{"w2"});
   EXPECT_EQ(Job(id).restarts(), 0);
   EXPECT_EQ(Job(id).preemptions(), 1);
+  EXPECT_EQ(jm_->GetStats().preemptions, (std::map<std::string, int64_t>{{"drain", 1}}));
 }
 
 TEST_F(SharingTest, QuotaAccountingReturnsToZeroAfterEveryWayAJobStops) {
