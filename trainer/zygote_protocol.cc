@@ -1,7 +1,6 @@
 #include "trainer/zygote_protocol.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/rank_child.h"
 
 namespace convoy::zygote {
 namespace {
@@ -162,8 +163,12 @@ int RecvPacket(int sock, std::string* bytes, std::vector<int>* fds) {
   return n == 0 ? 0 : 1;
 }
 
-bool Start(const std::string& trainer, const std::vector<std::string>& env, Process* out,
-           std::string* error) {
+bool Start(const std::vector<std::string>& command, const std::vector<std::string>& env,
+           Process* out, std::string* error) {
+  if (command.empty()) {
+    *error = "no command";
+    return false;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     *error = std::string("socketpair: ") + std::strerror(errno);
@@ -177,8 +182,10 @@ bool Start(const std::string& trainer, const std::vector<std::string>& env, Proc
     env_pads.push_back("CONVOY_ZYGOTE_PAD" + std::to_string(i) + "=" +
                        std::string(kPadString, 'x'));
   }
-  std::vector<char*> argv{const_cast<char*>(trainer.c_str()), const_cast<char*>("--zygote"),
-                          const_cast<char*>("3"), const_cast<char*>(arg_pad.c_str()), nullptr};
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(const_cast<char*>(arg_pad.c_str()));
+  argv.push_back(nullptr);
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   for (const auto& e : env_pads) envp.push_back(const_cast<char*>(e.c_str()));
@@ -203,7 +210,7 @@ bool Start(const std::string& trainer, const std::vector<std::string>& env, Proc
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
-    execve(trainer.c_str(), argv.data(), envp.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   close(sv[1]);
@@ -299,14 +306,6 @@ bool Drain(const Process& z, std::vector<std::pair<pid_t, int>>* exits, bool* re
 
 namespace {
 
-// In the forked child: what went wrong, to the zygote through `report`, then exit.
-[[noreturn]] void ChildFail(int report, int stage) {
-  const int msg[2] = {stage, errno};
-  ssize_t ignored = write(report, msg, sizeof(msg));
-  (void)ignored;
-  _exit(127);
-}
-
 // Where the kernel shows this process's arguments and environment (/proc/PID/cmdline and
 // /proc/PID/environ, what ps and the tools that find a job's processes read): the strings
 // the zygote was exec'd with, padded (Start) so that a rank's own fit.
@@ -361,50 +360,33 @@ bool Rewrite(char* start, char* end, const std::vector<std::string>& items) {
 
 ProcView g_view;
 
-// The child's set-up, as the worker's POSIX launcher does for a cold rank; then the rank.
+// The child's set-up, exactly as the worker's POSIX launcher does it for a cold rank
+// (common/rank_child.h); then the rank.
 [[noreturn]] void RunChild(const SpawnRequest& req, int out_fd, int err_fd, int report,
                            pid_t zygote, int (*rank_main)(int, char**)) {
-  setpgid(0, 0);
-  const int devnull = open("/dev/null", O_RDONLY);
-  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
-    ChildFail(report, 2);
-  }
   // /proc shows the rank's argv and environment, as for a cold rank.
   if (!Rewrite(g_view.arg_start, g_view.arg_end, req.argv) ||
       !Rewrite(g_view.env_start, g_view.env_end, req.env)) {
     errno = E2BIG;
-    ChildFail(report, 6);
+    FailRankChild(report, kRankChildProcView);
   }
-  if (req.drop) {
-    const gid_t gid = req.gid;
-    const uid_t uid = req.uid;
-    if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) ChildFail(report, 5);
-    if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid) {
-      errno = EPERM;
-      ChildFail(report, 5);
-    }
-    if (uid != 0 && setuid(0) == 0) {
-      errno = EPERM;
-      ChildFail(report, 5);
-    }
-  }
-  // After the uid change: changing credentials clears the parent-death signal.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(report, 1);
-  if (getppid() != zygote) _exit(137);
-  if (!req.working_dir.empty() && chdir(req.working_dir.c_str()) != 0) ChildFail(report, 3);
-  // Every other descriptor goes (the zygote's socket, other ranks' pipes); `report` last.
-  if (report > 3) syscall(SYS_close_range, 3, report - 1, 0);
-  syscall(SYS_close_range, report + 1, ~0U, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
+  RankChildSetup setup;
+  setup.stdout_fd = out_fd;
+  setup.stderr_fd = err_fd;
+  setup.report_fd = report;
+  setup.drop = req.drop;
+  setup.uid = req.uid;
+  setup.gid = req.gid;
+  setup.parent = zygote;
+  setup.working_dir = req.working_dir.c_str();
+  SetUpRankChild(setup);  // the report descriptor is 3 from here on
+  // The zygote is single-threaded: allocating after the fork is safe here.
   clearenv();
   for (const auto& e : req.env) putenv(strdup(e.c_str()));
   std::vector<char*> argv;
   for (const auto& a : req.argv) argv.push_back(strdup(a.c_str()));
   argv.push_back(nullptr);
-  close(report);  // the rank runs: nothing to report
+  close(3);  // the rank runs: nothing to report
   std::exit(rank_main(static_cast<int>(req.argv.size()), argv.data()));
 }
 
@@ -447,30 +429,20 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     const int fork_errno = errno;
     close(report[1]);
     for (int fd : fds) close(fd);
+    Reply reply{'S', pid, 0, ""};
     if (pid < 0) {
-      close(report[0]);
-      SendPacket(sock, EncodeReply({'F', 0, fork_errno, "fork"}), nullptr, 0);
-      continue;
+      reply = {'F', 0, fork_errno, "fork"};
+    } else {
+      setpgid(pid, pid);
+      int stage = 0, error = 0;
+      if (ReadRankChildFailure(report[0], &stage, &error)) {
+        waitpid(pid, nullptr, 0);
+        reply = {'F', 0, error,
+                 RankChildFailureWhat(stage, req.argv[0], req.working_dir, req.uid, req.gid)};
+      }
     }
-    setpgid(pid, pid);
-    int msg[2] = {0, 0};
-    ssize_t got;
-    do {
-      got = read(report[0], msg, sizeof(msg));
-    } while (got < 0 && errno == EINTR);
     close(report[0]);
-    if (got > 0) {
-      waitpid(pid, nullptr, 0);
-      static const char* kStage[] = {"",      "prctl", "redirecting stdio",
-                                     "chdir", "exec",  "dropping privileges to uid "};
-      std::string what = msg[0] >= 1 && msg[0] <= 5 ? kStage[msg[0]] : "starting";
-      if (msg[0] == 3) what += " " + req.working_dir;
-      if (msg[0] == 5)
-        what += std::to_string(req.uid) + " (gid " + std::to_string(req.gid) + ") failed";
-      SendPacket(sock, EncodeReply({'F', 0, msg[1], what}), nullptr, 0);
-      continue;
-    }
-    SendPacket(sock, EncodeReply({'S', pid, 0, ""}), nullptr, 0);
+    SendPacket(sock, EncodeReply(reply), nullptr, 0);
   }
 }
 
