@@ -390,12 +390,46 @@ ProcView g_view;
   std::exit(rank_main(static_cast<int>(req.argv.size()), argv.data()));
 }
 
+// Overwrites a string's bytes (all of its capacity) before it is freed: a rank forked later
+// inherits the zygote's heap, and must not find an earlier rank's argv or environment in it.
+void Scrub(std::string* s) {
+  s->resize(s->capacity());
+  explicit_bzero(s->data(), s->size());
+  s->clear();
+}
+
+void Scrub(SpawnRequest* r) {
+  for (auto& a : r->argv) Scrub(&a);
+  for (auto& e : r->env) Scrub(&e);
+  Scrub(&r->working_dir);
+}
+
+// SIGCHLD wakes the zygote's poll through this pipe (its write end), so that a rank's exit
+// is reported at once rather than at the next turn of a timer.
+int g_sigchld_pipe = -1;
+
+void OnSigchld(int) {
+  const int saved = errno;
+  const char c = 0;
+  ssize_t ignored = write(g_sigchld_pipe, &c, 1);
+  (void)ignored;
+  errno = saved;
+}
+
 }  // namespace
 
 int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
   signal(SIGPIPE, SIG_IGN);
   g_view = ReadProcView();
   const pid_t self = getpid();
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
+  g_sigchld_pipe = wake[1];
+  struct sigaction on_child {};
+  on_child.sa_handler = OnSigchld;
+  sigemptyset(&on_child.sa_mask);
+  on_child.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &on_child, nullptr);
   SendPacket(sock, EncodeReply({'R', 0, 0, ""}), nullptr, 0);
   while (true) {
     int status = 0;
@@ -403,8 +437,15 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
       SendPacket(sock, EncodeReply({'X', done, status, ""}), nullptr, 0);
     }
-    pollfd p{sock, POLLIN, 0};
-    if (poll(&p, 1, 20) <= 0) continue;
+    // No timeout: a request or a child's exit (SIGCHLD) wakes it.
+    pollfd p[2] = {{sock, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    if (poll(p, 2, -1) <= 0) continue;
+    if (p[1].revents != 0) {
+      char buf[64];
+      while (read(wake[0], buf, sizeof(buf)) > 0) {
+      }
+    }
+    if (p[0].revents == 0) continue;
     std::string packet;
     std::vector<int> fds;
     const int n = RecvPacket(sock, &packet, &fds);
@@ -412,6 +453,8 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     SpawnRequest req;
     if (n < 0 || fds.size() != 2 || !DecodeSpawn(packet, &req)) {
       for (int fd : fds) close(fd);
+      Scrub(&packet);
+      Scrub(&req);
       if (n > 0) SendPacket(sock, EncodeReply({'F', 0, EINVAL, "a malformed request"}), nullptr, 0);
       continue;
     }
@@ -419,6 +462,8 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     if (pipe2(report, O_CLOEXEC) != 0) {
       SendPacket(sock, EncodeReply({'F', 0, errno, "pipe"}), nullptr, 0);
       for (int fd : fds) close(fd);
+      Scrub(&packet);
+      Scrub(&req);
       continue;
     }
     const pid_t pid = fork();
@@ -442,7 +487,14 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
       }
     }
     close(report[0]);
-    SendPacket(sock, EncodeReply(reply), nullptr, 0);
+    std::string bytes = EncodeReply(reply);
+    SendPacket(sock, bytes, nullptr, 0);
+    // Nothing of this request stays in the zygote for the next rank to find (the reply may
+    // name its working directory).
+    Scrub(&packet);
+    Scrub(&req);
+    Scrub(&reply.message);
+    Scrub(&bytes);
   }
 }
 

@@ -107,7 +107,10 @@ bool Drain(const Process& z, std::vector<std::pair<pid_t, int>>* exits, bool* re
 // cold rank (common/rank_child.h: own process group, stdin /dev/null, stdout/stderr as sent,
 // privileges dropped, PR_SET_PDEATHSIG, every other descriptor closed, signals reset, working
 // directory), with the request's environment and argv (also where /proc shows them), and
-// exits with what it returns. Returns the zygote's exit code.
+// exits with what it returns. The zygote waits on the socket and on SIGCHLD (no timer): a
+// rank's exit is reported as soon as it is reaped. A request's bytes are overwritten once its
+// rank is forked, so no later rank finds them in the heap it inherits. Returns the zygote's
+// exit code.
 int Serve(int sock, int (*rank_main)(int argc, char** argv));
 
 }  // namespace convoy::zygote
