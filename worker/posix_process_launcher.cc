@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,7 +173,11 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  pids_.insert(pid);
+  // Readable once the process has ended: the supervisor waits on it (ExitWakeFds). The child
+  // is not reaped before PollExits, so the pid cannot have been reused.
+  // (pidfds are close-on-exec.)
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  pids_[pid] = pidfd;
   return LaunchedProcess{pid, out[0], err[0]};
 }
 
@@ -180,23 +185,43 @@ void PosixProcessLauncher::SignalGroup(pid_t pgid, int signal) {
   if (pgid > 1) kill(-pgid, signal);  // never kill(-1) or kill(0)
 }
 
+PosixProcessLauncher::~PosixProcessLauncher() {
+  for (const auto& [pid, pidfd] : pids_) {
+    if (pidfd >= 0) close(pidfd);
+  }
+}
+
 std::vector<ReapedProcess> PosixProcessLauncher::PollExits() {
   std::vector<ReapedProcess> out;
   for (auto it = pids_.begin(); it != pids_.end();) {
     int status = 0;
-    const pid_t r = waitpid(*it, &status, WNOHANG);
-    if (r == *it) {
-      out.push_back({*it, status});
-      it = pids_.erase(it);
+    const pid_t pid = it->first;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      out.push_back({pid, status});
     } else if (r < 0 && errno == ECHILD) {
       // Reaped by someone else (a waitpid(-1) elsewhere in the process): its status is lost.
-      out.push_back({*it, W_EXITCODE(255, 0)});
-      it = pids_.erase(it);
+      out.push_back({pid, W_EXITCODE(255, 0)});
     } else {
       ++it;
+      continue;
     }
+    if (it->second >= 0) close(it->second);
+    it = pids_.erase(it);
   }
   return out;
+}
+
+int PosixProcessLauncher::ExitWakeFds(std::vector<int>* fds) {
+  bool all = true;
+  for (const auto& [pid, pidfd] : pids_) {
+    if (pidfd >= 0) {
+      fds->push_back(pidfd);
+    } else {
+      all = false;
+    }
+  }
+  return all ? -1 : 50;
 }
 
 bool PosixProcessLauncher::IsStopped(pid_t pid) {

@@ -8,7 +8,10 @@
 // Threading:
 //  - One supervisor thread (Run, started by Start) owns all process state (`attempts_`, the
 //    event sequence) without a lock and does every fork, so that PR_SET_PDEATHSIG is tied to
-//    a thread that lives as long as the worker. It also does every Outbox::Send.
+//    a thread that lives as long as the worker. It also does every Outbox::Send. It sleeps in
+//    one poll(2) on events (commands through a pipe, the ranks' output, metrics sockets,
+//    rank exits through the launcher's descriptors) with the time to the next due timer as
+//    its timeout; nothing waits on a fixed tick.
 //  - Other threads call only Post, BuildRegister, OnConnected, OnDisconnected and Stop, and
 //    never wait for process work: `cmd_mu_` guards the command queue, and `snap_mu_` the
 //    snapshot of the attempts that BuildRegister reads. The supervisor thread publishes a new
@@ -192,6 +195,11 @@ class Supervisor {
 
   // All below run on the supervisor thread.
   void Run();
+  // How long the loop may wait for its next event: until the earliest timer is due (a kill
+  // grace, a heartbeat, a metric batch, the orphan timeout, a held log read or port, an exit
+  // record's expiry, the stop deadline), at most `launcher_period_ms` when the launcher asks
+  // to be polled (>= 0); -1: no timer is due at all.
+  int PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) const;
   // Builds and publishes a Snapshot when something changed since the last one.
   void PublishSnapshot();
   void Handle(const Command& cmd);

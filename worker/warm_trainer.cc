@@ -198,4 +198,10 @@ std::vector<ReapedProcess> WarmTrainerLauncher::PollExits() {
   return out;
 }
 
+int WarmTrainerLauncher::ExitWakeFds(std::vector<int>* fds) {
+  const int period = cold_.ExitWakeFds(fds);
+  if (zygote_.sock >= 0) fds->push_back(zygote_.sock);
+  return period;
+}
+
 }  // namespace convoy

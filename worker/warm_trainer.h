@@ -42,6 +42,8 @@ class WarmTrainerLauncher : public ProcessLauncher {
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
   void SignalGroup(pid_t pgid, int signal) override { cold_.SignalGroup(pgid, signal); }
   std::vector<ReapedProcess> PollExits() override;
+  // The cold launcher's, and the warm trainer's socket (its ranks' exits, its readiness).
+  int ExitWakeFds(std::vector<int>* fds) override;
   bool IsStopped(pid_t pid) override { return cold_.IsStopped(pid); }
 
   // For tests and logs: the warm trainer's pid (-1: none), how many ranks it started.
