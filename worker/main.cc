@@ -85,12 +85,40 @@ int main(int argc, char** argv) {
   config.work_dir = std::filesystem::absolute(flags.work_dir).lexically_normal().string();
   while (config.work_dir.size() > 1 && config.work_dir.back() == '/') config.work_dir.pop_back();
   config.trainer_path = flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
+  // What this machine offers (issue 16): cores, memory, GPUs (NVML, else the driver's /proc
+  // files, else /dev/nvidia<N>), and the operator's labels.
   config.cores = flags.cores > 0 ? flags.cores : UsableCores();
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  config.gpus = VisibleGpus(cvd != nullptr ? std::optional<std::string>(cvd) : std::nullopt);
+  config.memory_bytes = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
+  std::unique_ptr<Nvml> nvml = Nvml::Load();
+  GpuSources gpu_sources;
+  if (!flags.gpus.empty()) gpu_sources.gpus_flag = flags.gpus;
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
+  if (nvml) gpu_sources.nvml = nvml->Devices();
+  auto offered = DiscoverGpus(gpu_sources);
+  if (!offered.ok()) {
+    spdlog::error("{}", offered.status().message());
+    return 2;
+  }
+  config.gpu_devices = offered->devices;
+  for (const GpuDeviceInfo& g : config.gpu_devices) config.gpus.push_back(g.index);
+  config.labels = flags.label_map;
   config.slots = flags.slots > 0
                      ? flags.slots
                      : (config.gpus.empty() ? config.cores : static_cast<int>(config.gpus.size()));
+  {
+    std::string labels;
+    for (const auto& [k, v] : config.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+    spdlog::info("resources: {} cores{}, {} memory{}, {} GPU(s) from {}; labels: {}", config.cores,
+                 flags.cores > 0 ? " (--cores)" : "",
+                 config.memory_bytes > 0 ? HumanBytes(config.memory_bytes) : "unknown",
+                 flags.memory_bytes > 0 ? " (--memory)" : "", config.gpu_devices.size(),
+                 offered->source, labels.empty() ? "none" : labels);
+    for (const GpuDeviceInfo& g : config.gpu_devices) {
+      spdlog::info("GPU {}: {}, {}, {}", g.index, g.model.empty() ? "model unknown" : g.model,
+                   g.memory_bytes > 0 ? HumanBytes(g.memory_bytes) : "memory unknown",
+                   g.uuid.empty() ? "UUID unknown" : g.uuid);
+    }
+  }
   config.kill_grace_ms = flags.kill_grace_ms;
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
@@ -147,7 +175,6 @@ int main(int argc, char** argv) {
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
   std::unique_ptr<MetricsHttpServer> http;
   if (!flags.metrics_listen.empty()) {
-    std::unique_ptr<Nvml> nvml = Nvml::Load();
     if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
     auto metrics = std::make_shared<WorkerMetrics>(
         config.name, config.slots, [&supervisor] { return supervisor.RankSamples(); },

@@ -42,6 +42,7 @@
 #include "common/mutex.h"
 #include "convoy/v1/worker.pb.h"
 #include "worker/metrics_server.h"
+#include "worker/nvml.h"
 #include "worker/process_launcher.h"
 #include "worker/rank_log.h"
 
@@ -65,6 +66,11 @@ struct WorkerConfig {
   int cores = 1;
   int slots = 1;
   std::vector<int> gpus;
+  // What Register carries besides: physical memory (bytes, 0: unknown), the GPUs of `gpus`
+  // with what is known of each, the --label pairs.
+  int64_t memory_bytes = 0;
+  std::vector<GpuDeviceInfo> gpu_devices;
+  std::map<std::string, std::string> labels;
   int64_t kill_grace_ms = 5000;
   int64_t orphan_timeout_ms = 60000;
   int64_t log_max_bytes = 64 << 20;

@@ -379,6 +379,26 @@ TEST_F(SupervisorTest, BadLaunchesAreRefusedWithLaunchFailed) {
   EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
 }
 
+TEST_F(SupervisorTest, RegisterCarriesTheMachinesResourcesAndLabels) {
+  config_.memory_bytes = int64_t{64} << 30;
+  config_.gpus = {0, 2};
+  config_.gpu_devices = {{0, "NVIDIA H100 80GB HBM3", int64_t{80} << 30, "GPU-a"}, {2, "", 0, ""}};
+  config_.labels = {{"zone", "a"}, {"gpu", "h100"}};
+  Start();
+  const v1::Register reg = sup_->BuildRegister();
+  EXPECT_EQ(reg.cores(), 4);
+  EXPECT_EQ(reg.memory_bytes(), int64_t{64} << 30);
+  ASSERT_EQ(reg.gpus_size(), 2);
+  EXPECT_EQ(reg.gpus(1), 2);
+  ASSERT_EQ(reg.gpu_devices_size(), 2);
+  EXPECT_EQ(reg.gpu_devices(0).model(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(reg.gpu_devices(0).memory_bytes(), int64_t{80} << 30);
+  EXPECT_EQ(reg.gpu_devices(0).uuid(), "GPU-a");
+  EXPECT_EQ(reg.gpu_devices(1).index(), 2);
+  EXPECT_EQ(reg.labels().at("zone"), "a");
+  EXPECT_EQ(reg.labels().at("gpu"), "h100");
+}
+
 TEST_F(SupervisorTest, RegisterNeverWaitsForAForkInProgress) {
   Start();
   Connect();
