@@ -69,6 +69,10 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
                  "pre-loaded convoy-trainer processes that fork ranks (0: every rank starts cold)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  app.add_option("--warm-python", f->warm_python,
+                 "Python interpreter (path or name in PATH) of a forkserver that has imported "
+                 "torch and forks the ranks of command: jobs running a script or -m module "
+                 "with it (default: off)");
   app.add_option("--orphan-timeout", f->orphan_timeout_s,
                  "seconds without a coordinator before ranks are stopped")
       ->check(CLI::Range(1.0, 86400.0))

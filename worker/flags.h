@@ -68,6 +68,13 @@ struct WorkerFlags {
   // Warm trainers (worker/warm_trainer.h): 0 starts every rank cold; any other number keeps
   // one pre-loaded convoy-trainer that forks the ranks of built-in-trainer jobs.
   int warm_trainers = 1;
+  // The Python interpreter (a path, or a name looked up in the worker's PATH) of a warm
+  // Python (worker/warm_trainer.h): a forkserver that has imported torch forks the ranks of
+  // `command:` jobs that run a script or a module with that interpreter. Empty: off, every
+  // such rank starts cold. Off by default: it keeps an interpreter with torch loaded (about
+  // 230 MB) on every worker whether or not Python jobs come, and a forked rank differs from a
+  // cold one in a few documented ways (README "Environment of every rank").
+  std::string warm_python;
   // With no coordinator reachable this long, ranks are stopped: nobody could report or stop
   // them any more. A minute rides out a coordinator restart with room to spare.
   double orphan_timeout_s = 60;

@@ -168,8 +168,29 @@ int main(int argc, char** argv) {
   PosixProcessLauncher cold_launcher;
   // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
   WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
+  bool warm = flags.warm_trainers > 0 && warm_launcher.Start();
+  // Ranks of command: jobs that run a Python script fork from a warm Python (--warm-python).
+  if (!flags.warm_python.empty()) {
+    auto path = config.env.find("PATH");
+    const std::string python =
+        ResolveProgram(flags.warm_python, path == config.env.end() ? "" : path->second);
+    const std::string script = FindForkserverScript(SelfDirectory());
+    if (python.empty()) {
+      spdlog::warn("--warm-python {}: not found in the worker's PATH; Python ranks start cold",
+                   flags.warm_python);
+    } else if (script.empty()) {
+      spdlog::warn(
+          "--warm-python: convoy-forkserver.py is neither next to convoy-worker nor in "
+          "../lib/convoy; Python ranks start cold");
+    } else {
+      warm = warm_launcher.StartPython(
+                 python[0] == '/' ? python : std::filesystem::absolute(python).string(), script,
+                 config.run_as) ||
+             warm;
+    }
+  }
   ProcessLauncher* launcher = &cold_launcher;
-  if (flags.warm_trainers > 0 && warm_launcher.Start()) launcher = &warm_launcher;
+  if (warm) launcher = &warm_launcher;
   Supervisor supervisor(config, *launcher, connection, clock);
   connection.SetSupervisor(&supervisor);
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
