@@ -80,7 +80,7 @@ def main():
                 spec["max_restarts"] = 0
             job = c.submit(spec)
             time.sleep(0.3 if args.kind != "trainer" else 1.0)  # running, not starting
-            pid = cluster.wait_for(lambda: group_leader(cluster.job_pids(job)), 60,
+            pid = cluster.wait_for(lambda: group_leader(c.job_pids(job)), 60,
                                    f"the rank of {job}", interval=0.02)
             t0 = time.time()
             os.kill(pid, signal.SIGKILL)

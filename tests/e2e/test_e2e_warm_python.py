@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from cluster import job_pids, process_gone, wait_for
+from cluster import process_gone, wait_for
 from test_e2e_security import run_as_uid
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
@@ -122,7 +122,7 @@ def test_a_forked_python_rank_is_set_up_as_a_cold_one(make_cluster, tmp_path):
     spec = {"name": "probe", "nodes": 1, "procs_per_node": 2, "command": ["python3", "probe.py"],
             "env": ENV, "max_restarts": 0}
     warm_job = submit_code(c, tmp_path, "warm", spec)
-    pids = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(job_pids(warm_job)), 60,
+    pids = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(c.job_pids(warm_job)), 60,
                     "both warm ranks", interval=0.02)
     assert all(int(stat_of(p)[1]) == server for p in pids), (pids, server)
     st = c.wait_state(warm_job, {"FAILED", "SUCCEEDED"}, timeout=120)
@@ -175,7 +175,7 @@ def test_the_python_example_forks_from_the_warm_python_which_dies_with_its_worke
     argv = ["python3", "train_ddp.py", "--max-steps", "100000", "--batch-size", "32"]
     job = submit_code(c, tmp_path, "ddp", {"name": "ddp", "nodes": 2, "procs_per_node": 1,
                                            "command": argv, "env": ENV})
-    ranks = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(job_pids(job)), 60,
+    ranks = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(c.job_pids(job)), 60,
                      "both ranks")
     by_worker = {}
     for pid in ranks:
