@@ -485,9 +485,9 @@ def main():
         log(f"not serving: {e}")
         return 1
     argv = serve(sock_fd)  # returns only in a rank, set up
+    os.close(3)  # the rank runs (the worker hears 'S'): nothing more to report
     kind, target = prepare_interpreter(argv)
     after_fork_in_rank()
-    os.close(3)  # the rank runs: nothing more to report
     if kind == "module":
         run_module(target)
     else:
