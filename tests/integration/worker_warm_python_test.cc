@@ -135,6 +135,63 @@ TEST_F(WarmPythonTest, ScriptsAndModulesForkWarmEverythingElseStartsCold) {
   EXPECT_TRUE(saw_four) << "the exit code of `python3 -u s.py 4`";
 }
 
+// Exits 3 when the string argv[1] names (reversed, so that the needle is made only after
+// the memory was read) is in this process's writable memory, else 0.
+constexpr const char* kScan = R"(import sys
+chunks = []
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        fields = line.split()
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if not fields[1].startswith("rw") or end - start > (64 << 20):
+            continue
+        try:
+            mem.seek(start)
+            chunks.append(mem.read(end - start))
+        except OSError:
+            pass
+needle = sys.argv[1][::-1].encode()
+sys.exit(3 if any(needle in c for c in chunks) else 0)
+)";
+
+TEST_F(WarmPythonTest, ARankFindsNoEarlierRequestInTheMemoryItInherits) {
+  std::ofstream(dir_ / "scan.py") << kScan;
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  ASSERT_TRUE(warm_->StartPython(kPython, script, std::nullopt));
+  ASSERT_TRUE(WaitReady(std::nullopt));
+  const std::string secret = "convoy-secret-" + std::to_string(getpid()) + "-q9z";
+  const std::string reversed(secret.rbegin(), secret.rend());
+  // A request that fails in the forkserver's child: its working directory (which the 'F'
+  // reply names) and its environment carry the secret.
+  auto bad = Request({"python3", (dir_ / "s.py").string()});
+  bad.working_dir = "/nonexistent/" + secret;
+  bad.env["TOKEN"] = secret;
+  bad.env["A_PAD"] = std::string(3000, 'x');  // (a later, shorter request overwrites less)
+  auto failed = warm_->Launch(bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(),
+            "chdir /nonexistent/" + secret + ": No such file or directory");
+  auto scan = [&](std::map<std::string, std::string> extra) {
+    auto r = Request({"python3", "scan.py", reversed});
+    for (const auto& [k, v] : extra) r.env[k] = v;
+    auto p = warm_->Launch(r);
+    EXPECT_TRUE(p.ok());
+    running_.insert(p->pid);
+    close(p->stdout_fd);
+    close(p->stderr_fd);
+    for (int i = 0; i < 3000 && running_.count(p->pid) != 0; ++i) Reap(10);
+    return exits_.count(p->pid) != 0 ? exits_[p->pid] : -1;
+  };
+  const int later = scan({});
+  ASSERT_TRUE(WIFEXITED(later)) << later;
+  EXPECT_EQ(WEXITSTATUS(later), 0) << "a later rank found an earlier request's secret";
+  // (The scan finds what is there: its own environment.)
+  const int own = scan({{"MINE", secret}});
+  ASSERT_TRUE(WIFEXITED(own)) << own;
+  EXPECT_EQ(WEXITSTATUS(own), 3);
+  EXPECT_EQ(warm_->python_launches(std::nullopt), 2);
+}
+
 TEST_F(WarmPythonTest, EachRunAsUserHasItsOwnForkserver) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to run ranks as other users";
   const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
