@@ -187,6 +187,15 @@ bool WarmTrainerLauncher::StartServer(Server& s) {
   return true;
 }
 
+void WarmTrainerLauncher::Revive(Server& s) {
+  if (s.z.pid > 0 || s.stale) return;
+  if (s.broken) {
+    if (!Changed(s)) return;
+    s.broken = false;
+  }
+  StartServer(s);
+}
+
 bool WarmTrainerLauncher::Changed(const Server& s) const {
   for (size_t i = 0; i < s.watched.size() && i < s.watched_at_start.size(); ++i) {
     struct stat now {};
@@ -201,6 +210,13 @@ void WarmTrainerLauncher::Drop(Server& s, const std::string& why, bool reaped) {
   if (s.z.pid <= 0) return;
   spdlog::warn("{} (pid {}) {}; {} of its rank(s) end with it", s.what, s.z.pid, why,
                s.warm_pids.size());
+  if (!s.ready && !s.stale) {
+    s.broken = true;
+    spdlog::warn(
+        "{} ended before it had loaded (its own messages are in this log); its ranks "
+        "start cold until {} changes",
+        s.what, s.command[0]);
+  }
   if (!reaped) {
     kill(s.z.pid, SIGKILL);
     waitpid(s.z.pid, nullptr, 0);
@@ -283,7 +299,7 @@ WarmTrainerLauncher::Server* WarmTrainerLauncher::PythonFor(const LaunchRequest&
     return nullptr;
   }
   Server& s = *slot;
-  if (s.z.pid <= 0 && !s.stale) StartServer(s);
+  Revive(s);
   if (s.z.pid > 0 && !s.ready) DrainServer(s);
   if (s.z.pid <= 0) {
     *why = "no warm Python";
@@ -321,7 +337,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& reque
   }
   if (!trainer_on_) return cold_.Launch(request);
   Server& t = trainer_;
-  if (t.z.pid <= 0 && !t.stale) StartServer(t);
+  Revive(t);
   // Still loading? Never wait for it on the supervisor's thread: start cold meanwhile.
   if (t.z.pid > 0 && !t.ready) DrainServer(t);
   std::string cold = t.z.pid <= 0 ? "no warm trainer"

@@ -24,8 +24,9 @@
 // server is the parent of the ranks it forks (they die with it, and it with the worker:
 // PR_SET_PDEATHSIG); one serves every slot (a fork server is not used up). Until it has
 // loaded, ranks start cold (nothing waits for it). When it dies, its ranks are reported as
-// killed and a new one is started at the next launch; a stale one (its binary or script
-// changed) is replaced once none of its ranks runs.
+// killed and a new one is started at the next launch (one that died before it had loaded is
+// not, until its binary or script changes); a stale one (its binary or script changed) is
+// replaced once none of its ranks runs.
 //
 // Threading: like the launcher it wraps, called from the supervisor thread only (Start and
 // StartPython also from main before the supervisor starts).
@@ -87,7 +88,10 @@ class WarmTrainerLauncher : public ProcessLauncher {
     std::vector<struct stat> watched_at_start;
     zygote::Process z;
     bool stale = false;
-    bool ready = false;         // it said 'R': loaded, serving
+    bool ready = false;  // it said 'R': loaded, serving
+    // It died before it was ready (it cannot load: no torch for that interpreter, a broken
+    // binary): not started again until one of `watched` changes.
+    bool broken = false;
     std::set<pid_t> warm_pids;  // ranks it forked that have not been reported ended
     int launches = 0;
   };
@@ -99,6 +103,8 @@ class WarmTrainerLauncher : public ProcessLauncher {
   // exited and been waited for already.
   void Drop(Server& s, const std::string& why, bool reaped);
   bool Changed(const Server& s) const;
+  // Starts `s` again if it is gone, unless it is stale or broken (and unchanged).
+  void Revive(Server& s);
   // Forks `request` from `s` (ready); a server that fails is dropped and the rank starts cold.
   StatusOr<LaunchedProcess> SpawnOn(Server& s, const LaunchRequest& request);
   // Why `request` must not fork from the warm trainer; "" when it may.

@@ -192,6 +192,26 @@ TEST_F(WarmPythonTest, ARankFindsNoEarlierRequestInTheMemoryItInherits) {
   EXPECT_EQ(warm_->python_launches(std::nullopt), 2);
 }
 
+TEST_F(WarmPythonTest, AForkserverThatCannotLoadIsNotStartedOverAndOver) {
+  // An "interpreter" that fails at once, as one without torch does after a moment.
+  const std::string fake = (dir_ / "fakepython").string();
+  std::ofstream(fake) << "#!/bin/sh\nexit 1\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::all);
+  warm_->StartPython(fake, std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py",
+                     std::nullopt);
+  for (int i = 0; i < 500 && warm_->python_pid(std::nullopt) > 0; ++i) Reap(10);
+  ASSERT_EQ(warm_->python_pid(std::nullopt), -1) << "it should have died";
+  // Its ranks start cold, and no new forkserver is started for each of them.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ParentOfLaunch(Request({fake, "s.py"})), getpid());
+    EXPECT_EQ(warm_->python_pid(std::nullopt), -1);
+  }
+  // Once the interpreter changes, it is tried again.
+  std::ofstream(fake, std::ios::app) << "# changed\n";
+  EXPECT_EQ(ParentOfLaunch(Request({fake, "s.py"})), getpid());
+  EXPECT_GT(warm_->python_pid(std::nullopt), 0);
+}
+
 TEST_F(WarmPythonTest, EachRunAsUserHasItsOwnForkserver) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to run ranks as other users";
   const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
