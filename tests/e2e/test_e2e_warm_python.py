@@ -62,7 +62,8 @@ print("FACTS " + json.dumps(facts), flush=True)
 sys.exit(3)
 '''
 
-FAIL = "def main():\n    raise ValueError('boom')\n\nmain()\n"
+FAIL = ("from torch.distributed.elastic.multiprocessing.errors import record\n\n"
+        "@record\ndef main():\n    raise ValueError('boom')\n\nmain()\n")
 
 
 def stat_of(pid):
@@ -160,8 +161,9 @@ def test_a_forked_python_rank_is_set_up_as_a_cold_one(make_cluster, tmp_path):
     assert logs[fail_warm] == logs[fail_cold], logs
     assert logs[fail_warm].startswith("Traceback (most recent call last):\n  File \"/"), logs
     assert "ValueError: boom" in logs[fail_warm]
-    for job in (fail_warm, fail_cold):
-        assert "exited with code 1" in json.dumps(c.status(job))
+    for job in (fail_warm, fail_cold):  # and torch's @record wrote TORCHELASTIC_ERROR_FILE
+        text = json.dumps(c.status(job))
+        assert "exited with code 1" in text and "raised ValueError: boom" in text, text
 
 
 def test_the_python_example_forks_from_the_warm_python_which_dies_with_its_worker(
