@@ -78,7 +78,9 @@ TEST(RankChildTest, AChildIsSetUpAsAColdRankIs) {
   sigemptyset(&block);
   sigaddset(&block, SIGUSR2);
   sigprocmask(SIG_BLOCK, &block, &old_mask);
-  const int secret = open("/dev/null", O_RDONLY);  // not close-on-exec
+  const int opened = open("/dev/null", O_RDONLY);
+  const int secret = fcntl(opened, F_DUPFD, 10);  // above 3, not close-on-exec
+  close(opened);
   ASSERT_GT(secret, 3);
 
   RankChildSetup setup;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -43,27 +44,35 @@ int ScanHeapMain(int argc, char** argv) {
   return 0;
 }
 
+// Started by the test as a warm server (zygote::Start, which pads argv and environment as for
+// the real trainer) with CONVOY_TEST_SERVE_ZYGOTE in its environment, this binary serves
+// instead of running the tests (and so never starts another of itself).
+struct ServeWhenStartedAsZygote {
+  ServeWhenStartedAsZygote() {
+    if (getenv("CONVOY_TEST_SERVE_ZYGOTE") == nullptr) return;
+    // The heap as convoy-trainer's main sets it up: freed memory stays in the heap.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    _exit(zygote::Serve(3, &ScanHeapMain));
+  }
+} serve_when_started_as_zygote;
+
 class ZygoteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int sv[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(sv[0]);
-      // The heap as convoy-trainer's main sets it up: freed memory stays in the heap.
-      mallopt(M_MMAP_THRESHOLD, 32 << 20);
-      mallopt(M_TRIM_THRESHOLD, 256 << 20);
-      _exit(zygote::Serve(sv[1], &ScanHeapMain));
-    }
-    close(sv[1]);
-    z_.pid = pid_;
-    z_.sock = sv[0];
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ASSERT_GT(n, 0);
+    self[n] = '\0';
+    std::string error;
+    ASSERT_TRUE(zygote::Start(std::string(self),
+                              {"PATH=/usr/bin:/bin", "CONVOY_TEST_SERVE_ZYGOTE=1"}, &z_, &error))
+        << error;
   }
   void TearDown() override {
     close(z_.sock);  // the zygote leaves when the worker's end closes
     int status = 0;
-    waitpid(pid_, &status, 0);
+    waitpid(z_.pid, &status, 0);
   }
 
   // Starts one rank and waits (up to 30 s) for its exit; returns its wait status, -1 if
@@ -103,7 +112,6 @@ class ZygoteTest : public ::testing::Test {
     return -1;
   }
 
-  pid_t pid_ = -1;
   zygote::Process z_;
   std::vector<std::pair<pid_t, int>> exits_;
 };
@@ -114,11 +122,10 @@ TEST_F(ZygoteTest, ARankFindsNoEarlierRanksRequestInItsHeap) {
   // The first request carries the secret (long, as a key or a certificate would be, so that
   // its freed memory is not simply reused by the next request's short strings) in its
   // working directory, which does not exist: the rank fails to start, and the request has
-  // been decoded in the zygote all the same. (The test's own /proc areas are too small to
-  // show a long environment.)
+  // been decoded in the zygote all the same.
   std::string failure;
   ASSERT_EQ(
-      RunRank({"r", "x"}, {"A=1"}, "/nonexistent/" + secret + std::string(3000, 'y'), &failure), 0);
+      RunRank({"r", "x"}, {"A=1"}, "/nonexistent/" + std::string(3000, 'y') + secret, &failure), 0);
   EXPECT_NE(failure.find("chdir /nonexistent/"), std::string::npos) << failure;
   const int second = RunRank({"r", reversed}, {"B=2"});
   ASSERT_TRUE(WIFEXITED(second)) << second;
