@@ -119,10 +119,10 @@ class ZygoteTest : public ::testing::Test {
 TEST_F(ZygoteTest, ARankFindsNoEarlierRanksRequestInItsHeap) {
   const std::string secret = "convoy-secret-" + std::to_string(getpid()) + "-x7q";
   std::string reversed(secret.rbegin(), secret.rend());
-  // The first request carries the secret (long, as a key or a certificate would be, so that
-  // its freed memory is not simply reused by the next request's short strings) in its
-  // working directory, which does not exist: the rank fails to start, and the request has
-  // been decoded in the zygote all the same.
+  // The first request carries the secret at the end of a long working directory (where
+  // neither the next, shorter packet nor the next request's short strings overwrite it),
+  // which does not exist: the rank fails to start, and the request has been decoded in the
+  // zygote all the same.
   std::string failure;
   ASSERT_EQ(
       RunRank({"r", "x"}, {"A=1"}, "/nonexistent/" + std::string(3000, 'y') + secret, &failure), 0);
