@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <sstream>
 
 #include "common/util.h"
@@ -323,22 +325,107 @@ std::string FormatQueue(const v1::ListJobsResponse& jobs, int64_t now) {
       rows);
 }
 
+std::string FormatBytes(int64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(std::max<int64_t>(bytes, 0));
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  const bool whole = u == 0 || v >= 100 || std::fabs(v - std::round(v)) < 0.05;
+  return Printf(whole ? "%.0f" : "%.1f", v) + " " + kUnits[u];
+}
+
+std::string FormatUsedOfBytes(int64_t used, int64_t total) {
+  if (total <= 0) return used > 0 ? FormatBytes(used) + "/?" : "-";
+  // Both in the total's unit: "30/64 GiB", "1.5/23.4 GiB".
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double scale = 1;
+  while (static_cast<double>(total) / scale >= 1024 && u < 5) {
+    scale *= 1024;
+    ++u;
+  }
+  auto number = [&](int64_t bytes) -> std::string {
+    const double v = static_cast<double>(std::max<int64_t>(bytes, 0)) / scale;
+    if (bytes > 0 && v < 0.05) return "<0.1";  // in use, but less than the unit shows
+    const bool whole = u == 0 || v >= 100 || std::fabs(v - std::round(v)) < 0.05;
+    return Printf(whole ? "%.0f" : "%.1f", v);
+  };
+  return number(used) + "/" + number(total) + " " + kUnits[u];
+}
+
+std::string GpuModelShort(const std::string& model) {
+  std::vector<std::string> words;
+  std::istringstream in(model);
+  for (std::string w; in >> w;) {
+    if (words.empty() && (w == "NVIDIA" || w == "Tesla" || w == "GeForce" || w == "Quadro")) {
+      continue;  // the vendor and product-line words say nothing here
+    }
+    words.push_back(w);
+  }
+  if (words.empty()) return "";
+  // "H100" of "H100 80GB HBM3"; a first word of letters only names a family: "RTX A6000".
+  const bool letters = std::all_of(words[0].begin(), words[0].end(), [](char c) {
+    return std::isalpha(static_cast<unsigned char>(c));
+  });
+  return letters && words.size() > 1 ? words[0] + " " + words[1] : words[0];
+}
+
+namespace {
+
+// Joins `items` with commas, the first `max` of them and "+N" for the rest; "-" for none.
+std::string JoinSome(const std::vector<std::string>& items, size_t max) {
+  if (items.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max; ++i) out += (i == 0 ? "" : ",") + items[i];
+  if (items.size() > max) out += " +" + std::to_string(items.size() - max);
+  return out;
+}
+
+std::string GpuCell(const v1::WorkerInfo& w) {
+  const int total = std::max(w.gpus_size(), w.gpu_devices_size());
+  if (total == 0) return "-";
+  std::vector<std::string> models;
+  for (const v1::GpuDevice& d : w.gpu_devices()) {
+    const std::string m = GpuModelShort(d.model());
+    if (!m.empty() && std::find(models.begin(), models.end(), m) == models.end()) {
+      models.push_back(m);
+    }
+  }
+  std::string cell = std::to_string(w.used_gpus_size()) + "/" + std::to_string(total);
+  if (!models.empty()) cell += " " + Join(models, "+");
+  return cell;
+}
+
+std::string LabelCell(const v1::WorkerInfo& w) {
+  if (w.labels().empty()) return "-";
+  // Sorted by key (the proto map has no order); long sets are cut: -o json has them all.
+  std::map<std::string, std::string> sorted(w.labels().begin(), w.labels().end());
+  std::string out;
+  for (const auto& [k, v] : sorted) out += (out.empty() ? "" : ",") + k + "=" + v;
+  constexpr size_t kMax = 24;
+  if (Width(out) > kMax) out = out.substr(0, kMax - 1) + "…";
+  return out;
+}
+
+}  // namespace
+
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::WorkerInfo& w : workers.workers()) {
-    std::vector<std::string> gpus;
-    for (int g : w.gpus()) gpus.push_back(std::to_string(g));
-    std::vector<std::string> jobs(w.jobs().begin(), w.jobs().end());
     std::string state = WorkerStateText(w.state());
     if (w.drained()) state += ",DRAINED";
-    rows.push_back({w.name(), state, w.address(), std::to_string(w.cores()),
-                    gpus.empty() ? "-" : Join(gpus, ","),
+    std::vector<std::string> jobs(w.jobs().begin(), w.jobs().end());
+    rows.push_back({w.name(), state,
                     std::to_string(w.used_slots()) + "/" + std::to_string(w.slots()),
-                    jobs.empty() ? "-" : Join(jobs, ","),
-                    FormatAge(w.last_heartbeat_unix_ms(), now)});
+                    std::to_string(w.used_cpus()) + "/" + std::to_string(w.cores()),
+                    FormatUsedOfBytes(w.used_memory_bytes(), w.memory_bytes()), GpuCell(w),
+                    LabelCell(w), FormatAge(w.last_heartbeat_unix_ms(), now), JoinSome(jobs, 2)});
   }
   return FormatTable(
-      {"NAME", "STATE", "ADDRESS", "CORES", "GPUS", "USED/SLOTS", "JOBS", "HEARTBEAT"}, rows);
+      {"NAME", "STATE", "SLOTS", "CORES", "MEMORY", "GPUS", "LABELS", "HEARTBEAT", "JOBS"}, rows);
 }
 
 std::string FormatFailureDetails(const v1::RankFailure& f, const std::string& indent) {

@@ -66,12 +66,22 @@ std::string FormatTable(const std::vector<std::string>& header,
 
 // `convoy list`: ID NAME STATE ATTEMPT NODES×PROCS AGE MESSAGE.
 std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now_unix_ms);
-// `convoy workers`: NAME STATE ADDRESS CORES GPUS USED/SLOTS JOBS HEARTBEAT.
 // The waiting jobs of `jobs` (those with a queue position), in the order they will start, each
 // with why it waits and its estimated start when there is one (`convoy queue`).
 std::string FormatQueue(const v1::ListJobsResponse& jobs, int64_t now_unix_ms);
 
+// `convoy workers`: NAME STATE SLOTS CORES MEMORY GPUS LABELS HEARTBEAT JOBS, each resource
+// as used/total ("1/2", "4/16", "30/64 GiB", "2/4 H100"); "-" where a worker has none or
+// does not say. Labels longer than 24 characters are cut ("…") and jobs beyond two counted
+// ("+3"): `-o json` has them all. About 85 columns for a typical worker.
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now_unix_ms);
+// "64 GiB", "1.5 GiB", "512 MiB", "100 B": binary units, one decimal below 100 when not whole.
+std::string FormatBytes(int64_t bytes);
+// "30/64 GiB", "1.5/23.4 GiB": both in the unit of `total`; "-" when the total is unknown (0).
+std::string FormatUsedOfBytes(int64_t used, int64_t total);
+// What a GPU model is called in a table: "H100" for "NVIDIA H100 80GB HBM3", "A100-SXM4-40GB",
+// "RTX A6000"; "" for "".
+std::string GpuModelShort(const std::string& model);
 // `convoy status JOB`: summary, placement of the current attempt, the latest metrics per
 // rank, the root cause of each failed attempt, and the event history.
 std::string FormatJobStatus(const v1::Job& job, int64_t now_unix_ms);

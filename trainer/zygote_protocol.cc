@@ -1,7 +1,6 @@
 #include "trainer/zygote_protocol.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/rank_child.h"
 
 namespace convoy::zygote {
 namespace {
@@ -162,8 +163,12 @@ int RecvPacket(int sock, std::string* bytes, std::vector<int>* fds) {
   return n == 0 ? 0 : 1;
 }
 
-bool Start(const std::string& trainer, const std::vector<std::string>& env, Process* out,
-           std::string* error) {
+bool Start(const std::vector<std::string>& command, const std::vector<std::string>& env,
+           Process* out, std::string* error) {
+  if (command.empty()) {
+    *error = "no command";
+    return false;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     *error = std::string("socketpair: ") + std::strerror(errno);
@@ -177,8 +182,10 @@ bool Start(const std::string& trainer, const std::vector<std::string>& env, Proc
     env_pads.push_back("CONVOY_ZYGOTE_PAD" + std::to_string(i) + "=" +
                        std::string(kPadString, 'x'));
   }
-  std::vector<char*> argv{const_cast<char*>(trainer.c_str()), const_cast<char*>("--zygote"),
-                          const_cast<char*>("3"), const_cast<char*>(arg_pad.c_str()), nullptr};
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(const_cast<char*>(arg_pad.c_str()));
+  argv.push_back(nullptr);
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   for (const auto& e : env_pads) envp.push_back(const_cast<char*>(e.c_str()));
@@ -203,7 +210,7 @@ bool Start(const std::string& trainer, const std::vector<std::string>& env, Proc
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
-    execve(trainer.c_str(), argv.data(), envp.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   close(sv[1]);
@@ -299,14 +306,6 @@ bool Drain(const Process& z, std::vector<std::pair<pid_t, int>>* exits, bool* re
 
 namespace {
 
-// In the forked child: what went wrong, to the zygote through `report`, then exit.
-[[noreturn]] void ChildFail(int report, int stage) {
-  const int msg[2] = {stage, errno};
-  ssize_t ignored = write(report, msg, sizeof(msg));
-  (void)ignored;
-  _exit(127);
-}
-
 // Where the kernel shows this process's arguments and environment (/proc/PID/cmdline and
 // /proc/PID/environ, what ps and the tools that find a job's processes read): the strings
 // the zygote was exec'd with, padded (Start) so that a rank's own fit.
@@ -361,51 +360,60 @@ bool Rewrite(char* start, char* end, const std::vector<std::string>& items) {
 
 ProcView g_view;
 
-// The child's set-up, as the worker's POSIX launcher does for a cold rank; then the rank.
+// The child's set-up, exactly as the worker's POSIX launcher does it for a cold rank
+// (common/rank_child.h); then the rank.
 [[noreturn]] void RunChild(const SpawnRequest& req, int out_fd, int err_fd, int report,
                            pid_t zygote, int (*rank_main)(int, char**)) {
-  setpgid(0, 0);
-  const int devnull = open("/dev/null", O_RDONLY);
-  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
-    ChildFail(report, 2);
-  }
   // /proc shows the rank's argv and environment, as for a cold rank.
   if (!Rewrite(g_view.arg_start, g_view.arg_end, req.argv) ||
       !Rewrite(g_view.env_start, g_view.env_end, req.env)) {
     errno = E2BIG;
-    ChildFail(report, 6);
+    FailRankChild(report, kRankChildProcView);
   }
-  if (req.drop) {
-    const gid_t gid = req.gid;
-    const uid_t uid = req.uid;
-    if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) ChildFail(report, 5);
-    if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid) {
-      errno = EPERM;
-      ChildFail(report, 5);
-    }
-    if (uid != 0 && setuid(0) == 0) {
-      errno = EPERM;
-      ChildFail(report, 5);
-    }
-  }
-  // After the uid change: changing credentials clears the parent-death signal.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(report, 1);
-  if (getppid() != zygote) _exit(137);
-  if (!req.working_dir.empty() && chdir(req.working_dir.c_str()) != 0) ChildFail(report, 3);
-  // Every other descriptor goes (the zygote's socket, other ranks' pipes); `report` last.
-  if (report > 3) syscall(SYS_close_range, 3, report - 1, 0);
-  syscall(SYS_close_range, report + 1, ~0U, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
+  RankChildSetup setup;
+  setup.stdout_fd = out_fd;
+  setup.stderr_fd = err_fd;
+  setup.report_fd = report;
+  setup.drop = req.drop;
+  setup.uid = req.uid;
+  setup.gid = req.gid;
+  setup.parent = zygote;
+  setup.working_dir = req.working_dir.c_str();
+  SetUpRankChild(setup);  // the report descriptor is 3 from here on
+  // The zygote is single-threaded: allocating after the fork is safe here.
   clearenv();
   for (const auto& e : req.env) putenv(strdup(e.c_str()));
   std::vector<char*> argv;
   for (const auto& a : req.argv) argv.push_back(strdup(a.c_str()));
   argv.push_back(nullptr);
-  close(report);  // the rank runs: nothing to report
+  close(3);  // the rank runs: nothing to report
   std::exit(rank_main(static_cast<int>(req.argv.size()), argv.data()));
+}
+
+// Overwrites a string's bytes (all of its capacity) before it is freed: a rank forked later
+// inherits the zygote's heap, and must not find an earlier rank's argv or environment in it.
+void Scrub(std::string* s) {
+  s->resize(s->capacity());
+  explicit_bzero(s->data(), s->size());
+  s->clear();
+}
+
+void Scrub(SpawnRequest* r) {
+  for (auto& a : r->argv) Scrub(&a);
+  for (auto& e : r->env) Scrub(&e);
+  Scrub(&r->working_dir);
+}
+
+// SIGCHLD wakes the zygote's poll through this pipe (its write end), so that a rank's exit
+// is reported at once rather than at the next turn of a timer.
+int g_sigchld_pipe = -1;
+
+void OnSigchld(int) {
+  const int saved = errno;
+  const char c = 0;
+  ssize_t ignored = write(g_sigchld_pipe, &c, 1);
+  (void)ignored;
+  errno = saved;
 }
 
 }  // namespace
@@ -414,6 +422,14 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
   signal(SIGPIPE, SIG_IGN);
   g_view = ReadProcView();
   const pid_t self = getpid();
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
+  g_sigchld_pipe = wake[1];
+  struct sigaction on_child {};
+  on_child.sa_handler = OnSigchld;
+  sigemptyset(&on_child.sa_mask);
+  on_child.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &on_child, nullptr);
   SendPacket(sock, EncodeReply({'R', 0, 0, ""}), nullptr, 0);
   while (true) {
     int status = 0;
@@ -421,8 +437,15 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
       SendPacket(sock, EncodeReply({'X', done, status, ""}), nullptr, 0);
     }
-    pollfd p{sock, POLLIN, 0};
-    if (poll(&p, 1, 20) <= 0) continue;
+    // No timeout: a request or a child's exit (SIGCHLD) wakes it.
+    pollfd p[2] = {{sock, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    if (poll(p, 2, -1) <= 0) continue;
+    if (p[1].revents != 0) {
+      char buf[64];
+      while (read(wake[0], buf, sizeof(buf)) > 0) {
+      }
+    }
+    if (p[0].revents == 0) continue;
     std::string packet;
     std::vector<int> fds;
     const int n = RecvPacket(sock, &packet, &fds);
@@ -430,6 +453,8 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     SpawnRequest req;
     if (n < 0 || fds.size() != 2 || !DecodeSpawn(packet, &req)) {
       for (int fd : fds) close(fd);
+      Scrub(&packet);
+      Scrub(&req);
       if (n > 0) SendPacket(sock, EncodeReply({'F', 0, EINVAL, "a malformed request"}), nullptr, 0);
       continue;
     }
@@ -437,6 +462,8 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     if (pipe2(report, O_CLOEXEC) != 0) {
       SendPacket(sock, EncodeReply({'F', 0, errno, "pipe"}), nullptr, 0);
       for (int fd : fds) close(fd);
+      Scrub(&packet);
+      Scrub(&req);
       continue;
     }
     const pid_t pid = fork();
@@ -447,30 +474,27 @@ int Serve(int sock, int (*rank_main)(int argc, char** argv)) {
     const int fork_errno = errno;
     close(report[1]);
     for (int fd : fds) close(fd);
+    Reply reply{'S', pid, 0, ""};
     if (pid < 0) {
-      close(report[0]);
-      SendPacket(sock, EncodeReply({'F', 0, fork_errno, "fork"}), nullptr, 0);
-      continue;
+      reply = {'F', 0, fork_errno, "fork"};
+    } else {
+      setpgid(pid, pid);
+      int stage = 0, error = 0;
+      if (ReadRankChildFailure(report[0], &stage, &error)) {
+        waitpid(pid, nullptr, 0);
+        reply = {'F', 0, error,
+                 RankChildFailureWhat(stage, req.argv[0], req.working_dir, req.uid, req.gid)};
+      }
     }
-    setpgid(pid, pid);
-    int msg[2] = {0, 0};
-    ssize_t got;
-    do {
-      got = read(report[0], msg, sizeof(msg));
-    } while (got < 0 && errno == EINTR);
     close(report[0]);
-    if (got > 0) {
-      waitpid(pid, nullptr, 0);
-      static const char* kStage[] = {"",      "prctl", "redirecting stdio",
-                                     "chdir", "exec",  "dropping privileges to uid "};
-      std::string what = msg[0] >= 1 && msg[0] <= 5 ? kStage[msg[0]] : "starting";
-      if (msg[0] == 3) what += " " + req.working_dir;
-      if (msg[0] == 5)
-        what += std::to_string(req.uid) + " (gid " + std::to_string(req.gid) + ") failed";
-      SendPacket(sock, EncodeReply({'F', 0, msg[1], what}), nullptr, 0);
-      continue;
-    }
-    SendPacket(sock, EncodeReply({'S', pid, 0, ""}), nullptr, 0);
+    std::string bytes = EncodeReply(reply);
+    SendPacket(sock, bytes, nullptr, 0);
+    // Nothing of this request stays in the zygote for the next rank to find (the reply may
+    // name its working directory).
+    Scrub(&packet);
+    Scrub(&req);
+    Scrub(&reply.message);
+    Scrub(&bytes);
   }
 }
 

@@ -3,6 +3,8 @@
 // rank on request, so that the rank has nothing left to load. This file is the protocol
 // between the worker and it (both sides; POSIX and the standard library only).
 //
+// The Python forkserver (worker/convoy-forkserver.py) speaks the same protocol.
+//
 // One SOCK_SEQPACKET socket pair; every message is one packet.
 //   worker -> zygote  Spawn: argv, environment, working directory, the uid/gid to drop to;
 //                     the rank's stdout and stderr (write ends) as SCM_RIGHTS.
@@ -73,12 +75,19 @@ struct Process {
   int sock = -1;  // the worker's end, close-on-exec
 };
 
-// Starts `trainer --zygote 3` with the socket as its fd 3, the environment `env`, in its own
-// process group, with PR_SET_PDEATHSIG(SIGKILL). False with `error` set when it cannot.
-// Safe to call from a multi-threaded process (the child only calls async-signal-safe
+// Starts `command` (its first element a path; the warm trainer: `trainer --zygote 3`, the
+// Python forkserver: `python3 convoy-forkserver.py 3`) with one more argument (padding, see
+// kArgRoom), the socket as its fd 3, the environment `env` (plus padding), stdin /dev/null, in
+// its own process group, with PR_SET_PDEATHSIG(SIGKILL). False with `error` set when it
+// cannot. Safe to call from a multi-threaded process (the child only calls async-signal-safe
 // functions before exec).
-bool Start(const std::string& trainer, const std::vector<std::string>& env, Process* out,
-           std::string* error);
+bool Start(const std::vector<std::string>& command, const std::vector<std::string>& env,
+           Process* out, std::string* error);
+// The warm trainer: Start({trainer, "--zygote", "3"}, ...).
+inline bool Start(const std::string& trainer, const std::vector<std::string>& env, Process* out,
+                  std::string* error) {
+  return Start(std::vector<std::string>{trainer, "--zygote", "3"}, env, out, error);
+}
 
 // Asks for a rank: sends `req` with `stdout_fd` and `stderr_fd` (which the caller still owns
 // and closes after) and waits up to `timeout_ms` for its answer. 'X' replies read meanwhile
@@ -94,10 +103,14 @@ bool Drain(const Process& z, std::vector<std::pair<pid_t, int>>* exits, bool* re
 // --- The zygote's side.
 
 // Serves requests on `sock` until the worker closes it; each rank runs
-// `rank_main(argc, argv)` in a forked child set up as the worker's launcher sets up a cold
-// rank (own process group, stdin /dev/null, stdout/stderr as sent, privileges dropped, then
-// PR_SET_PDEATHSIG, every other descriptor closed, signals reset, working directory,
-// environment) and exits with what it returns. Returns the zygote's exit code.
+// `rank_main(argc, argv)` in a forked child set up exactly as the worker's launcher sets up a
+// cold rank (common/rank_child.h: own process group, stdin /dev/null, stdout/stderr as sent,
+// privileges dropped, PR_SET_PDEATHSIG, every other descriptor closed, signals reset, working
+// directory), with the request's environment and argv (also where /proc shows them), and
+// exits with what it returns. The zygote waits on the socket and on SIGCHLD (no timer): a
+// rank's exit is reported as soon as it is reaped. A request's bytes are overwritten once its
+// rank is forked, so no later rank finds them in the heap it inherits. Returns the zygote's
+// exit code.
 int Serve(int sock, int (*rank_main)(int argc, char** argv));
 
 }  // namespace convoy::zygote

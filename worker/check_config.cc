@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/config_file.h"
@@ -44,6 +45,19 @@ Status CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* not
   if (access(trainer.c_str(), X_OK) != 0) {
     return Status::InvalidArgument("--trainer " + trainer + ": not an executable file");
   }
+  // What the worker would offer (the same discovery as at start).
+  const int64_t memory = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
+  GpuSources gpu_sources;
+  if (!flags.gpus.empty()) gpu_sources.gpus_flag = flags.gpus;
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
+  if (auto nvml = Nvml::Load()) gpu_sources.nvml = nvml->Devices();
+  auto gpus = DiscoverGpus(gpu_sources);
+  if (!gpus.ok()) return gpus.status();
+  std::string labels;
+  for (const auto& [k, v] : flags.label_map) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+  notes->push_back("offers " + (memory > 0 ? HumanBytes(memory) : std::string("unknown")) +
+                   " of memory, " + std::to_string(gpus->devices.size()) + " GPU(s) (" +
+                   gpus->source + "); labels: " + (labels.empty() ? "none" : labels));
   std::error_code ec;
   for (const std::string& p : flags.data_paths) {
     if (!std::filesystem::is_directory(p, ec)) {

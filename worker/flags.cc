@@ -6,6 +6,7 @@
 #include "common/config_file.h"
 #include "common/util.h"
 #include "common/version.h"
+#include "worker/resources.h"
 
 namespace convoy {
 
@@ -29,6 +30,15 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--cores", f->cores, "CPU cores this worker may use (default: all online)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--memory", f->memory,
+                 "memory this worker offers: 64Gi, 512Mi, 2G or bytes (default: MemTotal, or "
+                 "the cgroup's memory.max when smaller)");
+  app.add_option("--gpus", f->gpus,
+                 "GPU indices this worker offers, e.g. 0,1, or none (default: every GPU found, "
+                 "or CUDA_VISIBLE_DEVICES)");
+  app.add_option("--label", f->labels,
+                 "KEY=VALUE label matched by a job's node_selector, e.g. zone=a (repeatable)")
+      ->take_all();
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
   app.add_option("--run-as", f->run_as, "user the ranks run as when the worker is root")
       ->capture_default_str();
@@ -61,6 +71,10 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
                  "pre-loaded convoy-trainer processes that fork ranks (0: every rank starts cold)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  app.add_option("--warm-python", f->warm_python,
+                 "Python interpreter (path or name in PATH) of a forkserver that has imported "
+                 "torch and forks the ranks of command: jobs running a script or -m module "
+                 "with it (default: off)");
   app.add_option("--orphan-timeout", f->orphan_timeout_s,
                  "seconds without a coordinator before ranks are stopped")
       ->check(CLI::Range(1.0, 86400.0))
@@ -103,6 +117,18 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
     auto mp = ParseHostPort(f->metrics_listen, "--metrics-listen");
     if (!mp.ok()) return mp.status();
   }
+  if (!f->memory.empty()) {
+    auto bytes = ParseByteSize(f->memory, "--memory");
+    if (!bytes.ok()) return bytes.status();
+    f->memory_bytes = *bytes;
+  }
+  if (!f->gpus.empty()) {
+    auto gpus = ParseGpuList(f->gpus);
+    if (!gpus.ok()) return gpus.status();
+  }
+  auto labels = ParseLabels(f->labels);
+  if (!labels.ok()) return labels.status();
+  f->label_map = *labels;
   if (!IsValidName(f->name)) {
     return Status::InvalidArgument("--name: '" + f->name +
                                    "' is not valid: use 1-63 of [A-Za-z0-9._-]");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ struct WorkerFlags {
   // sharing one machine each declare their share, so that ranks get the right
   // OMP_NUM_THREADS.
   int cores = 0;
+  // Memory this worker offers, as a size (64Gi, 512Mi, 2G, bytes). Empty: MemTotal, lowered
+  // to the worker's cgroup memory.max (a container's or unit's limit) when that is smaller.
+  std::string memory;
+  int64_t memory_bytes = 0;  // --memory parsed (0: discover)
+  // GPU indices this worker offers ("0,1"), or "none". Empty: every GPU the machine has
+  // (NVML, else /proc/driver/nvidia, else /dev/nvidia<N>), or those of CUDA_VISIBLE_DEVICES
+  // when the worker's environment sets it.
+  std::string gpus;
+  // KEY=VALUE labels (repeatable) that a job's node_selector matches (zone=a, gpu=h100).
+  std::vector<std::string> labels;
+  std::map<std::string, std::string> label_map;  // --label parsed
   // Where attempts' logs and metrics sockets live (the worker's own files).
   std::string work_dir;
   // When the worker is root, every rank runs as this user: a job must never get root
@@ -59,6 +71,13 @@ struct WorkerFlags {
   // Warm trainers (worker/warm_trainer.h): 0 starts every rank cold; any other number keeps
   // one pre-loaded convoy-trainer that forks the ranks of built-in-trainer jobs.
   int warm_trainers = 1;
+  // The Python interpreter (a path, or a name looked up in the worker's PATH) of a warm
+  // Python (worker/warm_trainer.h): a forkserver that has imported torch forks the ranks of
+  // `command:` jobs that run a script or a module with that interpreter. Empty: off, every
+  // such rank starts cold. Off by default: it keeps an interpreter with torch loaded (about
+  // 230 MB) on every worker whether or not Python jobs come, and a forked rank differs from a
+  // cold one in a few documented ways (README "Environment of every rank").
+  std::string warm_python;
   // With no coordinator reachable this long, ranks are stopped: nobody could report or stop
   // them any more. A minute rides out a coordinator restart with room to spare.
   double orphan_timeout_s = 60;

@@ -86,12 +86,40 @@ int main(int argc, char** argv) {
   config.work_dir = std::filesystem::absolute(flags.work_dir).lexically_normal().string();
   while (config.work_dir.size() > 1 && config.work_dir.back() == '/') config.work_dir.pop_back();
   config.trainer_path = flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
+  // What this machine offers (issue 16): cores, memory, GPUs (NVML, else the driver's /proc
+  // files, else /dev/nvidia<N>), and the operator's labels.
   config.cores = flags.cores > 0 ? flags.cores : UsableCores();
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  config.gpus = VisibleGpus(cvd != nullptr ? std::optional<std::string>(cvd) : std::nullopt);
+  config.memory_bytes = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
+  std::unique_ptr<Nvml> nvml = Nvml::Load();
+  GpuSources gpu_sources;
+  if (!flags.gpus.empty()) gpu_sources.gpus_flag = flags.gpus;
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
+  if (nvml) gpu_sources.nvml = nvml->Devices();
+  auto offered = DiscoverGpus(gpu_sources);
+  if (!offered.ok()) {
+    spdlog::error("{}", offered.status().message());
+    return 2;
+  }
+  config.gpu_devices = offered->devices;
+  for (const GpuDeviceInfo& g : config.gpu_devices) config.gpus.push_back(g.index);
+  config.labels = flags.label_map;
   config.slots = flags.slots > 0
                      ? flags.slots
                      : (config.gpus.empty() ? config.cores : static_cast<int>(config.gpus.size()));
+  {
+    std::string labels;
+    for (const auto& [k, v] : config.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+    spdlog::info("resources: {} cores{}, {} memory{}, {} GPU(s) from {}; labels: {}", config.cores,
+                 flags.cores > 0 ? " (--cores)" : "",
+                 config.memory_bytes > 0 ? HumanBytes(config.memory_bytes) : "unknown",
+                 flags.memory_bytes > 0 ? " (--memory)" : "", config.gpu_devices.size(),
+                 offered->source, labels.empty() ? "none" : labels);
+    for (const GpuDeviceInfo& g : config.gpu_devices) {
+      spdlog::info("GPU {}: {}, {}, {}", g.index, g.model.empty() ? "model unknown" : g.model,
+                   g.memory_bytes > 0 ? HumanBytes(g.memory_bytes) : "memory unknown",
+                   g.uuid.empty() ? "UUID unknown" : g.uuid);
+    }
+  }
   config.kill_grace_ms = flags.kill_grace_ms;
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
@@ -148,14 +176,34 @@ int main(int argc, char** argv) {
   PosixProcessLauncher cold_launcher;
   // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
   WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
+  bool warm = flags.warm_trainers > 0 && warm_launcher.Start();
+  // Ranks of command: jobs that run a Python script fork from a warm Python (--warm-python).
+  if (!flags.warm_python.empty()) {
+    auto path = config.env.find("PATH");
+    const std::string python =
+        ResolveProgram(flags.warm_python, path == config.env.end() ? "" : path->second);
+    const std::string script = FindForkserverScript(SelfDirectory());
+    if (python.empty()) {
+      spdlog::warn("--warm-python {}: not found in the worker's PATH; Python ranks start cold",
+                   flags.warm_python);
+    } else if (script.empty()) {
+      spdlog::warn(
+          "--warm-python: convoy-forkserver.py is neither next to convoy-worker nor in "
+          "../lib/convoy; Python ranks start cold");
+    } else {
+      warm = warm_launcher.StartPython(
+                 python[0] == '/' ? python : std::filesystem::absolute(python).string(), script,
+                 config.run_as) ||
+             warm;
+    }
+  }
   ProcessLauncher* launcher = &cold_launcher;
-  if (flags.warm_trainers > 0 && warm_launcher.Start()) launcher = &warm_launcher;
+  if (warm) launcher = &warm_launcher;
   Supervisor supervisor(config, *launcher, connection, clock);
   connection.SetSupervisor(&supervisor);
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
   std::unique_ptr<MetricsHttpServer> http;
   if (!flags.metrics_listen.empty()) {
-    std::unique_ptr<Nvml> nvml = Nvml::Load();
     if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
     auto metrics = std::make_shared<WorkerMetrics>(
         config.name, config.slots, [&supervisor] { return supervisor.RankSamples(); },

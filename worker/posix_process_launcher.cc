@@ -2,11 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "common/proc_stat.h"
+#include "common/rank_child.h"
 
 namespace convoy {
 
@@ -134,85 +133,51 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
     return Status::Internal("pipe: " + std::string(strerror(errno)));
   }
-  const pid_t parent = getpid();
+  // The child's set-up (common/rank_child.h), shared with the warm trainer.
+  RankChildSetup setup;
+  setup.stdout_fd = out[1];
+  setup.stderr_fd = err[1];
+  setup.report_fd = exec_err[1];
+  setup.drop = drop;
+  setup.uid = uid;
+  setup.gid = gid;
+  setup.parent = getpid();
+  setup.working_dir = req.working_dir.c_str();
+  setup.max_fd = max_fd;
   const pid_t pid = fork();
   if (pid < 0) {
     for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) close(fd);
     return Status::Internal("fork: " + std::string(strerror(errno)));
   }
   if (pid == 0) {
-    // Stage codes reported to the parent with errno: 1 prctl, 3 chdir, 4 exec, 5 dropping
-    // privileges, 6 privileges could be regained after dropping them.
-    auto fail = [](int stage) {
-      int report[2] = {stage, errno};
-      ssize_t ignored = write(3, report, sizeof(report));
-      (void)ignored;
-      _exit(127);
-    };
-    setpgid(0, 0);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
-      _exit(127);
-    }
-    // fd 3 carries exec failures; it closes by itself when exec succeeds.
-    if (dup2(exec_err[1], 3) < 0) _exit(127);
-    fcntl(3, F_SETFD, FD_CLOEXEC);
-    if (drop) {
-      // Groups first (they need root), then the gid, then the uid, which ends root.
-      if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) fail(5);
-      if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid) {
-        errno = EPERM;
-        fail(6);
-      }
-      if (uid != 0 && setuid(0) == 0) {
-        errno = EPERM;
-        fail(6);
-      }
-    }
-    // After the uid change: changing credentials clears the parent-death signal.
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
-    if (getppid() != parent) _exit(137);  // the worker died before prctl took effect
-    // Close every other descriptor (the worker's sockets, other ranks' pipes).
-    if (syscall(SYS_close_range, 4, ~0U, 0) != 0) {
-      for (int fd = 4; fd < max_fd; ++fd) close(fd);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(s, SIG_DFL);
-    if (!req.working_dir.empty() && chdir(req.working_dir.c_str()) != 0) fail(3);
+    SetUpRankChild(setup);
     execve(program.c_str(), argv.data(), envp.data());
-    fail(4);
+    FailRankChild(3, kRankChildExec);
   }
   close(out[1]);
   close(err[1]);
   close(exec_err[1]);
   setpgid(pid, pid);  // also in the parent, so that the group exists before we signal it
-  int report[2] = {0, 0};
-  ssize_t n;
-  do {
-    n = read(exec_err[0], report, sizeof(report));
-  } while (n < 0 && errno == EINTR);
+  int stage = 0, error = 0;
+  const bool failed = ReadRankChildFailure(exec_err[0], &stage, &error);
   close(exec_err[0]);
-  if (n > 0) {
+  if (failed) {
     waitpid(pid, nullptr, 0);
     close(out[0]);
     close(err[0]);
-    static const char* kStage[] = {"", "prctl", "redirecting stdio", "chdir", "exec", "", ""};
-    const int stage = report[0] >= 1 && report[0] <= 6 ? report[0] : 4;
-    std::string what = kStage[stage];
-    if (stage == 3) what += " " + req.working_dir;
-    if (stage == 4) what += " " + program;
-    if (stage == 5 || stage == 6) {
-      what = "dropping privileges to uid " + std::to_string(uid) + " (gid " + std::to_string(gid) +
-             ") failed";
+    const std::string what = RankChildFailureWhat(stage, program, req.working_dir, uid, gid);
+    if (stage == kRankChildRegain) {
+      return Status::FailedPrecondition(what + ": root could be regained");
     }
-    if (stage == 6) return Status::FailedPrecondition(what + ": root could be regained");
-    return Status::FailedPrecondition(what + ": " + strerror(report[1]));
+    return Status::FailedPrecondition(what + ": " + strerror(error));
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  pids_.insert(pid);
+  // Readable once the process has ended: the supervisor waits on it (ExitWakeFds). The child
+  // is not reaped before PollExits, so the pid cannot have been reused.
+  // (pidfds are close-on-exec.)
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  pids_[pid] = pidfd;
   return LaunchedProcess{pid, out[0], err[0]};
 }
 
@@ -220,23 +185,43 @@ void PosixProcessLauncher::SignalGroup(pid_t pgid, int signal) {
   if (pgid > 1) kill(-pgid, signal);  // never kill(-1) or kill(0)
 }
 
+PosixProcessLauncher::~PosixProcessLauncher() {
+  for (const auto& [pid, pidfd] : pids_) {
+    if (pidfd >= 0) close(pidfd);
+  }
+}
+
 std::vector<ReapedProcess> PosixProcessLauncher::PollExits() {
   std::vector<ReapedProcess> out;
   for (auto it = pids_.begin(); it != pids_.end();) {
     int status = 0;
-    const pid_t r = waitpid(*it, &status, WNOHANG);
-    if (r == *it) {
-      out.push_back({*it, status});
-      it = pids_.erase(it);
+    const pid_t pid = it->first;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      out.push_back({pid, status});
     } else if (r < 0 && errno == ECHILD) {
       // Reaped by someone else (a waitpid(-1) elsewhere in the process): its status is lost.
-      out.push_back({*it, W_EXITCODE(255, 0)});
-      it = pids_.erase(it);
+      out.push_back({pid, W_EXITCODE(255, 0)});
     } else {
       ++it;
+      continue;
     }
+    if (it->second >= 0) close(it->second);
+    it = pids_.erase(it);
   }
   return out;
+}
+
+int PosixProcessLauncher::ExitWakeFds(std::vector<int>* fds) {
+  bool all = true;
+  for (const auto& [pid, pidfd] : pids_) {
+    if (pidfd >= 0) {
+      fds->push_back(pidfd);
+    } else {
+      all = false;
+    }
+  }
+  return all ? -1 : 50;
 }
 
 bool PosixProcessLauncher::IsStopped(pid_t pid) {

@@ -9,8 +9,8 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "worker/process_launcher.h"
@@ -19,16 +19,23 @@ namespace convoy {
 
 class PosixProcessLauncher : public ProcessLauncher {
  public:
+  // Closes its pidfds; the processes are left as they are.
+  ~PosixProcessLauncher() override;
+
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
   void SignalGroup(pid_t pgid, int signal) override;
   // waitpid(pid, WNOHANG) on each process it started: other children of the calling
   // process (a test's, gRPC's) are left alone.
   std::vector<ReapedProcess> PollExits() override;
+  // A pidfd per process it started (readable once the process has ended; Linux 5.3): -1, no
+  // period. Where pidfd_open fails (an older kernel), 50 ms.
+  int ExitWakeFds(std::vector<int>* fds) override;
   // From /proc/<pid>/stat.
   bool IsStopped(pid_t pid) override;
 
  private:
-  std::set<pid_t> pids_;  // started and not yet reaped
+  // Started and not yet reaped, with a pidfd of each (-1 when pidfd_open failed).
+  std::map<pid_t, int> pids_;
 };
 
 // The path execve would run for `program` under `path_env` (the child's PATH; empty: the

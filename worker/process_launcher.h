@@ -8,7 +8,8 @@
 // a restart is on disk: the ranks' log files, which ReadLogs still serves.
 //
 // Threading: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so Launch must be
-// called from one long-lived thread (the worker's supervisor thread), and so must PollExits.
+// called from one long-lived thread (the worker's supervisor thread), and so must PollExits
+// and ExitWakeFds.
 // SignalGroup may be called from any thread.
 #pragma once
 
@@ -70,6 +71,16 @@ class ProcessLauncher {
   // Never blocks: the processes this launcher started that ended since the last call, each
   // reported once (and reaped, so their pids are free again).
   virtual std::vector<ReapedProcess> PollExits() = 0;
+  // What the caller waits on to learn of exits without a timer: appends descriptors that
+  // become readable when PollExits has something new (a rank ended, a warm trainer spoke) and
+  // returns the longest the caller may wait without calling PollExits: -1 when the
+  // descriptors cover every exit, else a period in milliseconds. The descriptors stay the
+  // launcher's; they are valid until the next Launch or PollExits. The default (a launcher
+  // with no descriptors) is polled every 50 ms.
+  virtual int ExitWakeFds(std::vector<int>* fds) {
+    (void)fds;
+    return 50;
+  }
   // Whether the process is stopped (state T or t: SIGSTOP, a tracer). Never blocks.
   virtual bool IsStopped(pid_t pid) {
     (void)pid;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "common/code_archive.h"
@@ -32,8 +33,6 @@ namespace {
 // How long Stop waits beyond the kill grace for ranks that ignore SIGKILL (stuck in the
 // kernel); after it the worker exits and PR_SET_PDEATHSIG has the last word.
 constexpr int64_t kStopSlackMs = 5000;
-// The supervisor thread wakes at least this often for timers (kill grace, heartbeats).
-constexpr int kTickMs = 50;
 constexpr size_t kMaxLocalWorldSize = 1024;
 
 void CloseFd(int& fd) {
@@ -179,6 +178,10 @@ void Supervisor::OnConnected(int heartbeat_interval_ms) {
 void Supervisor::OnDisconnected() {
   if (connected_.exchange(false)) disconnected_since_ms_ = clock_.NowMonotonicMs();
   ++link_gen_;
+  // The orphan timeout starts now: the supervisor thread must count it from here.
+  char c = 'd';
+  ssize_t ignored = write(wake_fd_[1], &c, 1);
+  (void)ignored;
 }
 
 bool Supervisor::Send(const v1::WorkerMessage& msg) {
@@ -199,6 +202,7 @@ void Supervisor::Run() {
   };
   std::vector<pollfd> fds;
   std::vector<Target> targets;
+  std::vector<int> exit_fds;
   int64_t stop_deadline = 0;
   while (true) {
     {
@@ -239,12 +243,18 @@ void Supervisor::Run() {
         }
       }
     }
-    const int n = poll(fds.data(), fds.size(), kTickMs);
+    // Rank exits wake the loop too (pidfds, the warm trainer's socket): Reap below.
+    const size_t first_exit_fd = fds.size();
+    exit_fds.clear();
+    const int launcher_period_ms = launcher_.ExitWakeFds(&exit_fds);
+    for (int fd : exit_fds) fds.push_back({fd, POLLIN, 0});
+    // No tick: the wait ends at an event or when the next timer is due.
+    const int n = poll(fds.data(), fds.size(), PollTimeoutMs(launcher_period_ms, stop_deadline));
     if (n < 0 && errno != EINTR) spdlog::error("poll: {}", strerror(errno));
     if (n > 0) {
       // Attempts are erased only in Timers and ranks never, so the pointers in `targets` are
       // valid here; commands run last because a Launch adds attempts.
-      for (size_t i = 1; i < fds.size(); ++i) {
+      for (size_t i = 1; i < first_exit_fd; ++i) {
         if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
         const Target& t = targets[i];
         if (t.rank != nullptr) {
@@ -274,12 +284,42 @@ void Supervisor::Run() {
     Reap();
     Timers();
     ReleaseHeldPorts(false);
-    RetryHeldLogs();  // every tick (50 ms): a held `logs -f` answers soon after bytes arrive
+    RetryHeldLogs();  // bytes just written, a rank that exited, a wait that is over
     PublishSnapshot();
   }
   FlushMetrics(true);
   for (auto& [key, a] : attempts_) CloseMetrics(a);
   ReleaseHeldPorts(true);
+}
+
+int Supervisor::PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) const {
+  const int64_t now = clock_.NowMonotonicMs();
+  int64_t due = std::numeric_limits<int64_t>::max();
+  auto at = [&due](int64_t t) { due = std::min(due, t); };
+  if (stop_deadline != 0) at(stop_deadline);
+  for (const auto& [key, a] : attempts_) {
+    for (const auto& r : a.ranks) {
+      if (r->running && r->kill_at_ms != 0) at(r->kill_at_ms);
+    }
+    // Exit records go when forgotten, or kKeepExitedMs after the attempt ended (Timers).
+    if (!a.AnyRunning() && (a.forgotten || a.ended_ms != 0)) {
+      at(a.forgotten ? now : a.ended_ms + kKeepExitedMs + 1);
+    }
+  }
+  if (LinkUp()) {
+    at(next_heartbeat_ms_);
+    if (!pending_.empty()) at(next_flush_ms_);
+  }
+  if (!connected_ && !orphaned_) at(disconnected_since_ms_ + config_.orphan_timeout_ms + 1);
+  for (const auto& [key, held] : held_ports_) {
+    if (attempts_.count(key) == 0) at(held.reserved_ms + kHoldPortMs + 1);
+  }
+  for (const HeldLogRead& h : held_logs_) at(h.deadline_ms);
+  int64_t wait = due == std::numeric_limits<int64_t>::max() ? -1 : std::max<int64_t>(0, due - now);
+  if (launcher_period_ms >= 0 && (wait < 0 || wait > launcher_period_ms)) {
+    wait = launcher_period_ms;
+  }
+  return static_cast<int>(std::min<int64_t>(wait, std::numeric_limits<int>::max()));
 }
 
 void Supervisor::Handle(const Command& cmd) {

@@ -8,7 +8,10 @@
 // Threading:
 //  - One supervisor thread (Run, started by Start) owns all process state (`attempts_`, the
 //    event sequence) without a lock and does every fork, so that PR_SET_PDEATHSIG is tied to
-//    a thread that lives as long as the worker. It also does every Outbox::Send.
+//    a thread that lives as long as the worker. It also does every Outbox::Send. It sleeps in
+//    one poll(2) on events (commands through a pipe, the ranks' output, metrics sockets,
+//    rank exits through the launcher's descriptors) with the time to the next due timer as
+//    its timeout; nothing waits on a fixed tick.
 //  - Other threads call only Post, BuildRegister, OnConnected, OnDisconnected and Stop, and
 //    never wait for process work: `cmd_mu_` guards the command queue, and `snap_mu_` the
 //    snapshot of the attempts that BuildRegister reads. The supervisor thread publishes a new
@@ -39,6 +42,7 @@
 #include "common/mutex.h"
 #include "convoy/v1/worker.pb.h"
 #include "worker/metrics_server.h"
+#include "worker/nvml.h"
 #include "worker/process_launcher.h"
 #include "worker/rank_log.h"
 
@@ -62,6 +66,11 @@ struct WorkerConfig {
   int cores = 1;
   int slots = 1;
   std::vector<int> gpus;
+  // What Register carries besides: physical memory (bytes, 0: unknown), the GPUs of `gpus`
+  // with what is known of each, the --label pairs.
+  int64_t memory_bytes = 0;
+  std::vector<GpuDeviceInfo> gpu_devices;
+  std::map<std::string, std::string> labels;
   int64_t kill_grace_ms = 5000;
   int64_t orphan_timeout_ms = 60000;
   int64_t log_max_bytes = 64 << 20;
@@ -195,6 +204,11 @@ class Supervisor {
 
   // All below run on the supervisor thread.
   void Run();
+  // How long the loop may wait for its next event: until the earliest timer is due (a kill
+  // grace, a heartbeat, a metric batch, the orphan timeout, a held log read or port, an exit
+  // record's expiry, the stop deadline), at most `launcher_period_ms` when the launcher asks
+  // to be polled (>= 0); -1: no timer is due at all.
+  int PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) const;
   // Builds and publishes a Snapshot when something changed since the last one.
   void PublishSnapshot();
   void Handle(const Command& cmd);

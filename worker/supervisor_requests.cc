@@ -59,6 +59,15 @@ v1::Register Supervisor::BuildRegister() {
   for (int g : config_.gpus) reg.add_gpus(g);
   reg.set_slots(config_.slots);
   reg.set_version(CONVOY_VERSION);
+  reg.set_memory_bytes(config_.memory_bytes);
+  for (const GpuDeviceInfo& g : config_.gpu_devices) {
+    v1::GpuDevice* d = reg.add_gpu_devices();
+    d->set_index(g.index);
+    d->set_model(g.model);
+    d->set_memory_bytes(g.memory_bytes);
+    d->set_uuid(g.uuid);
+  }
+  for (const auto& [k, v] : config_.labels) (*reg.mutable_labels())[k] = v;
   std::shared_ptr<const Snapshot> snap;
   {
     MutexLock lock(snap_mu_);

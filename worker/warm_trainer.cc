@@ -7,20 +7,39 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+
+#include "worker/posix_process_launcher.h"
 
 namespace convoy {
 namespace {
+
+bool HasPrefix(const std::string& name, std::initializer_list<const char*> prefixes) {
+  for (const char* prefix : prefixes) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
 
 // Variables read while the libraries load (by the dynamic loader, glibc, OpenMP, BLAS, CUDA):
 // a rank that sets them differently from the warm trainer must load its own.
 bool ReadAtLoad(const std::string& name) {
   if (name == "OMP_NUM_THREADS") return false;  // the trainer sets its thread count itself
-  for (const char* prefix : {"LD_", "GLIBC_TUNABLES", "MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_",
-                             "OPENBLAS_", "CUDA_"}) {
-    if (name.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
+  return HasPrefix(name, {"LD_", "GLIBC_TUNABLES", "MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_",
+                          "OPENBLAS_", "CUDA_"});
+}
+
+// The same for an interpreter that has imported torch: also what Python reads at start (its
+// PYTHON* settings, the locale, HOME for the user's site-packages) and what torch reads at
+// import. OMP_NUM_THREADS is applied after the fork (torch.set_num_threads), and
+// CUDA_VISIBLE_DEVICES when CUDA initialises, which the forkserver never does.
+bool ReadAtPythonLoad(const std::string& name) {
+  if (name == "OMP_NUM_THREADS" || name == "CUDA_VISIBLE_DEVICES") return false;
+  return ReadAtLoad(name) || name == "HOME" || name == "LANG" ||
+         HasPrefix(name, {"PYTHON", "PYTORCH_", "TORCH_", "LC_"});
 }
 
 bool SameFile(const struct stat& a, const struct stat& b) {
@@ -28,97 +47,313 @@ bool SameFile(const struct stat& a, const struct stat& b) {
          a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
-}  // namespace
-
-WarmTrainerLauncher::WarmTrainerLauncher(ProcessLauncher& cold, std::string trainer_path,
-                                         std::map<std::string, std::string> env)
-    : cold_(cold), trainer_path_(std::move(trainer_path)), env_(std::move(env)) {}
-
-WarmTrainerLauncher::~WarmTrainerLauncher() {
-  if (zygote_.pid > 0) {
-    kill(zygote_.pid, SIGKILL);
-    waitpid(zygote_.pid, nullptr, 0);
+// The environment a rank gets from the launcher (HOME, USER, LOGNAME are the user's).
+std::map<std::string, std::string> WithUser(std::map<std::string, std::string> env,
+                                            const std::optional<RunAsUser>& user) {
+  if (user) {
+    env["HOME"] = user->home;
+    env["USER"] = user->name;
+    env["LOGNAME"] = user->name;
   }
-  if (zygote_.sock >= 0) close(zygote_.sock);
+  return env;
 }
 
-bool WarmTrainerLauncher::Start() {
-  if (zygote_.pid > 0) return true;
-  if (stat(trainer_path_.c_str(), &binary_) != 0) {
-    spdlog::warn("warm trainer: {}: {}; ranks start cold", trainer_path_, strerror(errno));
-    return false;
+// Where two environments differ in a variable `read_at_load` names; "" when they agree.
+template <typename Pred>
+std::string LoadTimeDifference(const std::map<std::string, std::string>& rank,
+                               const std::map<std::string, std::string>& server,
+                               Pred read_at_load) {
+  for (const auto& [k, v] : rank) {
+    if (!read_at_load(k)) continue;
+    auto it = server.find(k);
+    if (it == server.end() || it->second != v) return k + " differs";
   }
-  std::vector<std::string> env;
-  for (const auto& [k, v] : env_) env.push_back(k + "=" + v);
-  std::string error;
-  if (!zygote::Start(trainer_path_, env, &zygote_, &error)) {
-    spdlog::warn("warm trainer: cannot start {}: {}; ranks start cold", trainer_path_, error);
-    zygote_ = {};
-    return false;
-  }
-  stale_ = false;
-  ready_ = false;
-  spdlog::info("warm trainer started: {} --zygote (pid {})", trainer_path_, zygote_.pid);
-  return true;
-}
-
-void WarmTrainerLauncher::Drop(const std::string& why, bool reaped) {
-  if (zygote_.pid <= 0) return;
-  spdlog::warn("warm trainer (pid {}) {}; {} of its rank(s) end with it", zygote_.pid, why,
-               warm_pids_.size());
-  if (!reaped) {
-    kill(zygote_.pid, SIGKILL);
-    waitpid(zygote_.pid, nullptr, 0);
-  }
-  close(zygote_.sock);
-  zygote_ = {};
-  // Its ranks die with it (PR_SET_PDEATHSIG); they were its children, not ours.
-  for (pid_t pid : warm_pids_) {
-    kill(-pid, SIGKILL);
-    pending_.push_back({pid, SIGKILL});
-  }
-  warm_pids_.clear();
-}
-
-std::string WarmTrainerLauncher::ColdReason(const LaunchRequest& request) const {
-  if (request.argv.empty() || request.argv[0] != trainer_path_) return "not the trainer";
-  struct stat now {};
-  if (stat(trainer_path_.c_str(), &now) != 0 || !SameFile(now, binary_)) {
-    return "the trainer binary changed";
-  }
-  for (const auto& [k, v] : request.env) {
-    if (!ReadAtLoad(k)) continue;
-    auto it = env_.find(k);
-    if (it == env_.end() || it->second != v) return k + " differs";
-  }
-  for (const auto& [k, v] : env_) {
-    if (ReadAtLoad(k) && request.env.count(k) == 0) return k + " differs";
+  for (const auto& [k, v] : server) {
+    if (read_at_load(k) && rank.count(k) == 0) return k + " differs";
   }
   return "";
 }
 
-StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& request) {
-  if (zygote_.pid <= 0 && !stale_) Start();
-  if (zygote_.pid > 0 && !ready_) {
-    // Still loading? Never wait for it on the supervisor's thread: start cold meanwhile.
-    std::vector<std::pair<pid_t, int>> exits;
-    const bool alive = zygote::Drain(zygote_, &exits, &ready_);
-    for (const auto& [p, status] : exits) {
-      if (warm_pids_.erase(p) != 0) pending_.push_back({p, status});
+}  // namespace
+
+std::string InterpreterKey(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  const auto dir = std::filesystem::canonical(p.parent_path().empty() ? "." : p.parent_path(), ec);
+  return (ec ? p.parent_path() : dir).string() + "/" + p.filename().string();
+}
+
+std::string FindForkserverScript(const std::string& self_dir) {
+  for (const std::string& candidate :
+       {self_dir + "/convoy-forkserver.py", self_dir + "/../lib/convoy/convoy-forkserver.py"}) {
+    if (access(candidate.c_str(), R_OK) == 0) {
+      std::error_code ec;
+      const auto canonical = std::filesystem::canonical(candidate, ec);
+      return ec ? candidate : canonical.string();
     }
-    if (!alive) Drop("closed its socket", false);
   }
-  std::string cold = zygote_.pid <= 0 ? "no warm trainer"
-                     : !ready_        ? "the warm trainer is still loading"
-                                      : ColdReason(request);
-  if (cold == "the trainer binary changed" && !stale_) {
+  return "";
+}
+
+WarmTrainerLauncher::WarmTrainerLauncher(ProcessLauncher& cold, std::string trainer_path,
+                                         std::map<std::string, std::string> env)
+    : cold_(cold), trainer_path_(std::move(trainer_path)), env_(std::move(env)) {
+  trainer_.what = "warm trainer";
+  trainer_.command = {trainer_path_, "--zygote", "3"};
+  trainer_.env = env_;
+  trainer_.watched = {trainer_path_};
+}
+
+WarmTrainerLauncher::~WarmTrainerLauncher() {
+  auto stop = [](Server& s) {
+    if (s.z.pid > 0) {
+      kill(s.z.pid, SIGKILL);
+      waitpid(s.z.pid, nullptr, 0);
+    }
+    if (s.z.sock >= 0) close(s.z.sock);
+  };
+  stop(trainer_);
+  for (auto& [key, s] : pythons_) stop(*s);
+}
+
+bool WarmTrainerLauncher::Start() {
+  trainer_on_ = StartServer(trainer_);
+  return trainer_on_;
+}
+
+std::string WarmTrainerLauncher::UserKey(const std::optional<RunAsUser>& user) {
+  if (!user) return "self";
+  return std::to_string(user->uid) + ":" + std::to_string(user->gid) + ":" + user->home;
+}
+
+bool WarmTrainerLauncher::StartPython(const std::string& python, const std::string& forkserver,
+                                      const std::optional<RunAsUser>& user) {
+  python_ = python;
+  python_key_ = InterpreterKey(python);
+  forkserver_ = forkserver;
+  auto& slot = pythons_[UserKey(user)];
+  if (!slot) {
+    slot = std::make_unique<Server>();
+    slot->what = "warm Python" + (user ? " for " + user->name : std::string());
+    slot->command = {python_, forkserver_, "3"};
+    std::map<std::string, std::string> env = WithUser(env_, user);
+    env["PYTHONUNBUFFERED"] = "1";  // as every rank has it (rank_env.cc)
+    env.erase("OMP_NUM_THREADS");   // each rank's own is applied after the fork
+    slot->env = env;
+    slot->watched = {python_, forkserver_};
+  }
+  return StartServer(*slot);
+}
+
+pid_t WarmTrainerLauncher::python_pid(const std::optional<RunAsUser>& user) const {
+  auto it = pythons_.find(UserKey(user));
+  return it == pythons_.end() ? -1 : it->second->z.pid;
+}
+
+bool WarmTrainerLauncher::python_ready(const std::optional<RunAsUser>& user) const {
+  auto it = pythons_.find(UserKey(user));
+  return it != pythons_.end() && it->second->z.pid > 0 && it->second->ready;
+}
+
+int WarmTrainerLauncher::python_launches(const std::optional<RunAsUser>& user) const {
+  auto it = pythons_.find(UserKey(user));
+  return it == pythons_.end() ? 0 : it->second->launches;
+}
+
+bool WarmTrainerLauncher::StartServer(Server& s) {
+  if (s.z.pid > 0) return true;
+  s.watched_at_start.clear();
+  for (const std::string& f : s.watched) {
+    struct stat st {};
+    if (stat(f.c_str(), &st) != 0) {
+      spdlog::warn("{}: {}: {}; ranks start cold", s.what, f, strerror(errno));
+      return false;
+    }
+    s.watched_at_start.push_back(st);
+  }
+  std::vector<std::string> env;
+  for (const auto& [k, v] : s.env) env.push_back(k + "=" + v);
+  std::string error;
+  if (!zygote::Start(s.command, env, &s.z, &error)) {
+    spdlog::warn("{}: cannot start {}: {}; ranks start cold", s.what, s.command[0], error);
+    s.z = {};
+    return false;
+  }
+  s.stale = false;
+  s.ready = false;
+  std::string line;
+  for (const std::string& c : s.command) line += (line.empty() ? "" : " ") + c;
+  spdlog::info("{} started: {} (pid {})", s.what, line, s.z.pid);
+  return true;
+}
+
+void WarmTrainerLauncher::Revive(Server& s) {
+  if (s.z.pid > 0 || s.stale) return;
+  if (s.broken) {
+    if (!Changed(s)) return;
+    s.broken = false;
+  }
+  StartServer(s);
+}
+
+bool WarmTrainerLauncher::Changed(const Server& s) const {
+  for (size_t i = 0; i < s.watched.size() && i < s.watched_at_start.size(); ++i) {
+    struct stat now {};
+    if (stat(s.watched[i].c_str(), &now) != 0 || !SameFile(now, s.watched_at_start[i])) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void WarmTrainerLauncher::Drop(Server& s, const std::string& why, bool reaped) {
+  if (s.z.pid <= 0) return;
+  spdlog::warn("{} (pid {}) {}; {} of its rank(s) end with it", s.what, s.z.pid, why,
+               s.warm_pids.size());
+  if (!s.ready && !s.stale) {
+    s.broken = true;
+    spdlog::warn(
+        "{} ended before it had loaded (its own messages are in this log); its ranks "
+        "start cold until {} changes",
+        s.what, s.command[0]);
+  }
+  if (!reaped) {
+    kill(s.z.pid, SIGKILL);
+    waitpid(s.z.pid, nullptr, 0);
+  }
+  close(s.z.sock);
+  s.z = {};
+  // Its ranks die with it (PR_SET_PDEATHSIG); they were its children, not ours.
+  for (pid_t pid : s.warm_pids) {
+    kill(-pid, SIGKILL);
+    pending_.push_back({pid, SIGKILL});
+  }
+  s.warm_pids.clear();
+}
+
+void WarmTrainerLauncher::DrainServer(Server& s) {
+  if (s.z.pid <= 0) return;
+  std::vector<std::pair<pid_t, int>> exits;
+  const bool was_ready = s.ready;
+  const bool alive = zygote::Drain(s.z, &exits, &s.ready);
+  if (s.ready && !was_ready) spdlog::info("{} ready (pid {})", s.what, s.z.pid);
+  for (const auto& [p, status] : exits) {
+    if (s.warm_pids.erase(p) != 0) pending_.push_back({p, status});
+  }
+  int status = 0;
+  if (waitpid(s.z.pid, &status, WNOHANG) == s.z.pid) {
+    Drop(s, "exited", true);
+  } else if (!alive) {
+    Drop(s, "closed its socket", false);
+  } else if (s.stale && s.warm_pids.empty()) {
+    Drop(s, "is replaced: " + s.command[0] + " or its script changed", false);
+    StartServer(s);
+  }
+}
+
+std::string WarmTrainerLauncher::TrainerColdReason(const LaunchRequest& request) const {
+  if (request.argv.empty() || request.argv[0] != trainer_path_) return "not the trainer";
+  if (Changed(trainer_)) return "the trainer binary changed";
+  return LoadTimeDifference(request.env, trainer_.env, ReadAtLoad);
+}
+
+WarmTrainerLauncher::Server* WarmTrainerLauncher::PythonFor(const LaunchRequest& request,
+                                                            std::string* why) {
+  auto path_it = request.env.find("PATH");
+  const std::string program =
+      ResolveProgram(request.argv[0], path_it == request.env.end() ? "" : path_it->second);
+  if (program.empty() || InterpreterKey(program) != python_key_) {
+    *why = "not the warm Python's interpreter";
+    return nullptr;
+  }
+  // `PYTHON [-u] SCRIPT ...` or `PYTHON [-u] -m MODULE ...`; nothing else.
+  size_t i = 1;
+  if (i < request.argv.size() && request.argv[i] == "-u") ++i;
+  if (i >= request.argv.size()) {
+    *why = "no script";
+    return nullptr;
+  }
+  const std::string& first = request.argv[i];
+  if (first == "-m") {
+    if (i + 1 >= request.argv.size() || request.argv[i + 1].empty() ||
+        request.argv[i + 1][0] == '-') {
+      *why = "-m without a module";
+      return nullptr;
+    }
+  } else if (first.empty() || first[0] == '-') {
+    *why = "interpreter option " + first;
+    return nullptr;
+  } else {
+    const std::string script =
+        first[0] == '/' || request.working_dir.empty() ? first : request.working_dir + "/" + first;
+    struct stat st {};
+    if (stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      *why = "the script is not a regular file";  // the interpreter's own error, cold
+      return nullptr;
+    }
+  }
+  auto& slot = pythons_[UserKey(request.user)];
+  if (!slot) {  // another run-as user: its own forkserver, from this launch on
+    StartPython(python_, forkserver_, request.user);
+    *why = "its warm Python is still loading";
+    return nullptr;
+  }
+  Server& s = *slot;
+  Revive(s);
+  if (s.z.pid > 0 && !s.ready) DrainServer(s);
+  if (s.z.pid <= 0) {
+    *why = "no warm Python";
+    return nullptr;
+  }
+  if (!s.ready) {
+    *why = "the warm Python is still loading";
+    return nullptr;
+  }
+  if (Changed(s)) {
+    if (!s.stale) {
+      spdlog::info("{}: {} or {} changed; its ranks start cold until it is replaced", s.what,
+                   python_, forkserver_);
+    }
+    s.stale = true;
+  }
+  if (s.stale) {
+    *why = "the warm Python is stale";
+    return nullptr;
+  }
+  *why = LoadTimeDifference(WithUser(request.env, request.user), s.env, ReadAtPythonLoad);
+  return why->empty() ? &s : nullptr;
+}
+
+StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& request) {
+  if (request.argv.empty()) return cold_.Launch(request);
+  if (!python_.empty() && request.argv[0] != trainer_path_) {
+    std::string why;
+    Server* s = PythonFor(request, &why);
+    if (s != nullptr) return SpawnOn(*s, request);
+    if (why != "not the warm Python's interpreter") {
+      spdlog::info("a Python rank starts cold: {}", why);
+    }
+    return cold_.Launch(request);
+  }
+  if (!trainer_on_) return cold_.Launch(request);
+  Server& t = trainer_;
+  Revive(t);
+  // Still loading? Never wait for it on the supervisor's thread: start cold meanwhile.
+  if (t.z.pid > 0 && !t.ready) DrainServer(t);
+  std::string cold = t.z.pid <= 0 ? "no warm trainer"
+                     : !t.ready   ? "the warm trainer is still loading"
+                                  : TrainerColdReason(request);
+  if (cold == "the trainer binary changed" && !t.stale) {
     spdlog::info("warm trainer: {} changed; ranks start cold until its ranks are done",
                  trainer_path_);
-    stale_ = true;
+    t.stale = true;
   }
-  if (stale_ && cold.empty()) cold = "the warm trainer is stale";
+  if (t.stale && cold.empty()) cold = "the warm trainer is stale";
   if (!cold.empty()) return cold_.Launch(request);
+  return SpawnOn(t, request);
+}
 
+StatusOr<LaunchedProcess> WarmTrainerLauncher::SpawnOn(Server& s, const LaunchRequest& request) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return cold_.Launch(request);
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -128,16 +363,12 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& reque
   }
   zygote::SpawnRequest req;
   req.argv = request.argv;
-  std::map<std::string, std::string> env = request.env;
   if (request.user) {  // as the POSIX launcher does
-    env["HOME"] = request.user->home;
-    env["USER"] = request.user->name;
-    env["LOGNAME"] = request.user->name;
     req.drop = true;
     req.uid = request.user->uid;
     req.gid = request.user->gid;
   }
-  for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+  for (const auto& [k, v] : WithUser(request.env, request.user)) req.env.push_back(k + "=" + v);
   req.working_dir = request.working_dir;
   if (zygote::ProcBytes(req.argv) > zygote::kArgRoom ||
       zygote::ProcBytes(req.env) > zygote::kEnvRoom) {
@@ -145,57 +376,50 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::Launch(const LaunchRequest& reque
     close(out[1]);
     close(err[0]);
     close(err[1]);
-    return cold_.Launch(request);  // too large to show in the warm trainer's /proc entries
+    return cold_.Launch(request);  // too large to show in the warm server's /proc entries
   }
   pid_t pid = -1;
   std::vector<std::pair<pid_t, int>> exits;
   std::string error;
   bool gone = false;
-  const bool ok = zygote::Spawn(zygote_, req, out[1], err[1], 10000, &pid, &exits, &error, &gone);
+  const bool ok = zygote::Spawn(s.z, req, out[1], err[1], 10000, &pid, &exits, &error, &gone);
   close(out[1]);
   close(err[1]);
   for (const auto& [p, status] : exits) {
-    if (warm_pids_.erase(p) != 0) pending_.push_back({p, status});
+    if (s.warm_pids.erase(p) != 0) pending_.push_back({p, status});
   }
   if (!ok) {
     close(out[0]);
     close(err[0]);
     if (gone) {
-      Drop("failed: " + error, false);
+      Drop(s, "failed: " + error, false);
       return cold_.Launch(request);
     }
     return Status::FailedPrecondition(error);  // as a cold start of the same request fails
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  warm_pids_.insert(pid);
-  ++warm_launches_;
+  s.warm_pids.insert(pid);
+  ++s.launches;
   return LaunchedProcess{pid, out[0], err[0]};
 }
 
 std::vector<ReapedProcess> WarmTrainerLauncher::PollExits() {
   std::vector<ReapedProcess> out = cold_.PollExits();
-  if (zygote_.pid > 0) {
-    std::vector<std::pair<pid_t, int>> exits;
-    const bool was_ready = ready_;
-    const bool alive = zygote::Drain(zygote_, &exits, &ready_);
-    if (ready_ && !was_ready) spdlog::info("warm trainer ready (pid {})", zygote_.pid);
-    for (const auto& [p, status] : exits) {
-      if (warm_pids_.erase(p) != 0) pending_.push_back({p, status});
-    }
-    int status = 0;
-    if (waitpid(zygote_.pid, &status, WNOHANG) == zygote_.pid) {
-      Drop("exited", true);
-    } else if (!alive) {
-      Drop("closed its socket", false);
-    } else if (stale_ && warm_pids_.empty()) {
-      Drop("is replaced: the trainer binary changed", false);
-      Start();
-    }
-  }
+  DrainServer(trainer_);
+  for (auto& [key, s] : pythons_) DrainServer(*s);
   out.insert(out.end(), pending_.begin(), pending_.end());
   pending_.clear();
   return out;
+}
+
+int WarmTrainerLauncher::ExitWakeFds(std::vector<int>* fds) {
+  const int period = cold_.ExitWakeFds(fds);
+  if (trainer_.z.sock >= 0) fds->push_back(trainer_.z.sock);
+  for (const auto& [key, s] : pythons_) {
+    if (s->z.sock >= 0) fds->push_back(s->z.sock);
+  }
+  return period;
 }
 
 }  // namespace convoy

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/nvml.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -48,29 +49,6 @@ std::optional<ProcUsage> ReadProcUsage(pid_t pid);
 // "running" for 'R', "sleeping" for 'S', "disk_sleep", "stopped", "traced", "zombie",
 // "dead", "idle", else "unknown".
 std::string ProcStateName(char state);
-
-// One GPU as NVML reports it.
-struct GpuSample {
-  int index = 0;
-  double utilization_ratio = 0;  // 0..1 over NVML's last sample period
-  int64_t memory_used_bytes = 0;
-  int64_t memory_total_bytes = 0;
-};
-// NVML (libnvidia-ml.so.1) loaded with dlopen at run time: no build or package dependency,
-// and nothing at all on machines without NVIDIA's driver. Thread-safe.
-class Nvml {
- public:
-  // Null when the library or a symbol is missing or nvmlInit fails.
-  static std::unique_ptr<Nvml> Load();
-  ~Nvml();
-  // Every device NVML can read; a device that fails a query is left out.
-  std::vector<GpuSample> Sample() const;
-
- private:
-  struct Api;
-  explicit Nvml(std::unique_ptr<Api> api);
-  std::unique_ptr<Api> api_;
-};
 
 class WorkerMetrics : public prometheus::Collectable {
  public:

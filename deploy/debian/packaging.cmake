@@ -7,6 +7,8 @@ install(TARGETS convoy-coordinator convoy-worker convoy RUNTIME DESTINATION bin)
 if(TARGET convoy-trainer)
   install(TARGETS convoy-trainer RUNTIME DESTINATION bin)
 endif()
+# The warm Python's forkserver (convoy-worker --warm-python): /usr/lib/convoy.
+install(FILES ${PROJECT_SOURCE_DIR}/worker/convoy-forkserver.py DESTINATION lib/convoy)
 install(FILES ${_deploy}/systemd/convoy-coordinator.service ${_deploy}/systemd/convoy-worker.service
   DESTINATION /lib/systemd/system)
 install(FILES ${_deploy}/config/coordinator.yaml ${_deploy}/config/worker.yaml

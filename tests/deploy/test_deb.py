@@ -53,7 +53,7 @@ def test_package_installs_runs_and_purges(tmp_path):
     for path in ("./usr/bin/convoy", "./usr/bin/convoy-coordinator", "./usr/bin/convoy-worker",
                  "./lib/systemd/system/convoy-coordinator.service",
                  "./lib/systemd/system/convoy-worker.service", "./etc/convoy/coordinator.yaml",
-                 "./etc/convoy/worker.yaml"):
+                 "./etc/convoy/worker.yaml", "./usr/lib/convoy/convoy-forkserver.py"):
         assert re.search(rf" {re.escape(path)}$", contents, re.M), f"{path} not in the package"
     if os.path.exists(os.path.join(BUILD, "bin", "convoy-trainer")):
         assert " ./usr/bin/convoy-trainer" in contents

@@ -30,11 +30,14 @@ def process_gone(pid):
         return True
 
 
-def job_pids(job_id, attempt=None):
+def job_pids(job_id, attempt=None, root=None):
     """PIDs of live processes whose environment has CONVOY_JOB_ID=job_id (and
-    CONVOY_ATTEMPT=attempt when given)."""
+    CONVOY_ATTEMPT=attempt when given; and, with `root`, a path under it, such as the
+    CONVOY_METRICS_SOCKET of a cluster in `root`: job ids repeat across the clusters of tests
+    that run at the same time on one machine)."""
     needle = ("CONVOY_JOB_ID=" + job_id).encode()
     attempt_needle = None if attempt is None else f"CONVOY_ATTEMPT={attempt}".encode()
+    under = None if root is None else os.path.join(root, "").encode()
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -45,6 +48,7 @@ def job_pids(job_id, attempt=None):
         except OSError:
             continue
         if needle in env and (attempt_needle is None or attempt_needle in env) \
+                and (under is None or any(e.split(b"=", 1)[-1].startswith(under) for e in env)) \
                 and not process_gone(int(entry)):
             pids.append(int(entry))
     return pids
@@ -224,14 +228,18 @@ class Cluster:
             args += ["--attempt", str(attempt)]
         return self.cli(*args).stdout
 
+    def job_pids(self, job_id, attempt=None):
+        """job_pids of this cluster's jobs only."""
+        return job_pids(job_id, attempt, root=self.dir)
+
     # ---- teardown
     def close(self):
         leftovers = {}
         for job in self.jobs:
             try:
-                wait_for(lambda: not job_pids(job), 10, f"no process of {job}")
+                wait_for(lambda: not self.job_pids(job), 10, f"no process of {job}")
             except AssertionError:
-                leftovers[job] = job_pids(job)
+                leftovers[job] = self.job_pids(job)
         for name, p in self.procs.items():
             if p.poll() is None:
                 try:
@@ -240,7 +248,7 @@ class Cluster:
                     pass
                 p.wait(timeout=10)
         for job in self.jobs:  # nothing may survive its worker either
-            for pid in job_pids(job):
+            for pid in self.job_pids(job):
                 os.kill(pid, signal.SIGKILL)
         return leftovers
 

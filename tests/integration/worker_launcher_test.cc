@@ -3,6 +3,7 @@
 // with real processes is in worker_supervisor_processes_test.cc.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -175,6 +176,34 @@ TEST(PosixProcessLauncherTest, PollExitsReportsEachOfItsOwnChildrenOnce) {
   EXPECT_TRUE(launcher.PollExits().empty());
   EXPECT_EQ(waitpid(other, nullptr, 0), other);  // still ours to reap
   for (int fd : {a->stdout_fd, a->stderr_fd, b->stdout_fd, b->stderr_fd}) close(fd);
+}
+
+TEST(PosixProcessLauncherTest, AnExitWakesItsDescriptorEvenWhileAChildHoldsThePipes) {
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  // The rank leaves a child behind that keeps its stdout and stderr open: the pipes tell
+  // nothing when the rank itself ends; its pidfd does.
+  req.argv = {"sh", "-c", "sleep 30 & exec sleep 31"};
+  auto p = launcher.Launch(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  std::vector<int> fds;
+  ASSERT_EQ(launcher.ExitWakeFds(&fds), -1);  // no period: the descriptors say everything
+  ASSERT_EQ(fds.size(), 1u);
+  pollfd w{fds[0], POLLIN, 0};
+  EXPECT_EQ(poll(&w, 1, 0), 0);  // it runs
+  kill(p->pid, SIGKILL);
+  EXPECT_EQ(poll(&w, 1, 10000), 1);
+  auto exits = launcher.PollExits();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].pid, p->pid);
+  EXPECT_TRUE(WIFSIGNALED(exits[0].wait_status));
+  fds.clear();
+  launcher.ExitWakeFds(&fds);
+  EXPECT_TRUE(fds.empty());
+  kill(-p->pid, SIGKILL);  // the child left behind
+  close(p->stdout_fd);
+  close(p->stderr_fd);
 }
 
 TEST(PosixProcessLauncherTest, IsStoppedFollowsSigstopAndSigcont) {

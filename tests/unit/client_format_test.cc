@@ -144,26 +144,83 @@ TEST_F(ClientFormatTest, JobTable) {
 TEST_F(ClientFormatTest, WorkerTable) {
   v1::ListWorkersResponse list;
   v1::WorkerInfo* w = list.add_workers();
-  w->set_name("w1");
+  w->set_name("gpu-1");
   w->set_state(v1::WORKER_READY);
   w->set_address("10.0.0.1");
-  w->set_cores(16);
-  w->add_gpus(0);
-  w->add_gpus(1);
-  w->set_slots(2);
-  w->set_used_slots(1);
+  w->set_cores(64);
+  w->set_used_cpus(16);
+  w->set_memory_bytes(int64_t{512} << 30);
+  w->set_used_memory_bytes(int64_t{128} << 30);
+  for (int i = 0; i < 4; ++i) {
+    w->add_gpus(i);
+    v1::GpuDevice* d = w->add_gpu_devices();
+    d->set_index(i);
+    d->set_model("NVIDIA H100 80GB HBM3");
+    d->set_memory_bytes(int64_t{80} << 30);
+  }
+  w->add_used_gpus(0);
+  w->add_used_gpus(1);
+  w->set_slots(4);
+  w->set_used_slots(2);
+  (*w->mutable_labels())["zone"] = "a";
+  (*w->mutable_labels())["gpu"] = "h100";
   w->add_jobs("j-000007");
   w->set_last_heartbeat_unix_ms(kT0 - 3'000);
+  v1::WorkerInfo* cpu = list.add_workers();
+  cpu->set_name("w2");
+  cpu->set_state(v1::WORKER_READY);
+  cpu->set_drained(true);
+  cpu->set_cores(2);
+  cpu->set_used_cpus(2);
+  cpu->set_memory_bytes(int64_t{24523456} * 1024);  // 23.4 GiB
+  cpu->set_used_memory_bytes(int64_t{3} << 29);     // 1.5 GiB
+  cpu->set_slots(2);
+  cpu->set_used_slots(2);
+  for (const char* j : {"j-000008", "j-000009", "j-000010", "j-000011"}) cpu->add_jobs(j);
+  (*cpu->mutable_labels())["example.com/rack"] = "r-0123456789";
+  cpu->set_last_heartbeat_unix_ms(kT0 - 1'000);
   v1::WorkerInfo* lost = list.add_workers();
-  lost->set_name("w2");
+  lost->set_name("w3");
   lost->set_state(v1::WORKER_LOST);
-  lost->set_address("10.0.0.2");
   lost->set_cores(2);
   lost->set_slots(1);
-  EXPECT_EQ(FormatWorkerTable(list, kT0),
-            "NAME  STATE  ADDRESS   CORES  GPUS  USED/SLOTS  JOBS      HEARTBEAT\n"
-            "w1    READY  10.0.0.1  16     0,1   1/2         j-000007  3s ago\n"
-            "w2    LOST   10.0.0.2  2      -     0/1         -         -\n");
+  const std::string table = FormatWorkerTable(list, kT0);
+  EXPECT_EQ(table,
+            "NAME   STATE          SLOTS  CORES  MEMORY        GPUS      LABELS                    "
+            "HEARTBEAT  JOBS\n"
+            "gpu-1  READY          2/4    16/64  128/512 GiB   2/4 H100  gpu=h100,zone=a           "
+            "3s ago     j-000007\n"
+            "w2     READY,DRAINED  2/2    2/2    1.5/23.4 GiB  -         example.com/rack=r-0123…  "
+            "1s ago     j-000008,j-000009 +2\n"
+            "w3     LOST           0/1    0/2    -             -         -                         "
+            "-          -\n");
+  // Readable in 80-120 columns.
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t chars = std::count_if(line.begin(), line.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    });
+    EXPECT_LE(chars, 120u) << line;
+  }
+}
+
+TEST_F(ClientFormatTest, BytesAndGpuModels) {
+  EXPECT_EQ(FormatBytes(int64_t{64} << 30), "64 GiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 29), "1.5 GiB");
+  EXPECT_EQ(FormatBytes(int64_t{512} << 20), "512 MiB");
+  EXPECT_EQ(FormatBytes(100), "100 B");
+  EXPECT_EQ(FormatBytes(int64_t{1000} << 30), "1000 GiB");
+  EXPECT_EQ(FormatUsedOfBytes(int64_t{30} << 30, int64_t{64} << 30), "30/64 GiB");
+  EXPECT_EQ(FormatUsedOfBytes(0, int64_t{64} << 30), "0/64 GiB");
+  EXPECT_EQ(FormatUsedOfBytes(int64_t{512} << 30, int64_t{2} << 40), "0.5/2 TiB");
+  EXPECT_EQ(FormatUsedOfBytes(int64_t{512} << 20, int64_t{2} << 40), "<0.1/2 TiB");
+  EXPECT_EQ(FormatUsedOfBytes(0, 0), "-");
+  EXPECT_EQ(GpuModelShort("NVIDIA H100 80GB HBM3"), "H100");
+  EXPECT_EQ(GpuModelShort("NVIDIA A100-SXM4-40GB"), "A100-SXM4-40GB");
+  EXPECT_EQ(GpuModelShort("NVIDIA RTX A6000"), "RTX A6000");
+  EXPECT_EQ(GpuModelShort("Tesla V100-SXM2-16GB"), "V100-SXM2-16GB");
+  EXPECT_EQ(GpuModelShort("NVIDIA GeForce RTX 4090"), "RTX 4090");
+  EXPECT_EQ(GpuModelShort(""), "");
 }
 
 v1::JobEvent Event(int64_t t, v1::JobState from, v1::JobState to, int attempt,

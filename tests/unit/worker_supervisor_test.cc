@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +32,8 @@ using namespace std::chrono_literals;
 
 class FakeLauncher : public ProcessLauncher {
  public:
+  FakeLauncher() : wake_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~FakeLauncher() override { close(wake_); }
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++launching_;
@@ -50,7 +53,10 @@ class FakeLauncher : public ProcessLauncher {
     std::lock_guard<std::mutex> lock(mu_);
     if (on_signal) on_signal(pgid, signal);
     signals_.emplace_back(pgid, signal);
-    if (die_on_signal_ && live_.erase(pgid) != 0) exits_.push_back({pgid, signal});
+    if (die_on_signal_ && live_.erase(pgid) != 0) {
+      exits_.push_back({pgid, signal});
+      Wake();
+    }
   }
   bool IsStopped(pid_t pid) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -81,31 +87,54 @@ class FakeLauncher : public ProcessLauncher {
     die_on_signal_ = true;
   }
   std::vector<ReapedProcess> PollExits() override {
+    uint64_t ignored = 0;
+    while (read(wake_, &ignored, sizeof(ignored)) > 0) {
+    }
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<ReapedProcess> out(exits_.begin(), exits_.end());
     exits_.clear();
     ++polls_;
+    cv_.notify_all();
     return out;
+  }
+  // Exits are events, as a real launcher's pidfds are: the supervisor waits on this one.
+  int ExitWakeFds(std::vector<int>* fds) override {
+    fds->push_back(wake_);
+    return -1;
   }
 
   // The process `pid` ends with `wait_status`; returns once the supervisor has handled it.
   void Exit(pid_t pid, int wait_status) {
-    int64_t polls;
     {
       std::lock_guard<std::mutex> lock(mu_);
       live_.erase(pid);
       exits_.push_back({pid, wait_status});
+    }
+    Poke();
+  }
+  // Wakes the supervisor (as an exit would) and returns once it has finished a whole turn
+  // after that: a test that advanced the fake clock lets it see the time.
+  void Poke() {
+    int64_t polls;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       polls = polls_;
     }
-    // Two polls later the one that returned the exit has been fully handled.
-    for (int i = 0; i < 1000; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (exits_.empty() && polls_ >= polls + 2) return;
-      }
-      std::this_thread::sleep_for(1ms);
+    Wake();
+    // The turn that polled after the wake-up took what was queued; once the one after it
+    // has polled too, the first has been handled entirely.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, 5s, [&] { return exits_.empty() && polls_ >= polls + 1; })) {
+      ADD_FAILURE() << "the supervisor did not poll for exits";
+      return;
     }
-    ADD_FAILURE() << "the supervisor did not poll for exits";
+    polls = polls_;
+    lock.unlock();
+    Wake();
+    lock.lock();
+    if (!cv_.wait_for(lock, 5s, [&] { return polls_ >= polls + 1; })) {
+      ADD_FAILURE() << "the supervisor did not take another turn";
+    }
   }
   std::vector<LaunchRequest> requests() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -133,6 +162,13 @@ class FakeLauncher : public ProcessLauncher {
   std::condition_variable gate_cv_;
   bool gated_ = false;
   int launching_ = 0;
+  std::condition_variable cv_;  // polls_ moved
+  const int wake_;
+  void Wake() {
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_, &one, sizeof(one));
+    (void)ignored;
+  }
 };
 
 class FakeOutbox : public Outbox {
@@ -347,6 +383,26 @@ TEST_F(SupervisorTest, BadLaunchesAreRefusedWithLaunchFailed) {
   EXPECT_EQ(sup_->BuildRegister().attempts_size(), 0);
 }
 
+TEST_F(SupervisorTest, RegisterCarriesTheMachinesResourcesAndLabels) {
+  config_.memory_bytes = int64_t{64} << 30;
+  config_.gpus = {0, 2};
+  config_.gpu_devices = {{0, "NVIDIA H100 80GB HBM3", int64_t{80} << 30, "GPU-a"}, {2, "", 0, ""}};
+  config_.labels = {{"zone", "a"}, {"gpu", "h100"}};
+  Start();
+  const v1::Register reg = sup_->BuildRegister();
+  EXPECT_EQ(reg.cores(), 4);
+  EXPECT_EQ(reg.memory_bytes(), int64_t{64} << 30);
+  ASSERT_EQ(reg.gpus_size(), 2);
+  EXPECT_EQ(reg.gpus(1), 2);
+  ASSERT_EQ(reg.gpu_devices_size(), 2);
+  EXPECT_EQ(reg.gpu_devices(0).model(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(reg.gpu_devices(0).memory_bytes(), int64_t{80} << 30);
+  EXPECT_EQ(reg.gpu_devices(0).uuid(), "GPU-a");
+  EXPECT_EQ(reg.gpu_devices(1).index(), 2);
+  EXPECT_EQ(reg.labels().at("zone"), "a");
+  EXPECT_EQ(reg.labels().at("gpu"), "h100");
+}
+
 TEST_F(SupervisorTest, RegisterNeverWaitsForAForkInProgress) {
   Start();
   Connect();
@@ -426,6 +482,7 @@ TEST_F(SupervisorTest, KillSendsTermThenKillAfterTheGrace) {
   launcher_.Exit(9999, 0);  // (an unknown pid: ignored) lets a few turns pass
   EXPECT_EQ(launcher_.CountSignals(pids[1], SIGKILL), 0);
   clock_.AdvanceMs(1);
+  launcher_.Poke();
   for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGKILL) == 0; ++i) {
     std::this_thread::sleep_for(1ms);
   }
@@ -503,6 +560,7 @@ TEST_F(SupervisorTest, KillWithoutGraceUsesTheWorkersDefault) {
   launcher_.Exit(9999, 0);
   EXPECT_EQ(launcher_.CountSignals(pids[0], SIGKILL), 0);
   clock_.AdvanceMs(1);
+  launcher_.Poke();
   for (int i = 0; i < 500 && launcher_.CountSignals(pids[0], SIGKILL) == 0; ++i) {
     std::this_thread::sleep_for(1ms);
   }
@@ -551,6 +609,7 @@ TEST_F(SupervisorTest, HeartbeatsFollowTheAckedInterval) {
   launcher_.Exit(9999, 0);
   EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kHeartbeat), 0);
   clock_.AdvanceMs(1);
+  launcher_.Poke();
   auto hb = outbox_.WaitFor(Is(v1::WorkerMessage::kHeartbeat));
   ASSERT_TRUE(hb.has_value());
   EXPECT_EQ(hb->heartbeat().time_unix_ms(), clock_.NowUnixMs());
@@ -590,6 +649,7 @@ TEST_F(SupervisorTest, OrphanedRanksAreStoppedAfterTheTimeout) {
   launcher_.Exit(9999, 0);
   EXPECT_EQ(launcher_.CountSignals(pids[0], SIGTERM), 0);
   clock_.AdvanceMs(1);
+  launcher_.Poke();
   for (int i = 0; i < 500 && launcher_.CountSignals(pids[1], SIGTERM) == 0; ++i) {
     std::this_thread::sleep_for(1ms);
   }
@@ -648,9 +708,10 @@ TEST_F(SupervisorTest, AFollowReadIsHeldUntilBytesTheEndOfItsWaitOrItsRankExit) 
   launcher_.Exit(9999, 0);  // (an unknown pid) lets the supervisor take the request first
   // The rank has written nothing: the request is held, not answered empty at once.
   clock_.AdvanceMs(4999);
-  std::this_thread::sleep_for(200ms);  // many supervisor ticks
+  launcher_.Poke();  // a whole turn with the time 1 ms short of the wait
   EXPECT_EQ(outbox_.Count(answer(11)), 0u);
   clock_.AdvanceMs(1);  // the wait is over: answered, empty, not at the end
+  launcher_.Poke();
   auto m = outbox_.WaitFor(answer(11));
   ASSERT_TRUE(m.has_value());
   EXPECT_TRUE(m->log_data().data().empty());
