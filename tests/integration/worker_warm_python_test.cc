@@ -206,8 +206,9 @@ TEST_F(WarmPythonTest, AForkserverThatCannotLoadIsNotStartedOverAndOver) {
     EXPECT_EQ(ParentOfLaunch(Request({fake, "s.py"})), getpid());
     EXPECT_EQ(warm_->python_pid(std::nullopt), -1);
   }
-  // Once the interpreter changes, it is tried again.
-  std::ofstream(fake, std::ios::app) << "# changed\n";
+  // Once the interpreter changes, it is tried again (this one lives: a fake that failed again
+  // could be reaped before it is looked at, under load).
+  std::ofstream(fake) << "#!/bin/sh\ncase \"$1\" in *convoy-forkserver.py) exec sleep 60;; esac\n";
   EXPECT_EQ(ParentOfLaunch(Request({fake, "s.py"})), getpid());
   EXPECT_GT(warm_->python_pid(std::nullopt), 0);
 }
