@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "trainer/data.h"
 
 namespace convoy::trainer {
 namespace {
@@ -121,6 +122,16 @@ TEST(SamplerTest, CountsReportRepeatsAndGaps) {
   good.AddStep(perm, 0, StepShape{3, 2, 1});
   EXPECT_EQ(EpochCheckLine(0, good.Verify()),
             "epoch 0 sample check: 6 of 6 samples seen exactly once");
+}
+
+TEST(SamplerTest, EpochPermutationIsSeededBySeedPlusEpoch) {
+  const auto a = EpochPermutation(103, 7, 3);
+  EXPECT_EQ(a, EpochPermutation(103, 7, 3));
+  EXPECT_EQ(a, EpochPermutation(103, 8, 2));  // seed + epoch, as DistributedSampler
+  EXPECT_NE(a, EpochPermutation(103, 7, 4));
+  std::vector<int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 103; ++i) ASSERT_EQ(sorted[static_cast<size_t>(i)], i);
 }
 
 }  // namespace
