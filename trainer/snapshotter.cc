@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <sstream>
 #include <type_traits>
@@ -19,6 +20,12 @@ using Clock = std::chrono::steady_clock;
 
 double MillisSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+double ThreadCpuMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 // The key an optimiser's state map files a parameter under: the address of its TensorImpl, as
@@ -162,6 +169,7 @@ void Snapshotter::Loop() {
       if (!busy_) return;
     }
     const auto t0 = Clock::now();
+    const double cpu0 = ThreadCpuMillis();
     std::string error;
     try {
       if (payload_.empty()) {
@@ -180,6 +188,7 @@ void Snapshotter::Loop() {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
     stats_.background_ms += MillisSince(t0);
+    stats_.background_cpu_ms += ThreadCpuMillis() - cpu0;
     if (error.empty()) {
       ++stats_.written;
     } else {

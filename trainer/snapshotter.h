@@ -71,7 +71,8 @@ class Snapshotter {
     int64_t written = 0;
     int64_t skipped_busy = 0;  // Capture found the previous one still being written
     double copy_ms = 0;
-    double background_ms = 0;
+    double background_ms = 0;      // wall time (at nice 19 it waits for idle CPU)
+    double background_cpu_ms = 0;  // CPU time of the writing thread
     std::string last_error;
   };
   Stats stats();

@@ -517,22 +517,32 @@ TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
 }
 
 // SIGTERM without the preemption file (a cancel, a teardown), here to one rank only: both
-// ranks still agree on a step, rank 0 still checkpoints it, and both exit 143, never 0.
+// ranks still agree on a step, rank 0 still checkpoints it, and both exit 143, never 0. With
+// the hooks the agreement rides on the gradient all-reduce; the Reducer has its own.
 TEST_F(FastRestartTest, SigtermThatIsNotAPreemptionExitsNonZeroAfterTheCheckpoint) {
-  auto env = [this](int) { return Env{{"CONVOY_PREEMPT_FILE", Path("preempt-never-created")}}; };
-  Ranks ranks(2, With(Common(), {"--checkpoint-dir", Path("ckpt")}), Path("t.log"), env);
-  ASSERT_TRUE(Eventually([&] { return LastStep(ranks.Output(1)) >= 10; }, seconds(120)))
-      << ranks.Output(1);
-  ranks.Signal(1, SIGTERM);
-  ASSERT_TRUE(ranks.AllExitedWith(seconds(20), 143));
-  static const std::regex re(
-      R"(stopped by SIGTERM at step (\d+) \(no preemption file: not a preemption\); checkpoint (\S+)\n)");
-  std::smatch m0, m1;
-  const std::string out0 = ranks.Output(0), out1 = ranks.Output(1);
-  ASSERT_TRUE(std::regex_search(out0, m0, re)) << out0;
-  ASSERT_TRUE(std::regex_search(out1, m1, re)) << out1;
-  EXPECT_EQ(m0[1], m1[1]);
-  EXPECT_TRUE(fs::exists(m0[2].str())) << m0[2];
+  for (const std::string ddp : {"hooks", "reducer"}) {
+    SCOPED_TRACE(ddp);
+    auto env = [this](int) { return Env{{"CONVOY_PREEMPT_FILE", Path("preempt-never-created")}}; };
+    Ranks ranks(2, With(Common(), {"--checkpoint-dir", Path("ckpt-" + ddp), "--ddp", ddp}),
+                Path("t-" + ddp + ".log"), env);
+    ASSERT_TRUE(Eventually([&] { return LastStep(ranks.Output(1)) >= 10; }, seconds(120)))
+        << ranks.Output(1);
+    ranks.Signal(1, SIGTERM);
+    ASSERT_TRUE(ranks.AllExitedWith(seconds(20), 143));
+    static const std::regex re(
+        R"(stopped by SIGTERM at step (\d+) \(no preemption file: not a preemption\); checkpoint (\S+)\n)");
+    std::smatch m0, m1;
+    const std::string out0 = ranks.Output(0), out1 = ranks.Output(1);
+    ASSERT_TRUE(std::regex_search(out0, m0, re)) << out0;
+    ASSERT_TRUE(std::regex_search(out1, m1, re)) << out1;
+    EXPECT_EQ(m0[1], m1[1]);
+    EXPECT_EQ(LastStep(out0), std::stoll(m0[1]));
+    EXPECT_TRUE(fs::exists(m0[2].str())) << m0[2];
+    EXPECT_NE(out0.find(ddp == "hooks" ? "stop agreement: carried by the gradient all-reduce"
+                                       : " ms per step ("),
+              std::string::npos)
+        << out0;
+  }
 }
 
 // A peer that hangs (SIGSTOP) leaves a rank blocked in a collective: on SIGTERM it writes its
