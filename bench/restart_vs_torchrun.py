@@ -1,4 +1,4 @@
-"""A rank is killed with SIGKILL; Convoy (a real coordinator and two workers on loopback,
+"""A rank (or every rank: --kill all) is killed with SIGKILL; Convoy (a real coordinator and two workers on loopback,
 max_restarts 1) against torchrun --max_restarts=1 with bench/torch_ddp.py. Two figures each:
 
 - seconds from the SIGKILL of rank 1 to the restarted attempt's first training step;
@@ -12,7 +12,8 @@ Rank 1 is killed at the same step on both sides in a run (drawn from --kill-betw
 fixed seed, so that a position within the checkpoint interval is not chosen by hand). Not a
 test.
 
-  bench/restart_vs_torchrun [--repeats 3] [--checkpoint-every 100] [--snapshot-dir auto|worker]
+  bench/restart_vs_torchrun [--repeats 3] [--checkpoint-every 100] [--kill rank1|all]
+                            [--snapshot-dir auto|worker]
 """
 
 import argparse
@@ -66,7 +67,7 @@ def shared_snapshot_dir():
     return d
 
 
-def convoy_once(kill_at, every, snapshot_dir_mode):
+def convoy_once(kill_at, every, snapshot_dir_mode, kill_all):
     c = Cluster(workers=2)
     snap_dir = None
     try:
@@ -82,9 +83,10 @@ def convoy_once(kill_at, every, snapshot_dir_mode):
         wait_for(lambda: any(m["attempt"] == 0 and int(m["step"]) >= kill_at
                              for m in c.status(job)["latest"]), 120, f"step {kill_at}",
                  interval=0.02)
-        pid = rank_pid(job, 1)
+        pids = [rank_pid(job, r) for r in ((0, 1) if kill_all else (1,))]
         t_kill = time.time()
-        os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
 
         def restarted():
             st = c.status(job)
@@ -114,7 +116,7 @@ def convoy_once(kill_at, every, snapshot_dir_mode):
             shutil.rmtree(snap_dir, ignore_errors=True)
 
 
-def torchrun_once(kill_at, every):
+def torchrun_once(kill_at, every, kill_all):
     ckpt_dir = tempfile.mkdtemp(prefix="convoy-bench-torch-ckpt-")
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
            "--nproc_per_node", "2",
@@ -147,7 +149,7 @@ def torchrun_once(kill_at, every):
     threading.Thread(target=reader, daemon=True).start()
     done.wait(180)
     done.clear()
-    victim = None
+    victims = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -156,10 +158,12 @@ def torchrun_once(kill_at, every):
             cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if b"RANK=1" in env and b"torch_ddp.py" in cmdline and b"torch.distributed.run" not in cmdline:
-            victim = int(pid)
+        if (b"RANK=1" in env or (kill_all and b"RANK=0" in env)) and b"torch_ddp.py" in cmdline \
+                and b"torch.distributed.run" not in cmdline:
+            victims.append(int(pid))
     state["t_kill"] = time.time()
-    os.kill(victim, signal.SIGKILL)
+    for victim in victims:
+        os.kill(victim, signal.SIGKILL)
     done.wait(120)
     time.sleep(0.5)  # the other rank's RESUMED line may follow the first STEP line
     os.killpg(p.pid, signal.SIGKILL)
@@ -181,6 +185,9 @@ def main():
     ap.add_argument("--kill-between", type=int, nargs=2, default=[200, 300],
                     help="rank 1 is killed once the job has done a step drawn from this range")
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--kill", choices=["rank1", "all"], default="rank1",
+                    help="rank1: SIGKILL rank 1 (its peer can leave a last will); all: every rank "
+                         "at once (no last will: only what was saved before)")
     ap.add_argument("--snapshot-dir", choices=["auto", "worker"], default="auto",
                     help="auto: give convoy-trainer a host-memory directory with --snapshot-dir "
                          "(when it has the flag); worker: rely on the worker's CONVOY_SNAPSHOT_DIR")
@@ -189,8 +196,9 @@ def main():
     res = {"convoy": [], "torchrun": []}
     for i in range(a.repeats):
         kill_at = rng.randint(*a.kill_between)
-        res["convoy"].append(convoy_once(kill_at, a.checkpoint_every, a.snapshot_dir))
-        res["torchrun"].append(torchrun_once(kill_at, a.checkpoint_every))
+        kill_all = a.kill == "all"
+        res["convoy"].append(convoy_once(kill_at, a.checkpoint_every, a.snapshot_dir, kill_all))
+        res["torchrun"].append(torchrun_once(kill_at, a.checkpoint_every, kill_all))
         cv, tr = res["convoy"][-1], res["torchrun"][-1]
         print(f"run {i + 1} (kill at step >= {kill_at}): "
               f"convoy {cv['seconds']:.2f} s, {cv['done']} steps done, resumed at {cv['resumed']} "
@@ -204,7 +212,8 @@ def main():
 
     c = med([r["seconds"] for r in res["convoy"]])
     t = med([r["seconds"] for r in res["torchrun"]])
-    print(f"\nSIGKILL of rank 1 -> restarted attempt's first step (median of {a.repeats}): "
+    who = "every rank" if a.kill == "all" else "rank 1"
+    print(f"\nSIGKILL of {who} -> restarted attempt's first step (median of {a.repeats}): "
           f"convoy {c:.2f} s, torchrun {t:.2f} s, ratio {c / t:.2f}")
     for name in ("convoy", "torchrun"):
         lost = [r["done"] - r["resumed"] for r in res[name]]

@@ -20,11 +20,41 @@ namespace {
 // positions it was {epoch, step in epoch, global step, seed}.
 constexpr int64_t kVersion = 2;
 
+// An output stream buffer that appends to a string (an ostringstream would copy its whole
+// content once more on str()).
+class StringSink : public std::streambuf {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* data, std::streamsize n) override {
+    out_->append(data, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      out_->push_back(traits_type::to_char_type(c));
+    }
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string* out_;
+};
+
 }  // namespace
 
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       const Position& pos, const std::vector<uint8_t>& counts,
                       const StateIdentity& id) {
+  std::string out;
+  SaveStateInto(&out, model, optimizer, pos, counts, id);
+  return out;
+}
+
+void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                   const Position& pos, const std::vector<uint8_t>& counts,
+                   const StateIdentity& id) {
   if (static_cast<int64_t>(counts.size()) != id.samples) {
     throw std::logic_error("SaveState: sample counts of another data set");
   }
@@ -40,9 +70,11 @@ std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimiz
   root.write("sample_counts",
              torch::from_blob(const_cast<uint8_t*>(counts.data()),
                               {static_cast<int64_t>(counts.size())}, torch::kUInt8));
-  std::ostringstream out;
-  root.save_to(out);
-  return out.str();
+  out->clear();
+  StringSink sink(out);
+  std::ostream stream(&sink);
+  root.save_to(stream);
+  stream.flush();
 }
 
 Position LoadState(const std::string& bytes, torch::nn::Module& model,

@@ -36,6 +36,11 @@ struct StateIdentity {
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       const Position& pos, const std::vector<uint8_t>& counts,
                       const StateIdentity& id);
+// The same into `out`, replacing its content but reusing its capacity (the snapshot writer
+// keeps one buffer rather than growing a new one each time).
+void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                   const Position& pos, const std::vector<uint8_t>& counts,
+                   const StateIdentity& id);
 
 // Restores from bytes into model and optimiser; returns the position and fills `counts`.
 // Throws on corrupt data and on a state of another identity ("made with seed 7, this run has

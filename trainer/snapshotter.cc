@@ -146,8 +146,8 @@ bool Snapshotter::Capture(const Position& pos, const std::vector<uint8_t>& count
   }
   pos_ = pos;
   counts_ = counts;
-  payload_.clear();
-  if (!CopyIntoShadow()) payload_ = SaveState(model_, optimizer_, pos, counts, state_id_);
+  serialised_ = !CopyIntoShadow();
+  if (serialised_) SaveStateInto(&payload_, model_, optimizer_, pos, counts, state_id_);
   const double copy_ms = MillisSince(t0);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,8 +172,8 @@ void Snapshotter::Loop() {
     const double cpu0 = ThreadCpuMillis();
     std::string error;
     try {
-      if (payload_.empty()) {
-        payload_ = SaveState(*shadow_.model, *shadow_.optimizer, pos_, counts_, state_id_);
+      if (!serialised_) {
+        SaveStateInto(&payload_, *shadow_.model, *shadow_.optimizer, pos_, counts_, state_id_);
       }
       SnapshotMeta meta = identity_;
       meta.step = pos_.global_step;
@@ -183,7 +183,7 @@ void Snapshotter::Loop() {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    payload_.clear();
+    payload_.clear();  // keeps its capacity for the next one
     if (!error.empty()) std::cerr << "warning: snapshot not written: " << error << std::endl;
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;

@@ -98,8 +98,9 @@ class Snapshotter {
   // The capture being written (guarded by mu_ while !busy_, owned by the thread while busy_).
   Position pos_;
   std::vector<uint8_t> counts_;
-  std::string payload_;  // set instead of the shadow when serialised synchronously
-  Stats stats_;          // guarded by mu_
+  std::string payload_;      // the serialised capture (one buffer, reused)
+  bool serialised_ = false;  // Capture serialised it already (an optimiser without a shadow)
+  Stats stats_;              // guarded by mu_
   std::thread thread_;
 };
 
