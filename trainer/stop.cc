@@ -1,5 +1,6 @@
 #include "trainer/stop.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -22,11 +23,16 @@ void InstallStopHandler() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
+  // Blocked in this thread and so in every thread it creates (Gloo's, OpenMP's, the
+  // prefetcher's): no system call of theirs is interrupted; StopWatchdog takes it with
+  // sigtimedwait. The handler is for a thread that existed before.
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
 }
 
 bool StopRequested() { return g_stop.load(std::memory_order_relaxed); }
-
-void SetStopRequestedForTest(bool on) { g_stop.store(on); }
 
 bool ReadPreemptReason(const std::string& path, std::string* reason) {
   if (path.empty()) return false;
@@ -57,8 +63,7 @@ StopWatchdog::~StopWatchdog() {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  thread_.join();  // within a tick
 }
 
 void StopWatchdog::SetPhase(Phase phase) {
@@ -69,9 +74,15 @@ void StopWatchdog::SetPhase(Phase phase) {
 
 void StopWatchdog::Loop() {
   std::chrono::steady_clock::time_point stop_seen{};
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  const timespec tick{0, 20 * 1000 * 1000};
   std::unique_lock<std::mutex> lock(mu_);
   while (!quit_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    lock.unlock();
+    if (sigtimedwait(&term, nullptr, &tick) == SIGTERM) g_stop.store(true);
+    lock.lock();
     if (quit_ || !StopRequested()) continue;
     const auto now = std::chrono::steady_clock::now();
     if (stop_seen == std::chrono::steady_clock::time_point{}) stop_seen = now;

@@ -5,7 +5,8 @@
 // stop"), 143 otherwise (a cancel, or a teardown because another rank failed: never a
 // successful end of training).
 //
-// StopWatchdog covers what the step boundary cannot: SIGTERM before training started (nothing
+// StopWatchdog takes the signal (see InstallStopHandler) and covers what the step boundary
+// cannot: SIGTERM before training started (nothing
 // to save yet: exit at once, as the default action would), and a rank blocked in a collective
 // whose peer hangs (a host that vanished without closing its connections): after
 // `stuck_after` it writes the last will under the state lock and exits 143.
@@ -15,7 +16,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -23,13 +23,14 @@
 
 namespace convoy::trainer {
 
-// Installs the SIGTERM handler (SA_RESTART; it sets a flag and nothing else). Call in the rank
-// process, never in the warm trainer before it forks. Idempotent.
+// Installs the SIGTERM handler (SA_RESTART; it sets a flag and nothing else) and blocks
+// SIGTERM in the calling thread, so in every thread it starts afterwards: a StopWatchdog then
+// takes the signal (sigtimedwait) and sets the same flag, and no other thread's system call
+// is interrupted. Call in the rank process, on its main thread before it starts threads;
+// never in the warm trainer before it forks. Idempotent.
 void InstallStopHandler();
 // True once SIGTERM arrived.
 bool StopRequested();
-// For tests: as if SIGTERM arrived (or, with false, clears it).
-void SetStopRequestedForTest(bool on);
 
 // Whether `path` exists (a preemption), and its content, trimmed, at most 200 bytes, in
 // `reason` ("preempted" when empty).
@@ -62,7 +63,6 @@ class StopWatchdog {
   const std::chrono::milliseconds stuck_after_;
   std::mutex state_mu_;
   std::mutex mu_;
-  std::condition_variable cv_;
   Phase phase_ = Phase::kStartup;                // guarded by mu_
   std::chrono::steady_clock::time_point since_;  // guarded by mu_: when phase_ was entered
   bool quit_ = false;                            // guarded by mu_

@@ -518,12 +518,16 @@ TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
 
 // SIGTERM without the preemption file (a cancel, a teardown), here to one rank only: both
 // ranks still agree on a step, rank 0 still checkpoints it, and both exit 143, never 0. With
-// the hooks the agreement rides on the gradient all-reduce; the Reducer has its own.
+// the hooks the agreement rides on the gradient all-reduce; the Reducer (here over Gloo) has
+// its own.
 TEST_F(FastRestartTest, SigtermThatIsNotAPreemptionExitsNonZeroAfterTheCheckpoint) {
   for (const std::string ddp : {"hooks", "reducer"}) {
     SCOPED_TRACE(ddp);
     auto env = [this](int) { return Env{{"CONVOY_PREEMPT_FILE", Path("preempt-never-created")}}; };
-    Ranks ranks(2, With(Common(), {"--checkpoint-dir", Path("ckpt-" + ddp), "--ddp", ddp}),
+    // The Reducer over Gloo's TCP, the hooks over shared memory.
+    Ranks ranks(2,
+                With(Common(), {"--checkpoint-dir", Path("ckpt-" + ddp), "--ddp", ddp,
+                                "--allreduce", ddp == "hooks" ? "auto" : "gloo"}),
                 Path("t-" + ddp + ".log"), env);
     ASSERT_TRUE(Eventually([&] { return LastStep(ranks.Output(1)) >= 10; }, seconds(120)))
         << ranks.Output(1);
