@@ -52,8 +52,8 @@ int Training::Run() {
     std::printf("stop agreement: carried by the gradient all-reduce (no collective of its own)\n");
   } else {
     std::printf(
-        "stop agreement: %.3f ms per step (%.2f %% of %.2f ms a step, waiting for peers "
-        "included)\n",
+        "stop agreement: its own all-reduce, overlapping the step; %.3f ms per step waiting "
+        "for it (%.2f %% of %.2f ms a step)\n",
         agree_s_ * 1e3 / steps, agree_s_ * 1e3 / steps / step_ms * 100, step_ms);
   }
   if (snapshotter_ != nullptr && snapshotter_->enabled()) {

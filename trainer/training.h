@@ -56,11 +56,13 @@ class Training {
   int Loop();
   // The stop agreement: two floats summed across ranks, any rank's SIGTERM and rank 0's
   // proposal of the auto snapshot interval. With the hooks they ride on the step's gradient
-  // all-reduce (TrainStep returns the agreement: stop after this step); with the Reducer,
-  // Boundary() all-reduces them before each step (true: stop now).
+  // all-reduce; with the Reducer, an all-reduce of their own is started before the step's
+  // forward (ahead of the gradients' in every rank's order) and waited for after its
+  // backward. TrainStep returns the agreement: stop after this step.
   std::array<float, GradSync::kControlFloats> LocalControl() const;
   bool ApplyControl(const std::array<float, GradSync::kControlFloats>& sums);
-  bool Boundary();
+  void StartControlAllReduce();
+  bool FinishControlAllReduce();
   bool TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm);
   void AfterStep(int64_t epoch);
   // At the end of an epoch: the sample check (0, or kExitSampleCheckFailed), evaluation.
@@ -116,7 +118,9 @@ class Training {
   double first_step_s_ = 0;
   double last_accuracy_ = -1;
   double loss_ = 0;
-  double agree_s_ = 0;  // time in the stop agreement's all-reduce (waiting for peers included)
+  double agree_s_ = 0;     // time waiting for the stop agreement's own all-reduce (Reducer)
+  torch::Tensor control_;  // its buffer while in flight
+  std::unique_ptr<Pending> control_pending_;
 };
 
 }  // namespace convoy::trainer

@@ -37,20 +37,25 @@ bool Training::ApplyControl(const std::array<float, GradSync::kControlFloats>& s
   return sums[0] > 0;
 }
 
-bool Training::Boundary() {
+void Training::StartControlAllReduce() {
   const auto local = LocalControl();
-  torch::Tensor control = torch::from_blob(const_cast<float*>(local.data()),
-                                           {GradSync::kControlFloats}, torch::kFloat32)
-                              .clone()
-                              .to(device_);
+  control_ = torch::from_blob(const_cast<float*>(local.data()), {GradSync::kControlFloats},
+                              torch::kFloat32)
+                 .clone()
+                 .to(device_);
+  // Issued before the step's gradient all-reduces on every rank, so it runs before them
+  // and is done (or nearly) by the time the step's own collectives are.
+  control_pending_ = dist_->AllReduceSumAsync(control_);
+}
+
+bool Training::FinishControlAllReduce() {
   const auto t0 = Clock::now();
-  watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
-  dist_->AllReduceSum(control);
-  watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
-  control = control.cpu();
+  control_pending_->Wait();
+  control_pending_.reset();
   agree_s_ += Seconds(t0);
+  torch::Tensor sums_t = control_.cpu();
   std::array<float, GradSync::kControlFloats> sums{};
-  std::copy_n(control.data_ptr<float>(), GradSync::kControlFloats, sums.begin());
+  std::copy_n(sums_t.data_ptr<float>(), GradSync::kControlFloats, sums.begin());
   return ApplyControl(sums);
 }
 
@@ -59,6 +64,7 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
   const StepShape shape = Shape();
   const int64_t count = StepSamples(n, pos_.sample, shape);
   SetLr(*optimizer_, ScheduledLr(o_, base_lr_, pos_.epoch, Progress()));
+  if (!sync_->CarriesControl()) StartControlAllReduce();
   double loss_sum = 0;
   int64_t mine = 0;
   for (int a = 0; a < o_.accumulate; ++a) {
@@ -104,7 +110,14 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
   watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
   sync_->Finish();
   watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
-  const bool stop = sync_->CarriesControl() && ApplyControl(sync_->Control());
+  bool stop = false;
+  if (sync_->CarriesControl()) {
+    stop = ApplyControl(sync_->Control());
+  } else {
+    watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
+    stop = FinishControlAllReduce();
+    watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
+  }
   if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
   {
     std::lock_guard<std::mutex> state(watchdog_->state_mutex());
@@ -240,9 +253,7 @@ int Training::Loop() {
     }
     Prefetcher prefetch(train_, std::move(batches));
     while (pos_.sample < n && pos_.global_step < total_steps_) {
-      // The stop agreement rides on the step's gradient all-reduce (hooks), so a stop takes
-      // effect after the step; the Reducer needs an all-reduce of its own before the step.
-      if (!sync_->CarriesControl() && Boundary()) return GracefulStop();
+      // The ranks agree on a stop during the step: it takes effect after it.
       const bool stop = TrainStep(prefetch, perm);
       AfterStep(epoch);
       if (stop) return GracefulStop();
