@@ -79,12 +79,14 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
 
 Position LoadState(const std::string& bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
-                   const StepShape& legacy_shape, std::vector<uint8_t>* counts) {
+                   const StepShape& legacy_shape, std::vector<uint8_t>* counts,
+                   torch::Device device) {
   std::istringstream in(bytes);
   torch::serialize::InputArchive root, m, o;
-  root.load_from(in);
+  root.load_from(in, device);
   torch::Tensor p;
   root.read("position", p);
+  p = p.cpu();
   if (p.dim() != 1 || p.scalar_type() != torch::kInt64 || (p.numel() != 4 && p.numel() != 6)) {
     throw std::runtime_error("checkpoint: bad position record");
   }
@@ -104,6 +106,7 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
     pos = Position{a[0], a[1], a[2]};
     torch::Tensor c;
     root.read("sample_counts", c);
+    c = c.cpu();
     if (c.numel() != id.samples || c.scalar_type() != torch::kUInt8 || !c.is_contiguous()) {
       throw std::runtime_error("checkpoint: bad sample counts");
     }

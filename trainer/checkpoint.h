@@ -46,10 +46,13 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
 // Throws on corrupt data and on a state of another identity ("made with seed 7, this run has
 // 1234"), before touching model or optimiser. A checkpoint from before global positions (its
 // position is a step within the epoch) is read as made at `legacy_shape`: P = steps x A·B·W,
-// the first P samples of the epoch's order counted once.
+// the first P samples of the epoch's order counted once. Tensors are read onto `device`
+// (the model's): a snapshot is written from host memory, a checkpoint from wherever the model
+// was.
 Position LoadState(const std::string& bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
-                   const StepShape& legacy_shape, std::vector<uint8_t>* counts);
+                   const StepShape& legacy_shape, std::vector<uint8_t>* counts,
+                   torch::Device device = torch::kCPU);
 
 // Writes bytes as <dir>/ckpt-<global_step>.pt atomically and prunes all but the newest two.
 // Returns the path. Throws on I/O errors.

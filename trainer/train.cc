@@ -212,7 +212,7 @@ void Training::Resume() {
   counts_ = SampleCounts(train_.size());
   if (agreed) {
     pos_ = LoadState(agreed->state.bytes, *model_, *optimizer_, id, Shape(),
-                     &counts_.mutable_counts());
+                     &counts_.mutable_counts(), device_);
     std::cout << "resumed from " << agreed->state.kind << " " << agreed->state.path << " at epoch "
               << pos_.epoch << ", step " << pos_.global_step << " (sample " << pos_.sample
               << " of the epoch)" << std::endl;

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/models.h"
 #include "trainer/zygote_protocol.h"
@@ -35,6 +37,42 @@ TEST(ModelsTest, ParameterCounts) {
     auto m = MakeModel(name);
     torch::Tensor out = m->forward(torch::zeros({2, 1, 28, 28}));
     EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 10})) << name;
+  }
+}
+
+// A checkpoint from before global positions ({epoch, steps done in it, global step, seed})
+// loads as made at this run's shape; one of another seed or data-set size is refused.
+TEST(CheckpointTest, OlderCheckpointsLoadAndForeignOnesAreRefused) {
+  auto model = MakeModel("mlp");
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::serialize::OutputArchive root, m, o;
+  model->save(m);
+  opt.save(o);
+  root.write("model", m);
+  root.write("optimizer", o);
+  root.write("position", torch::tensor({int64_t{1}, int64_t{10}, int64_t{60}, int64_t{11}}));
+  std::ostringstream out;
+  root.save_to(out);
+  std::vector<uint8_t> counts;
+  const Position pos =
+      LoadState(out.str(), *model, opt, StateIdentity{11, 3200}, StepShape{2, 32, 1}, &counts);
+  EXPECT_EQ(pos.epoch, 1);
+  EXPECT_EQ(pos.sample, 640);  // 10 steps of 2 x 32
+  EXPECT_EQ(pos.global_step, 60);
+  ASSERT_EQ(counts.size(), 3200u);
+  const auto perm = EpochPermutation(3200, 11, 1);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    ASSERT_EQ(counts[static_cast<size_t>(perm[i])], i < 640 ? 1 : 0) << i;
+  }
+  // This format round-trips; another seed or data-set size is another run's state.
+  const std::string now = SaveState(*model, opt, pos, counts, StateIdentity{11, 3200});
+  std::vector<uint8_t> back;
+  EXPECT_EQ(LoadState(now, *model, opt, StateIdentity{11, 3200}, StepShape{3, 8, 1}, &back).sample,
+            640);
+  EXPECT_EQ(back, counts);
+  for (const StateIdentity& other : {StateIdentity{12, 3200}, StateIdentity{11, 3000}}) {
+    EXPECT_THROW(LoadState(now, *model, opt, other, StepShape{2, 32, 1}, &back),
+                 std::runtime_error);
   }
 }
 
