@@ -212,6 +212,11 @@ void Snapshotter::Flush() {
   cv_.wait(lock, [this] { return !busy_; });
 }
 
+bool Snapshotter::busy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_;
+}
+
 Snapshotter::Stats Snapshotter::stats() {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

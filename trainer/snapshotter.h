@@ -63,6 +63,8 @@ class Snapshotter {
 
   // Waits for the background write in flight, if any.
   void Flush();
+  // Whether a background write is in flight now.
+  bool busy();
 
   // What the periodic snapshots cost (for the log): counts, and total milliseconds of the
   // synchronous copies (training thread) and of the background work (its thread).

@@ -68,6 +68,16 @@ int Training::Run() {
           s.copy_ms / static_cast<double>(s.captures), s.copy_ms / steps / step_ms * 100,
           s.background_ms / static_cast<double>(std::max<int64_t>(1, s.written)),
           s.background_cpu_ms / static_cast<double>(std::max<int64_t>(1, s.written)));
+      if (step_n_[0] > 0 && step_n_[1] > 0) {
+        const double idle = step_s_[0] / static_cast<double>(step_n_[0]);
+        const double busy = step_s_[1] / static_cast<double>(step_n_[1]);
+        std::printf(
+            "snapshot cost: %lld steps while one was copied or written took %.2f ms each, the "
+            "other %lld %.2f ms: %.2f %% of the training time\n",
+            static_cast<long long>(step_n_[1]), busy * 1e3, static_cast<long long>(step_n_[0]),
+            idle * 1e3,
+            (busy - idle) * static_cast<double>(step_n_[1]) / (step_s_[0] + step_s_[1]) * 100);
+      }
     }
   }
   if (code != 0) return code;

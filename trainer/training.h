@@ -118,7 +118,10 @@ class Training {
   double first_step_s_ = 0;
   double last_accuracy_ = -1;
   double loss_ = 0;
-  double agree_s_ = 0;     // time waiting for the stop agreement's own all-reduce (Reducer)
+  double agree_s_ = 0;  // time waiting for the stop agreement's own all-reduce (Reducer)
+  // Seconds and count of steps without [0] and with [1] a snapshot being copied or written.
+  double step_s_[2] = {0, 0};
+  int64_t step_n_[2] = {0, 0};
   torch::Tensor control_;  // its buffer while in flight
   std::unique_ptr<Pending> control_pending_;
 };

@@ -254,8 +254,16 @@ int Training::Loop() {
     Prefetcher prefetch(train_, std::move(batches));
     while (pos_.sample < n && pos_.global_step < total_steps_) {
       // The ranks agree on a stop during the step: it takes effect after it.
+      const auto t0 = Clock::now();
+      const bool writing = snapshotter_->busy();
       const bool stop = TrainStep(prefetch, perm);
       AfterStep(epoch);
+      // Steps during which a snapshot was copied or written, against the others: what the
+      // snapshots cost, measured within the run (the machine's load drifts between runs).
+      const double dt = Seconds(t0);
+      const int i = writing || snapshotter_->busy() ? 1 : 0;
+      step_s_[i] += dt;
+      ++step_n_[i];
       if (stop) return GracefulStop();
     }
     const int code = EndOfEpoch(epoch, pos_.sample >= n);
