@@ -18,6 +18,14 @@ _SUMMARY = re.compile(r"^" + _PREFIX + r"summary (\{[^{}]*\})$")
 _ACCURACY = re.compile(r"^" + _PREFIX + r"rank ([0-9]+) epoch ([0-9]+): test accuracy (" + _NUM +
                        r")%(?: \(loss " + _NUM + r"\))? at (" + _NUM + r") s$")
 _STARTUP = re.compile(r"^" + _PREFIX + r"startup (\{[^{}]*\})$")
+_RESUMED = re.compile(r"^" + _PREFIX + r"RESUMED ([0-9]+) ([0-9]+) ([0-9]+)$")
+# convoy-trainer's progress line (every --log-every steps).
+_TRAINER_STEP = re.compile(r"^rank ([0-9]+) epoch ([0-9]+) step ([0-9]+)/([0-9]+) loss \S+ "
+                           r"[0-9]+ samples/s$")
+# convoy-trainer's resume line: since issue 16 "resumed from snapshot|checkpoint <path> at
+# epoch E, step S (sample P of the epoch)", before it "resumed at epoch E, step S".
+_TRAINER_RESUME = re.compile(r"^resumed (?:from (snapshot|checkpoint) (\S.*) )?at epoch ([0-9]+), "
+                             r"step ([0-9]+)(?: \(sample ([0-9]+) of the epoch\))?$")
 
 
 def parse_step(line):
@@ -57,3 +65,25 @@ def parse_accuracy(line):
 def parse_startup(line):
     """The JSON object of convoy-trainer's "startup {...}" line, else None."""
     return _json_object(_STARTUP.match(line.strip()))
+
+
+def parse_resumed(line):
+    """(restart, rank, step) of torch_ddp.py's "RESUMED <restart> <rank> <step>", else None."""
+    m = _RESUMED.match(line.strip())
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def parse_trainer_step(line):
+    """(rank, epoch, step) of convoy-trainer's "rank R epoch E step S/T loss L N samples/s"."""
+    m = _TRAINER_STEP.match(line.strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def parse_trainer_resume(line):
+    """{"source", "path", "epoch", "step", "sample"} of convoy-trainer's resume line (source,
+    path and sample are None in the older form), else None."""
+    m = _TRAINER_RESUME.match(line.strip())
+    if not m:
+        return None
+    return {"source": m.group(1), "path": m.group(2), "epoch": int(m.group(3)),
+            "step": int(m.group(4)), "sample": None if m.group(5) is None else int(m.group(5))}

@@ -66,6 +66,10 @@ def main():
     p.add_argument("--print-steps", action="store_true", help="a STEP line per step (restart bench)")
     p.add_argument("--print-startup", action="store_true",
                    help="a startup {...} line of phase times at the first step (start_latency)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="rank 0 saves model, optimiser and position every N steps (restart bench)")
+    p.add_argument("--checkpoint-dir", default="",
+                   help="where; a restarted attempt resumes from the checkpoint there")
     a = p.parse_args()
     startup = {"start_unix": time.time() - age0 - (time.monotonic() - t_main),
                "main_unix": time.time() - (time.monotonic() - t_main)}
@@ -92,6 +96,16 @@ def main():
     if a.max_steps:
         total = min(total, a.max_steps)
     step, samples, first_step_s, acc = 0, 0, 0.0, -1.0
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    ckpt = os.path.join(a.checkpoint_dir, "ckpt.pt") if a.checkpoint_dir else ""
+    if ckpt and os.path.exists(ckpt):
+        # What a torchrun user writes: every rank loads rank 0's last checkpoint (one machine
+        # here, so one file system) and continues from its step.
+        state = torch.load(ckpt)
+        (model.module if world > 1 else model).load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step = state["step"]
+        print(f"RESUMED {restart} {rank} {step}", flush=True)
     t_train = time.monotonic()
     for epoch in range(a.epochs):
         if step >= total:
@@ -101,6 +115,8 @@ def main():
         for b in range(steps_per_epoch):
             if step >= total:
                 break
+            if epoch * steps_per_epoch + b < step:
+                continue  # done before the restart
             sel = idx[b * a.batch_size:(b + 1) * a.batch_size]
             loss = F.cross_entropy(model(x[sel]), y[sel])
             opt.zero_grad()
@@ -108,14 +124,17 @@ def main():
             opt.step()
             step += 1
             samples += a.batch_size
+            if ckpt and rank == 0 and step % a.checkpoint_every == 0:
+                os.makedirs(a.checkpoint_dir, exist_ok=True)
+                torch.save({"model": (model.module if world > 1 else model).state_dict(),
+                            "optimizer": opt.state_dict(), "step": step}, ckpt + ".tmp")
+                os.replace(ckpt + ".tmp", ckpt)
             if a.print_steps:
-                print(f"STEP {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')} {rank} {step}",
-                      flush=True)
-            if step == 1:
+                print(f"STEP {restart} {rank} {step}", flush=True)
+            if first_step_s == 0.0:
                 first_step_s = age0 + time.monotonic() - t_main
                 if a.print_startup:
                     startup["first_step_unix"] = time.time()
-                    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
                     print("startup " + json.dumps({"rank": rank, "attempt": restart, **startup}),
                           flush=True)
         if not a.no_eval:

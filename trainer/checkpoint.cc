@@ -10,50 +10,145 @@
 #include <iostream>
 #include <sstream>
 
+#include "trainer/data.h"
+
 namespace convoy::trainer {
 namespace fs = std::filesystem;
+namespace {
+
+// The position record: {epoch, sample, global step, seed, samples, version}. Before global
+// positions it was {epoch, step in epoch, global step, seed}.
+constexpr int64_t kVersion = 2;
+
+// An output stream buffer that appends to a string (an ostringstream would copy its whole
+// content once more on str()).
+class StringSink : public std::streambuf {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* data, std::streamsize n) override {
+    out_->append(data, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      out_->push_back(traits_type::to_char_type(c));
+    }
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string* out_;
+};
+
+}  // namespace
 
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                      const Position& pos, int64_t seed) {
+                      const Position& pos, const std::vector<uint8_t>& counts,
+                      const StateIdentity& id) {
+  std::string out;
+  SaveStateInto(&out, model, optimizer, pos, counts, id);
+  return out;
+}
+
+void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                   const Position& pos, const std::vector<uint8_t>& counts,
+                   const StateIdentity& id) {
+  if (static_cast<int64_t>(counts.size()) != id.samples) {
+    throw std::logic_error("SaveState: sample counts of another data set");
+  }
   torch::serialize::OutputArchive root, m, o;
   model.save(m);
   optimizer.save(o);
   root.write("model", m);
   root.write("optimizer", o);
   root.write("position",
-             torch::tensor({pos.epoch, pos.step_in_epoch, pos.global_step, seed}, torch::kInt64));
-  std::ostringstream out;
-  root.save_to(out);
-  return out.str();
+             torch::tensor({pos.epoch, pos.sample, pos.global_step, id.seed, id.samples, kVersion},
+                           torch::kInt64));
+  // from_blob does not copy; the archive is written out before `counts` can change.
+  root.write("sample_counts",
+             torch::from_blob(const_cast<uint8_t*>(counts.data()),
+                              {static_cast<int64_t>(counts.size())}, torch::kUInt8));
+  out->clear();
+  StringSink sink(out);
+  std::ostream stream(&sink);
+  root.save_to(stream);
+  stream.flush();
 }
 
 Position LoadState(const std::string& bytes, torch::nn::Module& model,
-                   torch::optim::Optimizer& optimizer) {
+                   torch::optim::Optimizer& optimizer, const StateIdentity& id,
+                   const StepShape& legacy_shape, std::vector<uint8_t>* counts,
+                   torch::Device device) {
   std::istringstream in(bytes);
   torch::serialize::InputArchive root, m, o;
-  root.load_from(in);
-  root.read("model", m);
-  root.read("optimizer", o);
+  root.load_from(in, device);
   torch::Tensor p;
   root.read("position", p);
-  if (p.numel() != 4) throw std::runtime_error("checkpoint: bad position record");
+  p = p.cpu();
+  if (p.dim() != 1 || p.scalar_type() != torch::kInt64 || (p.numel() != 4 && p.numel() != 6)) {
+    throw std::runtime_error("checkpoint: bad position record");
+  }
+  auto a = p.accessor<int64_t, 1>();
+  const int64_t seed = a[3];
+  if (seed != id.seed) {
+    throw std::runtime_error("made with seed " + std::to_string(seed) + ", this run has " +
+                             std::to_string(id.seed));
+  }
+  Position pos;
+  if (p.numel() == 6) {
+    if (a[5] != kVersion) throw std::runtime_error("unknown state version " + std::to_string(a[5]));
+    if (a[4] != id.samples) {
+      throw std::runtime_error("made with " + std::to_string(a[4]) +
+                               " training samples, this run has " + std::to_string(id.samples));
+    }
+    pos = Position{a[0], a[1], a[2]};
+    torch::Tensor c;
+    root.read("sample_counts", c);
+    c = c.cpu();
+    if (c.numel() != id.samples || c.scalar_type() != torch::kUInt8 || !c.is_contiguous()) {
+      throw std::runtime_error("checkpoint: bad sample counts");
+    }
+    if (pos.sample < 0 || pos.sample > id.samples || pos.epoch < 0 || pos.global_step < 0) {
+      throw std::runtime_error("checkpoint: position out of range");
+    }
+    const uint8_t* d = c.data_ptr<uint8_t>();
+    counts->assign(d, d + c.numel());
+  } else {
+    // Before issue 16: {epoch, steps done in it, global step, seed}, at an unknown world size;
+    // taken to be this run's shape, as the trainer then required.
+    pos = Position{a[0], std::min(id.samples, a[1] * legacy_shape.full()), a[2]};
+    counts->assign(static_cast<size_t>(id.samples), 0);
+    const std::vector<int64_t> perm = EpochPermutation(id.samples, id.seed, pos.epoch);
+    for (int64_t i = 0; i < pos.sample; ++i) (*counts)[static_cast<size_t>(perm[i])] = 1;
+    std::cerr << "warning: a checkpoint from before global positions: epoch " << pos.epoch
+              << ", step " << a[1] << " of it taken as sample " << pos.sample << " at world "
+              << legacy_shape.world << std::endl;
+  }
+  root.read("model", m);
+  root.read("optimizer", o);
   model.load(m);
   optimizer.load(o);
-  auto a = p.accessor<int64_t, 1>();
-  return Position{a[0], a[1], a[2]};
+  return pos;
+}
+
+std::string CheckpointPath(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "ckpt-%012lld.pt", static_cast<long long>(step));
+  return dir + "/" + name;
 }
 
 std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step) {
   fs::create_directories(dir);
-  char name[64];
-  std::snprintf(name, sizeof(name), "ckpt-%012lld.pt", static_cast<long long>(step));
-  const std::string path = dir + "/" + name;
+  const std::string path = CheckpointPath(dir, step);
   const std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(tmp + ": cannot create");
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       close(fd);
       throw std::runtime_error(tmp + ": write failed");
@@ -79,8 +174,8 @@ std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, in
   return path;
 }
 
-std::optional<std::string> ReadNewestValid(const std::string& dir,
-                                           const std::function<void(const std::string&)>& probe) {
+std::optional<FoundCheckpoint> ReadNewestValid(
+    const std::string& dir, const std::function<void(const std::string&)>& probe) {
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
   std::vector<std::string> all;
@@ -96,10 +191,9 @@ std::optional<std::string> ReadNewestValid(const std::string& dir,
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     try {
       probe(bytes);
-      std::cout << "resuming from checkpoint " << path << std::endl;
-      return bytes;
+      return FoundCheckpoint{path, std::move(bytes)};
     } catch (const std::exception& e) {
-      std::cerr << "warning: skipping corrupt checkpoint " << path << ": "
+      std::cerr << "warning: skipping checkpoint " << path << ": "
                 << std::string(e.what()).substr(0, 200) << std::endl;
     }
   }

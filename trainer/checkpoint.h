@@ -1,7 +1,9 @@
-// Checkpoints: model, optimiser, position (epoch, step within it, global step) and seed,
-// written by rank 0 atomically (temporary file, fsync, rename) as ckpt-<step>.pt; the two
-// newest are kept. Only rank 0 needs to see the directory: it reads the newest valid file
-// and broadcasts its bytes, so that every rank restores the same state.
+// Checkpoints: model, optimiser, position (epoch, samples of the epoch consumed, global step),
+// the epoch's sample counts (trainer/sampler.h) and the seed and data-set size they belong
+// to. Rank 0 writes them atomically (temporary file, fsync, rename) as ckpt-<step>.pt and
+// keeps the two newest; snapshots in host memory (trainer/snapshot_file.h) carry the same
+// bytes. At a resume the ranks agree on the newest state any of them holds and its holder
+// broadcasts the bytes (trainer/resume.h), so that every rank restores the same state.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -10,30 +12,63 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "trainer/sampler.h"
 
 namespace convoy::trainer {
 
-// Where training resumes.
+// Where training resumes. A position is world-size independent: `sample` counts samples of
+// the epoch's permutation, whatever the world size that consumed them.
 struct Position {
   int64_t epoch = 0;
-  int64_t step_in_epoch = 0;  // optimiser steps already done in `epoch`
+  int64_t sample = 0;  // P: samples of `epoch` already consumed
   int64_t global_step = 0;
 };
 
-// Serialises model + optimiser + position to bytes.
+// What a state must belong to: the seed (the epochs' permutations) and the training set's size.
+struct StateIdentity {
+  int64_t seed = 0;
+  int64_t samples = 0;
+};
+
+// Serialises model + optimiser + position + the counts of `pos.epoch` + identity to bytes.
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                      const Position& pos, int64_t seed);
-// Restores from bytes; throws on corrupt data.
+                      const Position& pos, const std::vector<uint8_t>& counts,
+                      const StateIdentity& id);
+// The same into `out`, replacing its content but reusing its capacity (the snapshot writer
+// keeps one buffer rather than growing a new one each time).
+void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                   const Position& pos, const std::vector<uint8_t>& counts,
+                   const StateIdentity& id);
+
+// Restores from bytes into model and optimiser; returns the position and fills `counts`.
+// Throws on corrupt data and on a state of another identity ("made with seed 7, this run has
+// 1234"), before touching model or optimiser. A checkpoint from before global positions (its
+// position is a step within the epoch) is read as made at `legacy_shape`: P = steps x A·B·W,
+// the first P samples of the epoch's order counted once. Tensors are read onto `device`
+// (the model's): a snapshot is written from host memory, a checkpoint from wherever the model
+// was.
 Position LoadState(const std::string& bytes, torch::nn::Module& model,
-                   torch::optim::Optimizer& optimizer);
+                   torch::optim::Optimizer& optimizer, const StateIdentity& id,
+                   const StepShape& legacy_shape, std::vector<uint8_t>* counts,
+                   torch::Device device = torch::kCPU);
 
 // Writes bytes as <dir>/ckpt-<global_step>.pt atomically and prunes all but the newest two.
 // Returns the path. Throws on I/O errors.
 std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step);
 
-// The bytes of the newest checkpoint in `dir` that loads, skipping (with a warning on
-// stderr) corrupt ones; nothing when there is none. `probe` must throw for a bad file.
-std::optional<std::string> ReadNewestValid(const std::string& dir,
-                                           const std::function<void(const std::string&)>& probe);
+// The path a checkpoint of `step` has in `dir`.
+std::string CheckpointPath(const std::string& dir, int64_t step);
+
+struct FoundCheckpoint {
+  std::string path;
+  std::string bytes;
+};
+
+// The newest checkpoint in `dir` that `probe` accepts, skipping (with a warning on stderr)
+// the ones it throws for (corrupt, or another run's); nothing when there is none.
+std::optional<FoundCheckpoint> ReadNewestValid(
+    const std::string& dir, const std::function<void(const std::string&)>& probe);
 
 }  // namespace convoy::trainer

@@ -103,25 +103,15 @@ torch::Tensor Dataset::Labels(const int64_t* idx, int64_t n) const {
   return out;
 }
 
-std::vector<int64_t> ShardIndices(int64_t n, int rank, int world, int64_t seed, int epoch) {
+std::vector<int64_t> EpochPermutation(int64_t n, int64_t seed, int64_t epoch) {
   torch::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed + epoch));
   torch::Tensor perm = torch::randperm(n, gen, torch::kInt64);
-  const int64_t per_rank = (n + world - 1) / world;
-  const int64_t total = per_rank * world;
   const int64_t* p = perm.data_ptr<int64_t>();
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(per_rank));
-  for (int64_t pos = rank; pos < total; pos += world) out.push_back(p[pos % n]);
-  return out;
+  return std::vector<int64_t>(p, p + n);
 }
 
-Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> indices, int batch,
-                       size_t first_batch)
-    : data_(data),
-      indices_(std::move(indices)),
-      batch_(batch),
-      batches_(indices_.size() / static_cast<size_t>(batch)),
-      next_(first_batch) {
+Prefetcher::Prefetcher(const Dataset& data, std::vector<std::vector<int64_t>> batches)
+    : data_(data), batches_(std::move(batches)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -135,9 +125,12 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::Run() {
-  for (size_t b = next_; b < batches_; ++b) {
-    const int64_t* idx = indices_.data() + b * static_cast<size_t>(batch_);
-    auto item = std::make_pair(data_.Batch(idx, batch_), data_.Labels(idx, batch_));
+  for (const std::vector<int64_t>& idx : batches_) {
+    std::pair<torch::Tensor, torch::Tensor> item;
+    if (!idx.empty()) {
+      const auto n = static_cast<int64_t>(idx.size());
+      item = std::make_pair(data_.Batch(idx.data(), n), data_.Labels(idx.data(), n));
+    }
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return stop_ || queue_.size() < 4; });
     if (stop_) return;

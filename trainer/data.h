@@ -1,5 +1,5 @@
-// Fashion-MNIST: the IDX reader (validating), rank sharding like PyTorch's
-// DistributedSampler, and a background prefetcher.
+// Fashion-MNIST: the IDX reader (validating), the epoch's shuffled order and a background
+// prefetcher.
 #pragma once
 
 #include <torch/types.h>
@@ -35,30 +35,26 @@ struct Dataset {
 Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit = 0,
                          const std::string& cache_dir = "");
 
-// The indices rank `rank` of `world` visits in `epoch`, as DistributedSampler(shuffle=True,
-// seed, drop_last=False): a permutation seeded by seed + epoch, padded by wrapping so that
-// every rank gets ceil(n / world) indices, rank r taking positions r, r + world, ...
-std::vector<int64_t> ShardIndices(int64_t n, int rank, int world, int64_t seed, int epoch);
+// The order in which `epoch` visits an n-sample data set: torch.randperm(n) with a generator
+// seeded by seed + epoch (what DistributedSampler(shuffle=True, seed) draws). Which rank takes
+// which of its entries is trainer/sampler.h's.
+std::vector<int64_t> EpochPermutation(int64_t n, int64_t seed, int64_t epoch);
 
-// Assembles batches of `indices` (in order, each of exactly `batch` samples; a partial last
-// batch is dropped so that every rank runs the same number of steps) on a background thread,
-// a few batches ahead of the consumer.
+// Assembles `batches` (lists of sample indices, in order) on a background thread, a few
+// batches ahead of the consumer.
 class Prefetcher {
  public:
-  Prefetcher(const Dataset& data, std::vector<int64_t> indices, int batch, size_t first_batch);
+  Prefetcher(const Dataset& data, std::vector<std::vector<int64_t>> batches);
   ~Prefetcher();
-  // The next batch; false at the end.
+  // The next batch; undefined tensors for an empty one. False after the last.
   bool Next(torch::Tensor* x, torch::Tensor* y);
-  size_t batches() const { return batches_; }
+  size_t batches() const { return batches_.size(); }
 
  private:
   void Run();
 
   const Dataset& data_;
-  const std::vector<int64_t> indices_;
-  const int batch_;
-  const size_t batches_;
-  size_t next_;
+  const std::vector<std::vector<int64_t>> batches_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<torch::Tensor, torch::Tensor>> queue_;  // guarded by mu_

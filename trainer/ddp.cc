@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <future>
 
 #include "trainer/shm_allreduce.h"
@@ -54,8 +55,14 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
                                 params_[current.params[0]].options());
     buckets_.push_back(std::move(current));
   }
+  // The control floats after the last bucket's gradients.
+  {
+    Bucket& last = buckets_.back();
+    control_offset_ = last.flat.numel();
+    last.flat = torch::cat({last.flat, torch::zeros({kControlFloats}, last.flat.options())});
+  }
   if (dist_.world() == 1) return;  // nothing to synchronise
-  int64_t total = 0;
+  int64_t total = kControlFloats;
   bool plain = true;
   for (const auto& p : params_) {
     total += p.numel();
@@ -90,6 +97,16 @@ void HookGradSync::BeforeForward(bool sync) {
     b.ready = 0;
     b.pending.reset();
   }
+}
+
+void HookGradSync::SetControl(const std::array<float, kControlFloats>& values) {
+  control_ = values;  // what a world of one sums to
+  if (dist_.world() == 1) return;
+  torch::NoGradGuard no_grad;
+  Bucket& last = buckets_.back();
+  last.flat.narrow(0, control_offset_, kControlFloats)
+      .copy_(
+          torch::from_blob(const_cast<float*>(values.data()), {kControlFloats}, torch::kFloat32));
 }
 
 void HookGradSync::OnGrad(size_t k, const torch::Tensor& grad) {
@@ -145,6 +162,10 @@ void HookGradSync::Finish() {
   LaunchReady();
   for (Bucket& b : buckets_) {
     b.pending->Wait();
+    if (&b == &buckets_.back()) {
+      torch::Tensor c = b.result.narrow(0, control_offset_, kControlFloats).cpu();
+      std::copy_n(c.data_ptr<float>(), kControlFloats, control_.begin());
+    }
     // The averaged gradients are views of the bucket (gradient_as_bucket_view): no copy. The
     // bucket is rewritten only by the next synchronising backward, after ClearGrads (in
     // shared memory: once every rank has started that backward).

@@ -12,11 +12,13 @@
 // through a C++ communication hook.
 //
 // Both leave the averaged gradients in .grad(), to be cleared with ClearGrads (set to none:
-// the next backward then moves its gradients in instead of adding them to zeros).
+// the next backward then moves its gradients in instead of adding them to zeros). The hooks
+// also carry a few control floats in their last bucket (the trainer's stop agreement).
 #pragma once
 
 #include <torch/types.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,15 @@ class GradSync {
   // After the synchronising backward: the averaged gradients are in .grad() on return.
   virtual void Finish() = 0;
   virtual size_t num_buckets() const = 0;
+
+  // Control values that ride along with the synchronising backward's all-reduce, summed
+  // across ranks (the trainer's stop agreement, at no extra collective): set them before that
+  // micro-batch's forward, read the sums after Finish. CarriesControl() false: this
+  // implementation cannot (the caller all-reduces them itself).
+  static constexpr int kControlFloats = 2;
+  virtual bool CarriesControl() const { return false; }
+  virtual void SetControl(const std::array<float, kControlFloats>& values) {}
+  virtual std::array<float, kControlFloats> Control() const { return {}; }
 };
 
 // `kind`: "hooks" or "reducer". Collective when world > 1 (every rank calls it).
@@ -56,6 +67,10 @@ class HookGradSync : public GradSync {
   void BeforeBackward() override {}
   void Finish() override;
   size_t num_buckets() const override { return buckets_.size(); }
+  // The control values are the last kControlFloats of the last bucket (launched last).
+  bool CarriesControl() const override { return true; }
+  void SetControl(const std::array<float, kControlFloats>& values) override;
+  std::array<float, kControlFloats> Control() const override { return control_; }
 
  private:
   struct Bucket {
@@ -77,6 +92,8 @@ class HookGradSync : public GradSync {
   const torch::Tensor inv_;                       // 1 / world, a scalar
   bool sync_ = false;
   size_t next_launch_ = 0;
+  int64_t control_offset_ = 0;  // in the last bucket
+  std::array<float, kControlFloats> control_{};
   // With an all-reduce over shared memory, buckets live in the segment: this rank's slot
   // holds `flat`, the segment's result area `result`, which the gradients then view.
   ShmAllReduce* arena_ = nullptr;

@@ -83,6 +83,9 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--bucket-mb", real_flag(&o->bucket_mb, 0.001, 1024)},
       {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, int64_t{1} << 40)},
       {"--checkpoint-dir", text(&o->checkpoint_dir)},
+      {"--snapshot-every", int_flag(&o->snapshot_every, 0, int64_t{1} << 40)},
+      {"--snapshot-dir", text(&o->snapshot_dir)},
+      {"--max-world-size", int_flag(&o->max_world_size, 1, 1 << 20)},
       {"--data-dir", text(&o->data_dir)},
       {"--data-cache", text(&o->data_cache)},
       {"--seed", int_flag(&o->seed, 0, int64_t{1} << 40)},
@@ -150,6 +153,23 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   if (o->data_cache.empty()) {
     if (const char* v = std::getenv("CONVOY_CACHE_DIR")) o->data_cache = v;
   }
+  if (o->snapshot_dir.empty()) {
+    if (const char* v = std::getenv("CONVOY_SNAPSHOT_DIR")) o->snapshot_dir = v;
+  }
+  if (const char* v = std::getenv("CONVOY_PREEMPT_FILE")) o->preempt_file = v;
+  if (const char* v = std::getenv("CONVOY_JOB_ID")) o->job_id = v;
+  if (o->max_world_size == 0) {
+    std::string err = env_int("CONVOY_MAX_WORLD_SIZE", 1, 1 << 20, &o->max_world_size);
+    if (!err.empty()) return err;
+    if (o->max_world_size != 0 && o->max_world_size < o->world_size) {
+      return "CONVOY_MAX_WORLD_SIZE: " + std::to_string(o->max_world_size) +
+             " is below WORLD_SIZE " + std::to_string(o->world_size);
+    }
+  } else if (o->max_world_size < o->world_size) {
+    return "--max-world-size: " + std::to_string(o->max_world_size) + " is below WORLD_SIZE " +
+           std::to_string(o->world_size);
+  }
+  if (o->max_world_size == 0) o->max_world_size = o->world_size;
   return "";
 }
 

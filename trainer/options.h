@@ -21,6 +21,17 @@ struct Options {
   double bucket_mb = 25;
   int64_t checkpoint_every = 0;  // steps; 0 = at epoch ends only
   std::string checkpoint_dir;    // default: CONVOY_CHECKPOINT_DIR; empty = no checkpoints
+  // Snapshots in host memory (trainer/snapshotter.h): every N optimiser steps; -1 (absent) =
+  // auto, about every 2 s of training from the measured step time; 0 = off.
+  int64_t snapshot_every = -1;
+  std::string snapshot_dir;  // default: CONVOY_SNAPSHOT_DIR; empty = no snapshots
+  // The largest WORLD_SIZE the job runs at (--max-world-size, else CONVOY_MAX_WORLD_SIZE; 0:
+  // WORLD_SIZE). The learning rate is for that size: at a smaller world it is scaled by
+  // WORLD_SIZE / max_world_size (linear scaling with the global batch).
+  int max_world_size = 0;
+  // CONVOY_PREEMPT_FILE: present when a SIGTERM means "save and stop" (trainer/stop.h).
+  std::string preempt_file;
+  std::string job_id;  // CONVOY_JOB_ID (snapshots carry it)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // The per-host cache of decompressed data (trainer/data_cache.h): --data-cache, else
   // CONVOY_CACHE_DIR (set by the worker); empty: every start decompresses the .gz files.

@@ -44,3 +44,25 @@ def test_accuracy_lines_of_both_trainers():
 def test_startup_line():
     assert bo.parse_startup('startup {"main_unix": 1.5}') == {"main_unix": 1.5}
     assert bo.parse_startup('startup {"main_unix": 1.5') is None
+
+
+def test_resume_lines_of_both_trainers():
+    assert bo.parse_resumed("[default0]:RESUMED 1 0 300\n") == (1, 0, 300)
+    assert bo.parse_resumed("RESUMED 1 0 3[default1]:RESUMED 1 1 300") is None
+    assert bo.parse_trainer_resume("resumed at epoch 0, step 200") == \
+        {"source": None, "path": None, "epoch": 0, "step": 200, "sample": None}
+    assert bo.parse_trainer_resume(
+        "resumed from snapshot /dev/shm/j 1/snap-000000000287.bin at epoch 1, step 287 "
+        "(sample 18368 of the epoch)") == \
+        {"source": "snapshot", "path": "/dev/shm/j 1/snap-000000000287.bin", "epoch": 1,
+         "step": 287, "sample": 18368}
+    assert bo.parse_trainer_resume("resumed from snapshot at epoch 1, step x") is None
+
+
+def test_trainer_step_lines():
+    assert bo.parse_trainer_step("rank 1 epoch 0 step 287/938 loss 0.4123 3512 samples/s\n") == \
+        (1, 0, 287)
+    assert bo.parse_trainer_step("rank 1 epoch 0 step 287/938 loss nan 3512 samples/s") == \
+        (1, 0, 287)
+    assert bo.parse_trainer_step("rank 1 epoch 0 step 287/9rank 0 epoch 0 step 3/9 loss 1 2 "
+                                 "samples/s") is None

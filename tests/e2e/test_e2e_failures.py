@@ -59,8 +59,9 @@ def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     assert failure["exit"]["signal_name"] == "SIGKILL", failure
     # The second attempt resumed: its log says so and its first step is past 0.
     log = c.logs(job, 0, attempt=1)
-    assert "resumed at epoch 0, step" in log, log[-2000:]
-    resumed_step = int(log.split("resumed at epoch 0, step ")[1].split()[0])
+    # "resumed from checkpoint|snapshot <path> at epoch 0, step S (sample P of the epoch)"
+    assert "resumed from " in log and " at epoch 0, step " in log, log[-2000:]
+    resumed_step = int(log.split(" at epoch 0, step ")[1].split()[0])
     assert resumed_step > 0
 
 

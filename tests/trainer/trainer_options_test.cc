@@ -43,5 +43,30 @@ TEST(TrainerOptionsTest, ZerosThatAreValuesAreKept) {
   EXPECT_EQ(o.seed, 0);
 }
 
+TEST(TrainerOptionsTest, SnapshotsAndTheMaxWorldSize) {
+  Options o;
+  ASSERT_EQ(Parse({}, &o), "");
+  EXPECT_EQ(o.snapshot_every, -1);  // absent: auto
+  EXPECT_EQ(o.max_world_size, o.world_size);
+  ASSERT_EQ(Parse({"--snapshot-every", "0", "--snapshot-dir", "/dev/shm/j"}, &o), "");
+  EXPECT_EQ(o.snapshot_every, 0);  // a written 0 is "off", not the default
+  EXPECT_EQ(o.snapshot_dir, "/dev/shm/j");
+  Options m;
+  EXPECT_EQ(Parse({"--max-world-size", "0"}, &m).rfind("--max-world-size:", 0), 0u);
+  setenv("WORLD_SIZE", "3", 1);
+  setenv("CONVOY_MAX_WORLD_SIZE", "2", 1);
+  Options below;
+  EXPECT_EQ(Parse({}, &below), "CONVOY_MAX_WORLD_SIZE: 2 is below WORLD_SIZE 3");
+  setenv("CONVOY_MAX_WORLD_SIZE", "6", 1);
+  Options six;
+  EXPECT_EQ(Parse({}, &six), "");
+  EXPECT_EQ(six.max_world_size, 6);
+  Options flag;
+  EXPECT_EQ(Parse({"--max-world-size", "4"}, &flag), "");  // the flag wins over the variable
+  EXPECT_EQ(flag.max_world_size, 4);
+  unsetenv("WORLD_SIZE");
+  unsetenv("CONVOY_MAX_WORLD_SIZE");
+}
+
 }  // namespace
 }  // namespace convoy::trainer

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/models.h"
 #include "trainer/zygote_protocol.h"
@@ -38,21 +40,40 @@ TEST(ModelsTest, ParameterCounts) {
   }
 }
 
-TEST(ShardIndicesTest, LikeDistributedSampler) {
-  const int64_t n = 103;
-  for (int world : {1, 2, 3, 4}) {
-    std::multiset<int64_t> seen;
-    for (int r = 0; r < world; ++r) {
-      auto idx = ShardIndices(n, r, world, 7, 3);
-      EXPECT_EQ(static_cast<int64_t>(idx.size()), (n + world - 1) / world);  // equal steps
-      seen.insert(idx.begin(), idx.end());
-      EXPECT_EQ(idx, ShardIndices(n, r, world, 7, 3));  // deterministic
-    }
-    std::set<int64_t> distinct(seen.begin(), seen.end());
-    EXPECT_EQ(static_cast<int64_t>(distinct.size()), n);      // covers the set
-    EXPECT_LT(static_cast<int64_t>(seen.size()) - n, world);  // only padding repeats
+// A checkpoint from before global positions ({epoch, steps done in it, global step, seed})
+// loads as made at this run's shape; one of another seed or data-set size is refused.
+TEST(CheckpointTest, OlderCheckpointsLoadAndForeignOnesAreRefused) {
+  auto model = MakeModel("mlp");
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::serialize::OutputArchive root, m, o;
+  model->save(m);
+  opt.save(o);
+  root.write("model", m);
+  root.write("optimizer", o);
+  root.write("position", torch::tensor({int64_t{1}, int64_t{10}, int64_t{60}, int64_t{11}}));
+  std::ostringstream out;
+  root.save_to(out);
+  std::vector<uint8_t> counts;
+  const Position pos =
+      LoadState(out.str(), *model, opt, StateIdentity{11, 3200}, StepShape{2, 32, 1}, &counts);
+  EXPECT_EQ(pos.epoch, 1);
+  EXPECT_EQ(pos.sample, 640);  // 10 steps of 2 x 32
+  EXPECT_EQ(pos.global_step, 60);
+  ASSERT_EQ(counts.size(), 3200u);
+  const auto perm = EpochPermutation(3200, 11, 1);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    ASSERT_EQ(counts[static_cast<size_t>(perm[i])], i < 640 ? 1 : 0) << i;
   }
-  EXPECT_NE(ShardIndices(n, 0, 2, 7, 3), ShardIndices(n, 0, 2, 7, 4));  // reshuffled per epoch
+  // This format round-trips; another seed or data-set size is another run's state.
+  const std::string now = SaveState(*model, opt, pos, counts, StateIdentity{11, 3200});
+  std::vector<uint8_t> back;
+  EXPECT_EQ(LoadState(now, *model, opt, StateIdentity{11, 3200}, StepShape{3, 8, 1}, &back).sample,
+            640);
+  EXPECT_EQ(back, counts);
+  for (const StateIdentity& other : {StateIdentity{12, 3200}, StateIdentity{11, 3000}}) {
+    EXPECT_THROW(LoadState(now, *model, opt, other, StepShape{2, 32, 1}, &back),
+                 std::runtime_error);
+  }
 }
 
 // Writes IDX files with `n` images/labels into `dir` (optionally broken).
@@ -254,6 +275,40 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_pair("hooks", "shm"), std::make_pair("hooks", "gloo"),
                       std::make_pair("reducer", "shm"), std::make_pair("reducer", "gloo")),
     [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });
+
+// The last step of an epoch takes the remainder (no drop_last): with 481 samples and a global
+// batch of 48, each epoch ends with one sample, which rank 0 of 3 takes while ranks 1 and 2
+// join the all-reduce with nothing. Each rank's loss is weighted by its share, so that the
+// averaged gradient is that of the mean over the step's samples: the same as one process
+// taking all 48 (or 1) at once, with and without accumulation.
+TEST_F(DdpTest, PartialLastStepsAverageOverTheirSamples) {
+  const std::vector<std::string> base{
+      "--train-limit", "481", "--epochs",    "2", "--no-eval", "--threads", "1",
+      "--seed",        "11",  "--log-every", "1"};
+  auto one = base;
+  one.insert(one.end(), {"--batch-size", "48", "--save-params", Path("one.pt")});
+  ASSERT_TRUE(RunTrainer(1, one, Path("one.log")));
+  const std::string log = ReadFile(Path("one.log.rank0"));
+  EXPECT_NE(log.find("rank 0 epoch 1 step 22/22 "), std::string::npos) << log;
+  EXPECT_NE(log.find("epoch 1 sample check: 481 of 481 samples seen exactly once"),
+            std::string::npos)
+      << log;
+  auto three = base;
+  three.insert(three.end(), {"--batch-size", "16", "--save-params", Path("three.pt")});
+  ASSERT_TRUE(RunTrainer(3, three, Path("three.log")));
+  auto acc = base;
+  acc.insert(acc.end(),
+             {"--batch-size", "8", "--accumulate", "2", "--save-params", Path("acc.pt")});
+  ASSERT_TRUE(RunTrainer(3, acc));
+  const auto ref = LoadParams(Path("one.pt"));
+  EXPECT_LT(MaxRelativeDifference(LoadParams(Path("three.pt")), ref), 1e-5);
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("three.pt.rank2")), LoadParams(Path("three.pt"))),
+            0.0);
+  EXPECT_LT(MaxRelativeDifference(LoadParams(Path("acc.pt")), ref), 1e-5);
+  EXPECT_NE(ReadFile(Path("three.log.rank0"))
+                .find("epoch 0 sample check: 481 of 481 samples seen exactly once"),
+            std::string::npos);
+}
 
 TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
   auto base = Common();

@@ -1,0 +1,594 @@
+// Fast restarts (issues 16 and 17) with real convoy-trainer processes over real Gloo (and the
+// shared-memory all-reduce) on loopback: a restart resumes from the newest snapshot any host
+// holds; a job resumes at another world size without repeating or skipping a sample; SIGTERM
+// stops every rank at one agreed step with a checkpoint, exiting 0 only for a preemption.
+// Every test bounds its time and kills what it started.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "trainer/snapshot_file.h"
+
+namespace convoy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using Env = std::map<std::string, std::string>;
+using std::chrono::seconds;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool Eventually(const std::function<bool()>& done, seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// `world` convoy-trainer processes with the torchrun environment (LOCAL_RANK = RANK: one
+// host), rank R's output in <log>.rank<R>, `env(R)` added on top. The destructor kills and
+// reaps whatever still runs.
+class Ranks {
+ public:
+  Ranks(int world, const std::vector<std::string>& args, const std::string& log,
+        const std::function<Env(int)>& env = nullptr)
+      : log_(log) {
+    const int port = FreePort();
+    for (int r = 0; r < world; ++r) {
+      Env e{{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(world)},
+            {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
+            {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
+      if (env) {
+        for (const auto& [k, v] : env(r)) e[k] = v;
+      }
+      const pid_t pid = fork();
+      if (pid == 0) {
+        for (const char* name :
+             {"CONVOY_METRICS_SOCKET", "CONVOY_CHECKPOINT_DIR", "CONVOY_SNAPSHOT_DIR",
+              "CONVOY_PREEMPT_FILE", "CONVOY_JOB_ID", "CONVOY_MAX_WORLD_SIZE", "CONVOY_ATTEMPT"}) {
+          unsetenv(name);
+        }
+        for (const auto& [k, v] : e) setenv(k.c_str(), v.c_str(), 1);
+        const int fd = open(Log(r).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        std::vector<std::string> a = args;
+        std::vector<char*> argv{const_cast<char*>(CONVOY_TRAINER_BIN)};
+        for (auto& s : a) argv.push_back(s.data());
+        argv.push_back(nullptr);
+        execv(CONVOY_TRAINER_BIN, argv.data());
+        _exit(127);
+      }
+      pids_.push_back(pid);
+      status_.push_back(-1);
+    }
+  }
+  ~Ranks() {
+    for (size_t r = 0; r < pids_.size(); ++r) {
+      if (status_[r] == -1) {
+        kill(pids_[r], SIGKILL);
+        waitpid(pids_[r], &status_[r], 0);
+      }
+    }
+  }
+  std::string Log(int r) const { return log_ + ".rank" + std::to_string(r); }
+  std::string Output(int r) const { return ReadFile(Log(r)); }
+  void Signal(int r, int sig) { kill(pids_[static_cast<size_t>(r)], sig); }
+  // The wait statuses once every rank has exited; a rank still running at `timeout` is
+  // killed and fails the test.
+  std::vector<int> Wait(seconds timeout) {
+    const bool all = Eventually(
+        [this] {
+          bool done = true;
+          for (size_t r = 0; r < pids_.size(); ++r) {
+            if (status_[r] == -1 && waitpid(pids_[r], &status_[r], WNOHANG) == 0) {
+              status_[r] = -1;
+              done = false;
+            }
+          }
+          return done;
+        },
+        timeout);
+    EXPECT_TRUE(all) << "ranks still running after " << timeout.count() << " s";
+    return status_;
+  }
+  // Rank r's wait status once it exited, or -1 at `timeout`.
+  int WaitOne(int r, seconds timeout) {
+    const size_t i = static_cast<size_t>(r);
+    Eventually(
+        [&] {
+          if (status_[i] == -1 && waitpid(pids_[i], &status_[i], WNOHANG) == 0) status_[i] = -1;
+          return status_[i] != -1;
+        },
+        timeout);
+    return status_[i];
+  }
+  bool AllExitedWith(seconds timeout, int code) {
+    bool ok = true;
+    const auto st = Wait(timeout);
+    for (size_t r = 0; r < st.size(); ++r) {
+      const bool good = WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == code;
+      EXPECT_TRUE(good) << "rank " << r << ": wait status " << st[r] << ", wanted exit " << code
+                        << "\n"
+                        << Output(static_cast<int>(r));
+      ok = ok && good;
+    }
+    return ok;
+  }
+
+ private:
+  const std::string log_;
+  std::vector<pid_t> pids_;
+  std::vector<int> status_;  // -1 while running
+};
+
+// The last step in a rank's "rank R epoch E step S/T ..." lines (--log-every 1).
+int64_t LastStep(const std::string& log) {
+  static const std::regex re(R"(^rank \d+ epoch \d+ step (\d+)/\d+ loss)");
+  int64_t last = -1;
+  std::istringstream in(log);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, re)) last = std::max<int64_t>(last, std::stoll(m[1]));
+  }
+  return last;
+}
+
+// The step of the "resumed from <kind> <path> at epoch E, step S (sample P of the epoch)"
+// line, with kind and path; -1 when there is none.
+int64_t ResumedStep(const std::string& log, std::string* kind = nullptr,
+                    std::string* path = nullptr) {
+  static const std::regex re(
+      R"(^resumed from (snapshot|checkpoint) (\S+) at epoch \d+, step (\d+) \(sample \d+ of the epoch\)$)");
+  std::istringstream in(log);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, re)) {
+      if (kind != nullptr) *kind = m[1];
+      if (path != nullptr) *path = m[2];
+      return std::stoll(m[3]);
+    }
+  }
+  return -1;
+}
+
+// The newest snapshot's step in `dir` (-1: none).
+int64_t NewestSnapshot(const fs::path& dir) {
+  int64_t best = -1;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("snap-", 0) == 0 && f.size() == 21)
+      best = std::max<int64_t>(best, std::stoll(f.substr(5, 12)));
+  }
+  return best;
+}
+
+// The newest disk checkpoint's step in `dir` (-1: none).
+int64_t NewestCheckpoint(const fs::path& dir) {
+  int64_t best = -1;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("ckpt-", 0) == 0 && f.size() == 20)
+      best = std::max<int64_t>(best, std::stoll(f.substr(5, 12)));
+  }
+  return best;
+}
+
+std::string Padded(int64_t step) {
+  std::string s = std::to_string(step);
+  return std::string(12 - s.size(), '0') + s;
+}
+
+std::vector<torch::Tensor> LoadParams(const std::string& path) {
+  std::vector<torch::Tensor> params;
+  torch::load(params, path);
+  return params;
+}
+
+// Largest |a - b| over the whole model relative to the largest |b|; 0 when bit-identical.
+double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
+                             const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, scale = 1e-12;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    scale = std::max(scale, b[i].abs().max().item<double>());
+    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return diff / scale;
+}
+
+class FastRestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("convoy-restart-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+  // 2 epochs of 3200 samples: 100 steps of a global batch of 64 at world 2.
+  static std::vector<std::string> Common() {
+    return {"--train-limit",
+            "3200",
+            "--epochs",
+            "2",
+            "--no-eval",
+            "--threads",
+            "1",
+            "--seed",
+            "11",
+            "--batch-size",
+            "32",
+            "--log-every",
+            "1",
+            "--pg-timeout-s",
+            "60"};
+  }
+  static std::vector<std::string> With(std::vector<std::string> a,
+                                       const std::vector<std::string>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  // The uninterrupted run's final parameters.
+  std::string Reference() {
+    Ranks ref(2, With(Common(), {"--save-params", Path("ref.pt")}), Path("ref.log"));
+    EXPECT_TRUE(ref.AllExitedWith(seconds(120), 0));
+    return Path("ref.pt");
+  }
+  fs::path dir_;
+};
+
+// Two "hosts" (each rank its own snapshot directory, LOCAL_RANK 0; the disk checkpoint
+// interval far away): rank 0 is killed with SIGKILL and its host's memory is lost with it;
+// rank 1's collective fails and it leaves its last will in its own host's memory. The next
+// attempt resumes from rank 1's snapshot, at the last completed step, and ends with the
+// uninterrupted run's parameters.
+TEST_F(FastRestartTest, RestartResumesFromTheNewestSnapshotAnyHostHolds) {
+  const std::string ref = Reference();
+  auto env = [this](int attempt) {
+    return [this, attempt](int r) {
+      return Env{{"LOCAL_RANK", "0"},
+                 {"LOCAL_WORLD_SIZE", "1"},
+                 {"CONVOY_SNAPSHOT_DIR", Path("host" + std::to_string(r) + "-snapshots")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  };
+  const auto args = With(Common(), {"--checkpoint-dir", Path("ckpt"), "--checkpoint-every", "1000",
+                                    "--snapshot-every", "5"});
+  int64_t done = -1;
+  {
+    Ranks first(2, args, Path("a0.log"), env(0));
+    ASSERT_TRUE(Eventually([&] { return LastStep(first.Output(1)) >= 25; }, seconds(120)))
+        << first.Output(1);
+    first.Signal(0, SIGKILL);
+    const auto st = first.Wait(seconds(30));
+    EXPECT_TRUE(WIFSIGNALED(st[0]) && WTERMSIG(st[0]) == SIGKILL);
+    EXPECT_TRUE(WIFEXITED(st[1]) && WEXITSTATUS(st[1]) == 1) << first.Output(1);
+    const std::string out = first.Output(1);
+    done = LastStep(out);
+    EXPECT_NE(out.find("last will: snapshot " + Path("host1-snapshots") + "/snap-" + Padded(done) +
+                       ".bin at step " + std::to_string(done) + " (training failed: "),
+              std::string::npos)
+        << out;
+  }
+  ASSERT_GE(done, 25);
+  ASSERT_LT(done, 50);  // before the epoch's end, the first disk checkpoint
+  fs::remove_all(Path("host0-snapshots"));
+  {
+    Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("a1.log"), env(1));
+    ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
+    std::string kind, path;
+    const std::string out = second.Output(0);
+    EXPECT_EQ(ResumedStep(out, &kind, &path), done) << out;  // no step lost
+    EXPECT_EQ(kind, "snapshot");
+    EXPECT_EQ(path.rfind(Path("host1-snapshots"), 0), 0u) << path;
+    EXPECT_NE(out.find("(the newest state was rank 1's)"), std::string::npos) << out;
+    EXPECT_EQ(ResumedStep(second.Output(1)), done);
+  }
+  // The same samples in the same order from the same state: bit-identical.
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
+}
+
+// Every rank is killed at once (a whole job lost, no last will): the restart resumes from the
+// newest periodic snapshot, not from the older disk checkpoint, skipping a corrupt and a
+// foreign snapshot that look newer.
+TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
+  const std::string ref = Reference();
+  auto env = [this](int attempt) {
+    return [this, attempt](int) {
+      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  };
+  const auto args = With(Common(), {"--checkpoint-dir", Path("ckpt"), "--checkpoint-every", "10",
+                                    "--snapshot-every", "3"});
+  int64_t snapshot = -1, checkpoint = -1;
+  {
+    Ranks first(2, args, Path("b0.log"), env(0));
+    // Kill after a snapshot newer than the newest checkpoint; the ranks are stopped first so
+    // that the files seen are the files left.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          if (NewestSnapshot(dir_ / "snapshots") <=
+              std::max<int64_t>(10, NewestCheckpoint(dir_ / "ckpt"))) {
+            return false;
+          }
+          first.Signal(0, SIGSTOP);
+          first.Signal(1, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          snapshot = NewestSnapshot(dir_ / "snapshots");
+          checkpoint = NewestCheckpoint(dir_ / "ckpt");
+          if (snapshot > checkpoint) return true;
+          first.Signal(0, SIGCONT);
+          first.Signal(1, SIGCONT);
+          return false;
+        },
+        seconds(120)))
+        << first.Output(0);
+    first.Signal(0, SIGKILL);
+    first.Signal(1, SIGKILL);
+    first.Wait(seconds(30));
+  }
+  ASSERT_GE(checkpoint, 10);
+  ASSERT_GT(snapshot, checkpoint);
+  // Newer-looking files that must be skipped: garbage, and a valid file of another job.
+  { std::ofstream(Path("snapshots/snap-000000000098.bin")) << "garbage"; }
+  {
+    FoundSnapshot good;
+    std::string why;
+    ASSERT_TRUE(
+        ParseSnapshot(ReadFile(Path("snapshots/snap-" + Padded(snapshot) + ".bin")), &good, &why))
+        << why;
+    good.meta.job = "j-000043";
+    good.meta.step = 99;
+    WriteSnapshotFile(Path("snapshots"), good.meta, good.payload, /*keep=*/100);
+  }
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("b1.log"), env(1));
+  ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
+  std::string kind;
+  const std::string out = second.Output(0);
+  EXPECT_EQ(ResumedStep(out, &kind), snapshot) << out;
+  EXPECT_EQ(kind, "snapshot");
+  EXPECT_NE(out.find("snap-000000000098.bin: not a snapshot"), std::string::npos) << out;
+  EXPECT_NE(out.find("snap-000000000099.bin: another job's or run's"), std::string::npos) << out;
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
+}
+
+// 2 ranks to a checkpoint mid-epoch, 3 ranks across the epoch's end, 1 rank to the end: every
+// epoch is checked to have used each of its samples exactly once, and the learning rate
+// follows the world size (linear scaling from the job's largest size).
+TEST_F(FastRestartTest, ResumingAtAnotherWorldSizeRepeatsAndSkipsNothing) {
+  auto args = [this](const std::string& max_steps) {
+    return std::vector<std::string>{"--train-limit",
+                                    "3000",
+                                    "--epochs",
+                                    "2",
+                                    "--no-eval",
+                                    "--threads",
+                                    "1",
+                                    "--seed",
+                                    "5",
+                                    "--batch-size",
+                                    "32",
+                                    "--log-every",
+                                    "1",
+                                    "--pg-timeout-s",
+                                    "60",
+                                    "--checkpoint-dir",
+                                    Path("ckpt"),
+                                    "--checkpoint-every",
+                                    "5",
+                                    "--max-steps",
+                                    max_steps};
+  };
+  auto env = [](int) { return Env{{"CONVOY_MAX_WORLD_SIZE", "3"}}; };
+  std::string all;
+  {
+    Ranks two(2, args("20"), Path("w2.log"), env);
+    ASSERT_TRUE(two.AllExitedWith(seconds(120), 0));
+    const std::string out = two.Output(0);
+    EXPECT_NE(out.find(", lr 0.00666667 (0.01 x world 2 / max world 3),"), std::string::npos)
+        << out;
+    all += out;
+  }
+  {
+    // 1280 samples done; 1720 left in epoch 0 at 96 a step: 18 steps, the last of 88.
+    Ranks three(3, args("45"), Path("w3.log"), env);
+    ASSERT_TRUE(three.AllExitedWith(seconds(120), 0));
+    const std::string out = three.Output(0);
+    EXPECT_NE(out.find("resumed from checkpoint " + Path("ckpt/ckpt-000000000020.pt") +
+                       " at epoch 0, step 20 (sample 1280 of the epoch)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("epoch 0 sample check: 3000 of 3000 samples seen exactly once"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("rank 0 epoch 0 step 38/45 "), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 0 epoch 1 step 39/45 "), std::string::npos) << out;
+    all += out;
+  }
+  {
+    Ranks one(1, args("0"), Path("w1.log"), env);
+    ASSERT_TRUE(one.AllExitedWith(seconds(120), 0));
+    const std::string out = one.Output(0);
+    EXPECT_NE(out.find("resumed from checkpoint " + Path("ckpt/ckpt-000000000045.pt") +
+                       " at epoch 1, step 45 (sample 672 of the epoch)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(", lr 0.00333333 (0.01 x world 1 / max world 3),"), std::string::npos)
+        << out;
+    // 3000 - 672 = 2328 samples at 32 a step: 73 steps, the last of 24.
+    EXPECT_NE(out.find("rank 0 epoch 1 step 118/118 "), std::string::npos) << out;
+    all += out;
+  }
+  for (const char* line : {"epoch 0 sample check: 3000 of 3000 samples seen exactly once",
+                           "epoch 1 sample check: 3000 of 3000 samples seen exactly once"}) {
+    size_t count = 0;
+    for (size_t at = all.find(line); at != std::string::npos; at = all.find(line, at + 1)) ++count;
+    EXPECT_EQ(count, 1u) << line << "\n" << all;
+  }
+  EXPECT_EQ(all.find("FAILED"), std::string::npos) << all;
+}
+
+// SIGTERM with the preemption file: every rank stops after the same step, rank 0 checkpoints
+// it, all exit 0 within about a second; the next attempt resumes there and ends with the
+// uninterrupted run's parameters.
+TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
+  const std::string ref = Reference();
+  auto env = [this](int attempt) {
+    return [this, attempt](int) {
+      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
+                 {"CONVOY_PREEMPT_FILE", Path("preempt")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  };
+  const auto args =
+      With(Common(), {"--checkpoint-dir", Path("ckpt"), "--checkpoint-every", "1000"});
+  int64_t stopped = -1;
+  {
+    Ranks first(2, args, Path("p0.log"), env(0));
+    ASSERT_TRUE(Eventually([&] { return LastStep(first.Output(0)) >= 20; }, seconds(120)))
+        << first.Output(0);
+    { std::ofstream(Path("preempt")) << "preempted by j-000007\n"; }
+    const auto t0 = std::chrono::steady_clock::now();
+    first.Signal(0, SIGTERM);
+    first.Signal(1, SIGTERM);
+    ASSERT_TRUE(first.AllExitedWith(seconds(20), 0));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(secs, 3.0) << "SIGTERM -> every rank exited";
+    std::cout << "SIGTERM -> both ranks exited 0 in " << secs << " s" << std::endl;
+    static const std::regex re(
+        R"(preempted at step (\d+): preempted by j-000007; checkpoint (\S+)\n)");
+    std::smatch m0, m1;
+    const std::string out0 = first.Output(0), out1 = first.Output(1);
+    ASSERT_TRUE(std::regex_search(out0, m0, re)) << out0;
+    ASSERT_TRUE(std::regex_search(out1, m1, re)) << out1;
+    stopped = std::stoll(m0[1]);
+    EXPECT_EQ(std::stoll(m1[1]), stopped);  // one agreed step
+    EXPECT_EQ(LastStep(out0), stopped);
+    EXPECT_EQ(m0[2], Path("ckpt/ckpt-" + Padded(stopped) + ".pt"));
+    EXPECT_TRUE(fs::exists(m0[2].str()));
+    EXPECT_EQ(NewestSnapshot(dir_ / "snapshots"), stopped);
+  }
+  fs::remove(Path("preempt"));
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("p1.log"), env(1));
+  ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
+  EXPECT_EQ(ResumedStep(second.Output(0)), stopped) << second.Output(0);
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
+}
+
+// SIGTERM without the preemption file (a cancel, a teardown), here to one rank only: both
+// ranks still agree on a step, rank 0 still checkpoints it, and both exit 143, never 0. With
+// the hooks the agreement rides on the gradient all-reduce; the Reducer (here over Gloo) has
+// its own.
+TEST_F(FastRestartTest, SigtermThatIsNotAPreemptionExitsNonZeroAfterTheCheckpoint) {
+  for (const std::string ddp : {"hooks", "reducer"}) {
+    SCOPED_TRACE(ddp);
+    auto env = [this](int) { return Env{{"CONVOY_PREEMPT_FILE", Path("preempt-never-created")}}; };
+    // The Reducer over Gloo's TCP, the hooks over shared memory.
+    Ranks ranks(2,
+                With(Common(), {"--checkpoint-dir", Path("ckpt-" + ddp), "--ddp", ddp,
+                                "--allreduce", ddp == "hooks" ? "auto" : "gloo"}),
+                Path("t-" + ddp + ".log"), env);
+    ASSERT_TRUE(Eventually([&] { return LastStep(ranks.Output(1)) >= 10; }, seconds(120)))
+        << ranks.Output(1);
+    ranks.Signal(1, SIGTERM);
+    ASSERT_TRUE(ranks.AllExitedWith(seconds(20), 143));
+    static const std::regex re(
+        R"(stopped by SIGTERM at step (\d+) \(no preemption file: not a preemption\); checkpoint (\S+)\n)");
+    std::smatch m0, m1;
+    const std::string out0 = ranks.Output(0), out1 = ranks.Output(1);
+    ASSERT_TRUE(std::regex_search(out0, m0, re)) << out0;
+    ASSERT_TRUE(std::regex_search(out1, m1, re)) << out1;
+    EXPECT_EQ(m0[1], m1[1]);
+    EXPECT_EQ(LastStep(out0), std::stoll(m0[1]));
+    EXPECT_TRUE(fs::exists(m0[2].str())) << m0[2];
+    EXPECT_NE(out0.find(ddp == "hooks" ? "stop agreement: carried by the gradient all-reduce"
+                                       : "stop agreement: its own all-reduce"),
+              std::string::npos)
+        << out0;
+  }
+}
+
+// A peer that hangs (SIGSTOP) leaves a rank blocked in a collective: on SIGTERM it writes its
+// last will after 2 s and exits 143. A rank still in its rendezvous exits at once.
+TEST_F(FastRestartTest, SigtermWhileBlockedOrBeforeTrainingDoesNotWaitForTheKill) {
+  {
+    Ranks ranks(2, With(Common(), {"--snapshot-dir", Path("snapshots")}), Path("s.log"));
+    ASSERT_TRUE(Eventually([&] { return LastStep(ranks.Output(0)) >= 5; }, seconds(120)))
+        << ranks.Output(0);
+    ranks.Signal(1, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    ranks.Signal(0, SIGTERM);
+    const int st = ranks.WaitOne(0, seconds(20));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ranks.Signal(1, SIGKILL);
+    ranks.Wait(seconds(20));
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143) << st << ranks.Output(0);
+    EXPECT_GE(secs, 2.0);
+    EXPECT_LT(secs, 6.0);
+    const std::string out = ranks.Output(0);
+    EXPECT_NE(out.find("(SIGTERM while blocked in a collective for 2000 ms"), std::string::npos)
+        << out;
+    EXPECT_EQ(NewestSnapshot(dir_ / "snapshots"), LastStep(out));
+  }
+  {
+    // Rank 1 of 2 never starts: rank 0 waits in the rendezvous.
+    Ranks alone(1, Common(), Path("r.log"), [](int) { return Env{{"WORLD_SIZE", "2"}}; });
+    ASSERT_TRUE(Eventually(
+        [&] { return alone.Output(0).find(" parameters\n") != std::string::npos; }, seconds(60)))
+        << alone.Output(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    alone.Signal(0, SIGTERM);
+    ASSERT_TRUE(alone.AllExitedWith(seconds(10), 143));
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+    EXPECT_NE(alone.Output(0).find("stopped by SIGTERM before training started; nothing to save"),
+              std::string::npos)
+        << alone.Output(0);
+  }
+}
+
+}  // namespace
+}  // namespace convoy::trainer

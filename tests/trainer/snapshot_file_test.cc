@@ -1,0 +1,104 @@
+// Snapshot files (trainer/snapshot_file.h): whole files only, the newest two kept, and a
+// corrupt, truncated or another job's file is skipped for an older good one.
+#include "trainer/snapshot_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace convoy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SnapshotFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("convoy-snap-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  SnapshotMeta Meta(int64_t step) {
+    SnapshotMeta m;
+    m.job = "j-000007";
+    m.model = "fmnist-cnn";
+    m.seed = 1234;
+    m.samples = 60000;
+    m.step = step;
+    m.epoch = step / 100;
+    m.sample = step % 100 * 64;
+    return m;
+  }
+  fs::path dir_;
+};
+
+TEST_F(SnapshotFileTest, WritesReadsAndKeepsTheNewestTwo) {
+  for (int64_t step : {10, 20, 30}) {
+    const std::string path =
+        WriteSnapshotFile(dir_.string(), Meta(step), "payload of " + std::to_string(step));
+    EXPECT_EQ(path, SnapshotPath(dir_.string(), step));
+  }
+  EXPECT_FALSE(fs::exists(SnapshotPath(dir_.string(), 10)));
+  EXPECT_TRUE(fs::exists(SnapshotPath(dir_.string(), 20)));
+  EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
+  auto found = ReadNewestSnapshot(dir_.string(), Meta(0));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->meta.step, 30);
+  EXPECT_EQ(found->meta.sample, 30 * 64);
+  EXPECT_EQ(found->payload, "payload of 30");
+  EXPECT_EQ(found->path, SnapshotPath(dir_.string(), 30));
+  // Nothing else is left in the directory (no temporaries).
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 2);
+}
+
+TEST_F(SnapshotFileTest, CorruptTruncatedAndForeignFilesAreSkipped) {
+  WriteSnapshotFile(dir_.string(), Meta(20), std::string(1000, 'a'));
+  // Newer but damaged: one payload byte flipped.
+  const std::string p30 = WriteSnapshotFile(dir_.string(), Meta(30), std::string(1000, 'b'), 5);
+  {
+    std::fstream f(p30, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);
+    f.put('c');
+  }
+  // Newer but truncated.
+  const std::string p40 = WriteSnapshotFile(dir_.string(), Meta(40), std::string(1000, 'd'), 5);
+  fs::resize_file(p40, fs::file_size(p40) - 1);
+  // Newer but another job's, and another seed's.
+  SnapshotMeta other = Meta(50);
+  other.job = "j-000008";
+  WriteSnapshotFile(dir_.string(), other, "x", 5);
+  SnapshotMeta seed = Meta(60);
+  seed.seed = 1;
+  WriteSnapshotFile(dir_.string(), seed, "x", 5);
+  // Garbage with a snapshot's name.
+  { std::ofstream(SnapshotPath(dir_.string(), 70)) << "garbage"; }
+  testing::internal::CaptureStderr();
+  auto found = ReadNewestSnapshot(dir_.string(), Meta(0));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->meta.step, 20);
+  EXPECT_NE(err.find("snap-000000000070.bin: not a snapshot"), std::string::npos) << err;
+  EXPECT_NE(err.find("snap-000000000060.bin: another job's or run's"), std::string::npos) << err;
+  EXPECT_NE(err.find("snap-000000000050.bin: another job's or run's"), std::string::npos) << err;
+  EXPECT_NE(err.find("snap-000000000040.bin: truncated"), std::string::npos) << err;
+  EXPECT_NE(err.find("snap-000000000030.bin: checksum mismatch"), std::string::npos) << err;
+}
+
+TEST_F(SnapshotFileTest, TemporariesOfDeadWritersAreRemoved) {
+  fs::create_directories(dir_);
+  // A writer that died mid-write (pid 0 is never a live writer) and a live one (us).
+  { std::ofstream(dir_ / ".snap-5.999999999.tmp") << "partial"; }
+  const std::string live = ".snap-6." + std::to_string(getpid()) + ".tmp";
+  { std::ofstream(dir_ / live) << "partial"; }
+  WriteSnapshotFile(dir_.string(), Meta(7), "p");
+  EXPECT_FALSE(fs::exists(dir_ / ".snap-5.999999999.tmp"));
+  EXPECT_TRUE(fs::exists(dir_ / live));
+  EXPECT_FALSE(ReadNewestSnapshot((dir_ / "missing").string(), Meta(0)).has_value());
+}
+
+}  // namespace
+}  // namespace convoy::trainer

@@ -1,0 +1,127 @@
+#include "trainer/train_helpers.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "common/proc_stat.h"
+#include "trainer/data.h"
+
+namespace convoy::trainer {
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Options& o, double lr,
+                                                       std::vector<torch::Tensor> params) {
+  if (o.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+  }
+  return std::make_unique<torch::optim::SGD>(params,
+                                             torch::optim::SGDOptions(lr).momentum(o.momentum));
+}
+
+void SetLr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
+}
+
+double ScheduledLr(const Options& o, double base, int64_t epoch, double progress) {
+  if (o.lr_schedule == "step") {
+    const int64_t every = std::max<int64_t>(1, o.epochs / 3);
+    return base * std::pow(0.1, static_cast<double>(epoch / every));
+  }
+  if (o.lr_schedule == "cosine") return base * 0.5 * (1 + std::cos(M_PI * progress));
+  return base;
+}
+
+AutocastScope::AutocastScope(bool on, at::ScalarType dtype) : on_(on) {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(true);
+#endif
+}
+
+AutocastScope::~AutocastScope() {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+  at::autocast::set_enabled(false);
+#endif
+  at::autocast::clear_cache();
+}
+
+// Small enough that activations stay in the allocator's cache: batches of 1000 spent most
+// of their time in page faults.
+constexpr size_t kEvalBatch = 200;
+
+EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
+                    MetricsSink& metrics) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  std::vector<int64_t> mine;
+  for (int64_t i = dist.rank(); i < test.size(); i += dist.world()) mine.push_back(i);
+  double correct = 0, loss = 0;
+  for (size_t start = 0; start < mine.size(); start += kEvalBatch) {
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(kEvalBatch, mine.size() - start));
+    torch::Tensor x = test.Batch(mine.data() + start, n).to(device);
+    torch::Tensor y = test.Labels(mine.data() + start, n).to(device);
+    torch::Tensor out = model.forward(x);
+    loss += torch::nn::functional::cross_entropy(
+                out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                .item<double>();
+    correct += out.argmax(1).eq(y).sum().item<double>();
+    // Evaluation writes no step records: say that this rank is alive (hang detection).
+    metrics.Write("heartbeat", {});
+  }
+  torch::Tensor sums =
+      torch::tensor({correct, loss, static_cast<double>(mine.size())}, torch::kFloat64).to(device);
+  dist.AllReduceSum(sums);
+  sums = sums.cpu();
+  model.train();
+  const double total = sums[2].item<double>();
+  return {sums[0].item<double>() / total, sums[1].item<double>() / total};
+}
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double ProcessAgeSeconds() {
+  ProcStat self;
+  if (!ReadProcStat(0, &self)) return 0;
+  std::ifstream up("/proc/uptime");
+  double uptime = 0;
+  up >> uptime;
+  return uptime - static_cast<double>(self.start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::string LoadedBlas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos || path.find("mkl") != std::string::npos) {
+      return path;
+    }
+  }
+  return "none found";
+}
+
+long PeakRssKb() {
+  long peak_kb = 0;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) peak_kb = std::atol(line.c_str() + 6);
+  }
+  return peak_kb;
+}
+
+}  // namespace convoy::trainer

@@ -1,0 +1,58 @@
+// Pieces of the training program that train.cc composes: the optimiser and learning-rate
+// schedule, mixed-precision scope, evaluation, and facts about the process for the log.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/dist.h"
+#include "trainer/metrics_sink.h"
+#include "trainer/models.h"
+#include "trainer/options.h"
+
+namespace convoy::trainer {
+
+// SGD with momentum, or Adam, at `lr`.
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Options& o, double lr,
+                                                       std::vector<torch::Tensor> params);
+void SetLr(torch::optim::Optimizer& opt, double lr);
+
+// The learning rate at `progress` (the fraction of the training done, in [0, 1]) of epoch
+// `epoch`: `base` for "none"; "step" divides by 10 every epochs/3 epochs; "cosine" anneals to 0
+// over the progress. Progress (not a step count) so that a world-size change between attempts,
+// which changes the number of steps left, does not make the schedule jump.
+double ScheduledLr(const Options& o, double base, int64_t epoch, double progress);
+
+// Autocast (mixed precision) on CUDA for one forward pass; a no-op when off.
+class AutocastScope {
+ public:
+  AutocastScope(bool on, at::ScalarType dtype);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  const bool on_;
+};
+
+struct Dataset;
+struct EvalResult {
+  double accuracy = 0;
+  double loss = 0;
+};
+// Test accuracy and loss over `test`, each rank a share, summed across ranks (collective).
+EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
+                    MetricsSink& metrics);
+
+// Seconds since this process was started by the kernel (includes loading libtorch).
+double ProcessAgeSeconds();
+double UnixSeconds();
+// The BLAS library this process actually mapped (libblas.so.3 is an alternatives link).
+std::string LoadedBlas();
+// VmHWM in kB.
+long PeakRssKb();
+
+}  // namespace convoy::trainer

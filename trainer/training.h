@@ -1,0 +1,129 @@
+// One rank's training, in two files: training.cc (start-up, rendezvous, resume, the end) and
+// training_loop.cc (the step loop, the stop agreement, checkpoints, snapshots, the last will).
+// Only train.cc's Run uses it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainer/checkpoint.h"
+#include "trainer/data.h"
+#include "trainer/ddp.h"
+#include "trainer/dist.h"
+#include "trainer/metrics_sink.h"
+#include "trainer/models.h"
+#include "trainer/options.h"
+#include "trainer/sampler.h"
+#include "trainer/snapshotter.h"
+#include "trainer/stop.h"
+
+namespace convoy::trainer {
+
+using Clock = std::chrono::steady_clock;
+
+inline double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Auto snapshots aim at one per this much training time.
+constexpr double kAutoSnapshotSeconds = 2.0;
+// Auto snapshots: rank 0 times steps [kProbeFrom, kProbeTo) of the attempt (after warm-up).
+constexpr int64_t kProbeFrom = 5;
+constexpr int64_t kProbeTo = 15;
+// SIGTERM while blocked this long in a collective: a peer hangs; write the last will, exit.
+constexpr std::chrono::milliseconds kStuckAfterStop{2000};
+
+// One rank's training: set up, rendezvous, resume, the step loop, stops. Run() is its only
+// entry; everything runs on the calling thread except the prefetcher, the snapshot writer and
+// the stop watchdog (each documented in its header). Run returns the exit code (0; 143 after a
+// SIGTERM that is not a preemption; kExitSampleCheckFailed) and throws when training fails
+// (after the last will).
+class Training {
+ public:
+  explicit Training(const Options& o) : o_(o) {}
+  int Run();
+
+ private:
+  void Setup();
+  void Connect();
+  void Resume();
+  int Loop();
+  // The stop agreement: two floats summed across ranks, any rank's SIGTERM and rank 0's
+  // proposal of the auto snapshot interval. With the hooks they ride on the step's gradient
+  // all-reduce; with the Reducer, an all-reduce of their own is started before the step's
+  // forward (ahead of the gradients' in every rank's order) and waited for after its
+  // backward. TrainStep returns the agreement: stop after this step.
+  std::array<float, GradSync::kControlFloats> LocalControl() const;
+  bool ApplyControl(const std::array<float, GradSync::kControlFloats>& sums);
+  void StartControlAllReduce();
+  bool FinishControlAllReduce();
+  bool TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm);
+  void AfterStep(int64_t epoch);
+  // At the end of an epoch: the sample check (0, or kExitSampleCheckFailed), evaluation.
+  int EndOfEpoch(int64_t epoch, bool epoch_done);
+  int GracefulStop();
+  // The last will: a snapshot of the last completed step, before leaving on an error.
+  void LastWill(const std::string& why);
+  void Checkpoint(const Position& pos, const std::vector<uint8_t>& counts);
+  StateIdentity Identity() const { return StateIdentity{o_.seed, train_.size()}; }
+  StepShape Shape() const { return StepShape{o_.world_size, o_.batch_size, o_.accumulate}; }
+  double Progress() const;
+  std::string ExitLineCheckpointPath() const;
+
+  const Options& o_;
+  const Clock::time_point t_main_ = Clock::now();
+  const double age_at_main_ = ProcessAgeSeconds();
+  std::vector<std::pair<const char*, double>> startup_;
+  int threads_ = 1;
+  std::string backend_;
+  torch::Device device_{torch::kCPU};
+  bool amp_ = false;
+  double base_lr_ = 0;
+
+  Dataset train_, test_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<Dist> dist_;
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<MetricsSink> metrics_;
+  std::unique_ptr<Snapshotter> snapshotter_;
+  std::unique_ptr<StopWatchdog> watchdog_;
+  double rendezvous_s_ = 0;
+  Clock::time_point t_rdzv_;
+
+  // The state of the last completed optimiser step: what a checkpoint, a snapshot or a last
+  // will saves. Changed by the training thread only, under watchdog_->state_mutex().
+  Position pos_;
+  SampleCounts counts_;
+  bool have_state_ = false;
+
+  int64_t total_steps_ = 0;
+  int64_t snapshot_every_ = 0;  // 0: none (yet, for auto)
+  bool snapshot_auto_ = false;
+  bool snapshot_writer_ = false;  // this rank writes its host's periodic snapshots
+  int64_t attempt_steps_ = 0;     // steps done by this attempt
+  Clock::time_point probe_start_;
+  float snapshot_proposal_ = 0;  // rank 0's auto interval, sent at the next boundary
+
+  // Progress of this attempt, for records and the summary.
+  Clock::time_point t_train_;
+  int64_t samples_ = 0;
+  double first_step_s_ = 0;
+  double last_accuracy_ = -1;
+  double loss_ = 0;
+  double agree_s_ = 0;  // time waiting for the stop agreement's own all-reduce (Reducer)
+  // Seconds and count of steps without [0] and with [1] a snapshot being copied or written.
+  double step_s_[2] = {0, 0};
+  int64_t step_n_[2] = {0, 0};
+  torch::Tensor control_;  // its buffer while in flight
+  std::unique_ptr<Pending> control_pending_;
+};
+
+}  // namespace convoy::trainer
