@@ -188,9 +188,10 @@ def main():
     ap.add_argument("--kill", choices=["rank1", "all"], default="rank1",
                     help="rank1: SIGKILL rank 1 (its peer can leave a last will); all: every rank "
                          "at once (no last will: only what was saved before)")
-    ap.add_argument("--snapshot-dir", choices=["auto", "worker"], default="auto",
-                    help="auto: give convoy-trainer a host-memory directory with --snapshot-dir "
-                         "(when it has the flag); worker: rely on the worker's CONVOY_SNAPSHOT_DIR")
+    ap.add_argument("--snapshot-dir", choices=["auto", "worker"], default="worker",
+                    help="worker: the worker's CONVOY_SNAPSHOT_DIR (how jobs run); auto: give "
+                         "convoy-trainer a host-memory directory with --snapshot-dir (when it has "
+                         "the flag), for workers that set none")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     res = {"convoy": [], "torchrun": []}
