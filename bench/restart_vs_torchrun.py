@@ -34,7 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("CONVOY_BIN_DIR", os.path.join(ROOT, "build/bin"))
 sys.path.insert(0, os.path.join(ROOT, "tests/e2e"))
-from cluster import Cluster, rank_pid, trainer_spec, wait_for  # noqa: E402
+from cluster import Cluster, trainer_spec, wait_for  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_output import (parse_resumed, parse_step, parse_trainer_resume,  # noqa: E402
                           parse_trainer_step)
@@ -83,7 +83,7 @@ def convoy_once(kill_at, every, snapshot_dir_mode, kill_all):
         wait_for(lambda: any(m["attempt"] == 0 and int(m["step"]) >= kill_at
                              for m in c.status(job)["latest"]), 120, f"step {kill_at}",
                  interval=0.02)
-        pids = [rank_pid(job, r) for r in ((0, 1) if kill_all else (1,))]
+        pids = [c.rank_pid(job, r) for r in ((0, 1) if kill_all else (1,))]
         t_kill = time.time()
         for pid in pids:
             os.kill(pid, signal.SIGKILL)

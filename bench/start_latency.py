@@ -31,7 +31,7 @@ BIN = os.environ.get("CONVOY_BIN_DIR", os.path.join(ROOT, "build/bin"))
 sys.path.insert(0, os.path.join(ROOT, "tests/e2e"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_output import parse_startup  # noqa: E402
-from cluster import Cluster, rank_pid, trainer_spec, wait_for  # noqa: E402
+from cluster import Cluster, trainer_spec, wait_for  # noqa: E402
 
 PY = "/usr/bin/python3"
 TRAINER = {"model": "fmnist-cnn", "epochs": 1, "batch_size": 32, "lr": 0.01,
@@ -141,7 +141,7 @@ def convoy_once(steps_before_kill):
         # Restart: SIGKILL rank 1 once training runs.
         wait_for(lambda: any(int(m["step"]) >= steps_before_kill
                              for m in c.status(job_id).get("latest", [])), 120, "steps")
-        pid = rank_pid(job_id, 1)
+        pid = c.rank_pid(job_id, 1)
         t_kill = time.time()
         os.kill(pid, signal.SIGKILL)
         s1 = wait_for(lambda: all_started(1), 120, "the new attempt's first step", interval=0.02)

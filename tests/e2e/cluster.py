@@ -54,8 +54,9 @@ def job_pids(job_id, attempt=None, root=None):
     return pids
 
 
-def rank_pid(job_id, rank):
-    for pid in job_pids(job_id):
+def rank_pid(job_id, rank, root=None):
+    """The PID of the job's rank `rank` (within a cluster under `root`, as job_pids)."""
+    for pid in job_pids(job_id, root=root):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
@@ -231,6 +232,10 @@ class Cluster:
     def job_pids(self, job_id, attempt=None):
         """job_pids of this cluster's jobs only."""
         return job_pids(job_id, attempt, root=self.dir)
+
+    def rank_pid(self, job_id, rank):
+        """rank_pid of this cluster's job only."""
+        return rank_pid(job_id, rank, root=self.dir)
 
     # ---- teardown
     def close(self):

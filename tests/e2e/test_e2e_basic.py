@@ -4,7 +4,7 @@ import os
 import subprocess
 import time
 
-from cluster import BIN, job_pids, trainer_spec, wait_for
+from cluster import BIN, trainer_spec, wait_for
 
 
 def test_ddp_job_succeeds_with_metrics_and_logs_from_both_ranks(make_cluster):
@@ -48,10 +48,10 @@ def test_cancel_leaves_no_process(make_cluster):
     job = c.submit({"name": "sleeper", "nodes": 2, "procs_per_node": 1,
                     "command": ["sleep", "1000"]})
     c.wait_state(job, "RUNNING", timeout=60)
-    wait_for(lambda: len(job_pids(job)) == 2, 10, "both ranks alive")
+    wait_for(lambda: len(c.job_pids(job)) == 2, 10, "both ranks alive")
     c.cli("cancel", job)
     assert c.status(job)["state"] == "CANCELLED"
-    wait_for(lambda: not job_pids(job), 5, "every rank gone from /proc")
+    wait_for(lambda: not c.job_pids(job), 5, "every rank gone from /proc")
     # Slots come back.
     wait_for(lambda: all(w["used_slots"] == 0 for w in c.workers()), 10, "slots released")
 

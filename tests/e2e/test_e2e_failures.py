@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cluster import job_pids, process_gone, rank_pid, trainer_spec, wait_for
+from cluster import process_gone, trainer_spec, wait_for
 
 FIGURES = {}
 
@@ -40,8 +40,8 @@ def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     # Wait until a checkpoint exists, then kill rank 1.
     wait_for(lambda: os.path.isdir(ckpt) and any(f.endswith(".pt") for f in os.listdir(ckpt)),
              120, "a checkpoint")
-    pid = rank_pid(job, 1)
-    other = rank_pid(job, 0)
+    pid = c.rank_pid(job, 1)
+    other = c.rank_pid(job, 0)
     assert pid and other
     t_kill = time.time()
     os.kill(pid, signal.SIGKILL)
@@ -71,7 +71,7 @@ def test_killed_worker_job_finishes_on_the_others(make_cluster, tmp_path):
     st = c.wait_state(job, "RUNNING", timeout=60)
     victim = st["attempts"][0]["nodes"][1]["worker"]
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
-    victim_ranks = job_pids(job, attempt=0)
+    victim_ranks = c.job_pids(job, attempt=0)
     t_kill = time.time()
     c.signal(victim, signal.SIGKILL)
     wait_for(lambda: c.status(job)["attempt"] >= 1, 60, "a new attempt")
@@ -104,7 +104,7 @@ def test_stopped_rank_is_detected_as_hung(make_cluster):
     job = c.submit(trainer_spec(max_steps=200, max_restarts=1, hang_timeout=5))
     c.wait_state(job, "RUNNING", timeout=60)
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
-    pid = rank_pid(job, 1)
+    pid = c.rank_pid(job, 1)
     os.kill(pid, signal.SIGSTOP)
     st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=300)
     assert st["state"] == "SUCCEEDED", st["message"]
@@ -209,6 +209,6 @@ def _run_netns_job(make_cluster, names):
     assert st["attempts"][0]["failure"]["reason"], st
     # The isolated worker cannot hear the teardown; with no coordinator for its
     # --orphan-timeout it stops its rank itself.
-    wait_for(lambda: not job_pids(job), 60, "the isolated worker to stop its orphaned rank")
+    wait_for(lambda: not c.job_pids(job), 60, "the isolated worker to stop its orphaned rank")
     record("link cut -> isolated rank stopped by its worker", time.time() - t_cut)
     subprocess.run(["ip", "link", "set", "cvyh1", "up"], check=True)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from cluster import BIN, job_pids, wait_for
+from cluster import BIN, wait_for
 
 
 def run_as_uid():
@@ -84,7 +84,7 @@ def test_symlink_out_of_the_job_root_fails_the_job_naming_the_field(make_cluster
     text = c.cli("status", job).stdout
     assert expected in text, text
     assert not os.path.exists("/etc/pwned")
-    assert not job_pids(job)
+    assert not c.job_pids(job)
     assert not os.path.exists(os.path.join(c.job_root, job)), "nothing made for a refused job"
 
 

@@ -5,7 +5,7 @@ worker."""
 import os
 import signal
 
-from cluster import job_pids, process_gone, trainer_spec, wait_for
+from cluster import process_gone, trainer_spec, wait_for
 
 
 def stat_of(pid):
@@ -45,7 +45,7 @@ def test_ranks_fork_from_the_warm_trainer_which_dies_with_its_worker(make_cluste
              "the warm trainers loaded")
     job = c.submit(trainer_spec(max_steps=100000))
     c.wait_state(job, "RUNNING", timeout=60)
-    ranks = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(job_pids(job)), 30,
+    ranks = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(c.job_pids(job)), 30,
                      "both ranks")
     by_worker = {}
     for pid in ranks:
