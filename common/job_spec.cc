@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/job_spec_validation.h"
+#include "common/util.h"
 
 namespace convoy {
 namespace {
@@ -240,34 +241,18 @@ class SpecReader {
   // (powers of 1024) or K, M, G, T (powers of 1000), as Kubernetes writes quantities.
   int64_t ToBytes(const YAML::Node& node, const std::string& field) const {
     if (!node.IsScalar()) Fail(field, "expected a size such as 16Gi, got " + Describe(node));
-    const std::string& s = node.Scalar();
-    size_t digits = 0;
-    while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
-    const std::string unit = s.substr(digits);
-    static const std::map<std::string, int64_t> kUnits = {{"", 1},
-                                                          {"K", 1000},
-                                                          {"M", 1000 * 1000},
-                                                          {"G", 1000 * 1000 * 1000},
-                                                          {"T", int64_t{1000} * 1000 * 1000 * 1000},
-                                                          {"Ki", int64_t{1} << 10},
-                                                          {"Mi", int64_t{1} << 20},
-                                                          {"Gi", int64_t{1} << 30},
-                                                          {"Ti", int64_t{1} << 40}};
-    auto it = kUnits.find(unit);
-    if (digits == 0 || it == kUnits.end()) {
+    bool overflow = false;
+    const std::optional<int64_t> bytes = ParseByteQuantity(node.Scalar(), &overflow);
+    if (!bytes && !overflow) {
       Fail(field,
            "expected a size such as 16Gi, 512Mi or a number of bytes, got " + Describe(node));
     }
-    if (unit.empty() && IsTextScalar(node)) {
+    // "4096" in quotes is text, not a number of bytes.
+    if (IsTextScalar(node) && node.Scalar().find_first_not_of("0123456789") == std::string::npos) {
       Fail(field, "expected a size such as 16Gi, got " + Describe(node));
     }
-    int64_t value = 0;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + digits, value);
-    if (ec != std::errc() || value > std::numeric_limits<int64_t>::max() / it->second) {
-      Fail(field, Describe(node) + " is out of range");
-    }
-    (void)ptr;
-    return value * it->second;
+    if (overflow) Fail(field, Describe(node) + " is out of range");
+    return *bytes;
   }
 
   void ReadStringMap(const YAML::Node& node, const std::string& field,

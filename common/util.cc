@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstring>
+#include <limits>
+#include <map>
 
 namespace convoy {
 
@@ -29,6 +32,31 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
     return Status::InvalidArgument(flag + ": port " + port_text + " is out of range");
   }
   return std::make_pair(host, port);
+}
+
+std::optional<int64_t> ParseByteQuantity(const std::string& text, bool* overflow) {
+  *overflow = false;
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  static const std::map<std::string, int64_t> kUnits = {{"", 1},
+                                                        {"K", 1000},
+                                                        {"M", 1000 * 1000},
+                                                        {"G", 1000 * 1000 * 1000},
+                                                        {"T", int64_t{1000} * 1000 * 1000 * 1000},
+                                                        {"Ki", int64_t{1} << 10},
+                                                        {"Mi", int64_t{1} << 20},
+                                                        {"Gi", int64_t{1} << 30},
+                                                        {"Ti", int64_t{1} << 40}};
+  auto it = kUnits.find(text.substr(digits));
+  if (digits == 0 || it == kUnits.end()) return std::nullopt;
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  (void)ptr;
+  if (ec != std::errc() || value > std::numeric_limits<int64_t>::max() / it->second) {
+    *overflow = true;
+    return std::nullopt;
+  }
+  return value * it->second;
 }
 
 bool IsLoopbackHost(const std::string& host) {

@@ -1,6 +1,8 @@
 // Small helpers shared by the daemons and the CLI.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -11,6 +13,12 @@ namespace convoy {
 // Splits "HOST:PORT" (or "[v6]:PORT"). Error names `flag` when the text is malformed.
 StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
                                                     const std::string& flag);
+
+// A size in bytes as Kubernetes writes quantities: a number of bytes, or a number with a unit:
+// Ki, Mi, Gi, Ti (powers of 1024) or K, M, G, T (powers of 1000). Nothing when `text` is not
+// such a size, or (`*overflow` set) when it is one that does not fit in 64 bits. The callers
+// (the spec's memory_per_proc, the worker's --memory) name the field in their errors.
+std::optional<int64_t> ParseByteQuantity(const std::string& text, bool* overflow);
 
 // True for "localhost", 127.0.0.0/8 and ::1: where plain text (--insecure) may be used.
 bool IsLoopbackHost(const std::string& host);

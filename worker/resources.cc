@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "common/job_spec_validation.h"
+#include "common/util.h"
 
 namespace convoy {
 namespace {
@@ -136,32 +137,14 @@ int64_t UsableMemoryBytes(const std::string& proc_root, const std::string& cgrou
 }
 
 StatusOr<int64_t> ParseByteSize(const std::string& text, const std::string& flag) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string unit = text.substr(digits);
-  static const std::map<std::string, int64_t> kUnits = {{"", 1},
-                                                        {"K", 1000},
-                                                        {"M", 1000 * 1000},
-                                                        {"G", 1000 * 1000 * 1000},
-                                                        {"T", int64_t{1000} * 1000 * 1000 * 1000},
-                                                        {"Ki", int64_t{1} << 10},
-                                                        {"Mi", int64_t{1} << 20},
-                                                        {"Gi", int64_t{1} << 30},
-                                                        {"Ti", int64_t{1} << 40}};
-  auto it = kUnits.find(unit);
-  int64_t value = 0;
-  if (digits > 0 && it != kUnits.end()) {
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, value);
-    (void)ptr;
-    if (ec != std::errc() || value > std::numeric_limits<int64_t>::max() / it->second) {
-      return Status::InvalidArgument(flag + " " + text + ": out of range");
-    }
-  }
-  if (digits == 0 || it == kUnits.end() || value == 0) {
+  bool overflow = false;
+  const std::optional<int64_t> bytes = ParseByteQuantity(text, &overflow);
+  if (overflow) return Status::InvalidArgument(flag + " " + text + ": out of range");
+  if (!bytes || *bytes == 0) {
     return Status::InvalidArgument(flag + ": expected a size such as 64Gi, 512Mi, 2G or a number " +
                                    "of bytes, got '" + text + "'");
   }
-  return value * it->second;
+  return *bytes;
 }
 
 std::vector<GpuDeviceInfo> GpusFromProcDriver(const std::string& root) {
