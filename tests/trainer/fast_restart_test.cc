@@ -21,31 +21,16 @@
 #include <regex>
 #include <thread>
 
+#include "tests/trainer/trainer_test_util.h"
 #include "trainer/snapshot_file.h"
 
 namespace convoy::trainer {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace convoy::trainer::test_util;  // NOLINT: the shared helpers
 using Env = std::map<std::string, std::string>;
 using std::chrono::seconds;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 bool Eventually(const std::function<bool()>& done, seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -212,24 +197,6 @@ int64_t NewestCheckpoint(const fs::path& dir) {
 std::string Padded(int64_t step) {
   std::string s = std::to_string(step);
   return std::string(12 - s.size(), '0') + s;
-}
-
-std::vector<torch::Tensor> LoadParams(const std::string& path) {
-  std::vector<torch::Tensor> params;
-  torch::load(params, path);
-  return params;
-}
-
-// Largest |a - b| over the whole model relative to the largest |b|; 0 when bit-identical.
-double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
-                             const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-12;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    scale = std::max(scale, b[i].abs().max().item<double>());
-    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return diff / scale;
 }
 
 class FastRestartTest : public ::testing::Test {

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/trainer/trainer_test_util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/models.h"
@@ -26,6 +27,7 @@ namespace convoy::trainer {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace convoy::trainer::test_util;  // NOLINT: the shared helpers
 
 TEST(ModelsTest, ParameterCounts) {
   EXPECT_EQ(CountParameters(*MakeModel("fmnist-cnn")), 1630090);
@@ -135,18 +137,6 @@ TEST(FashionMnistTest, BadFilesAreRefusedWithTheProblemNamed) {
   fs::remove_all(base);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Runs `world` convoy-trainer processes with the torchrun environment; true when all exit 0.
 // With `log`, rank R's output goes to <log>.rank<R>.
 bool RunTrainer(int world, std::vector<std::string> args, const std::string& log = "") {
@@ -186,25 +176,6 @@ bool RunTrainer(int world, std::vector<std::string> args, const std::string& log
   return ok;
 }
 
-std::vector<torch::Tensor> LoadParams(const std::string& path) {
-  std::vector<torch::Tensor> params;
-  torch::load(params, path);
-  return params;
-}
-
-// Largest |a - b| over the whole model, relative to the largest |b| (the parameters'
-// scale): 1e-5 means agreement to about five significant digits of the weights.
-double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
-                             const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-12;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    scale = std::max(scale, b[i].abs().max().item<double>());
-    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return diff / scale;
-}
-
 class DdpTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -220,11 +191,6 @@ class DdpTest : public ::testing::Test {
   }
   fs::path dir_;
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // (--ddp, --allreduce): convoy's hooks and c10d's Reducer, over Gloo and shared memory.
 class DdpEquivalenceTest
