@@ -230,6 +230,7 @@ class SpecReader {
     if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
+      if (kv.first.Scalar().empty()) Fail(field, "a variable has an empty name");
       const std::string key = EnvFieldName(kv.first.Scalar());
       marks_[key] = kv.second.Mark();
       if (s->env().count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
@@ -261,7 +262,8 @@ class SpecReader {
     if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
-      const std::string key = field + "." + kv.first.Scalar().substr(0, 256);
+      if (kv.first.Scalar().empty()) Fail(field, "a name is empty");
+      const std::string key = MapKeyFieldName(field, kv.first.Scalar());
       marks_[key] = kv.second.Mark();
       if (out->count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
       (*out)[kv.first.Scalar()] = ToString(kv.second, key);

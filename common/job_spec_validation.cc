@@ -324,6 +324,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
       CheckRange<int64_t>("memory_per_proc", spec.memory_per_proc_bytes(), 0, kMaxMemoryPerProc));
   if (spec.node_selector_size() > 64) return Invalid("node_selector", "too many labels");
   for (const auto& [key, value] : spec.node_selector()) {
+    if (key.empty()) return Invalid("node_selector", "a label has an empty name");
     const std::string field = MapKeyFieldName("node_selector", key);
     if (!IsValidLabelKey(key)) {
       return Invalid(field,

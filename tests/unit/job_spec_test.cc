@@ -723,6 +723,13 @@ TEST(JobSpecFuzzRegressionTest, MessagesNameAFieldAndQuoteLittle) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_NE(parsed.status().message().find(" env: a variable has an empty name"), std::string::npos)
       << parsed.status().message();
+  // An empty name with no value named "env." (found by the fuzzer in CI); the same for labels.
+  parsed = ParseJobSpec(Base("") + "env: {\"\": }\n", "job.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "job.yaml:5:6: env: a variable has an empty name");
+  parsed = ParseJobSpec(Base("") + "node_selector: {\"\": }\n", "job.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "job.yaml:5:16: node_selector: a name is empty");
 
   const std::string huge(100 * 1024, 'x');
   for (const std::string& text :
@@ -747,6 +754,9 @@ TEST(JobSpecFuzzRegressionTest, MessagesNameAFieldAndQuoteLittle) {
   s.mutable_env()->clear();
   (*s.mutable_env())[""] = "1";
   EXPECT_EQ(ValidateJobSpec(s).message(), "env: a variable has an empty name");
+  s.mutable_env()->clear();
+  (*s.mutable_node_selector())[""] = "a";
+  EXPECT_EQ(ValidateJobSpec(s).message(), "node_selector: a label has an empty name");
 }
 
 }  // namespace
