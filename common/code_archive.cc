@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +144,18 @@ std::vector<std::string> Split(const std::string& path) {
 }
 
 std::string Errno() { return std::strerror(errno); }
+
+// 16 random hex digits, for names no other process picks at the same time.
+std::string RandomSuffix() {
+  uint64_t bits = 0;
+  if (getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits)) {
+    bits = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL ^
+           static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&bits));
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(bits));
+  return out;
+}
 
 }  // namespace
 
@@ -328,16 +342,19 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
     if (!is_dir) {
       const std::string& base = parts.back();
       struct stat st {};
-      if (fstatat(fd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        if (S_ISDIR(st.st_mode) || unlinkat(fd, base.c_str(), 0) != 0) {
-          close(fd);
-          result = Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
-          break;
-        }
+      if (fstatat(fd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        result = Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
+        break;
       }
+      // Written under a name of its own, then renamed over `base` in one step: whoever
+      // else unpacks into the same directory at the same time (two workers sharing a job
+      // root) never sees a half-written file nor finds `base` taken (issue 32). A symlink
+      // at `base` is replaced, never followed.
+      const std::string temp = "." + base.substr(0, 200) + ".convoy-unpack-" + RandomSuffix();
       const mode_t mode = (GetOctal(h + 100, 8) & 0100) != 0 ? 0750 : 0640;
       const int out =
-          openat(fd, base.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+          openat(fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
       bool ok = out >= 0 && give(out, mode);
       for (size_t off = 0; ok && off < data.size();) {
         const ssize_t n = write(out, data.data() + off, data.size() - off);
@@ -347,9 +364,12 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
           off += static_cast<size_t>(n);
       }
       if (out >= 0) close(out);
+      ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
       if (!ok) {
+        const std::string why = Errno();
+        if (out >= 0) unlinkat(fd, temp.c_str(), 0);
         close(fd);
-        result = Status::Internal("cannot write " + dest + "/" + name + ": " + Errno());
+        result = Status::Internal("cannot write " + dest + "/" + name + ": " + why);
         break;
       }
       ++files;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/support/temp_dir.h"
 
@@ -121,6 +122,45 @@ TEST(CodeArchiveTest, UnpackRefusesEscapes) {
   EXPECT_FALSE(through.ok());
   EXPECT_FALSE(fs::exists(outside.path() / "f"));
   EXPECT_FALSE(UnpackCodeArchive("not gzip", d, -1, -1).ok());
+}
+
+// Two workers sharing a job root unpack the same code into the same directory at the same
+// time (issue 32: one failed with "cannot write .../convoy_metrics.py: File exists" when the
+// other had unpacked it 1 ms before). Both succeed, every file is whole, no temporary file
+// is left, and a symlink a rank left at a file's name is replaced, not followed.
+TEST(CodeArchiveTest, ConcurrentUnpacksIntoOneDirectoryBothSucceed) {
+  TempDir src, dst, outside;
+  for (int i = 0; i < 40; ++i) {
+    Write(src.path() / ("pkg" + std::to_string(i % 4)) / ("f" + std::to_string(i) + ".py"),
+          std::string(1000 + 37 * i, static_cast<char>('a' + i % 26)));
+  }
+  auto packed = PackCodeDirectory(src.path().string());
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  const std::string d = dst.path().string();
+  for (int round = 0; round < 20; ++round) {
+    StatusOr<int64_t> a = Status::Internal("not run"), b = Status::Internal("not run");
+    std::thread other([&] { b = UnpackCodeArchive(packed->archive, d, -1, -1); });
+    a = UnpackCodeArchive(packed->archive, d, -1, -1);
+    other.join();
+    ASSERT_TRUE(a.ok()) << "round " << round << ": " << a.status().message();
+    ASSERT_TRUE(b.ok()) << "round " << round << ": " << b.status().message();
+    EXPECT_EQ(*a, 40);
+  }
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dst.path())) {
+    if (!e.is_regular_file()) continue;
+    ++files;
+    EXPECT_EQ(e.path().filename().string().find(".convoy-unpack-"), std::string::npos)
+        << "left behind: " << e.path();
+    EXPECT_EQ(Read(e.path()), Read(src.path() / fs::relative(e.path(), dst.path())));
+  }
+  EXPECT_EQ(files, 40);
+
+  fs::remove(dst.path() / "pkg0" / "f0.py");
+  fs::create_symlink(outside.path() / "victim", dst.path() / "pkg0" / "f0.py");
+  ASSERT_TRUE(UnpackCodeArchive(packed->archive, d, -1, -1).ok());
+  EXPECT_FALSE(fs::exists(outside.path() / "victim"));
+  EXPECT_FALSE(fs::is_symlink(dst.path() / "pkg0" / "f0.py"));
 }
 
 TEST(CodeArchiveTest, IgnoreRules) {
