@@ -164,9 +164,15 @@ std::string WhyNoFit(const v1::JobSpec& spec, const std::vector<WorkerCapacity>&
   std::vector<std::string> parts;
   if (spec.procs_per_node_gpu()) {
     const int gpp = GpusPerProc(spec);
+    // How many processes a node would run: the range over the workers that have enough
+    // GPUs for one, or none of them.
+    std::string procs = " (no worker has enough)";
+    if (min_procs > 0) {
+      procs = " (" + std::to_string(min_procs) +
+              (max_procs != min_procs ? "-" + std::to_string(max_procs) : "") + " per node)";
+    }
     parts.push_back((gpp == 1 ? std::string("a GPU") : std::to_string(gpp) + " GPUs") +
-                    " per process (" + std::to_string(std::max(min_procs, 0)) +
-                    (max_procs != min_procs ? "-" + std::to_string(max_procs) : "") + ")");
+                    " per process" + procs);
   } else {
     const int procs = spec.procs_per_node();
     parts.push_back(times(procs, procs == 1 ? "free slot" : "free slots"));

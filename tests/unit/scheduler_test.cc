@@ -207,5 +207,17 @@ TEST(PlaceGangTest, GpuGangPrefersTheMostProcessesPerNode) {
             (std::set<std::string>{"b", "c"}));
 }
 
+// A GPU job on workers without GPUs says so (issue 32: it read "a GPU per process (0-0)").
+TEST(WhyNoFitTest, GpuJobOnWorkersWithoutGpusSaysNoneHasOne) {
+  v1::JobSpec spec;
+  spec.set_nodes(1);
+  spec.set_procs_per_node_gpu(true);
+  const std::string none = WhyNoFit(spec, {{"a", 2, 0}, {"b", 2, 0}});
+  EXPECT_EQ(none, "needs 1 worker with a GPU per process (no worker has enough); 0 have them now");
+  EXPECT_EQ(none.find("0-0"), std::string::npos);
+  const std::string some = WhyNoFit(spec, {{"a", 0, 2}, {"b", 0, 4}});
+  EXPECT_NE(some.find("a GPU per process (2-4 per node)"), std::string::npos) << some;
+}
+
 }  // namespace
 }  // namespace convoy
