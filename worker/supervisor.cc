@@ -784,6 +784,7 @@ void Supervisor::Timers() {
   }
   FlushMetrics(false);
   ExpireSnapshots(now);
+  if (!finished_jobs_with_snapshots_.empty()) RemoveFinishedJobsSnapshots();
   // No coordinator for too long: ranks running on their own would never be reported or
   // stopped, and would hold their slots and their peers in collectives forever.
   if (!connected_ && !orphaned_ && now - disconnected_since_ms_ > config_.orphan_timeout_ms) {

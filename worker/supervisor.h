@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -226,8 +227,11 @@ class Supervisor {
   // Removes a deleted job's files (supervisor_cleanup.cc): its attempt directories and its
   // job directory, keeping those of an attempt that still runs; answers JobFilesDeleted.
   void DeleteJobFiles(const v1::DeleteJobFiles& req);
-  // The job finished (supervisor_cleanup.cc): its snapshots go.
+  // The job finished (supervisor_cleanup.cc): its snapshots go, once no rank of it runs here
+  // any more (a rank still stopping may be writing one: it must not find its directory gone).
   void JobFinished(const v1::JobFinished& req);
+  // Removes the snapshots of finished jobs whose ranks here have all exited (each turn).
+  void RemoveFinishedJobsSnapshots();
   // Writes the attempt's CONVOY_PREEMPT_FILE (its ranks are asked to save and stop).
   void WritePreemptFile(const Attempt& a, const std::string& reason);
   // Drops the snapshots of jobs that have not run here for kSnapshotIdleMs (once a minute).
@@ -296,6 +300,9 @@ class Supervisor {
   std::string socket_fallback_dir_;
   int64_t dropped_records_ = 0;
   int64_t next_snapshot_expiry_ms_ = 0;
+  // Jobs that finished while ranks of theirs were still stopping here: their snapshot
+  // directories go when the last of those ranks has exited.
+  std::set<std::string> finished_jobs_with_snapshots_;
   std::thread thread_;
 
   // Totals for counters(): written by the supervisor thread, read by scrapes.

@@ -87,9 +87,25 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
 
 void Supervisor::JobFinished(const v1::JobFinished& req) {
   if (config_.snapshot_root.empty() || !IsValidName(req.job_id())) return;
-  Status st = RemoveSnapshotDir(config_.snapshot_root, req.job_id());
-  if (!st.ok()) {
-    spdlog::warn("job {} finished: its snapshots stay for now: {}", req.job_id(), st.message());
+  finished_jobs_with_snapshots_.insert(req.job_id());
+  RemoveFinishedJobsSnapshots();
+}
+
+void Supervisor::RemoveFinishedJobsSnapshots() {
+  for (auto it = finished_jobs_with_snapshots_.begin();
+       it != finished_jobs_with_snapshots_.end();) {
+    bool running = false;
+    for (const auto& [key, a] : attempts_)
+      running = running || (key.first == *it && a.AnyRunning());
+    if (running) {
+      ++it;
+      continue;
+    }
+    Status st = RemoveSnapshotDir(config_.snapshot_root, *it);
+    if (!st.ok()) {
+      spdlog::warn("job {} finished: its snapshots stay for now: {}", *it, st.message());
+    }
+    it = finished_jobs_with_snapshots_.erase(it);
   }
 }
 
