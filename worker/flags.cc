@@ -43,8 +43,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--run-as", f->run_as, "user the ranks run as when the worker is root")
       ->capture_default_str();
   app.add_flag("--allow-root-jobs", f->allow_root_jobs, "let --run-as name root (uid 0)");
-  app.add_option("--job-root", f->job_root, "directory of the jobs' own directories")
-      ->capture_default_str();
+  app.add_option("--job-root", f->job_root,
+                 "directory of the jobs' own directories (default WORK_DIR/job-root)");
   app.add_option("--snapshot-dir", f->snapshot_dir,
                  "host memory for the ranks' snapshots (default /dev/shm/convoy-NAME; none: off)");
   app.add_option("--data-path", f->data_paths,

@@ -47,8 +47,12 @@ struct WorkerFlags {
   // Whether --run-as may name uid 0 (a deliberate choice, never a default).
   bool allow_root_jobs = false;
   // Each job's directory is <job_root>/<job id>; a job's checkpoint_dir, working_dir and
-  // data_dir must resolve under it. Under /var/lib like the other daemons' state.
-  std::string job_root = "/var/lib/convoy/jobs";
+  // data_dir must resolve under it. Empty: <work_dir>/job-root, so that every worker has its
+  // own (two workers on one host never unpack into the same directory) and nothing of it
+  // lies under another daemon's 0700 state directory. The worker refuses a job root that
+  // holds or lies in its own directories, or that its ranks cannot reach
+  // (worker/job_root.h).
+  std::string job_root;
   // Host memory for the ranks' snapshots (worker/snapshot_dir.h): empty is
   // /dev/shm/convoy-<name> (else <work_dir>/snapshots); "none" gives the ranks none.
   std::string snapshot_dir;

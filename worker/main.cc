@@ -25,6 +25,7 @@
 #include "worker/credentials.h"
 #include "worker/data_cache_dir.h"
 #include "worker/flags.h"
+#include "worker/job_root.h"
 #include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
@@ -77,14 +78,14 @@ int main(int argc, char** argv) {
   config.address =
       flags.advertise_address.empty() ? FirstNonLoopbackIpv4() : flags.advertise_address;
   config.hostname = HostName();
-  std::error_code ec;
-  std::filesystem::create_directories(flags.work_dir, ec);
-  if (ec) {
-    spdlog::error("--work-dir {}: {}", flags.work_dir, ec.message());
-    return 1;
+  // Missing directories are made 0711 (PrepareRoot): ranks of another user pass through
+  // them to their metrics sockets and job directories; the worker makes its own 0700/0711.
+  auto work_dir = PrepareRoot("--work-dir", flags.work_dir);
+  if (!work_dir.ok()) {
+    spdlog::error("{}", work_dir.status().message());
+    return 2;
   }
-  config.work_dir = std::filesystem::absolute(flags.work_dir).lexically_normal().string();
-  while (config.work_dir.size() > 1 && config.work_dir.back() == '/') config.work_dir.pop_back();
+  config.work_dir = *work_dir;
   config.trainer_path = flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
   // What this machine offers (issue 16): cores, memory, GPUs (NVML, else the driver's /proc
   // files, else /dev/nvidia<N>), and the operator's labels.
@@ -126,12 +127,25 @@ int main(int argc, char** argv) {
   config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
   // Jobs never run as root because the worker does (issue 12): refuse to start instead.
   auto rank_user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
-  auto job_root = PrepareRoot("--job-root", flags.job_root);
-  if (!rank_user.ok() || !job_root.ok()) {
-    spdlog::error("{}", (!rank_user.ok() ? rank_user.status() : job_root.status()).message());
+  if (!rank_user.ok()) {
+    spdlog::error("{}", rank_user.status().message());
     return 2;
   }
   config.run_as = *rank_user;
+  if (flags.snapshot_dir != "none") {
+    config.snapshot_root =
+        flags.snapshot_dir.empty()
+            ? DefaultSnapshotRoot(flags.name, config.work_dir)
+            : std::filesystem::absolute(flags.snapshot_dir).lexically_normal().string();
+  }
+  // Job directories apart from the worker's own, and reachable by the ranks: a job whose
+  // ranks cannot enter their directory fails every attempt at once, so refuse to start.
+  auto job_root =
+      StartupJobRoot(flags.job_root, config.work_dir, config.snapshot_root, config.run_as);
+  if (!job_root.ok()) {
+    spdlog::error("{}", job_root.status().message());
+    return 2;
+  }
   config.job_root = *job_root;
   // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
   auto cache_dir = PrepareDataCacheDir(config.work_dir, config.run_as);
@@ -142,11 +156,7 @@ int main(int argc, char** argv) {
   } else {
     spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
   }
-  if (flags.snapshot_dir != "none") {
-    config.snapshot_root =
-        flags.snapshot_dir.empty()
-            ? DefaultSnapshotRoot(flags.name, config.work_dir)
-            : std::filesystem::absolute(flags.snapshot_dir).lexically_normal().string();
+  if (!config.snapshot_root.empty()) {
     spdlog::info("snapshots of the ranks in {}", config.snapshot_root);
   }
   for (const std::string& p : flags.data_paths) {
