@@ -22,8 +22,9 @@ BIN=$ROOT/${BUILD_DIR:-build}/bin
 
 RUN_DIR=$(mktemp -d /tmp/convoy-demo.XXXXXX)
 # Run as root, the workers run every rank as the unprivileged `convoy` user, which must reach
-# the jobs' directories under $RUN_DIR/jobs (the state and TLS keys stay 0700 inside).
-chmod 755 "$RUN_DIR"
+# each worker's directory under $RUN_DIR (the state and TLS keys stay 0700 inside): search,
+# not listing.
+chmod 711 "$RUN_DIR"
 PIDS=()
 cleanup() {
   local rc=$?
@@ -52,6 +53,7 @@ export CONVOY_COORDINATOR=127.0.0.1:$PORT
 echo "demo: coordinator on $CONVOY_COORDINATOR, metrics on 127.0.0.1:$METRICS_PORT, state in $RUN_DIR"
 COORD_SECURITY=(--insecure)
 WORKER_SECURITY=(--insecure)
+JOIN_TOKEN=
 if [ "${CONVOY_DEMO_INSECURE:-0}" != 1 ]; then
   # The two commands that secure a cluster: the CA (its fingerprint pins it on the workers)
   # and a join token for the workers; then a token for the person who submits.
@@ -62,7 +64,9 @@ if [ "${CONVOY_DEMO_INSECURE:-0}" != 1 ]; then
     --user demo --role user --ttl 1h 2>/dev/null)
   export CONVOY_CA=$RUN_DIR/state/tls/ca.crt
   COORD_SECURITY=()
-  WORKER_SECURITY=(--join-token "$JOIN_TOKEN" --ca-fingerprint "$FINGERPRINT")
+  # The join token reaches the workers in their environment, never on a command line
+  # (/proc/PID/cmdline is readable by every local user).
+  WORKER_SECURITY=(--ca-fingerprint "$FINGERPRINT")
   echo "demo: TLS with a throwaway CA $FINGERPRINT; workers join with a token, you submit as 'demo'"
 fi
 "$BIN/convoy-coordinator" --listen "$CONVOY_COORDINATOR" --state-dir "$RUN_DIR/state" \
@@ -70,9 +74,9 @@ fi
 PIDS+=($!)
 for name in w1 w2; do
   # Two workers share this machine: each declares half of its cores.
-  "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
+  CONVOY_JOIN_TOKEN=${JOIN_TOKEN:-} "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
     --cores "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" \
-    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" --job-root "$RUN_DIR/jobs" \
+    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" \
     "${WORKER_SECURITY[@]}" \
     >"$RUN_DIR/$name.log" 2>&1 &
   PIDS+=($!)

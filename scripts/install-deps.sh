@@ -48,16 +48,14 @@ if [ -e "$OPENBLAS" ]; then
 fi
 
 # Jobs never run as root (issue 12): a root convoy-worker runs every rank as the `convoy`
-# system user (--run-as), each job in its own directory under /var/lib/convoy/jobs
-# (--job-root), which the worker creates and gives to that user.
+# system user (--run-as), each job in its own directory under the worker's --job-root
+# (default WORK_DIR/job-root), which the worker creates and gives to that user. Nothing is
+# made under /var/lib here: the coordinator's state directory (0700) is made by
+# `convoy-coordinator init`, a worker's directories by the worker.
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if ! getent passwd convoy >/dev/null; then
   echo "install-deps: creating the system user convoy"
-  $SUDO useradd --system --no-create-home --home-dir /var/lib/convoy \
+  $SUDO useradd --system --no-create-home --home-dir /nonexistent \
     --shell /usr/sbin/nologin convoy
-fi
-if [ ! -d /var/lib/convoy/jobs ]; then
-  echo "install-deps: creating /var/lib/convoy/jobs"
-  $SUDO install -d -o root -g root -m 0755 /var/lib/convoy /var/lib/convoy/jobs
 fi
