@@ -139,7 +139,7 @@ Status CheckJobRootForRanks(const std::string& job_root, const std::string& work
     const std::string own = *work + "/" + sub;
     if (IsPathUnder(*root, own)) {
       return Status::InvalidArgument(
-          shown + ": lies in the worker's own directory " + own +
+          shown + (*root == own ? ": is" : ": lies in") + " the worker's own directory " + own +
           " (job directories would mix with the worker's files); choose a job root apart from "
           "it, e.g. " +
           *work + "/job-root");

@@ -62,9 +62,7 @@ TEST_F(JobRootTest, ApartFromTheWorkersOwnDirectories) {
        {work_ + "/jobs", work_ + "/jobs/x", work_ + "/run", work_ + "/tls/y", work_ + "/code"}) {
     const Status s = Check(root);
     EXPECT_FALSE(s.ok()) << root;
-    EXPECT_EQ(s.message().rfind("--job-root " + root + ": lies in the worker's own directory", 0),
-              0u)
-        << s.message();
+    EXPECT_NE(s.message().find("the worker's own directory"), std::string::npos) << s.message();
   }
   // Through a symlink too.
   std::filesystem::create_directory_symlink(work_, dir_.str() + "/link");
@@ -124,7 +122,8 @@ TEST(CheckWorkerConfigTest, ReportsEveryProblem) {
   ASSERT_EQ(errors.size(), 4u) << ::testing::PrintToString(errors);
   EXPECT_EQ(errors[0].rfind("--metrics-listen", 0), 0u) << errors[0];
   EXPECT_EQ(errors[1].rfind("--ca-fingerprint: 'SHA256:abcd'", 0), 0u) << errors[1];
-  EXPECT_NE(errors[2].find("lies in the worker's own directory"), std::string::npos);
+  EXPECT_EQ(errors[2].rfind("--job-root " + work + "/jobs: is the worker's own directory", 0), 0u)
+      << errors[2];
   EXPECT_EQ(errors[3].rfind("no credentials", 0), 0u) << errors[3];
   EXPECT_FALSE(std::filesystem::exists(work)) << "--check-config creates nothing";
 }
