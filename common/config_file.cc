@@ -3,10 +3,11 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <filesystem>
-
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -32,7 +33,7 @@ std::string Line(const YAML::Node& node) { return "line " + std::to_string(node.
 // Reads the YAML file named by --config during CLI11's parse.
 class YamlConfig : public CLI::Config {
  public:
-  explicit YamlConfig(const CLI::App* app) : app_(app) {}
+  YamlConfig(const CLI::App* app, ConfigCheck* check) : app_(app), check_(check) {}
 
   std::string to_config(const CLI::App*, bool, bool, std::string) const override { return ""; }
 
@@ -42,12 +43,36 @@ class YamlConfig : public CLI::Config {
     if (const CLI::Option* c = app_->get_config_ptr(); c != nullptr && c->count() > 0) {
       source = c->as<std::string>();
     }
-    auto items = ParseYamlConfig(text, *app_, source);
-    if (!items.ok()) throw CLI::ConfigError(items.status().message(), CLI::ExitCodes::ConfigError);
+    std::vector<CLI::ConfigItem> items;
+    if (check_ == nullptr) {
+      auto parsed = ParseYamlConfig(text, *app_, source);
+      if (!parsed.ok()) {
+        throw CLI::ConfigError(parsed.status().message(), CLI::ExitCodes::ConfigError);
+      }
+      items = std::move(*parsed);
+    } else {
+      // --check-config: every bad key is reported and left out, so that the others (and the
+      // daemon's own checks) still get their say.
+      std::vector<std::string> errors;
+      std::vector<int> lines;
+      bool usable = true;
+      std::vector<CLI::ConfigItem> all =
+          ParseYamlConfigItems(text, *app_, source, &errors, &lines, &usable);
+      for (const std::string& e : errors) check_->Add(e);
+      if (!usable) check_->file_unusable = true;
+      for (size_t i = 0; i < all.size(); ++i) {
+        const std::string error = check_->try_item ? check_->try_item(all[i]) : "";
+        if (error.empty()) {
+          items.push_back(std::move(all[i]));
+        } else {
+          check_->Add(source + ": line " + std::to_string(lines[i]) + ": " + error);
+        }
+      }
+    }
     // Precedence: command line, then environment, then file. CLI11 reads the file before the
     // environment, so a key whose variable is set is left to the environment.
     std::vector<CLI::ConfigItem> kept;
-    for (CLI::ConfigItem& item : *items) {
+    for (CLI::ConfigItem& item : items) {
       const CLI::Option* opt = app_->get_option_no_throw("--" + item.name);
       if (opt != nullptr && !opt->get_envname().empty() &&
           std::getenv(opt->get_envname().c_str()) != nullptr) {
@@ -60,6 +85,7 @@ class YamlConfig : public CLI::Config {
 
  private:
   const CLI::App* app_;
+  ConfigCheck* check_;
 };
 
 std::string Escape(std::string s) {
@@ -106,27 +132,36 @@ std::string ConfigKeysMarkdown(const CLI::App& app) {
   return out;
 }
 
-StatusOr<std::vector<CLI::ConfigItem>> ParseYamlConfig(const std::string& text, const CLI::App& app,
-                                                       const std::string& source) {
+std::vector<CLI::ConfigItem> ParseYamlConfigItems(const std::string& text, const CLI::App& app,
+                                                  const std::string& source,
+                                                  std::vector<std::string>* errors,
+                                                  std::vector<int>* lines, bool* usable) {
+  std::vector<CLI::ConfigItem> items;
+  if (usable != nullptr) *usable = true;
+  auto fail = [&](const YAML::Node& at, const std::string& what) {
+    errors->push_back(source + ": " + Line(at) + ": " + what);
+  };
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ": line " + std::to_string(e.mark.line + 1) + ": " +
-                                   e.msg);
+    errors->push_back(source + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    if (usable != nullptr) *usable = false;
+    return items;
   }
-  std::vector<CLI::ConfigItem> items;
   if (root.IsNull()) return items;  // an empty file (or only comments)
   if (!root.IsMap()) {
-    return Status::InvalidArgument(source + ": " + Line(root) +
-                                   ": expected a map of keys (key: value)");
+    fail(root, "expected a map of keys (key: value)");
+    if (usable != nullptr) *usable = false;
+    return items;
   }
   std::set<std::string> seen;
   for (const auto& kv : root) {
     const YAML::Node& k = kv.first;
     const YAML::Node& v = kv.second;
     if (!k.IsScalar()) {
-      return Status::InvalidArgument(source + ": " + Line(k) + ": a key must be a plain name");
+      fail(k, "a key must be a plain name");
+      continue;
     }
     std::string key = k.Scalar();
     std::replace(key.begin(), key.end(), '-', '_');
@@ -135,12 +170,12 @@ StatusOr<std::vector<CLI::ConfigItem>> ParseYamlConfig(const std::string& text, 
       if (KeyOf(app, *o) == key) opt = o;
     }
     if (opt == nullptr) {
-      return Status::InvalidArgument(source + ": " + Line(k) + ": unknown key '" + k.Scalar() +
-                                     "' (--print-config-keys lists the keys)");
+      fail(k, "unknown key '" + k.Scalar() + "' (--print-config-keys lists the keys)");
+      continue;
     }
     if (!seen.insert(key).second) {
-      return Status::InvalidArgument(source + ": " + Line(k) + ": key '" + k.Scalar() +
-                                     "' is given twice");
+      fail(k, "key '" + k.Scalar() + "' is given twice");
+      continue;
     }
     CLI::ConfigItem item;
     item.name = opt->get_lnames().front();
@@ -150,28 +185,70 @@ StatusOr<std::vector<CLI::ConfigItem>> ParseYamlConfig(const std::string& text, 
     } else if (v.IsSequence()) {
       const bool repeatable = opt->get_expected_min() != 0 && opt->get_items_expected_max() > 1;
       if (!repeatable) {
-        return Status::InvalidArgument(source + ": " + Line(v) + ": '" + k.Scalar() +
-                                       "' takes one value, not a list");
+        fail(v, "'" + k.Scalar() + "' takes one value, not a list");
+        continue;
       }
+      bool plain = true;
       for (const auto& e : v) {
         if (!e.IsScalar()) {
-          return Status::InvalidArgument(source + ": " + Line(e) + ": '" + k.Scalar() +
-                                         "' takes a list of plain values");
+          fail(e, "'" + k.Scalar() + "' takes a list of plain values");
+          plain = false;
+          break;
         }
         item.inputs.push_back(e.Scalar());
       }
-      if (item.inputs.empty()) continue;
+      if (!plain || item.inputs.empty()) continue;
     } else {
-      return Status::InvalidArgument(source + ": " + Line(v) + ": '" + k.Scalar() +
-                                     "' takes a value, not a map");
+      fail(v, "'" + k.Scalar() + "' takes a value, not a map");
+      continue;
     }
     items.push_back(std::move(item));
+    if (lines != nullptr) lines->push_back(k.Mark().line + 1);
   }
   return items;
 }
 
-void AddConfigFileOptions(CLI::App* app) {
-  app->config_formatter(std::make_shared<YamlConfig>(app));
+StatusOr<std::vector<CLI::ConfigItem>> ParseYamlConfig(const std::string& text, const CLI::App& app,
+                                                       const std::string& source) {
+  std::vector<std::string> errors;
+  std::vector<CLI::ConfigItem> items = ParseYamlConfigItems(text, app, source, &errors);
+  if (errors.empty()) return items;
+  std::string all;
+  for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+  return Status::InvalidArgument(all);
+}
+
+void ConfigCheck::Add(const std::string& error) {
+  if (std::find(errors.begin(), errors.end(), error) == errors.end()) errors.push_back(error);
+}
+
+bool WantsCheckConfig(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a == "--check-config" || a.rfind("--check-config=", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string TryConfigItem(CLI::App* app, const CLI::ConfigItem& item) {
+  for (CLI::Option* opt : app->get_options()) opt->envname("");
+  std::vector<std::string> args = {"check"};
+  for (const std::string& in : item.inputs) args.push_back("--" + item.name + "=" + in);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    app->parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::RequiredError&) {
+    return "";  // checked after the values: this item's value was fine
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void AddConfigFileOptions(CLI::App* app, ConfigCheck* check) {
+  app->config_formatter(std::make_shared<YamlConfig>(app, check));
   app->set_config("--config", "", "YAML file of options (keys: --print-config-keys); flags win");
   app->add_flag_callback(
          "--print-config-keys",
@@ -186,8 +263,8 @@ void AddConfigFileOptions(CLI::App* app) {
 Status CheckWritableDir(const std::string& flag, const std::string& dir) {
   namespace fs = std::filesystem;
   if (dir.empty()) return Status::InvalidArgument(flag + " must not be empty");
-  fs::path p = fs::absolute(dir).lexically_normal();
   std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
   const bool exists = fs::exists(p, ec);
   fs::path existing = p;
   while (!fs::exists(existing, ec) && existing.has_parent_path() &&
@@ -198,18 +275,36 @@ Status CheckWritableDir(const std::string& flag, const std::string& dir) {
     return Status::InvalidArgument(flag + " " + dir + ": " + existing.string() +
                                    " is not a directory");
   }
-  if (access(existing.c_str(), W_OK | X_OK) != 0) {
-    return Status::InvalidArgument(flag + " " + dir + ": " + existing.string() +
-                                   " is not writable by this user" +
-                                   (exists ? "" : " (so " + dir + " cannot be created)"));
+  // Tried for real: access(2) says yes to root everywhere, even on /proc or a read-only mount.
+  std::string probe = (existing / ".convoy-check-XXXXXX").string();
+  if (mkdtemp(probe.data()) == nullptr) {
+    const int err = errno;
+    return Status::InvalidArgument(
+        flag + " " + dir + ": " +
+        (exists ? "cannot create files in it" : "cannot be created in " + existing.string()) +
+        ": " + std::strerror(err));
   }
+  rmdir(probe.c_str());
   return Status::Ok();
 }
 
-int ReportConfigCheck(const Status& result, const std::vector<std::string>& notes) {
+int ReportConfigCheck(const std::vector<std::string>& errors,
+                      const std::vector<std::string>& notes) {
   for (const std::string& n : notes) std::cout << "  " << n << "\n";
-  if (!result.ok()) {
-    std::cerr << "configuration error: " << result.message() << std::endl;
+  std::cout << std::flush;
+  if (!errors.empty()) {
+    for (const std::string& e : errors) {
+      // One line per problem, a multi-line message included.
+      size_t start = 0;
+      while (start <= e.size()) {
+        size_t end = e.find('\n', start);
+        if (end == std::string::npos) end = e.size();
+        if (end > start)
+          std::cerr << "configuration error: " << e.substr(start, end - start) << "\n";
+        start = end + 1;
+      }
+    }
+    std::cerr << std::flush;
     return 1;
   }
   std::cout << "configuration OK" << std::endl;

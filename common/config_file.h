@@ -12,6 +12,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,22 +38,68 @@ std::vector<ConfigKey> ConfigKeys(const CLI::App& app);
 std::string ConfigKeysMarkdown(const CLI::App& app);
 
 // Parses `text` (a YAML map) into CLI11 config items for `app`. `source` names the file in
-// errors ("coordinator.yaml: line 3: unknown key 'listn'").
+// errors ("coordinator.yaml: line 3: unknown key 'listn'"). Every problem of the file is
+// reported, one per line of the message, not only the first.
 StatusOr<std::vector<CLI::ConfigItem>> ParseYamlConfig(const std::string& text, const CLI::App& app,
                                                        const std::string& source);
 
+// Like ParseYamlConfig, but a problem with one key does not hide the others: the keys that
+// parse are returned (with their lines in `lines`, when given), each problem is appended to
+// `errors` ("FILE: line N: ..."). Text that is not a YAML map is one error and no items;
+// `usable` (when given) is then false.
+std::vector<CLI::ConfigItem> ParseYamlConfigItems(const std::string& text, const CLI::App& app,
+                                                  const std::string& source,
+                                                  std::vector<std::string>* errors,
+                                                  std::vector<int>* lines = nullptr,
+                                                  bool* usable = nullptr);
+
+// What --check-config finds before the daemon's own checks: every problem of the command
+// line and the file, one line each, each naming its flag or the file's line.
+struct ConfigCheck {
+  // True when "--check-config" is among the arguments (WantsCheckConfig): the parse then
+  // collects its problems here instead of failing at the first.
+  bool enabled = false;
+  std::vector<std::string> errors;
+  // The command line or the file could not be read as a whole (a missing file, text that is
+  // not YAML, an option CLI11 refused): the flags are incomplete and not worth checking
+  // further.
+  bool incomplete = false;
+  // The --config file was not a YAML map (set while parsing).
+  bool file_unusable = false;
+  // Tries one key of the file alone (the daemon's options defined afresh, bound to scratch
+  // flags; TryConfigItem): its error, or "". Keys that fail are reported and left out.
+  std::function<std::string(const CLI::ConfigItem&)> try_item;
+
+  // Appends `error` unless it is there already.
+  void Add(const std::string& error);
+};
+
+// Whether "--check-config" is among the command-line arguments (it is no config key).
+bool WantsCheckConfig(int argc, char** argv);
+
+// Parses `item` (a key of the file) alone into `app` as "--name=value" per value, without
+// the environment: CLI11's error for its value, or "" (a missing required option is no
+// error of this item). `app` must be freshly defined and is used up.
+std::string TryConfigItem(CLI::App* app, const CLI::ConfigItem& item);
+
 // Adds to `app`: --config FILE (YAML, read through ParseYamlConfig during app.parse) and
 // --print-config-keys (prints ConfigKeysMarkdown to stdout and exits 0, before required
-// options are checked). Call once, before app.parse; `app` must outlive the parse.
-void AddConfigFileOptions(CLI::App* app);
+// options are checked). Call once, before app.parse; `app` must outlive the parse. With
+// `check` (enabled), the file's problems are appended to check->errors and its bad keys left
+// out instead of failing the parse; `check` must outlive the parse.
+void AddConfigFileOptions(CLI::App* app, ConfigCheck* check = nullptr);
 
 // For --check-config: OK when `dir` is a directory this process can create files in, or does
-// not exist yet and its nearest existing ancestor is one (so that it can be created). Creates
-// nothing. The error names `flag`.
+// not exist yet and its nearest existing ancestor is one (so that it can be created). Tried
+// for real: an empty directory is made there and removed at once, so that a read-only or
+// pseudo file system (/proc) is caught even for root. Leaves nothing behind. The error names
+// `flag`.
 Status CheckWritableDir(const std::string& flag, const std::string& dir);
 
-// Prints what --check-config found (each note on stdout, then "configuration OK", or the
-// error on stderr) and returns the daemon's exit code: 0, or 1 for an invalid configuration.
-int ReportConfigCheck(const Status& result, const std::vector<std::string>& notes);
+// Prints what --check-config found: each note on stdout, then "configuration OK", or one
+// "configuration error: <reason>" line per error on stderr. Returns the daemon's exit code:
+// 0, or 1 for an invalid configuration.
+int ReportConfigCheck(const std::vector<std::string>& errors,
+                      const std::vector<std::string>& notes);
 
 }  // namespace convoy

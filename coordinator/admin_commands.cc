@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <string>
 
 #include "common/util.h"
 #include "coordinator/cluster_pki.h"
@@ -28,6 +29,17 @@ std::string When(int64_t ms) {
   char buf[32];
   strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%MZ", &tm);
   return buf;
+}
+
+// `s` as one shell word: as it is when it needs no quoting, else in single quotes.
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789/._-+:=@%,") == std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 bool MakeStateDir(const std::string& dir) {
@@ -54,10 +66,15 @@ int Init(const CoordinatorFlags& f) {
   }
   std::fprintf(stderr, "%s the cluster CA in %s/tls (keys mode 0600).\n",
                pki->created_ca ? "Made" : "Kept", f.state_dir.c_str());
+  // The next steps as they can be pasted: with the state directory this init used.
+  std::error_code ec;
+  const std::string state_dir =
+      std::filesystem::absolute(f.state_dir, ec).lexically_normal().string();
   std::fprintf(stderr,
-               "Workers join with:\n  convoy-coordinator token create --role worker --ttl 1h\n"
+               "Workers join with:\n  convoy-coordinator token create --state-dir %s --role "
+               "worker --ttl 1h\n"
                "  convoy-worker --coordinator HOST:PORT --join-token TOKEN --ca-fingerprint %s\n",
-               pki->ca_fingerprint.c_str());
+               ShellQuote(ec ? f.state_dir : state_dir).c_str(), pki->ca_fingerprint.c_str());
   std::printf("%s\n", pki->ca_fingerprint.c_str());
   return 0;
 }

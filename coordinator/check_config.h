@@ -10,10 +10,13 @@
 
 namespace convoy {
 
-// OK when the coordinator could start with `flags`: the listen addresses parse, the state
-// directory exists or can be created and is writable, its CA (if made already) loads, the
-// operator's TLS files (if given) load and match. `notes` receives what was checked, for the
-// operator. The error says what to fix.
-Status CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::string>* notes);
+// Checks what the coordinator's start would check with `flags` (ParseCoordinatorFlags checked
+// the addresses and ranges already): the state directory exists or can be created and is
+// writable (tried: a read-only or pseudo file system is caught), its databases are
+// readable, its CA (if made already) loads, the operator's TLS files (if given) load and
+// match. Every problem is appended to `errors`, each saying what to fix; `notes` receives
+// what was checked, for the operator.
+void CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::string>* notes,
+                            std::vector<std::string>* errors);
 
 }  // namespace convoy

@@ -48,14 +48,32 @@ Status ParseJobRetention(const std::string& text, int64_t* age_ms, int64_t* coun
   return Status::Ok();
 }
 
-Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* exit_code) {
-  CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
+namespace {
+
+// The subcommands, and their own copies of the serve flags they use (so that `init --help`
+// lists them; one given after the subcommand wins over the file and the environment).
+struct Subcommands {
+  CLI::App* init = nullptr;
+  CLI::App* create = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* revoke = nullptr;
+  std::string state_dir, listen, advertise_address;
+  std::vector<std::string> tls_sans;
+  std::vector<CLI::Option*> state_dir_options;
+  CLI::Option* listen_option = nullptr;
+  CLI::Option* advertise_option = nullptr;
+  CLI::Option* san_option = nullptr;
+};
+
+// Every option and subcommand of convoy-coordinator, bound to `f` (and `subs`).
+void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, ConfigCheck* check) {
   app.set_version_flag("--version", VersionLine("convoy-coordinator"));
   app.fallthrough();
-  AddConfigFileOptions(&app);
+  AddConfigFileOptions(&app, check);
   app.add_flag("--check-config", f->check_config,
                "validate the whole configuration (addresses, directories, TLS files) and exit "
-               "0, or non-zero with the reason; starts nothing")
+               "0 (\"configuration OK\"), or 1 with one \"configuration error:\" line per "
+               "problem; starts nothing")
       ->configurable(false);
   if (const char* dir = std::getenv("CONVOY_STATE_DIR")) f->state_dir = dir;
   app.add_option("--state-dir", f->state_dir, "directory of the SQLite state and tls/ (created)")
@@ -160,86 +178,171 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
 
-  CLI::App* init =
+  auto state_dir = [subs](CLI::App* sub) {
+    subs->state_dir_options.push_back(
+        sub->add_option("--state-dir", subs->state_dir,
+                        "directory of the SQLite state and tls/ (default /var/lib/convoy, or "
+                        "CONVOY_STATE_DIR)"));
+  };
+  subs->init =
       app.add_subcommand("init", "make the cluster CA and print its fingerprint (idempotent)");
+  state_dir(subs->init);
+  subs->listen_option = subs->init->add_option(
+      "--listen", subs->listen,
+      "HOST:PORT the coordinator will serve (its host is in the certificate)");
+  subs->advertise_option =
+      subs->init->add_option("--advertise-address", subs->advertise_address,
+                             "the name or address clients reach the coordinator by");
+  subs->san_option = subs->init->add_option(
+      "--tls-san", subs->tls_sans, "another name for the serving certificate (repeatable)");
   CLI::App* token = app.add_subcommand("token", "bearer tokens of people, join tokens of workers");
   token->require_subcommand(1);
-  CLI::App* create = token->add_subcommand("create", "make a token and print it (shown once)");
-  create->add_option("--user", f->token_user,
-                     "who the token is for (not needed for --role worker)");
-  create->add_option("--role", f->token_role, "admin|user|viewer|worker")->required();
-  create->add_option("--ttl", f->token_ttl,
-                     "lifetime: 90s, 15m, 1h, 30d; 0 never (default 30d, "
-                     "join tokens 1h)");
-  create->add_option("--uses", f->token_uses, "join tokens: how many workers may use it")
+  subs->create = token->add_subcommand("create", "make a token and print it (shown once)");
+  state_dir(subs->create);
+  subs->create->add_option("--user", f->token_user,
+                           "who the token is for (not needed for --role worker)");
+  subs->create->add_option("--role", f->token_role, "admin|user|viewer|worker (required)");
+  subs->create->add_option("--ttl", f->token_ttl,
+                           "lifetime: 90s, 15m, 1h, 30d; 0 never (default 30d, "
+                           "join tokens 1h)");
+  subs->create->add_option("--uses", f->token_uses, "join tokens: how many workers may use it")
       ->check(CLI::Range(1, 1000000));
-  CLI::App* list = token->add_subcommand("list", "tokens without their secrets");
-  CLI::App* revoke =
-      token->add_subcommand("revoke", "revoke a token (by id) or every token of a user");
-  revoke->add_option("id_or_user", f->revoke, "token id or user")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    *exit_code = app.exit(e);
-    return Status::InvalidArgument(e.what());
-  }
-  *exit_code = 2;
-  if (init->parsed()) f->command = "init";
-  if (create->parsed()) f->command = "token create";
-  if (list->parsed()) f->command = "token list";
-  if (revoke->parsed()) f->command = "token revoke";
-  if (f->state_dir.empty()) return Status::InvalidArgument("--state-dir must not be empty");
+  subs->list = token->add_subcommand("list", "tokens without their secrets");
+  state_dir(subs->list);
+  subs->revoke = token->add_subcommand("revoke", "revoke a token (by id) or every token of a user");
+  state_dir(subs->revoke);
+  subs->revoke->add_option("id_or_user", f->revoke, "token id or user")->required();
+}
+
+// The checks after the parse, every one of them (--check-config reports them all; a start
+// refuses at the first). Fills the parsed forms (the retention, ":PORT" addresses).
+std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
+  std::vector<Status> problems;
+  auto check = [&](const Status& s) {
+    if (!s.ok()) problems.push_back(s);
+  };
+  if (f->state_dir.empty())
+    problems.push_back(Status::InvalidArgument("--state-dir must not be empty"));
   if (f->command == "token create") {
+    if (f->token_role.empty()) {
+      problems.push_back(Status::InvalidArgument(
+          "token create: --role is required: admin, user, viewer or worker (a join token)"));
+      return problems;
+    }
     if (f->token_role != "worker" && f->token_user.empty()) {
-      return Status::InvalidArgument("--user is required for a person's token");
+      problems.push_back(Status::InvalidArgument("--user is required for a person's token"));
+      return problems;
     }
     if (f->token_role == "worker" && f->token_user.empty()) f->token_user = "join";
     if (!IsValidName(f->token_user)) {
-      return Status::InvalidArgument("--user: '" + f->token_user +
-                                     "' is not valid: use 1-63 of [A-Za-z0-9._-]");
+      problems.push_back(Status::InvalidArgument("--user: '" + f->token_user +
+                                                 "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
     }
     if (f->token_ttl.empty()) f->token_ttl = f->token_role == "worker" ? "1h" : "30d";
-    auto ttl = ParseDuration(f->token_ttl, "--ttl");
-    if (!ttl.ok()) return ttl.status();
+    check(ParseDuration(f->token_ttl, "--ttl").status());
     if (f->token_uses > 0 && f->token_role != "worker") {
-      return Status::InvalidArgument("--uses applies to join tokens (--role worker) only");
+      problems.push_back(
+          Status::InvalidArgument("--uses applies to join tokens (--role worker) only"));
     }
   }
-  if (f->command != "serve") {
-    *exit_code = 0;
-    return Status::Ok();
-  }
+  if (f->command != "serve") return problems;
   for (std::string* addr : {&f->metrics_listen, &f->health_listen}) {
     if (!addr->empty() && addr->front() == ':') *addr = "127.0.0.1" + *addr;
   }
+  std::string listen_host;
   for (const auto& [flag, value] : {std::make_pair("--listen", f->listen),
                                     std::make_pair("--metrics-listen", f->metrics_listen),
                                     std::make_pair("--health-listen", f->health_listen)}) {
     if (value.empty()) continue;
     auto hp = ParseHostPort(value, flag);
-    if (!hp.ok()) return hp.status();
+    check(hp.status());
+    if (hp.ok() && std::string(flag) == "--listen") listen_host = hp->first;
   }
   if (f->insecure) {
-    auto hp = ParseHostPort(f->listen, "--listen");
-    if (!IsLoopbackHost(hp->first)) {
-      return Status::InvalidArgument(
+    if (!listen_host.empty() && !IsLoopbackHost(listen_host)) {
+      problems.push_back(Status::InvalidArgument(
           "--insecure serves plain text without authentication: --listen must be a loopback "
           "address (127.0.0.1, ::1, localhost), not '" +
-          hp->first + "'; drop --insecure to serve TLS");
+          listen_host + "'; drop --insecure to serve TLS"));
     }
     if (!f->tls_cert.empty() || !f->tls_key.empty() || !f->tls_ca.empty()) {
-      return Status::InvalidArgument("--insecure and --tls-cert/--tls-key/--tls-ca conflict");
+      problems.push_back(
+          Status::InvalidArgument("--insecure and --tls-cert/--tls-key/--tls-ca conflict"));
     }
   }
   const int own = !f->tls_cert.empty() + !f->tls_key.empty() + !f->tls_ca.empty();
   if (own != 0 && own != 3) {
-    return Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together");
+    problems.push_back(Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together"));
   }
   auto ttl = ParseDuration(f->worker_cert_ttl, "--worker-cert-ttl");
-  if (!ttl.ok()) return ttl.status();
-  if (*ttl < 300) return Status::InvalidArgument("--worker-cert-ttl: at least 5m");
-  CONVOY_RETURN_IF_ERROR(
-      ParseJobRetention(f->job_retention, &f->job_retention_ms, &f->job_retention_count));
+  check(ttl.status());
+  if (ttl.ok() && *ttl < 300) {
+    problems.push_back(Status::InvalidArgument("--worker-cert-ttl: at least 5m"));
+  }
+  check(ParseJobRetention(f->job_retention, &f->job_retention_ms, &f->job_retention_count));
+  return problems;
+}
+
+}  // namespace
+
+Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* exit_code,
+                             ConfigCheck* check) {
+  const bool checking = check != nullptr && WantsCheckConfig(argc, argv);
+  if (checking) {
+    check->enabled = true;
+    check->try_item = [](const CLI::ConfigItem& item) {
+      CoordinatorFlags scratch;
+      Subcommands subs;
+      CLI::App probe;
+      DefineOptions(probe, &scratch, &subs, nullptr);
+      return TryConfigItem(&probe, item);
+    };
+  }
+  CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
+  Subcommands subs;
+  DefineOptions(app, f, &subs, checking ? check : nullptr);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0 || !checking) {
+      // CLI11 prints the help, the version or the error; a usage error exits 2 (README
+      // "Exit codes"), whatever CLI11's own code for it.
+      *exit_code = app.exit(e) == 0 ? 0 : 2;
+      return Status::InvalidArgument("");
+    }
+    // --check-config: a configuration error like the others.
+    if (!(check->file_unusable && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
+      check->Add(e.what());
+    }
+    check->incomplete = true;
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  if (subs.init->parsed()) f->command = "init";
+  if (subs.create->parsed()) f->command = "token create";
+  if (subs.list->parsed()) f->command = "token list";
+  if (subs.revoke->parsed()) f->command = "token revoke";
+  for (const CLI::Option* o : subs.state_dir_options) {
+    if (o->count() > 0) f->state_dir = subs.state_dir;
+  }
+  if (subs.listen_option->count() > 0) f->listen = subs.listen;
+  if (subs.advertise_option->count() > 0) f->advertise_address = subs.advertise_address;
+  if (subs.san_option->count() > 0) f->tls_sans = subs.tls_sans;
+  if (checking && check->file_unusable) {
+    check->incomplete = true;  // the file's settings are missing: later checks would mislead
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  std::vector<Status> problems = ValidateFlags(f);
+  if (checking) {
+    for (const Status& s : problems) check->Add(s.message());
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  if (!problems.empty()) {
+    *exit_code = 2;
+    return problems.front();
+  }
   *exit_code = 0;
   return Status::Ok();
 }

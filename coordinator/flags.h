@@ -18,6 +18,8 @@
 
 namespace convoy {
 
+struct ConfigCheck;  // common/config_file.h
+
 struct CoordinatorFlags {
   // "serve", "init", "token create", "token list", "token revoke".
   std::string command = "serve";
@@ -104,9 +106,18 @@ struct CoordinatorFlags {
   std::string revoke;
 };
 
-// Parses argv; on --help or an error prints to stdout/stderr and returns the exit code in
-// `exit_code` (the caller exits with it) with a non-OK status.
-Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* flags, int* exit_code);
+// Parses argv. OK with exit_code 0: run `flags.command`. Otherwise `exit_code` is what main
+// returns: 0 for --help/--version, 2 for a usage error (whatever CLI11's own code). The
+// Status message says what is wrong; it is empty when CLI11 printed the help, the version
+// or its own parse error already.
+//
+// With --check-config among the arguments and `check` given, a configuration problem is no
+// usage error: every one found (the command line's, each bad key of the file, each failed
+// check after the parse) is appended to check->errors, check->incomplete says whether the
+// flags are whole enough to check further, and the result is OK with exit_code 0 (unless
+// --help or --version was asked for).
+Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* flags, int* exit_code,
+                             ConfigCheck* check = nullptr);
 
 // --job-retention: "0" (keep every job: both 0), a count "1000" (`count`), or a duration
 // "30d" (`age_ms`). Errors name the flag.

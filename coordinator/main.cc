@@ -43,18 +43,18 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("convoy-coordinator"));
   CoordinatorFlags flags;
   int exit_code = 0;
-  Status parsed = ParseCoordinatorFlags(argc, argv, &flags, &exit_code);
+  ConfigCheck check;
+  Status parsed = ParseCoordinatorFlags(argc, argv, &flags, &exit_code, &check);
   if (!parsed.ok()) {
-    if (exit_code != 0 && !parsed.message().empty() && exit_code == 2) {
-      spdlog::error("{}", parsed.message());
-    }
+    if (!parsed.message().empty()) spdlog::error("{}", parsed.message());
     return exit_code;
   }
-  if (exit_code != 0) return exit_code;
-  if (flags.check_config) {
+  if (check.enabled) {
+    // deploy/README.md: "configuration OK" and 0, or a "configuration error:" line for each
+    // problem and 1.
     std::vector<std::string> notes;
-    const Status ok = CheckCoordinatorConfig(flags, &notes);
-    return ReportConfigCheck(ok, notes);
+    if (!check.incomplete) CheckCoordinatorConfig(flags, &notes, &check.errors);
+    return ReportConfigCheck(check.errors, notes);
   }
   if (flags.command != "serve") return RunAdminCommand(flags);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));

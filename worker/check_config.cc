@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 
 #include "common/config_file.h"
+#include "common/job_paths.h"
+#include "common/pki.h"
 #include "worker/credentials.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/resources.h"
@@ -25,25 +28,165 @@ StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path)
   return data;
 }
 
+int64_t NowS() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string UtcTime(int64_t s) {
+  const time_t t = static_cast<time_t>(s);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Whether <work dir>/tls holds a usable certificate for this worker, as
+// WorkerCredentials::LoadStored decides at start (a store cut short counts when the files it
+// left complete a valid set), but read-only. OK, NotFound (no set there) or why the set there
+// is not usable.
+Status StoredCertificate(const WorkerFlags& flags, const std::string& dir, int64_t* not_after_s) {
+  const char* names[] = {"ca.crt", "worker.key", "worker.crt"};
+  auto check = [&](bool prefer_tmp) -> Status {
+    std::string pem[3];
+    for (int i = 0; i < 3; ++i) {
+      const std::string path = dir + "/" + names[i];
+      auto text =
+          ReadFile("stored",
+                   prefer_tmp && access((path + ".tmp").c_str(), F_OK) == 0 ? path + ".tmp" : path);
+      if (!text.ok()) return Status::NotFound("");
+      pem[i] = *text;
+    }
+    Status valid =
+        CheckWorkerCertificate(pem[1], pem[2], pem[0], flags.name, flags.ca_fingerprint, NowS());
+    if (!valid.ok()) return Status::InvalidArgument(dir + ": " + valid.message());
+    auto info = InspectCertificate(pem[2]);
+    if (info.ok()) *not_after_s = info->not_after_s;
+    return Status::Ok();
+  };
+  if (check(true).ok()) return Status::Ok();
+  return check(false);
+}
+
+void CheckCredentials(const WorkerFlags& flags, std::vector<std::string>* notes,
+                      std::vector<std::string>* errors) {
+  if (flags.insecure) {
+    notes->push_back("plain text to the coordinator (--insecure)");
+    return;
+  }
+  if (!flags.tls_cert.empty()) {
+    if (flags.tls_key.empty() || flags.tls_ca.empty()) return;  // the parse said so
+    auto cert = ReadFile("--tls-cert", flags.tls_cert);
+    auto key = ReadFile("--tls-key", flags.tls_key);
+    auto ca = ReadFile("--tls-ca", flags.tls_ca);
+    bool read = true;
+    for (const auto* r : {&cert, &key, &ca}) {
+      if (!r->ok()) errors->push_back(r->status().message());
+      read = read && r->ok();
+    }
+    if (!read) return;
+    if (Status s = CheckWorkerCertificate(*key, *cert, *ca, flags.name, "", NowS()); !s.ok()) {
+      errors->push_back("--tls-cert: " + s.message());
+      return;
+    }
+    notes->push_back("TLS files load and name " + flags.name);
+    return;
+  }
+  const std::string work_dir =
+      std::filesystem::absolute(flags.work_dir).lexically_normal().string();
+  const std::string dir = (std::filesystem::path(work_dir) / "tls").string();
+  int64_t not_after_s = 0;
+  const Status stored = StoredCertificate(flags, dir, &not_after_s);
+  if (stored.ok()) {
+    notes->push_back("uses the certificate stored in " + dir + " (valid until " +
+                     UtcTime(not_after_s) + ")");
+    return;
+  }
+  if (!flags.join_token.empty()) {
+    if (!flags.ca_fingerprint.empty()) {
+      notes->push_back("joins with a token, trusting CA " + flags.ca_fingerprint +
+                       (stored.message().empty() ? "" : " (" + stored.message() + ")"));
+    }
+    return;  // a missing or malformed fingerprint: the parse said so
+  }
+  errors->push_back(
+      "no credentials: a secured worker needs a join token (--join-token or "
+      "CONVOY_JOIN_TOKEN, with --ca-fingerprint), or --tls-cert, --tls-key and --tls-ca, or a "
+      "valid certificate for '" +
+      flags.name + "' in " + dir + " from an earlier join; --insecure only for a coordinator " +
+      "on loopback" + (stored.message().empty() ? "" : " (stored: " + stored.message() + ")"));
+}
+
 }  // namespace
 
-Status CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes) {
+Status CheckJobRootForRanks(const std::string& job_root, const std::string& work_dir,
+                            const std::optional<RunAsUser>& run_as) {
+  auto root = CanonicalPath(job_root);
+  if (!root.ok()) return Status::InvalidArgument("--job-root " + root.status().message());
+  auto work = CanonicalPath(work_dir);
+  if (!work.ok()) return Status::InvalidArgument("--work-dir " + work.status().message());
+  const std::string shown = "--job-root " + job_root;
+  if (IsPathUnder(*work, *root)) {
+    return Status::InvalidArgument(
+        shown + ": holds the worker's own directory --work-dir " + work_dir +
+        " (job directories would contain the worker's files); choose a job root apart from it, "
+        "e.g. " +
+        *work + "/job-root");
+  }
+  for (const char* sub : {"jobs", "run", "code", "tls", "data-cache", "snapshots"}) {
+    const std::string own = *work + "/" + sub;
+    if (IsPathUnder(*root, own)) {
+      return Status::InvalidArgument(
+          shown + (*root == own ? ": is" : ": lies in") + " the worker's own directory " + own +
+          " (job directories would mix with the worker's files); choose a job root apart from "
+          "it, e.g. " +
+          *work + "/job-root");
+    }
+  }
+  const uid_t uid = run_as ? run_as->uid : geteuid();
+  const gid_t gid = run_as ? run_as->gid : getegid();
+  const std::string bad = FirstUnsearchableDir(*root, uid, gid);
+  if (!bad.empty()) {
+    const std::string who = run_as ? "user " + run_as->name + ", uid " + std::to_string(uid)
+                                   : "uid " + std::to_string(uid);
+    return Status::InvalidArgument(shown + ": the ranks (" + who + ") cannot reach it: " + bad +
+                                   " is not searchable for them; choose a job root they can "
+                                   "reach, or make that directory searchable (chmod o+x)");
+  }
+  return Status::Ok();
+}
+
+void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes,
+                       std::vector<std::string>* errors) {
+  auto fail = [errors](const Status& s) {
+    if (!s.ok()) errors->push_back(s.message());
+    return !s.ok();
+  };
   // ParseWorkerFlags already checked the coordinator address, the name and flag pairs.
   notes->push_back("coordinator " + flags.coordinator);
   if (!flags.metrics_listen.empty()) {
     notes->push_back("/metrics, /healthz, /readyz on " + flags.metrics_listen);
   }
-  if (Status s = CheckWritableDir("--work-dir", flags.work_dir); !s.ok()) return s;
-  if (Status s = CheckWritableDir("--job-root", flags.job_root); !s.ok()) return s;
-  notes->push_back("work dir " + flags.work_dir + " and job root " + flags.job_root + " writable");
+  const std::string job_root =
+      flags.job_root.empty() ? flags.work_dir + "/job-root" : flags.job_root;
+  const bool work_ok = !fail(CheckWritableDir("--work-dir", flags.work_dir));
+  const bool root_ok = !fail(CheckWritableDir("--job-root", job_root));
+  if (work_ok && root_ok)
+    notes->push_back("work dir " + flags.work_dir + " and job root " + job_root + " writable");
   auto user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
-  if (!user.ok()) return user.status();
-  notes->push_back(*user ? "ranks run as " + flags.run_as
-                         : "ranks run as this (non-root) user; --run-as applies to root");
+  if (!fail(user.status())) {
+    notes->push_back(*user ? "ranks run as " + flags.run_as
+                           : "ranks run as this (non-root) user; --run-as applies to root");
+    if (!fail(CheckJobRootForRanks(job_root, flags.work_dir, *user))) {
+      notes->push_back("job root " + job_root + " apart from the work dir, reachable by the ranks");
+    }
+  }
   const std::string trainer =
       flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
   if (access(trainer.c_str(), X_OK) != 0) {
-    return Status::InvalidArgument("--trainer " + trainer + ": not an executable file");
+    errors->push_back("--trainer " + trainer + ": not an executable file");
   }
   // What the worker would offer (the same discovery as at start).
   const int64_t memory = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
@@ -52,41 +195,20 @@ Status CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* not
   if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
   if (auto nvml = Nvml::Load()) gpu_sources.nvml = nvml->Devices();
   auto gpus = DiscoverGpus(gpu_sources);
-  if (!gpus.ok()) return gpus.status();
-  std::string labels;
-  for (const auto& [k, v] : flags.label_map) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
-  notes->push_back("offers " + (memory > 0 ? HumanBytes(memory) : std::string("unknown")) +
-                   " of memory, " + std::to_string(gpus->devices.size()) + " GPU(s) (" +
-                   gpus->source + "); labels: " + (labels.empty() ? "none" : labels));
+  if (!fail(gpus.status())) {
+    std::string labels;
+    for (const auto& [k, v] : flags.label_map) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+    notes->push_back("offers " + (memory > 0 ? HumanBytes(memory) : std::string("unknown")) +
+                     " of memory, " + std::to_string(gpus->devices.size()) + " GPU(s) (" +
+                     gpus->source + "); labels: " + (labels.empty() ? "none" : labels));
+  }
   std::error_code ec;
   for (const std::string& p : flags.data_paths) {
     if (!std::filesystem::is_directory(p, ec)) {
       notes->push_back("data path " + p + " does not exist (ignored)");
     }
   }
-  if (!flags.tls_cert.empty()) {
-    auto cert = ReadFile("--tls-cert", flags.tls_cert);
-    auto key = ReadFile("--tls-key", flags.tls_key);
-    auto ca = ReadFile("--tls-ca", flags.tls_ca);
-    for (const auto* r : {&cert, &key, &ca}) {
-      if (!r->ok()) return r->status();
-    }
-    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-    if (Status s = CheckWorkerCertificate(*key, *cert, *ca, flags.name, "", now_s); !s.ok()) {
-      return Status::InvalidArgument("--tls-cert: " + s.message());
-    }
-    notes->push_back("TLS files load and name " + flags.name);
-  } else if (!flags.join_token.empty()) {
-    if (flags.ca_fingerprint.rfind("SHA256:", 0) != 0) {
-      return Status::InvalidArgument(
-          "--ca-fingerprint must look like SHA256:... (printed by "
-          "convoy-coordinator init)");
-    }
-    notes->push_back("joins with a token, trusting CA " + flags.ca_fingerprint);
-  }
-  return Status::Ok();
+  CheckCredentials(flags, notes, errors);
 }
 
 }  // namespace convoy

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -78,6 +80,22 @@ std::chrono::system_clock::time_point Deadline(int seconds) {
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED;
+}
+
+// When a certificate expires, for a log line: "2026-11-26T23:19:00Z (in 23h59m)".
+std::string Expiry(int64_t not_after_s, int64_t now_s) {
+  const time_t t = static_cast<time_t>(not_after_s);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  char when[32];
+  strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const int64_t left = not_after_s - now_s;
+  if (left <= 0) return std::string(when) + " (expired)";
+  const int64_t d = left / 86400, h = left % 86400 / 3600, m = left % 3600 / 60;
+  std::string in = d > 0   ? std::to_string(d) + "d" + std::to_string(h) + "h"
+                   : h > 0 ? std::to_string(h) + "h" + std::to_string(m) + "m"
+                           : std::to_string(std::max<int64_t>(m, 1)) + "m";
+  return std::string(when) + " (in " + in + ")";
 }
 
 }  // namespace
@@ -156,8 +174,8 @@ StatusOr<std::unique_ptr<WorkerCredentials>> WorkerCredentials::Create(const Cre
   c->renewable_ = true;
   Status stored = c->LoadStored();
   if (stored.ok()) {
-    spdlog::info("TLS: using the certificate stored in {}/tls (valid until {})", o.work_dir,
-                 c->not_after_s());
+    spdlog::info("TLS: using the certificate stored in {}/tls, valid until {}", o.work_dir,
+                 Expiry(c->not_after_s(), now_s));
     return c;
   }
   if (o.join_token.empty() || o.ca_fingerprint.empty()) {
@@ -323,7 +341,7 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
         CONVOY_RETURN_IF_ERROR(Store(*key, resp.cert_pem(), info.ca_pem()));
         Use(*key, resp.cert_pem(), info.ca_pem());
         spdlog::info("joined the cluster (CA {}): certificate for '{}' valid until {}", *actual,
-                     options_.name, resp.not_after_unix_s());
+                     options_.name, Expiry(resp.not_after_unix_s(), clock_.NowUnixMs() / 1000));
         return Status::Ok();
       }
       if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
@@ -383,7 +401,8 @@ Status WorkerCredentials::MaybeRenew() {
   if (!verified.ok()) return Status::Unavailable("renewed certificate: " + verified.message());
   CONVOY_RETURN_IF_ERROR(Store(*new_key, resp.cert_pem(), ca));
   Use(*new_key, resp.cert_pem(), ca);
-  spdlog::info("TLS: renewed the worker certificate, valid until {}", resp.not_after_unix_s());
+  spdlog::info("TLS: renewed the worker certificate, valid until {}",
+               Expiry(resp.not_after_unix_s(), now_s));
   return Status::Ok();
 }
 

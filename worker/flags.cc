@@ -1,6 +1,7 @@
 #include "worker/flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdlib>
 
 #include "common/config_file.h"
@@ -10,13 +11,16 @@
 
 namespace convoy {
 
-Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
-  CLI::App app{"convoy-worker: runs the training processes of Convoy jobs on this machine"};
+namespace {
+
+// Every option of convoy-worker, bound to `f`.
+void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
   app.set_version_flag("--version", VersionLine("convoy-worker"));
-  AddConfigFileOptions(&app);
+  AddConfigFileOptions(&app, check);
   app.add_flag("--check-config", f->check_config,
                "validate the whole configuration (addresses, directories, the run-as user, "
-               "TLS files) and exit 0, or non-zero with the reason; starts nothing")
+               "TLS files, credentials) and exit 0 (\"configuration OK\"), or 1 with one "
+               "\"configuration error:\" line per problem; starts nothing")
       ->configurable(false);
   app.add_option("--coordinator", f->coordinator, "HOST:PORT of the coordinator")
       ->envname("CONVOY_COORDINATOR");
@@ -97,61 +101,130 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code) {
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // CLI11 prints help, the version, or the error; a usage error exits 2 like the others.
-    *exit_code = app.exit(e) == 0 ? 0 : 2;
-    return Status::InvalidArgument("");
-  }
-  *exit_code = 2;
+}
+
+// The checks after the parse, every one of them (--check-config reports them all; a start
+// refuses at the first). Fills the parsed forms (memory_bytes, label_map, metrics_listen).
+std::vector<Status> ValidateFlags(WorkerFlags* f) {
+  std::vector<Status> problems;
+  auto check = [&](const Status& s) {
+    if (!s.ok()) problems.push_back(s);
+  };
+  std::string coordinator_host;
   if (f->coordinator.empty()) {
-    return Status::InvalidArgument("--coordinator (or CONVOY_COORDINATOR) is required");
+    problems.push_back(
+        Status::InvalidArgument("--coordinator (or CONVOY_COORDINATOR) is required"));
+  } else {
+    auto hp = ParseHostPort(f->coordinator, "--coordinator");
+    check(hp.status());
+    if (hp.ok()) coordinator_host = hp->first;
   }
-  auto hp = ParseHostPort(f->coordinator, "--coordinator");
-  if (!hp.ok()) return hp.status();
   if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
     f->metrics_listen = "127.0.0.1" + f->metrics_listen;
   }
-  if (!f->metrics_listen.empty()) {
-    auto mp = ParseHostPort(f->metrics_listen, "--metrics-listen");
-    if (!mp.ok()) return mp.status();
-  }
+  if (!f->metrics_listen.empty())
+    check(ParseHostPort(f->metrics_listen, "--metrics-listen").status());
   if (!f->memory.empty()) {
     auto bytes = ParseByteSize(f->memory, "--memory");
-    if (!bytes.ok()) return bytes.status();
-    f->memory_bytes = *bytes;
+    check(bytes.status());
+    if (bytes.ok()) f->memory_bytes = *bytes;
   }
-  if (!f->gpus.empty()) {
-    auto gpus = ParseGpuList(f->gpus);
-    if (!gpus.ok()) return gpus.status();
-  }
+  if (!f->gpus.empty()) check(ParseGpuList(f->gpus).status());
   auto labels = ParseLabels(f->labels);
-  if (!labels.ok()) return labels.status();
-  f->label_map = *labels;
+  check(labels.status());
+  if (labels.ok()) f->label_map = *labels;
   if (!IsValidName(f->name)) {
-    return Status::InvalidArgument("--name: '" + f->name +
-                                   "' is not valid: use 1-63 of [A-Za-z0-9._-]");
+    problems.push_back(Status::InvalidArgument("--name: '" + f->name +
+                                               "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
   }
   if (f->insecure) {
-    if (!IsLoopbackHost(hp->first)) {
-      return Status::InvalidArgument(
+    if (!coordinator_host.empty() && !IsLoopbackHost(coordinator_host)) {
+      problems.push_back(Status::InvalidArgument(
           "--insecure sends plain text without authentication: only to a coordinator on "
           "loopback, not '" +
-          hp->first + "'; join with --join-token and --ca-fingerprint instead");
+          coordinator_host + "'; join with --join-token and --ca-fingerprint instead"));
     }
     if (!f->join_token.empty() || !f->tls_cert.empty()) {
-      return Status::InvalidArgument("--insecure conflicts with --join-token and --tls-cert");
+      problems.push_back(
+          Status::InvalidArgument("--insecure conflicts with --join-token and --tls-cert"));
     }
   }
   const int own = !f->tls_cert.empty() + !f->tls_key.empty() + !f->tls_ca.empty();
   if (own != 0 && own != 3) {
-    return Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together");
+    problems.push_back(Status::InvalidArgument("--tls-cert, --tls-key and --tls-ca go together"));
   }
   if (!f->join_token.empty() && f->ca_fingerprint.empty()) {
-    return Status::InvalidArgument(
+    problems.push_back(Status::InvalidArgument(
         "--join-token needs --ca-fingerprint (printed by convoy-coordinator init): the worker "
-        "trusts the coordinator only once its CA matches");
+        "trusts the coordinator only once its CA matches"));
+  }
+  if (!f->ca_fingerprint.empty()) check(CheckCaFingerprint("--ca-fingerprint", f->ca_fingerprint));
+  return problems;
+}
+
+}  // namespace
+
+Status CheckCaFingerprint(const std::string& flag, const std::string& value) {
+  const bool prefixed = value.rfind("SHA256:", 0) == 0 || value.rfind("sha256:", 0) == 0;
+  size_t hex = 0;
+  bool only_hex = true;
+  for (size_t i = prefixed ? 7 : 0; i < value.size(); ++i) {
+    if (value[i] == ':') continue;
+    if (std::isxdigit(static_cast<unsigned char>(value[i])) == 0) only_hex = false;
+    ++hex;
+  }
+  if (prefixed && only_hex && hex == 64) return Status::Ok();
+  return Status::InvalidArgument(
+      flag + ": '" + value +
+      "' is not a CA fingerprint: expected SHA256: and 64 hex digits (colons between them "
+      "allowed), as `convoy-coordinator init` prints it" +
+      (prefixed && only_hex ? ", got " + std::to_string(hex) + " digits" : ""));
+}
+
+Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code, ConfigCheck* check) {
+  const bool checking = check != nullptr && WantsCheckConfig(argc, argv);
+  if (checking) {
+    check->enabled = true;
+    check->try_item = [](const CLI::ConfigItem& item) {
+      WorkerFlags scratch;
+      CLI::App probe;
+      DefineOptions(probe, &scratch, nullptr);
+      return TryConfigItem(&probe, item);
+    };
+  }
+  CLI::App app{"convoy-worker: runs the training processes of Convoy jobs on this machine"};
+  DefineOptions(app, f, checking ? check : nullptr);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0 || !checking) {
+      // CLI11 prints help, the version, or the error; a usage error exits 2 like the others.
+      *exit_code = app.exit(e) == 0 ? 0 : 2;
+      return Status::InvalidArgument("");
+    }
+    // --check-config: a configuration error like the others. A required option missing
+    // because the file was unreadable is no news.
+    if (!(check->file_unusable && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
+      check->Add(e.what());
+    }
+    check->incomplete = true;
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  if (checking && check->file_unusable) {
+    check->incomplete = true;  // the file's settings are missing: later checks would mislead
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  std::vector<Status> problems = ValidateFlags(f);
+  if (checking) {
+    for (const Status& s : problems) check->Add(s.message());
+    *exit_code = 0;
+    return Status::Ok();
+  }
+  if (!problems.empty()) {
+    *exit_code = 2;
+    return problems.front();
   }
   *exit_code = 0;
   return Status::Ok();

@@ -12,6 +12,8 @@
 
 namespace convoy {
 
+struct ConfigCheck;  // common/config_file.h
+
 struct WorkerFlags {
   // HOST:PORT of the coordinator; CONVOY_COORDINATOR when the flag is absent (as every Convoy
   // program reads it).
@@ -108,6 +110,17 @@ struct WorkerFlags {
 // Parses argv. OK with exit_code 0: run. Otherwise `exit_code` is what main returns: 0 for
 // --help/--version, 2 for a usage error. The Status message says what is wrong; it is empty
 // when CLI11 printed the help, the version or its own parse error already.
-Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* flags, int* exit_code);
+//
+// With --check-config among the arguments and `check` given, a configuration problem is no
+// usage error: every one found (the command line's, each bad key of the file, each failed
+// check after the parse) is appended to check->errors, check->incomplete says whether the
+// flags are whole enough to check further, and the result is OK with exit_code 0 (unless
+// --help or --version was asked for).
+Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* flags, int* exit_code,
+                        ConfigCheck* check = nullptr);
+
+// OK when `value` is a CA fingerprint as `convoy-coordinator init` prints it: "SHA256:" (or
+// "sha256:") and 64 hex digits, colons between them allowed. Else an error naming `flag`.
+Status CheckCaFingerprint(const std::string& flag, const std::string& value);
 
 }  // namespace convoy

@@ -48,15 +48,18 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("convoy-worker"));
   WorkerFlags flags;
   int exit_code = 0;
-  const Status parsed = ParseWorkerFlags(argc, argv, &flags, &exit_code);
+  ConfigCheck check;
+  const Status parsed = ParseWorkerFlags(argc, argv, &flags, &exit_code, &check);
   if (!parsed.ok()) {
     if (!parsed.message().empty()) spdlog::error("{}", parsed.message());
     return exit_code;
   }
-  if (flags.check_config) {
+  if (check.enabled) {
+    // deploy/README.md: "configuration OK" and 0, or a "configuration error:" line for each
+    // problem and 1.
     std::vector<std::string> notes;
-    const Status ok = CheckWorkerConfig(flags, &notes);
-    return ReportConfigCheck(ok, notes);
+    if (!check.incomplete) CheckWorkerConfig(flags, &notes, &check.errors);
+    return ReportConfigCheck(check.errors, notes);
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ worker " + flags.name + ": %v");

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/temp_dir.h"
@@ -161,6 +162,91 @@ TEST(ConfigFile, CheckWritableDir) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--d"), std::string::npos);
   EXPECT_FALSE(CheckWritableDir("--d", "").ok());
+  // Tried for real: root's access(2) says yes to /proc, mkdir there does not.
+  const Status proc = CheckWritableDir("--state-dir", "/proc/nope");
+  EXPECT_FALSE(proc.ok());
+  EXPECT_NE(proc.message().find("--state-dir /proc/nope"), std::string::npos) << proc.message();
+  // Nothing is left behind by the probe.
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.str())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);  // the file made above
+}
+
+TEST(ConfigFile, EveryProblemOfTheFileIsReported) {
+  CLI::App app{"test"};
+  Opts o;
+  Define(app, o);
+  std::vector<std::string> errors;
+  std::vector<int> lines;
+  bool usable = false;
+  const auto items = ParseYamlConfigItems(
+      "name: w1\nlistn: x\nslots: 2\nlisten: [a, b]\nname: w2\nstate_dir: {a: 1}\n", app, "c.yaml",
+      &errors, &lines, &usable);
+  EXPECT_TRUE(usable);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors[0], "c.yaml: line 2: unknown key 'listn' (--print-config-keys lists the keys)");
+  EXPECT_NE(errors[1].find("c.yaml: line 4: 'listen' takes one value"), std::string::npos);
+  EXPECT_EQ(errors[2], "c.yaml: line 5: key 'name' is given twice");
+  EXPECT_NE(errors[3].find("c.yaml: line 6: 'state_dir' takes a value, not a map"),
+            std::string::npos);
+  ASSERT_EQ(items.size(), 2u);  // name and slots parse
+  EXPECT_EQ(lines, (std::vector<int>{1, 3}));
+  // ParseYamlConfig: all of them in one error, a line each.
+  auto all = ParseYamlConfig("listn: x\nslot: 1\n", app, "c.yaml");
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().message(),
+            "c.yaml: line 1: unknown key 'listn' (--print-config-keys lists the keys)\n"
+            "c.yaml: line 2: unknown key 'slot' (--print-config-keys lists the keys)");
+  errors.clear();
+  ParseYamlConfigItems("name: [w1\n", app, "c.yaml", &errors, nullptr, &usable);
+  EXPECT_FALSE(usable);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+TEST(ConfigFile, WantsCheckConfig) {
+  const char* with[] = {"prog", "--config", "c.yaml", "--check-config"};
+  EXPECT_TRUE(WantsCheckConfig(4, const_cast<char**>(with)));
+  const char* without[] = {"prog", "--config", "c.yaml", "--", "--check-config"};
+  EXPECT_FALSE(WantsCheckConfig(5, const_cast<char**>(without)));
+}
+
+// The collecting parse of --check-config: bad keys (unknown, or a value the option refuses)
+// are reported with their lines and left out; the rest is applied.
+TEST(ConfigFile, CheckModeCollectsAndLeavesBadKeysOut) {
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/c.yaml") << "name: w1\nslots: 0\nlistn: x\nlisten: a:1\n"
+                                          "insecure: maybe\n";
+  ConfigCheck check;
+  check.enabled = true;
+  check.try_item = [](const CLI::ConfigItem& item) {
+    CLI::App probe{"probe"};
+    Opts scratch;
+    Define(probe, scratch);
+    return TryConfigItem(&probe, item);
+  };
+  CLI::App app{"test"};
+  Opts o;
+  AddConfigFileOptions(&app, &check);
+  app.add_option("--listen", o.listen, "HOST:PORT");
+  app.add_option("--slots", o.slots, "slots")->check(CLI::Range(1, 4096));
+  app.add_flag("--insecure", o.insecure, "plain text");
+  app.add_option("--name", o.name, "name")->required();
+  const std::string path = dir.str() + "/c.yaml";
+  const char* argv[] = {"prog", "--config", path.c_str()};
+  ASSERT_NO_THROW(app.parse(3, const_cast<char**>(argv)));
+  ASSERT_EQ(check.errors.size(), 3u) << ::testing::PrintToString(check.errors);
+  EXPECT_EQ(check.errors[0].rfind(path + ": line 3: unknown key 'listn'", 0), 0u);
+  EXPECT_EQ(check.errors[1].rfind(path + ": line 2: ", 0), 0u) << check.errors[1];
+  EXPECT_NE(check.errors[1].find("slots"), std::string::npos) << check.errors[1];
+  EXPECT_EQ(check.errors[2].rfind(path + ": line 5: ", 0), 0u) << check.errors[2];
+  EXPECT_EQ(o.name, "w1");
+  EXPECT_EQ(o.listen, "a:1");
+  EXPECT_EQ(o.slots, 0);  // left out: the default stays
+  check.Add(check.errors[0]);
+  EXPECT_EQ(check.errors.size(), 3u) << "Add keeps one of each";
 }
 
 }  // namespace

@@ -314,6 +314,9 @@ Status Parse(std::vector<std::string> args, WorkerFlags* flags, int* exit_code) 
   return ParseWorkerFlags(static_cast<int>(argv.size()), argv.data(), flags, exit_code);
 }
 
+// A well-formed fingerprint (SHA256: and 64 hex digits), of no CA in particular.
+const std::string kFingerprint = "SHA256:" + std::string(64, 'a');
+
 std::vector<std::string> Base(const std::string& coordinator) {
   return {"--coordinator", coordinator, "--name", "w1", "--work-dir", "/tmp/w1"};
 }
@@ -347,11 +350,12 @@ TEST(WorkerFlagsTest, CredentialFlagsGoTogether) {
     std::string expected;  // empty: accepted
   };
   const std::vector<Case> cases = {
-      {{"--join-token", "t", "--ca-fingerprint", "SHA256:ab"}, ""},
+      {{"--join-token", "t", "--ca-fingerprint", kFingerprint}, ""},
       {{"--join-token", "t"}, "--ca-fingerprint"},
+      {{"--join-token", "t", "--ca-fingerprint", "SHA256:abcd"}, "64 hex digits"},
       {{"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "a"}, ""},
       {{"--tls-cert", "c", "--tls-key", "k"}, "--tls-ca"},
-      {{"--insecure", "--join-token", "t", "--ca-fingerprint", "SHA256:ab"}, "--insecure"},
+      {{"--insecure", "--join-token", "t", "--ca-fingerprint", kFingerprint}, "--insecure"},
       // Nothing: accepted here (a joined worker restarts from its stored certificate);
       // WorkerCredentials::Create says what to pass when there is none.
       {{}, ""},
@@ -378,7 +382,7 @@ TEST(WorkerFlagsTest, JoinTokenFromTheEnvironment) {
   WorkerFlags f;
   int code = -1;
   auto args = Base("10.0.0.1:7000");
-  args.insert(args.end(), {"--ca-fingerprint", "SHA256:ab"});
+  args.insert(args.end(), {"--ca-fingerprint", kFingerprint});
   Status st = Parse(args, &f, &code);
   unsetenv("CONVOY_JOIN_TOKEN");
   ASSERT_TRUE(st.ok()) << st.message();
