@@ -205,39 +205,4 @@ std::string FirstUnsearchableDir(const std::string& path, uid_t uid, gid_t gid) 
   return "";
 }
 
-std::vector<std::string> WorkerOwnDirs(const std::string& work_dir) {
-  std::vector<std::string> dirs;
-  for (const char* d : {"jobs", "run", "code", "tls", "data-cache", "snapshots"}) {
-    dirs.push_back(work_dir + "/" + d);
-  }
-  return dirs;
-}
-
-Status CheckJobRootApart(const std::string& job_root, const std::string& work_dir,
-                         const std::vector<std::string>& own_dirs) {
-  const std::string why =
-      "job directories (<job root>/<job id>) must never hold the worker's "
-      "own files; the default is <work dir>/job-root";
-  if (IsPathUnder(work_dir, job_root)) {
-    return Status::InvalidArgument("--job-root " + job_root + ": contains the --work-dir " +
-                                   work_dir + "; " + why);
-  }
-  for (const std::string& own : own_dirs) {
-    if (IsPathUnder(job_root, own) || IsPathUnder(own, job_root)) {
-      return Status::InvalidArgument("--job-root " + job_root + ": collides with the worker's " +
-                                     own + "; " + why);
-    }
-  }
-  return Status::Ok();
-}
-
-Status CheckReachable(const std::string& flag, const std::string& dir, uid_t uid, gid_t gid) {
-  const std::string bad = FirstUnsearchableDir(dir, uid, gid);
-  if (bad.empty()) return Status::Ok();
-  return Status::InvalidArgument(flag + " " + dir + ": ranks (uid " + std::to_string(uid) +
-                                 ") cannot reach it: " + bad +
-                                 " is not searchable for them; choose a directory they can "
-                                 "reach, or make it searchable (chmod o+x)");
-}
-
 }  // namespace convoy

@@ -81,26 +81,4 @@ StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
 // its job directory or metrics socket fails in ways that are hard to read later.
 std::string FirstUnsearchableDir(const std::string& path, uid_t uid, gid_t gid);
 
-// The worker's own directories below `work_dir` (canonical): attempts' logs (`jobs`),
-// metrics sockets (`run`), code archives (`code`), its key (`tls`), the data cache
-// (`data-cache`) and the fallback snapshot root (`snapshots`). Job directories must never
-// contain one of them, nor lie in one.
-std::vector<std::string> WorkerOwnDirs(const std::string& work_dir);
-
-// OK when the job directories `<job_root>/<job id>` can neither be nor contain one of the
-// worker's own directories: `job_root` (canonical) is not `work_dir` or an ancestor of it,
-// and lies in none of `own_dirs` (WorkerOwnDirs, the snapshot root) nor contains one as a
-// job directory would (`<job_root>/<x>` being one of them). Else INVALID_ARGUMENT naming
-// --job-root and the directory it collides with. `<work_dir>/job-root`, the default, is
-// apart.
-Status CheckJobRootApart(const std::string& job_root, const std::string& work_dir,
-                         const std::vector<std::string>& own_dirs);
-
-// OK when the user `uid`:`gid` can search every directory from "/" down to `dir`; else
-// INVALID_ARGUMENT naming `flag`, the directory it cannot pass and what to do, e.g.
-// "--job-root /var/lib/convoy/jobs: ranks (uid 999) cannot reach it: /var/lib/convoy (owner
-// 0, mode 0700) is not searchable for them; choose a directory they can reach". A directory
-// that does not exist yet is not an error (the caller creates it searchable).
-Status CheckReachable(const std::string& flag, const std::string& dir, uid_t uid, gid_t gid);
-
 }  // namespace convoy

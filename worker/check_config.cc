@@ -11,8 +11,10 @@
 #include "common/job_paths.h"
 #include "common/pki.h"
 #include "worker/credentials.h"
+#include "worker/job_root.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/resources.h"
+#include "worker/snapshot_dir.h"
 
 namespace convoy {
 namespace {
@@ -179,7 +181,14 @@ void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes
   if (!fail(user.status())) {
     notes->push_back(*user ? "ranks run as " + flags.run_as
                            : "ranks run as this (non-root) user; --run-as applies to root");
-    if (!fail(CheckJobRootForRanks(job_root, flags.work_dir, *user))) {
+    const std::string snapshots = flags.snapshot_dir == "none" ? ""
+                                  : flags.snapshot_dir.empty()
+                                      ? DefaultSnapshotRoot(flags.name, flags.work_dir)
+                                      : flags.snapshot_dir;
+    auto work = CanonicalPath(flags.work_dir);
+    if (!fail(StartupJobRoot(flags.job_root, work.ok() ? *work : flags.work_dir, snapshots, *user,
+                             /*create=*/false)
+                  .status())) {
       notes->push_back("job root " + job_root + " apart from the work dir, reachable by the ranks");
     }
   }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <vector>
 
 #include "common/job_paths.h"
+#include "worker/check_config.h"
 
 namespace convoy {
 
@@ -18,24 +18,31 @@ StatusOr<std::string> StartupJobRoot(const std::string& flag_value, const std::s
     if (create) return root.status();
     return Status::InvalidArgument("--job-root " + root.status().message());
   }
-  std::vector<std::string> own = WorkerOwnDirs(work_dir);
+  CONVOY_RETURN_IF_ERROR(CheckJobRootForRanks(*root, work_dir, run_as));
   if (!snapshot_root.empty()) {
     auto snapshots = CanonicalPath(snapshot_root);
-    own.push_back(snapshots.ok() ? *snapshots : snapshot_root);
+    const std::string s = snapshots.ok() ? *snapshots : snapshot_root;
+    if (IsPathUnder(*root, s) || IsPathUnder(s, *root)) {
+      return Status::InvalidArgument("--job-root " + *root +
+                                     ": overlaps the snapshot directory --snapshot-dir " + s +
+                                     " (job directories would mix with the worker's files); "
+                                     "choose a job root apart from it, e.g. " +
+                                     work_dir + "/job-root");
+    }
   }
-  CONVOY_RETURN_IF_ERROR(CheckJobRootApart(*root, work_dir, own));
-  const uid_t uid = run_as ? run_as->uid : geteuid();
-  const gid_t gid = run_as ? run_as->gid : getegid();
-  CONVOY_RETURN_IF_ERROR(CheckReachable("--job-root", *root, uid, gid));
   // The way to the worker's own directory too (each rank's metrics socket is in <work
   // dir>/run); the worker makes the directory itself searchable when it starts.
+  const uid_t uid = run_as ? run_as->uid : geteuid();
+  const gid_t gid = run_as ? run_as->gid : getegid();
   const std::string parent = std::filesystem::path(work_dir).parent_path().string();
-  if (Status s = CheckReachable("--work-dir", parent, uid, gid); !s.ok()) {
-    return Status::InvalidArgument("--work-dir " + work_dir + ": ranks (uid " +
-                                   std::to_string(uid) +
-                                   ") cannot reach it: " + FirstUnsearchableDir(parent, uid, gid) +
-                                   " is not searchable for them; choose a directory they can "
-                                   "reach, or make it searchable (chmod o+x)");
+  const std::string bad = FirstUnsearchableDir(parent, uid, gid);
+  if (!bad.empty()) {
+    const std::string who = run_as ? "user " + run_as->name + ", uid " + std::to_string(uid)
+                                   : "uid " + std::to_string(uid);
+    return Status::InvalidArgument("--work-dir " + work_dir + ": the ranks (" + who +
+                                   ") cannot reach it: " + bad +
+                                   " is not searchable for them; choose a work dir they can "
+                                   "reach, or make that directory searchable (chmod o+x)");
   }
   return *root;
 }

@@ -14,12 +14,12 @@
 namespace convoy {
 
 // The job root to use: `flag_value`, or `<work_dir>/job-root` when it is empty, created when
-// missing (0711 for what it creates) and canonical. Refused (INVALID_ARGUMENT naming
-// --job-root) when it cannot be made, when job directories would hold or lie in the
-// worker's own directories (`work_dir`, canonical, and `snapshot_root`, empty for none), or
-// when `run_as` (the ranks' user; nullopt: this process's user) cannot search every
-// directory down to it. `create` false only checks: nothing is made, a missing directory is
-// judged by its nearest existing ancestor.
+// missing (0711 for what it creates) and canonical. Refused (INVALID_ARGUMENT naming the
+// flag) when it cannot be made, when job directories would hold or lie in the worker's own
+// directories (CheckJobRootForRanks, worker/check_config.h; and `snapshot_root`, empty for
+// none), when `run_as` (the ranks' user; nullopt: this process's user) cannot search every
+// directory down to it, or cannot pass through to `work_dir` (canonical). `create` false only
+// checks: nothing is made, a missing directory is judged by its nearest existing ancestor.
 StatusOr<std::string> StartupJobRoot(const std::string& flag_value, const std::string& work_dir,
                                      const std::string& snapshot_root,
                                      const std::optional<RunAsUser>& run_as, bool create = true);

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 import yaml
@@ -142,7 +143,17 @@ def _check_config(objects, kind, tmp_path):
     c = _container(workload)
     config = _one(objects, "ConfigMap")
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-    root = tmp_path / kind
+    # Not under pytest's tmp_path: that lies in a 0700 /tmp/pytest-of-USER, which a root
+    # worker's ranks (run_as convoy) cannot pass, and --check-config rightly refuses.
+    top = tempfile.mkdtemp(prefix="convoy-k8s-check-")
+    os.chmod(top, 0o711)
+    try:
+        return _check_config_in(workload, c, config, mounts, type(tmp_path)(top) / kind)
+    finally:
+        shutil.rmtree(top)
+
+
+def _check_config_in(workload, c, config, mounts, root):
     etc = root / mounts["config"].lstrip("/")
     etc.mkdir(parents=True)
 
