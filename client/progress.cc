@@ -27,7 +27,8 @@ bool ProgressView::Finished() const {
 
 bool ProgressView::Waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return job_.state() == v1::PENDING;
+  const bool text = options_.mode != Mode::kJson && options_.mode != Mode::kYaml;
+  return text && job_.state() == v1::PENDING;
 }
 
 void ProgressView::ShowWaiting(const v1::Job& job, int64_t now) {

@@ -45,7 +45,8 @@ class ProgressView {
   // stream's updates as they are.
   void ShowWaiting(const v1::Job& job, int64_t now_unix_ms);
 
-  // True while the job waits to be placed (PENDING): when ShowWaiting is worth calling.
+  // True while the job waits to be placed (PENDING) in a text mode: when ShowWaiting is
+  // worth calling.
   bool Waiting() const;
 
   // Removes the live lines (terminal mode) before something else is written to the

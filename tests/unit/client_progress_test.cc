@@ -166,6 +166,7 @@ TEST_F(ProgressViewTest, WhyItWaitsIsNotAddedToJsonOutput) {
   ProgressView view(out_, o);
   v1::WatchJobResponse first = Snapshot(v1::PENDING, 0, 1);
   view.Update(first, kT0);
+  EXPECT_FALSE(view.Waiting()) << "nothing to poll for";
   out_.str("");
   first.mutable_job()->set_pending_reason("needs 2 workers");
   view.ShowWaiting(first.job(), kT0 + 2'000);
