@@ -49,8 +49,14 @@ std::string Render(const google::protobuf::Message& msg, const CommandOptions& o
   return options.yaml ? ToYaml(msg) : ToJson(msg);
 }
 
-int RpcFailed(const grpc::Status& st, const std::string& what) {
+// Prints why the call `what` failed and returns its exit code (ExitCodeFor, or
+// ExplainConnectFailure's).
+int RpcFailed(const Coordinator& c, const grpc::Status& st, const std::string& what) {
   std::cerr << "convoy: " << what << ": ";
+  if (auto better = ExplainConnectFailure(c, st)) {
+    std::cerr << better->second << "\n";
+    return better->first;
+  }
   switch (st.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
       std::cerr << "not authenticated: " << st.error_message();
@@ -61,8 +67,7 @@ int RpcFailed(const grpc::Status& st, const std::string& what) {
     default:
       std::cerr << st.error_message();
       if (ExitCodeFor(st) == kExitUnavailable) {
-        std::cerr << " (is the coordinator running? A TLS coordinator needs --ca and --token, "
-                     "or `convoy login`)";
+        std::cerr << " (is the coordinator running at " << c.target << "?)";
       }
   }
   std::cerr << "\n";
@@ -127,7 +132,7 @@ grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* 
 
 }  // namespace
 
-Coordinator ConnectToCoordinator(const ClientConfig& config) {
+Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag) {
   const std::string& target = config.coordinator;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
@@ -153,7 +158,83 @@ Coordinator ConnectToCoordinator(const ClientConfig& config) {
   }
   c.channel = grpc::CreateCustomChannel(target, creds, args);
   c.stub = v1::JobService::NewStub(c.channel);
+  c.target = target;
+  c.plaintext = config.insecure;
+  c.plaintext_by_default = config.insecure && !insecure_flag;
+  c.has_ca = !config.ca_pem.empty();
+  c.has_token = !config.token.empty();
   return c;
+}
+
+namespace {
+
+// A JoinService stub over TLS that verifies nothing: for what anyone may ask before trusting
+// the coordinator (its CA, to be checked against a fingerprint; whether it speaks TLS).
+std::unique_ptr<v1::JoinService::Stub> UnverifiedTlsJoinStub(const std::string& target) {
+  grpc::experimental::TlsChannelCredentialsOptions opts;
+  opts.set_verify_server_certs(false);
+  opts.set_check_call_host(false);
+  opts.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  return v1::JoinService::NewStub(
+      grpc::CreateChannel(target, grpc::experimental::TlsCredentials(opts)));
+}
+
+bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinator& c,
+                                                                 const grpc::Status& st) {
+  if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return std::nullopt;
+  const std::string& m = st.error_message();
+  const std::string no_token =
+      c.has_token ? "" : "no token (convoy login, --token or CONVOY_TOKEN), and ";
+  if (!c.plaintext &&
+      (Contains(m, "certificate verify failed") || Contains(m, "CERTIFICATE_VERIFY_FAILED"))) {
+    return std::make_pair(
+        static_cast<int>(kExitUnauthenticated),
+        "not authenticated: " + no_token + "the coordinator's certificate is not trusted: " +
+            (c.has_ca ? "it is not signed by the CA given (--ca, CONVOY_CA or the config "
+                        "file); is " +
+                            c.target + " the right cluster?"
+                      : "pass the cluster's CA with --ca FILE (or CONVOY_CA), or log in with "
+                        "`convoy login --ca-fingerprint SHA256:...`"));
+  }
+  if (!c.plaintext &&
+      (Contains(m, "wrong version number") || Contains(m, "WRONG_VERSION_NUMBER"))) {
+    return std::make_pair(static_cast<int>(kExitUsage),
+                          "the coordinator at " + c.target +
+                              " speaks plain text, not TLS (convoy-coordinator --insecure): "
+                              "pass --insecure, without a token or CA");
+  }
+  if (!c.plaintext && Contains(m, "handshake")) {
+    return std::make_pair(
+        static_cast<int>(kExitUnauthenticated),
+        "not authenticated: " + no_token + "the TLS handshake with the coordinator failed: " + m);
+  }
+  if (c.plaintext) {
+    // Plain text to a coordinator that answers over TLS: what is missing is the credentials
+    // (or, with --insecure, the flag is wrong), not the coordinator.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    v1::ClusterInfo info;
+    const bool tls = UnverifiedTlsJoinStub(c.target)
+                         ->GetClusterInfo(&ctx, v1::GetClusterInfoRequest(), &info)
+                         .ok();
+    if (tls && c.plaintext_by_default) {
+      return std::make_pair(static_cast<int>(kExitUnauthenticated),
+                            "not authenticated: no token (convoy login, --token or "
+                            "CONVOY_TOKEN): the coordinator at " +
+                                c.target + " speaks TLS and needs a token and its CA (--ca)");
+    }
+    if (tls) {
+      return std::make_pair(static_cast<int>(kExitUsage),
+                            "--insecure: the coordinator at " + c.target +
+                                " speaks TLS; give its CA and a token instead (--ca and --token, "
+                                "or `convoy login`)");
+    }
+  }
+  return std::nullopt;
 }
 
 StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) {
@@ -196,10 +277,15 @@ StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) 
 
 namespace {
 
-// Packs `dir` and stores it on the coordinator (UploadCode, 4 MiB a call); returns its hash.
-StatusOr<std::string> UploadCodeDir(Coordinator& c, const std::string& dir) {
+// Packs `dir` and stores it on the coordinator (UploadCode, 4 MiB a call), setting `sha_out` to
+// its hash. Returns the exit code: a directory that cannot be packed is a usage error; a
+// refused call exits as any other RPC (7 for a viewer, 6 for a bad token).
+int UploadCodeDir(Coordinator& c, const std::string& dir, std::string* sha_out) {
   auto packed = PackCodeDirectory(dir);
-  if (!packed.ok()) return packed.status();
+  if (!packed.ok()) {
+    std::cerr << "convoy: " << packed.status().message() << "\n";
+    return packed.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRpcError;
+  }
   const std::string sha = Sha256Hex(packed->archive);
   const int64_t total = static_cast<int64_t>(packed->archive.size());
   std::cerr << "convoy: --code " << dir << ": " << packed->files << " file(s), " << packed->bytes
@@ -216,12 +302,19 @@ StatusOr<std::string> UploadCodeDir(Coordinator& c, const std::string& dir) {
         packed->archive.substr(static_cast<size_t>(offset), static_cast<size_t>(kCodeChunkBytes)));
     v1::UploadCodeResponse resp;
     grpc::Status st = c.stub->UploadCode(&ctx, req, &resp);
-    if (!st.ok()) return Status::Unavailable("upload " + dir + ": " + st.error_message());
-    if (resp.complete()) return sha;
-    if (resp.received() <= offset) return Status::Internal("upload " + dir + ": no progress");
+    if (!st.ok()) return RpcFailed(c, st, "upload " + dir);
+    if (resp.complete()) {
+      *sha_out = sha;
+      return kExitOk;
+    }
+    if (resp.received() <= offset) {
+      std::cerr << "convoy: upload " << dir << ": the coordinator made no progress\n";
+      return kExitRpcError;
+    }
     offset = resp.received();
   }
-  return Status::Internal("upload " + dir + ": the coordinator did not say complete");
+  std::cerr << "convoy: upload " << dir << ": the coordinator did not say complete\n";
+  return kExitRpcError;
 }
 
 }  // namespace
@@ -235,12 +328,10 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   }
   const std::string what = args.file.empty() ? "submit" : "submit " + args.file;
   if (!args.code_dir.empty()) {
-    auto sha = UploadCodeDir(c, args.code_dir);
-    if (!sha.ok()) {
-      std::cerr << "convoy: " << sha.status().message() << "\n";
-      return sha.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitUnavailable;
-    }
-    spec->set_code_sha256(*sha);
+    std::string sha;
+    const int uploaded = UploadCodeDir(c, args.code_dir, &sha);
+    if (uploaded != kExitOk) return uploaded;
+    spec->set_code_sha256(sha);
   }
   grpc::ClientContext ctx;
   SetDeadline(ctx);
@@ -248,7 +339,7 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   *req.mutable_spec() = std::move(*spec);
   v1::SubmitJobResponse resp;
   grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, what);
+  if (!st.ok()) return RpcFailed(c, st, what);
   // With --watch and JSON, this is the first of the lines.
   std::cout << (options.structured()
                     ? (watch && options.yaml ? "---\n" : "") + Render(resp, options)
@@ -287,7 +378,7 @@ int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& opti
   } else {
     st = ListAllJobs(c, req, &resp);
   }
-  if (!st.ok()) return RpcFailed(st, "list");
+  if (!st.ok()) return RpcFailed(c, st, "list");
   std::cout << (options.structured() ? Render(resp, options) + "\n"
                                      : FormatJobTable(resp, NowMs()));
   if (!options.structured() && !resp.next_page_token().empty()) {
@@ -302,7 +393,7 @@ int QueueCommand(Coordinator& c, const CommandOptions& options) {
   req.add_states(v1::RESTARTING);
   v1::ListJobsResponse resp;
   grpc::Status st = ListAllJobs(c, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "queue");
+  if (!st.ok()) return RpcFailed(c, st, "queue");
   // A job of those states without a queue position is not in the queue yet: its previous
   // attempt's ranks are still stopping (a restart's teardown, a preemption's checkpoint).
   v1::ListJobsResponse waiting;
@@ -324,7 +415,7 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   req.set_job_id(job);
   v1::Job resp;
   grpc::Status st = c.stub->GetJob(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "status " + job);
+  if (!st.ok()) return RpcFailed(c, st, "status " + job);
   if (options.structured()) {
     std::cout << Render(resp, options) << "\n";
     return kExitOk;
@@ -346,7 +437,8 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
 int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
                  bool connected) {
   ProgressView view(std::cout, ViewOptions(options));
-  return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr);
+  return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr,
+                  [&c](const grpc::Status& st) { return ExplainConnectFailure(c, st); });
 }
 
 int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
@@ -366,7 +458,7 @@ int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, b
     std::fflush(stdout);
   }
   grpc::Status st = reader->Finish();
-  if (!st.ok()) return RpcFailed(st, "logs " + job);
+  if (!st.ok()) return RpcFailed(c, st, "logs " + job);
   return kExitOk;
 }
 
@@ -377,21 +469,55 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   req.set_job_id(job);
   v1::Job resp;
   grpc::Status st = c.stub->CancelJob(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "cancel " + job);
+  if (!st.ok()) return RpcFailed(c, st, "cancel " + job);
   std::cout << (options.structured() ? Render(resp, options)
                                      : resp.id() + " " + StateText(resp.state()))
             << "\n";
   return kExitOk;
 }
 
-int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
-  v1::DeleteJobRequest req;
-  req.set_job_id(job);
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+                  int64_t wait_for_teardown_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  auto waited_ms = [&start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  int64_t next_note_ms = 0;  // when to say again that it still waits
   v1::DeleteJobResponse resp;
-  grpc::Status st = c.stub->DeleteJob(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "delete " + job);
+  for (;;) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::DeleteJobRequest req;
+    req.set_job_id(job);
+    grpc::Status st = c.stub->DeleteJob(&ctx, req, &resp);
+    if (st.ok()) break;
+    if (st.error_code() != grpc::StatusCode::FAILED_PRECONDITION ||
+        waited_ms() >= wait_for_teardown_ms) {
+      return RpcFailed(c, st, "delete " + job);
+    }
+    // Refused although finished: its last attempt's ranks are still being stopped (a cancel
+    // a moment ago). Wait for them; a job that is not finished is refused at once.
+    grpc::ClientContext get_ctx;
+    SetDeadline(get_ctx);
+    v1::GetJobRequest get;
+    get.set_job_id(job);
+    v1::Job state;
+    if (!c.stub->GetJob(&get_ctx, get, &state).ok() || !IsTerminalState(state.state())) {
+      return RpcFailed(c, st, "delete " + job);
+    }
+    if (waited_ms() >= next_note_ms) {
+      std::cerr << "convoy: delete " << job << ": " << StateText(state.state())
+                << "; waiting for the ranks of attempt " << state.attempt() << " to stop"
+                << (next_note_ms == 0
+                        ? " (up to " + std::to_string(wait_for_teardown_ms / 1000) + " s)"
+                        : " (" + FormatDuration(waited_ms()) + " so far)")
+                << "\n";
+      next_note_ms = waited_ms() + 10'000;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
   if (options.structured()) {
     std::cout << Render(resp, options) << "\n";
     return kExitOk;
@@ -417,7 +543,7 @@ int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
     SetDeadline(ctx);
     v1::ListWorkersResponse page;
     grpc::Status st = c.stub->ListWorkers(&ctx, req, &page);
-    if (!st.ok()) return RpcFailed(st, "workers");
+    if (!st.ok()) return RpcFailed(c, st, "workers");
     for (v1::WorkerInfo& w : *page.mutable_workers()) *resp.add_workers() = std::move(w);
     resp.set_next_page_token(page.next_page_token());
     if (limit > 0 || page.next_page_token().empty()) break;
@@ -441,7 +567,7 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now
   req.set_now(now);
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, (drain ? "drain " : "undrain ") + worker);
+  if (!st.ok()) return RpcFailed(c, st, (drain ? "drain " : "undrain ") + worker);
   if (options.structured()) {
     std::cout << Render(resp, options) << "\n";
   } else {
@@ -461,7 +587,7 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
   }
   v1::JobMetrics metrics;
   grpc::Status st = GetMetrics(c, job, &metrics);
-  if (!st.ok()) return RpcFailed(st, "plot " + job);
+  if (!st.ok()) return RpcFailed(c, st, "plot " + job);
   const std::vector<PlotSeries> series = ExtractSeries(metrics, metric, rank);
   if (output == "csv") {
     std::cout << SeriesCsv(series, metric);
@@ -490,7 +616,7 @@ int TopCommand(Coordinator& c, bool once, int interval_ms) {
     }
     v1::ListJobsResponse resp;
     grpc::Status st = ListAllJobs(c, req, &resp);
-    if (!st.ok()) return RpcFailed(st, "top");
+    if (!st.ok()) return RpcFailed(c, st, "top");
     const std::string text = FormatTop(resp, NowMs());
     if (once) {
       std::cout << text << std::flush;
@@ -503,12 +629,7 @@ int TopCommand(Coordinator& c, bool once, int interval_ms) {
 }
 
 StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint) {
-  grpc::experimental::TlsChannelCredentialsOptions opts;
-  opts.set_verify_server_certs(false);
-  opts.set_check_call_host(false);
-  opts.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
-  auto channel = grpc::CreateChannel(target, grpc::experimental::TlsCredentials(opts));
-  auto stub = v1::JoinService::NewStub(channel);
+  auto stub = UnverifiedTlsJoinStub(target);
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ClusterInfo info;
@@ -541,7 +662,7 @@ int LoginCommand(const ClientConfig& config, const std::string& path) {
   one.set_limit(1);
   v1::ListJobsResponse resp;
   grpc::Status st = c.stub->ListJobs(&ctx, one, &resp);
-  if (!st.ok()) return RpcFailed(st, "login");
+  if (!st.ok()) return RpcFailed(c, st, "login");
   Status saved = SaveClientConfig(path, config);
   if (!saved.ok()) {
     std::cerr << "convoy login: " << saved.message() << "\n";

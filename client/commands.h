@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <grpcpp/channel.h>
 
@@ -14,16 +16,35 @@
 
 namespace convoy {
 
-// A channel to convoy-coordinator and its JobService stub.
+// A channel to convoy-coordinator and its JobService stub, and how it was chosen (to
+// explain a failure to connect).
 struct Coordinator {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::JobService::Stub> stub;
+  std::string target;
+  bool plaintext = false;  // plain text (else TLS)
+  // Plain text only because no token and no CA were given (not --insecure).
+  bool plaintext_by_default = false;
+  bool has_ca = false;  // TLS verified against a CA given (else the system's roots)
+  bool has_token = false;
 };
 
 // The one place where the CLI's channel is made: TLS verified against the cluster CA with
-// the token as `authorization: Bearer` on every call, or plain text when `config.insecure`.
-// `config.coordinator` is HOST:PORT (or any gRPC target URI). Connects lazily.
-Coordinator ConnectToCoordinator(const ClientConfig& config);
+// the token as `authorization: Bearer` on every call, or plain text when `config.insecure`
+// (`insecure_flag`: --insecure asked for it; otherwise it was implied). `config.coordinator`
+// is HOST:PORT (or any gRPC target URI). Connects lazily.
+Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag = false);
+
+// A failure to reach the coordinator that has a better explanation than "is it running?",
+// as the exit code and the message (without "convoy: "); nullopt otherwise:
+//  - TLS whose handshake failed on the coordinator's certificate: 6, "the coordinator's
+//    certificate is not trusted" with what to pass (--ca, or login --ca-fingerprint);
+//  - plain text chosen because no token or CA was given, to a coordinator that speaks TLS
+//    (asked once, with a short unverified TLS call): 6, "not authenticated: no token";
+//  - --insecure to a coordinator that speaks TLS: 2, "give its CA and a token instead";
+//  - TLS to a coordinator that speaks plain text (an --insecure one): 2, "use --insecure".
+std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinator& c,
+                                                                 const grpc::Status& st);
 
 // The cluster CA's certificate, fetched without verifying the coordinator and then checked
 // against `fingerprint` ("SHA256:..."): how `convoy login --ca-fingerprint` trusts a cluster.
@@ -79,8 +100,11 @@ int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& o
 int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes);
 int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
-// Deletes a finished job (DeleteJob); prints which workers remove its files.
-int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+// Deletes a finished job (DeleteJob); prints which workers remove its files. A job that is
+// finished but whose ranks are still being stopped (just cancelled) is waited for, up to
+// `wait_for_teardown_ms`, with a line on stderr, then deleted.
+int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+                  int64_t wait_for_teardown_ms = 60'000);
 // `convoy workers`: every worker (paged in 1000s), or with `limit` one page from
 // `page_token`.
 int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,

@@ -1,7 +1,10 @@
 // convoy: the command-line client of convoy-coordinator. This file only parses the command
 // line and dispatches; the verbs are in commands.cc, rendering in format.cc and the live
 // view in progress.cc / watch.cc.
+#include <grpc/support/log.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -18,10 +21,17 @@ namespace {
 // machine with convoy-coordinator's usual port.
 constexpr const char* kDefaultCoordinator = "127.0.0.1:7070";
 
+// gRPC's own log lines (a failed TLS handshake logs "ssl_transport_security.cc:...") are for
+// debugging: the CLI says what went wrong itself. GRPC_VERBOSITY or GRPC_TRACE brings them back.
+void QuietGrpcLog(gpr_log_func_args* /*args*/) {}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace convoy;
+  if (std::getenv("GRPC_VERBOSITY") == nullptr && std::getenv("GRPC_TRACE") == nullptr) {
+    gpr_set_log_function(QuietGrpcLog);
+  }
   CLI::App app{"convoy: submit and follow distributed training jobs on a Convoy cluster"};
   app.footer(kExitCodesHelp);
   app.set_version_flag("--version", VersionLine("convoy"));
@@ -218,9 +228,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const auto extra = app.remaining();
     if (app.get_subcommands().empty() && !extra.empty() && extra[0][0] != '-') {
-      std::cerr << "convoy: unknown command '" << extra[0]
-                << "' (commands: submit, list, status, watch, logs, cancel, delete, workers, "
-                   "drain, undrain, plot, top, login)";
+      std::string names;  // every verb, in the order --help lists them
+      for (const CLI::App* cmd : app.get_subcommands([](CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + cmd->get_name();
+      }
+      std::cerr << "convoy: unknown command '" << extra[0] << "' (commands: " << names << ")";
     } else {
       std::cerr << "convoy: " << e.what();
     }
@@ -283,7 +295,7 @@ int main(int argc, char** argv) {
   }
   if (login->parsed()) return LoginCommand(config, config_path);
 
-  Coordinator c = ConnectToCoordinator(config);
+  Coordinator c = ConnectToCoordinator(config, insecure);
   CommandOptions options;
   options.json = output == "json";
   options.yaml = output == "yaml";

@@ -221,7 +221,14 @@ std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& 
   std::string out;
   if (!o.title.empty()) out += o.title + "\n";
   if (!Range(raw, &xmin, &xmax, &ymin, &ymax)) return out + "(no data)\n";
-  if (xmax == xmin) xmax = xmin + 1;
+  // Every point at one step (one epoch's accuracy): it is drawn in the middle, and the axis
+  // is labelled with that step alone.
+  const bool one_step = xmax == xmin;
+  const int64_t the_step = static_cast<int64_t>(xmin);
+  if (one_step) {
+    xmin -= 1;
+    xmax += 1;
+  }
   const bool legend = raw.size() > 1;
   const int height = std::max(o.height, 5);
   const int rows = std::max(3, height - 2 - (o.title.empty() ? 0 : 1) - (legend ? 1 : 0));
@@ -335,6 +342,11 @@ std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& 
   std::string axis = std::string(label_w, ' ') + " └";
   for (int c = 0; c < cols; ++c) axis += "─";
   out += axis + "\n";
+  if (one_step) {
+    const std::string label = "step " + std::to_string(the_step);
+    const int left = std::max(0, (cols - static_cast<int>(label.size())) / 2);
+    return out + std::string(label_w + 2 + static_cast<size_t>(left), ' ') + label + "\n";
+  }
   const std::string first = Printf("%.0f", xmin), last = Printf("%.0f", xmax), name = "step";
   std::string xl = std::string(label_w + 2, ' ') + first;
   const int inner = cols - static_cast<int>(first.size() + last.size());

@@ -20,9 +20,43 @@ const v1::Attempt* FindAttempt(const v1::Job& job, int attempt) {
 
 ProgressView::ProgressView(std::ostream& out, Options options) : out_(out), options_(options) {}
 
-bool ProgressView::Finished() const { return IsTerminalState(job_.state()); }
+bool ProgressView::Finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return IsTerminalState(job_.state());
+}
+
+bool ProgressView::Waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool text = options_.mode != Mode::kJson && options_.mode != Mode::kYaml;
+  return text && job_.state() == v1::PENDING;
+}
+
+void ProgressView::ShowWaiting(const v1::Job& job, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.mode == Mode::kJson || options_.mode == Mode::kYaml) return;
+  if (job_.state() != v1::PENDING || job.state() != v1::PENDING) return;
+  OnWaiting(job, now);
+  Draw(now);
+}
+
+void ProgressView::OnWaiting(const v1::Job& job, int64_t now) {
+  if (job.state() != v1::PENDING) {
+    waiting_shown_.clear();  // placed: a later wait (a preemption) is shown again
+    return;
+  }
+  if (job.pending_reason().empty()) return;
+  std::string text = "waiting: " + job.pending_reason();
+  if (job.queue_position() > 0) {
+    text += " (#" + std::to_string(job.queue_position()) + " in the queue)";
+  }
+  if (text == waiting_shown_) return;
+  waiting_shown_ = text;
+  InterruptLocked();
+  out_ << FormatClock(now) << "  " << text << "\n" << std::flush;
+}
 
 void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (options_.mode == Mode::kJson || options_.mode == Mode::kYaml) {
     out_ << (options_.mode == Mode::kJson ? ToJson(update) : "---\n" + ToYaml(update)) << "\n"
          << std::flush;
@@ -31,7 +65,7 @@ void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
     return;
   }
   if (update.has_job()) {
-    OnSnapshot(update.job());
+    OnSnapshot(update.job(), now);
     Draw(now);
   } else if (update.has_event()) {
     OnEvent(update.event());
@@ -45,7 +79,7 @@ void ProgressView::Update(const v1::WatchJobResponse& update, int64_t now) {
   }
 }
 
-void ProgressView::OnSnapshot(const v1::Job& job) {
+void ProgressView::OnSnapshot(const v1::Job& job, int64_t now) {
   job_ = job;
   if (job.attempt() != attempt_) StartAttempt(job.attempt());
   for (const auto& m : job.latest()) {
@@ -58,6 +92,7 @@ void ProgressView::OnSnapshot(const v1::Job& job) {
   if (events_shown_ > job.events_size()) events_shown_ = job.events_size();
   for (int i = events_shown_; i < job.events_size(); ++i) PrintEvent(job.events(i));
   events_shown_ = job.events_size();
+  OnWaiting(job, now);
 }
 
 void ProgressView::OnEvent(const v1::JobEvent& event) {
@@ -65,6 +100,7 @@ void ProgressView::OnEvent(const v1::JobEvent& event) {
   ++events_shown_;
   job_.set_state(event.to());
   job_.set_message(event.reason());
+  if (event.to() != v1::PENDING) waiting_shown_.clear();
   if (event.attempt() != attempt_) {
     job_.set_attempt(event.attempt());
     StartAttempt(event.attempt());
@@ -94,13 +130,18 @@ void ProgressView::StartAttempt(int attempt) {
 }
 
 void ProgressView::PrintEvent(const v1::JobEvent& event) {
-  Interrupt();
+  InterruptLocked();
   out_ << FormatEvent(event) << "\n";
   if (event.has_failure()) out_ << FormatFailureDetails(event.failure(), "    ");
   out_ << std::flush;
 }
 
 void ProgressView::Interrupt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  InterruptLocked();
+}
+
+void ProgressView::InterruptLocked() {
   if (drawn_lines_ > 0) {
     // To the start of the first live line, then erase to the end of the screen.
     out_ << "\r\033[" << drawn_lines_ << "A\033[J" << std::flush;
@@ -170,7 +211,7 @@ std::string ProgressView::PlainProgressLine(int64_t now) const {
 void ProgressView::Draw(int64_t now) {
   if (options_.mode == Mode::kPlain) {
     // At the end, Finish shows the last records.
-    if (!fresh_metrics_ || Finished()) return;
+    if (!fresh_metrics_ || IsTerminalState(job_.state())) return;
     fresh_metrics_ = false;
     last_draw_ms_ = now;
     out_ << PlainProgressLine(now) << "\n" << std::flush;
@@ -192,7 +233,7 @@ void ProgressView::Draw(int64_t now) {
     }
     lines.push_back(Cut(RankLine(m)));
   }
-  Interrupt();
+  InterruptLocked();
   last_draw_ms_ = now;
   for (const auto& line : lines) out_ << line << "\n";
   out_ << std::flush;
@@ -200,9 +241,10 @@ void ProgressView::Draw(int64_t now) {
 }
 
 int ProgressView::Finish() {
+  std::lock_guard<std::mutex> lock(mu_);
   const int code = job_.state() == v1::SUCCEEDED ? kExitOk : kExitJobNotSucceeded;
   if (options_.mode == Mode::kJson || options_.mode == Mode::kYaml) return code;
-  Interrupt();
+  InterruptLocked();
   int shown = 0;
   for (const auto& [rank, m] : ranks_) {
     if (shown++ == options_.max_rank_lines) {

@@ -1,10 +1,12 @@
 // The display of `convoy watch` (and `submit --watch`): fed the WatchJob stream's updates,
 // it writes to one ostream. Time is passed in, so it is tested without a terminal or a clock.
-// Not thread-safe: one thread feeds it.
+// One thread feeds it the stream; another may add why the job waits (ShowWaiting): each
+// public method holds the view's lock.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <ostream>
 #include <string>
 
@@ -35,6 +37,18 @@ class ProgressView {
   // holds that were not shown yet are shown then.
   void Update(const v1::WatchJobResponse& update, int64_t now_unix_ms);
 
+  // Why the job waits, from a fresher copy of it (GetJob): the WatchJob stream sends a
+  // snapshot only when the state changes, but the scheduler revises a PENDING job's reason
+  // on every pass. While the job is PENDING, a reason (or queue place) that differs from the
+  // last one shown is printed as a line "HH:MM:SS  waiting: REASON (#N in the queue)"; the
+  // snapshots' own reasons are shown the same way. Text modes only: JSON and YAML print the
+  // stream's updates as they are.
+  void ShowWaiting(const v1::Job& job, int64_t now_unix_ms);
+
+  // True while the job waits to be placed (PENDING) in a text mode: when ShowWaiting is
+  // worth calling.
+  bool Waiting() const;
+
   // Removes the live lines (terminal mode) before something else is written to the
   // terminal, e.g. a message on stderr. The next update draws them again.
   void Interrupt();
@@ -46,10 +60,13 @@ class ProgressView {
   // cause (nothing in JSON mode). Returns the exit code: 0 iff the job SUCCEEDED, else 1.
   int Finish();
 
+  // The job as the stream last showed it; for the thread that feeds the view.
   const v1::Job& job() const { return job_; }
 
  private:
-  void OnSnapshot(const v1::Job& job);
+  void OnSnapshot(const v1::Job& job, int64_t now);
+  void OnWaiting(const v1::Job& job, int64_t now);
+  void InterruptLocked();
   void OnEvent(const v1::JobEvent& event);
   void OnMetric(const v1::MetricRecord& record);
   void StartAttempt(int attempt);
@@ -70,6 +87,8 @@ class ProgressView {
   bool fresh_metrics_ = false;             // records arrived since the last plain line
   int drawn_lines_ = 0;                    // live lines on the terminal now
   int64_t last_draw_ms_ = 0;
+  std::string waiting_shown_;  // the last "waiting: ..." text printed; empty once placed
+  mutable std::mutex mu_;
 };
 
 }  // namespace convoy

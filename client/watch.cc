@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "client/format.h"
@@ -49,6 +51,58 @@ class GrpcWatchCall : public WatchCall {
   std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader_;
 };
 
+// While it lives, asks GetJob every `period` why the job waits, as long as the view shows it
+// PENDING, and passes the answer to the view. Errors are ignored: the stream reports them.
+class WaitingPoller {
+ public:
+  WaitingPoller(v1::JobService::Stub& stub, const std::string& id, ProgressView& view,
+                std::chrono::milliseconds period)
+      : stub_(stub), id_(id), view_(view), period_(period), thread_([this] { Run(); }) {}
+  ~WaitingPoller() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      if (ctx_ != nullptr) ctx_->TryCancel();
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (cv_.wait_for(lock, period_, [this] { return stop_; })) return;
+      if (!view_.Waiting()) continue;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      ctx_ = &ctx;
+      lock.unlock();
+      v1::GetJobRequest req;
+      req.set_job_id(id_);
+      v1::Job job;
+      const grpc::Status st = stub_.GetJob(&ctx, req, &job);
+      if (st.ok()) {
+        view_.ShowWaiting(job, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+      }
+      lock.lock();
+      ctx_ = nullptr;
+    }
+  }
+
+  v1::JobService::Stub& stub_;
+  const std::string id_;
+  ProgressView& view_;
+  const std::chrono::milliseconds period_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  grpc::ClientContext* ctx_ = nullptr;  // the GetJob in flight, cancelled by the destructor
+  std::thread thread_;                  // last: starts once the rest is ready
+};
+
 }  // namespace
 
 int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCall>()>& open,
@@ -80,6 +134,12 @@ int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCa
     }
     const int64_t now = options.now_ms();
     if (!connected) {
+      if (options.explain) {
+        if (auto better = options.explain(st)) {
+          err << "convoy: watch " << id << ": " << better->second << std::endl;
+          return better->first;
+        }
+      }
       err << "convoy: watch " << id << ": cannot reach the coordinator: " << Describe(st)
           << std::endl;
       return kExitUnavailable;
@@ -100,9 +160,11 @@ int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCa
 }
 
 int WatchJob(v1::JobService::Stub* stub, grpc::Channel* channel, const std::string& id,
-             ProgressView& view, bool connected, std::ostream& err) {
+             ProgressView& view, bool connected, std::ostream& err,
+             ConnectFailureExplainer explain) {
   FollowOptions options;
   options.connected = connected;
+  options.explain = std::move(explain);
   options.now_ms = [] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -118,6 +180,7 @@ int WatchJob(v1::JobService::Stub* stub, grpc::Channel* channel, const std::stri
                                 std::chrono::milliseconds(ms - pause));
     }
   };
+  WaitingPoller poller(*stub, id, view, std::chrono::milliseconds(2000));
   return FollowJob(
       id,
       [stub, &id]() -> std::unique_ptr<WatchCall> {

@@ -9,13 +9,21 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "client/progress.h"
 #include "convoy/v1/job.grpc.pb.h"
 
 namespace convoy {
+
+// A better explanation of a failure to reach the coordinator than "cannot reach it" (an
+// untrusted certificate, plain text to a TLS coordinator): the exit code and the message,
+// or nullopt. ExplainConnectFailure (commands.h) is the real one.
+using ConnectFailureExplainer =
+    std::function<std::optional<std::pair<int, std::string>>(const grpc::Status&)>;
 
 // One WatchJob call (the gRPC one, or a fake in tests).
 class WatchCall {
@@ -38,6 +46,8 @@ struct FollowOptions {
   // coordinator is known to be back (both replaced in tests).
   std::function<int64_t()> now_ms;
   std::function<void(int64_t ms)> wait_ms;
+  // Consulted when the first call fails and the coordinator was never reached; may be empty.
+  ConnectFailureExplainer explain;
 };
 
 // Follows job `id` until it ends, with calls made by `open`. Errors go to `err`, prefixed
@@ -48,8 +58,10 @@ int FollowJob(const std::string& id, const std::function<std::unique_ptr<WatchCa
               ProgressView& view, FollowOptions options, std::ostream& err);
 
 // FollowJob over real WatchJob calls on `stub`, whose `channel` tells when a broken
-// connection is back.
+// connection is back. While the job is PENDING, a GetJob every 2 s feeds the view why it
+// waits (ProgressView::ShowWaiting), which the stream does not send until the state changes.
 int WatchJob(v1::JobService::Stub* stub, grpc::Channel* channel, const std::string& id,
-             ProgressView& view, bool connected, std::ostream& err);
+             ProgressView& view, bool connected, std::ostream& err,
+             ConnectFailureExplainer explain = nullptr);
 
 }  // namespace convoy

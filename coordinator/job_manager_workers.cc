@@ -30,6 +30,11 @@ std::string DescribeExit(const v1::ProcessExit& e) {
 
 bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }
 
+// "all 4 ranks", or "its one rank" for a job of one.
+std::string AllRanks(size_t n) {
+  return n == 1 ? "its one rank" : "all " + std::to_string(n) + " ranks";
+}
+
 }  // namespace
 
 v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
@@ -232,9 +237,9 @@ void JobManager::MaybeRunning(JobRecord& r) {
   if (r.rt.started_count < r.rt.ranks.size()) return;
   const int64_t now = clock_.NowMonotonicMs();
   for (auto& [rank, rr] : r.rt.ranks) rr.last_progress_mono_ms = now;
-  (void)Transition(r, v1::RUNNING,
-                   "all " + std::to_string(r.rt.ranks.size()) + " ranks of attempt " +
-                       std::to_string(r.rt.attempt) + " started");
+  (void)Transition(
+      r, v1::RUNNING,
+      AllRanks(r.rt.ranks.size()) + " of attempt " + std::to_string(r.rt.attempt) + " started");
 }
 
 void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg) {
@@ -284,9 +289,7 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
     Persist(*r);
     return;
   }
-  if (Transition(*r, v1::SUCCEEDED,
-                 "all " + std::to_string(r->rt.ranks.size()) + " ranks exited with code 0")
-          .ok()) {
+  if (Transition(*r, v1::SUCCEEDED, AllRanks(r->rt.ranks.size()) + " exited with code 0").ok()) {
     if (v1::Attempt* a = CurrentAttempt(*r)) a->set_ended_unix_ms(clock_.NowUnixMs());
     MaybeFinishTeardown(*r);
   }

@@ -185,6 +185,41 @@ TEST(ClientPlotTest, AFlatSeriesStillDraws) {
   EXPECT_NE(chart.find("\xE2\xA0"), std::string::npos);
 }
 
+TEST(ClientPlotTest, ASinglePointIsCentredAndTheAxisNamesItsOneStep) {
+  // One epoch's test accuracy: one point, at step 300. The axis read "300 ... 301" before.
+  PlotSeries s;
+  s.points = {{300, 0, 0, 0, 0.9}};
+  ChartOptions o;
+  o.width = 40;
+  o.height = 8;
+  const std::string chart = RenderChart({s}, o);
+  const std::vector<std::string> lines = Lines(chart);
+  ASSERT_EQ(lines.size(), 8u) << chart;
+  const std::string& labels = lines.back();
+  EXPECT_NE(labels.find("step 300"), std::string::npos) << chart;
+  EXPECT_EQ(labels.find("301"), std::string::npos) << chart;
+  EXPECT_EQ(labels.find("299"), std::string::npos) << chart;
+  // The label and the point are both in the middle of the plot's columns.
+  const std::string& axis = lines[lines.size() - 2];
+  const size_t plot_start = Chars(axis.substr(0, axis.find("└"))) + 1;
+  const size_t plot_cols = Chars(axis) - plot_start;
+  const size_t label_mid = labels.find("step 300") + 4 - plot_start;
+  EXPECT_NEAR(static_cast<double>(label_mid), plot_cols / 2.0, 2.0) << chart;
+  int dot_col = -1;
+  for (size_t r = 0; r + 2 < lines.size(); ++r) {
+    const std::string& l = lines[r];
+    for (size_t i = 0; i + 1 < l.size(); ++i) {
+      const auto b = static_cast<unsigned char>(l[i + 1]);
+      if (l[i] == '\xE2' && b >= 0xA0 && b <= 0xA3) {  // Braille: U+2800-U+28FF
+        dot_col = static_cast<int>(Chars(l.substr(0, i)));
+        break;
+      }
+    }
+  }
+  ASSERT_GE(dot_col, 0) << chart;
+  EXPECT_NEAR(dot_col - static_cast<double>(plot_start), plot_cols / 2.0, 1.5) << chart;
+}
+
 TEST(ClientPlotTest, PointsSharingADotColumnAreDrawnAsTheirMean) {
   // A per-step loss that jumps between 0 and 1 every step: 1,000 points on about 70 dot
   // columns read as a flat line near 0.5, not a band from 0 to 1.

@@ -127,6 +127,52 @@ TEST_F(ProgressViewTest, EventsAreShownOnceAndMissedOnesAfterAReconnect) {
   }
 }
 
+TEST_F(ProgressViewTest, APendingJobSaysWhyItWaitsAndEachNewReason) {
+  ProgressView view(out_, {});
+  v1::WatchJobResponse first = Snapshot(v1::PENDING, 0, 1);
+  first.mutable_job()->set_pending_reason("needs 2 workers with 1 free slot; 1 has them now");
+  first.mutable_job()->set_queue_position(1);
+  view.Update(first, kT0);
+  EXPECT_EQ(out_.str(),
+            "22:13:20  - -> PENDING  event 0\n"
+            "22:13:20  waiting: needs 2 workers with 1 free slot; 1 has them now (#1 in the "
+            "queue)\n");
+  EXPECT_TRUE(view.Waiting());
+  // The same reason again (the poller's GetJob): nothing new.
+  out_.str("");
+  view.ShowWaiting(first.job(), kT0 + 2'000);
+  EXPECT_EQ(out_.str(), "");
+  // A new reason is shown once.
+  v1::Job later = first.job();
+  later.set_pending_reason("needs 2 workers with 1 free slot; 0 have them now");
+  later.set_queue_position(2);
+  view.ShowWaiting(later, kT0 + 4'000);
+  view.ShowWaiting(later, kT0 + 6'000);
+  EXPECT_EQ(out_.str(),
+            "22:13:24  waiting: needs 2 workers with 1 free slot; 0 have them now (#2 in the "
+            "queue)\n");
+  // Once placed, a stale PENDING copy is ignored, and the reason is no longer polled for.
+  out_.str("");
+  view.Update(EventAt(1), kT0 + 7'000);
+  EXPECT_FALSE(view.Waiting());
+  later.set_pending_reason("something stale");
+  view.ShowWaiting(later, kT0 + 8'000);
+  EXPECT_EQ(out_.str(), "22:13:21  PENDING -> SCHEDULED  event 1\n");
+}
+
+TEST_F(ProgressViewTest, WhyItWaitsIsNotAddedToJsonOutput) {
+  ProgressView::Options o;
+  o.mode = ProgressView::Mode::kJson;
+  ProgressView view(out_, o);
+  v1::WatchJobResponse first = Snapshot(v1::PENDING, 0, 1);
+  view.Update(first, kT0);
+  EXPECT_FALSE(view.Waiting()) << "nothing to poll for";
+  out_.str("");
+  first.mutable_job()->set_pending_reason("needs 2 workers");
+  view.ShowWaiting(first.job(), kT0 + 2'000);
+  EXPECT_EQ(out_.str(), "");
+}
+
 TEST_F(ProgressViewTest, SucceededJobEndsWithTheFinalTestAccuracy) {
   ProgressView view(out_, {});
   view.Update(Snapshot(v1::RUNNING, 0, 4), kT0);

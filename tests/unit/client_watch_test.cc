@@ -48,9 +48,10 @@ class FollowJobTest : public ::testing::Test {
   }
 
   // Runs FollowJob over the scripted calls; once they are used up every call is unavailable.
-  int Follow(bool connected = false) {
+  int Follow(bool connected = false, ConnectFailureExplainer explain = nullptr) {
     FollowOptions options;
     options.connected = connected;
+    options.explain = std::move(explain);
     options.now_ms = [this] { return now_; };
     options.wait_ms = [this](int64_t ms) {
       sleeps_.push_back(ms);
@@ -98,6 +99,26 @@ TEST_F(FollowJobTest, AnUnreachableCoordinatorEndsAFreshWatchAtOnce) {
                             "connect to all addresses"),
             std::string::npos)
       << err_.str();
+}
+
+TEST_F(FollowJobTest, AFailureWithABetterExplanationExitsWithItsCode) {
+  // Plain text to a TLS coordinator, say: not "cannot reach" (3) but "not authenticated" (6).
+  int asked = 0;
+  auto explain = [&asked](const grpc::Status& st) -> std::optional<std::pair<int, std::string>> {
+    ++asked;
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+    return std::make_pair(static_cast<int>(kExitUnauthenticated), "not authenticated: no token");
+  };
+  EXPECT_EQ(Follow(false, explain), kExitUnauthenticated);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(err_.str(), "convoy: watch j-000001: not authenticated: no token\n");
+  // Without one, the plain "cannot reach" and 3.
+  err_.str("");
+  EXPECT_EQ(
+      Follow(false,
+             [](const grpc::Status&) { return std::optional<std::pair<int, std::string>>(); }),
+      kExitUnavailable);
+  EXPECT_NE(err_.str().find("cannot reach the coordinator"), std::string::npos) << err_.str();
 }
 
 TEST_F(FollowJobTest, AnUnknownJobIsNotRetried) {
