@@ -3,7 +3,8 @@ from the README and run line by line with bash -e, with only these substitutions
 cannot touch the machine's own state: the coordinator's state directory and the workers'
 work directories point into a scratch directory, port 7070 becomes a free port, the worker
 names are made unique (their snapshot directories are /dev/shm/convoy-NAME), and HOME is
-the scratch directory (`convoy login` writes ~/.config/convoy/config.yaml). The job must
+the scratch directory (`convoy login` writes ~/.config/convoy/config.yaml), as is
+CONVOY_STATE_DIR (what `token create` uses without --state-dir). The job must
 reach SUCCEEDED and every command must exit 0; afterwards no process of the block and no
 file of it outside the scratch directory may remain."""
 
@@ -55,8 +56,12 @@ def test_readme_block_runs_to_succeeded():
     for old, new in names.items():
         script = re.sub(rf"\b{old}\b", new, script)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOY_")}
+    # `token create` without --state-dir uses the default, /var/lib/convoy: the same
+    # substitution through the variable that stands in for the flag.
     env.update(HOME=scratch, PATH=os.path.abspath(BIN) + ":" + env.get("PATH", ""),
-               NO_COLOR="1", COLUMNS="100")
+               NO_COLOR="1", COLUMNS="100", CONVOY_STATE_DIR=os.path.join(scratch, "state"))
+    defaults = ("/var/lib/convoy", "/var/lib/convoy-worker")
+    existed = {d: os.path.exists(d) for d in defaults}
     log_path = os.path.join(scratch, "readme.log")
     proc = None
     try:
@@ -108,3 +113,5 @@ def test_readme_block_runs_to_succeeded():
             shutil.rmtree(f"/dev/shm/convoy-{name}", ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     assert not any(leftovers.values()), f"ranks outlived the README's daemons: {leftovers}"
+    for d in defaults:
+        assert os.path.exists(d) == existed[d], f"the test touched the default path {d}"
