@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
   submit->add_option("--name", submit_args.name, "job name (default with a command: job)");
   submit
       ->add_option("--set", submit_args.sets,
-                   "FIELD=VALUE: set a spec field, typed and checked as in the file "
-                   "(repeatable): trainer.max_steps=300, env.FOO=bar, procs_per_node=gpu")
+                   "set a spec field, typed and checked as in the file (repeatable; before "
+                   "--nodes, --procs-per-node, --name): trainer.max_steps=300, env.FOO=bar")
+      ->type_name("FIELD=VALUE")
       ->allow_extra_args(false);
   submit->add_flag("--watch,-w", watch, "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   add_output(submit);

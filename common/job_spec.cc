@@ -614,8 +614,8 @@ StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
   };
   std::vector<Line> lines;
   for (const SpecError& e : errors) {
-    // An unknown key is named as written: quote at most 128 bytes of it.
-    const std::string field = e.field.size() <= 128 ? e.field : e.field.substr(0, 128) + "...";
+    // An unknown key is named as written: quote at most 128 bytes of it, on one line.
+    const std::string field = OneLine(e.field, 128);
     if (const Override* o = OverrideOf(applied, e.field)) {
       const size_t order = static_cast<size_t>(o - applied.data());
       lines.push_back({2, e.mark, order, o->label + ": " + field + ": " + e.message});

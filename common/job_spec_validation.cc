@@ -382,10 +382,32 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   return Status::InvalidArgument(JoinSpecProblemLines(lines, ""));
 }
 
+namespace {
+
+// `line` with control bytes (a newline in a quoted value or key included) written as \xNN,
+// so that it stays one line, and at most kMaxSpecMessageBytes long.
+std::string OneLine(const std::string& line) {
+  std::string out;
+  for (char c : line) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out.size() <= kMaxSpecMessageBytes ? out : Shorten(out, kMaxSpecMessageBytes);
+}
+
+}  // namespace
+
 std::string JoinSpecProblemLines(const std::vector<std::string>& lines, const std::string& prefix) {
   std::string out;
   size_t shown = 0;
-  for (const std::string& line : lines) {
+  for (const std::string& raw : lines) {
+    const std::string line = OneLine(raw);
     if (shown > 0 && out.size() + 1 + line.size() > kMaxSpecMessageBytes) break;
     out += (shown > 0 ? "\n" : "") + line;
     ++shown;

@@ -54,9 +54,11 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
 // FindSpecProblems, one "<field>: <why>" a line, the first first (JoinSpecProblemLines).
 Status ValidateJobSpec(const v1::JobSpec& spec);
 
-// `lines` joined by '\n' as one bounded message: the first line always, then those that fit
-// in kMaxSpecMessageBytes (a coordinator returns the message in gRPC trailers, 8 KiB by
-// default), then "<prefix>spec: N more problems not shown" for the rest.
+// `lines` joined by '\n' as one bounded message: each with its control bytes written as
+// \xNN (so that a newline in a quoted value cannot split it) and cut at kMaxSpecMessageBytes;
+// the first line always, then those that fit in kMaxSpecMessageBytes in all (a coordinator
+// returns the message in gRPC trailers, 8 KiB by default), then "<prefix>spec: N more
+// problems not shown" for the rest.
 inline constexpr size_t kMaxSpecMessageBytes = 4096;
 std::string JoinSpecProblemLines(const std::vector<std::string>& lines, const std::string& prefix);
 

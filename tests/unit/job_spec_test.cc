@@ -740,6 +740,12 @@ TEST(ParseJobSpecTest, AllErrorsAreReportedTogether) {
   spec = ParseJobSpec("name: t\nnodes: 1\nprocs_per_node: 1\ntrainer: fmnist\n", "job.yaml");
   EXPECT_EQ(spec.status().message(), "job.yaml:4:10: trainer: expected a mapping, got 'fmnist'");
 
+  // One error, one line: a newline in a key or a quoted value is written as \x0a.
+  spec = ParseJobSpec(Base("\"nodes\\n\": 1\nbackend: \"a\\nb\"\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:1: nodes\\x0a: unknown field; did you mean 'nodes'?\n"
+            "job.yaml:6:10: backend: must be one of auto, gloo, nccl, got 'a\\x0ab'");
+
   // What stops the reading comes alone.
   spec = ParseJobSpec("name: t\nnodes: [1\nprocs_per_node: x\n", "job.yaml");
   EXPECT_EQ(spec.status().message().find('\n'), std::string::npos) << spec.status().message();
