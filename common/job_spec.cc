@@ -76,6 +76,24 @@ std::string Where(const YAML::Mark& mark) {
   return std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ":";
 }
 
+// `text` for quoting in a one-line message: control bytes as \xNN, at most `max` bytes (cut at
+// a UTF-8 character boundary).
+std::string OneLine(const std::string& text, size_t max = 100) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (out.size() >= max && (c & 0xC0) != 0x80) return out + "...";
+    if (c < 0x20 || c == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 // Reads one spec document into a JobSpec, remembering where each field was written so that
 // errors found later (by ValidateJobSpec) can point at the line too. A field that cannot be
 // read is left out and its error kept; reading goes on with the next field.
@@ -401,9 +419,9 @@ Status CheckStrictJson(const std::string& text, const std::string& source) {
     if (at != std::string::npos) why = why.substr(at);
     const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
     return Status::InvalidArgument(source + ":" + LineColumn(text, offset) +
-                                   " invalid JSON: " + why);
+                                   " invalid JSON: " + OneLine(why, 200));
   } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument(source + ": invalid JSON: " + e.what());
+    return Status::InvalidArgument(source + ": invalid JSON: " + OneLine(e.what(), 200));
   }
   return Status::Ok();
 }
@@ -439,24 +457,6 @@ size_t CountDocuments(const std::string& text) {
     }
   }
   return starts.marks.size();
-}
-
-// `text` for quoting in a one-line message: control bytes as \xNN, at most `max` bytes (cut at
-// a UTF-8 character boundary).
-std::string OneLine(const std::string& text, size_t max = 100) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (out.size() >= max && (c & 0xC0) != 0x80) return out + "...";
-    if (c < 0x20 || c == 0x7f) {
-      char hex[5];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
 }
 
 // A field set by `--set`: its path as messages name it, and how to name the --set.
@@ -740,7 +740,8 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
     }
     root = docs == 0 ? YAML::Node() : YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ":" + Where(e.mark) + " invalid YAML: " + e.msg);
+    return Status::InvalidArgument(source + ":" + Where(e.mark) +
+                                   " invalid YAML: " + OneLine(e.msg, 200));
   }
   if (root.IsNull()) return Status::InvalidArgument(source + ": the spec is empty");
   return ReadSpecTree(root, source, sets);

@@ -139,7 +139,10 @@ void CheckValidationMessage(const Status& st) {
   if (st.code() != StatusCode::kInvalidArgument) Fail("validation code", st.message());
   const std::string& m = st.message();
   if (m.size() > kMaxMessageBytes) Fail("validation message too long", m);
-  for (const std::string& line : Lines(m)) CheckValidationLine(line);
+  for (const std::string& line : Lines(m)) {
+    if (line.empty()) Fail("a validation message has an empty line", m);
+    CheckValidationLine(line);
+  }
 }
 
 // "<source>:[line:col:] <field>: <reason>", "<source>:[line:col:] invalid YAML|JSON: ...", or
@@ -189,7 +192,10 @@ void CheckParseMessage(const Status& st) {
   if (st.code() != StatusCode::kInvalidArgument) Fail("parse error code", st.message());
   const std::string& m = st.message();
   if (m.size() > kMaxMessageBytes + sizeof(kSource)) Fail("parse message too long", m);
-  for (const std::string& line : Lines(m)) CheckParseLine(line);
+  for (const std::string& line : Lines(m)) {
+    if (line.empty()) Fail("a parse message has an empty line", m);
+    CheckParseLine(line);
+  }
 }
 
 // The spec as JSON text that ParseJobSpec must read back to the same spec.

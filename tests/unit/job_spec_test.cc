@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -1024,6 +1025,21 @@ TEST(JobSpecFuzzRegressionTest, StrayCommaIsAnErrorNotAHang) {
   EXPECT_NE(two.status().message().find("job.yaml:"), std::string::npos);
   EXPECT_EQ(ParseJobSpec("---\n---\n---\n", "d.yaml").status().message(),
             "d.yaml: expected one YAML document, got 3");
+}
+
+// yaml-cpp quotes the character it cannot escape, a newline or a control byte as is: the
+// message must stay one line (the fuzzer's find once errors became one a line).
+TEST(JobSpecFuzzRegressionTest, ASyntaxErrorStaysOneLine) {
+  for (const std::string bad : {"\\\x01", "\\\x1b", "\\\x7f"}) {
+    auto parsed = ParseJobSpec("name: \"a" + bad + "\"\n", "job.yaml");
+    ASSERT_FALSE(parsed.ok());
+    const std::string& m = parsed.status().message();
+    EXPECT_EQ(m.rfind("job.yaml:1:", 0), 0u) << m;
+    EXPECT_NE(m.find("invalid YAML: "), std::string::npos) << m;
+    EXPECT_TRUE(std::none_of(m.begin(), m.end(), [](char c) {
+      return (c >= 0 && c < 0x20) || c == 0x7f;
+    })) << m;
+  }
 }
 
 // An empty key named no field ("job.yaml:2:1: : unknown field"); long names and values were
