@@ -567,16 +567,16 @@ const Override* OverrideOf(const std::vector<Override>& applied, const std::stri
   return nullptr;
 }
 
-// Whether `problem_field` is `read_field` or inside it ("trainer.lr" in "trainer"); a list
-// item ("command[1]") stands for its whole list.
-bool Within(const std::string& problem_field, std::string read_field) {
-  if (!read_field.empty() && read_field.back() == ']') {
-    read_field = read_field.substr(0, read_field.rfind('['));
+// Whether `field` or a field above it ("trainer" for "trainer.lr", "command" for
+// "command[1]") is in `fields`.
+bool UnderAny(const std::set<std::string>& fields, const std::string& field) {
+  for (size_t i = 1; i <= field.size(); ++i) {
+    if ((i == field.size() || field[i] == '.' || field[i] == '[') &&
+        fields.count(field.substr(0, i)) != 0) {
+      return true;
+    }
   }
-  const std::string& f = problem_field;
-  const std::string& r = read_field;
-  return f == r || (f.size() > r.size() && f.compare(0, r.size(), r) == 0 &&
-                    (f[r.size()] == '.' || f[r.size()] == '['));
+  return false;
 }
 
 // Reads `root` (after applying `sets`) into a spec and validates it; every error, one a line.
@@ -594,12 +594,16 @@ StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
   std::vector<SpecError> errors = reader.errors();
   if (!reader.stopped()) {
     if (spec.backend().empty()) spec.set_backend("gloo");
+    // A field that could not be read is not reported again (nor its list, for an item).
+    std::set<std::string> unread;
+    for (const SpecError& e : errors) {
+      unread.insert(e.field.empty() || e.field.back() != ']'
+                        ? e.field
+                        : e.field.substr(0, e.field.rfind('[')));
+    }
     const auto written = [&reader](const std::string& field) { return reader.Written(field); };
     for (SpecProblem& problem : FindSpecProblems(spec, written)) {
-      const bool seen = std::any_of(errors.begin(), errors.end(), [&](const SpecError& e) {
-        return Within(problem.field, e.field);
-      });
-      if (seen) continue;  // already reported as read
+      if (UnderAny(unread, problem.field)) continue;
       errors.push_back({problem.field, problem.message, reader.MarkOf(problem.field)});
     }
   }

@@ -738,6 +738,12 @@ TEST(ParseJobSpecTest, AllErrorsAreReportedTogether) {
   EXPECT_EQ(spec.status().message(),
             "job.yaml:2:8: nodes: expected an integer, got 'two'\n"
             "job.yaml:4:11: command[0]: expected a string, got a list");
+  // ... but two problems of one list are both reported.
+  spec = ParseJobSpec(Base("command: [\"\", \"a\\0b\"]\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:10: command: give either trainer or command, not both\n"
+            "job.yaml:5:11: command[0]: the program must not be empty\n"
+            "job.yaml:5:15: command[1]: contains a NUL byte");
   spec = ParseJobSpec("name: t\nnodes: 1\nprocs_per_node: 1\ntrainer: fmnist\n", "job.yaml");
   EXPECT_EQ(spec.status().message(), "job.yaml:4:10: trainer: expected a mapping, got 'fmnist'");
 
