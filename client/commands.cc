@@ -242,11 +242,11 @@ StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) 
   if (args.file == "-") {
     std::ostringstream text;
     text << in.rdbuf();
-    auto parsed = ParseJobSpec(text.str(), "<stdin>");
+    auto parsed = ParseJobSpec(text.str(), "<stdin>", args.sets);
     if (!parsed.ok()) return parsed.status();
     spec = std::move(*parsed);
   } else if (!args.file.empty()) {
-    auto loaded = LoadJobSpecFile(args.file);
+    auto loaded = LoadJobSpecFile(args.file, args.sets);
     if (!loaded.ok()) return loaded.status();
     spec = std::move(*loaded);
   } else if (args.command.empty()) {
@@ -263,6 +263,11 @@ StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) 
       return Status::InvalidArgument("submit: a command after '--' or a spec file, not both");
     }
     for (const std::string& a : args.command) spec.add_command(a);
+    if (!args.sets.empty()) {
+      auto overridden = OverrideJobSpec(spec, args.sets, "submit");
+      if (!overridden.ok()) return overridden.status();
+      spec = std::move(*overridden);
+    }
   }
   if (!args.name.empty()) spec.set_name(args.name);
   if (args.nodes > 0) spec.set_nodes(args.nodes);

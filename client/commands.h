@@ -71,6 +71,9 @@ struct SubmitArgs {
   int procs_per_node = 0;            // > 0: overrides the spec's (default 1 without a file)
   std::string name;                  // overrides the spec's; without a file default "job"
   std::vector<std::string> command;  // what followed `--`
+  // --set PATH=VALUE, in order: any spec field, typed and checked as in the file
+  // (ParseJobSpec); applied before --nodes, --procs-per-node and --name, which win.
+  std::vector<std::string> sets;
 };
 
 // Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.

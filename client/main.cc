@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
       "its id");
   submit->footer(
       "Examples:\n  convoy submit job.yaml --code ./myproject\n"
+      "  convoy submit job.yaml --set trainer.max_steps=300 --set env.OMP_NUM_THREADS=1\n"
       "  convoy submit --nodes 2 --procs-per-node 1 --code . -- python3 train.py --epochs 1\n"
       "  cat job.yaml | convoy submit -");
   submit->add_option("FILE", submit_args.file, "the job spec; '-' reads standard input");
@@ -79,6 +80,12 @@ int main(int argc, char** argv) {
   submit->add_option("--procs-per-node", submit_args.procs_per_node,
                      "processes per node (overrides the spec's)");
   submit->add_option("--name", submit_args.name, "job name (default with a command: job)");
+  submit
+      ->add_option("--set", submit_args.sets,
+                   "set a spec field, typed and checked as in the file (repeatable; before "
+                   "--nodes, --procs-per-node, --name): trainer.max_steps=300, env.FOO=bar")
+      ->type_name("FIELD=VALUE")
+      ->allow_extra_args(false);
   submit->add_flag("--watch,-w", watch, "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   add_output(submit);
   ListArgs list_args;

@@ -25,11 +25,12 @@
 namespace convoy {
 namespace {
 
-// Thrown inside this file only; ParseJobSpec turns it into a Status.
+// Thrown inside this file only; the reader collects them and ParseJobSpec reports them all.
 struct SpecError {
   std::string field;
   std::string message;
   YAML::Mark mark = YAML::Mark::null_mark();
+  bool fatal = false;  // stops reading the rest of the spec
 };
 
 std::string Describe(const YAML::Node& node) {
@@ -75,15 +76,46 @@ std::string Where(const YAML::Mark& mark) {
   return std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ":";
 }
 
+// `text` for quoting in a one-line message: control bytes as \xNN, at most `max` bytes (cut at
+// a UTF-8 character boundary).
+std::string OneLine(const std::string& text, size_t max = 100) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (out.size() >= max && (c & 0xC0) != 0x80) return out + "...";
+    if (c < 0x20 || c == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 // Reads one spec document into a JobSpec, remembering where each field was written so that
-// errors found later (by ValidateJobSpec) can point at the line too.
+// errors found later (by ValidateJobSpec) can point at the line too. A field that cannot be
+// read is left out and its error kept; reading goes on with the next field.
 class SpecReader {
  public:
   v1::JobSpec Read(const YAML::Node& root) {
     v1::JobSpec spec;
-    ReadRoot(root, &spec);
+    try {
+      ReadRoot(root, &spec);
+    } catch (const SpecError& e) {  // not a mapping, or a fatal error
+      errors_.push_back(e);
+      stopped_ = true;
+    }
     return spec;
   }
+
+  // The errors found while reading, in the order of the text.
+  const std::vector<SpecError>& errors() const { return errors_; }
+  // True when reading stopped before the end (the spec is not a mapping, or expands too far).
+  bool stopped() const { return stopped_; }
+  // Whether the text has a key for `field` ("nodes", "trainer.lr").
+  bool Written(const std::string& field) const { return written_.count(field) != 0; }
 
   // Where `field` was written, or the null mark.
   YAML::Mark MarkOf(const std::string& field) const {
@@ -96,6 +128,17 @@ class SpecReader {
 
   [[noreturn]] void Fail(const std::string& field, const std::string& message) const {
     throw SpecError{field, message, MarkOf(field)};
+  }
+
+  // Runs `read`; an error it throws is kept, and reading goes on (unless it is fatal).
+  template <typename Read>
+  void Collect(Read read) {
+    try {
+      read();
+    } catch (const SpecError& e) {
+      if (e.fatal) throw;
+      errors_.push_back(e);
+    }
   }
 
   template <typename T>
@@ -135,7 +178,9 @@ class SpecReader {
     // Aliases can repeat one long scalar many times: bound what the spec expands to.
     expanded_bytes_ += node.Scalar().size();
     if (expanded_bytes_ > kMaxSpecBytes) {
-      Fail(field, "the spec expands to more than " + std::to_string(kMaxSpecBytes) + " bytes");
+      throw SpecError{field,
+                      "the spec expands to more than " + std::to_string(kMaxSpecBytes) + " bytes",
+                      MarkOf(field), /*fatal=*/true};
     }
     return node.Scalar();
   }
@@ -157,22 +202,25 @@ class SpecReader {
     if (!map.IsMap()) Fail(what, "expected a mapping, got " + Describe(map));
     std::set<std::string> seen;
     for (const auto& kv : map) {
-      if (!kv.first.IsScalar()) {
-        marks_[what] = kv.first.Mark();
-        Fail(what, "keys must be plain names, got " + Describe(kv.first));
-      }
-      const std::string& key = kv.first.Scalar();
-      if (key.empty()) {
-        marks_[what] = kv.first.Mark();
-        Fail(what, "a key is empty");
-      }
-      const std::string field = prefix.empty() ? key : prefix + "." + key;
-      marks_[field] = kv.first.Mark();
-      if (!seen.insert(key).second) Fail(field, "appears twice");
-      auto it = handlers.find(key);
-      if (it == handlers.end()) Fail(field, UnknownField(key, handlers));
-      if (!kv.second.IsNull()) marks_[field] = kv.second.Mark();  // null: keep the key's
-      it->second(kv.second, field);
+      Collect([&] {
+        if (!kv.first.IsScalar()) {
+          marks_[what] = kv.first.Mark();
+          Fail(what, "keys must be plain names, got " + Describe(kv.first));
+        }
+        const std::string& key = kv.first.Scalar();
+        if (key.empty()) {
+          marks_[what] = kv.first.Mark();
+          Fail(what, "a key is empty");
+        }
+        const std::string field = prefix.empty() ? key : prefix + "." + key;
+        marks_[field] = kv.first.Mark();
+        if (!seen.insert(key).second) Fail(field, "appears twice");
+        auto it = handlers.find(key);
+        if (it == handlers.end()) Fail(field, UnknownField(key, handlers));
+        written_.insert(field);
+        if (!kv.second.IsNull()) marks_[field] = kv.second.Mark();  // null: keep the key's
+        it->second(kv.second, field);
+      });
     }
   }
 
@@ -228,13 +276,16 @@ class SpecReader {
   void ReadEnv(const YAML::Node& node, const std::string& field, v1::JobSpec* s) {
     if (node.IsNull()) return;
     if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
+    std::set<std::string> seen;
     for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
-      if (kv.first.Scalar().empty()) Fail(field, "a variable has an empty name");
-      const std::string key = EnvFieldName(kv.first.Scalar());
-      marks_[key] = kv.second.Mark();
-      if (s->env().count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
-      (*s->mutable_env())[kv.first.Scalar()] = ToString(kv.second, key);
+      Collect([&] {
+        if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
+        if (kv.first.Scalar().empty()) Fail(field, "a variable has an empty name");
+        const std::string key = EnvFieldName(kv.first.Scalar());
+        marks_[key] = kv.second.Mark();
+        if (!seen.insert(kv.first.Scalar()).second) Fail(key, "appears twice");
+        (*s->mutable_env())[kv.first.Scalar()] = ToString(kv.second, key);
+      });
     }
   }
 
@@ -260,13 +311,16 @@ class SpecReader {
                      google::protobuf::Map<std::string, std::string>* out) {
     if (node.IsNull()) return;
     if (!node.IsMap()) Fail(field, "expected a mapping of names to values, got " + Describe(node));
+    std::set<std::string> seen;
     for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
-      if (kv.first.Scalar().empty()) Fail(field, "a name is empty");
-      const std::string key = MapKeyFieldName(field, kv.first.Scalar());
-      marks_[key] = kv.second.Mark();
-      if (out->count(kv.first.Scalar()) != 0) Fail(key, "appears twice");
-      (*out)[kv.first.Scalar()] = ToString(kv.second, key);
+      Collect([&] {
+        if (!kv.first.IsScalar()) Fail(field, "names must be plain strings");
+        if (kv.first.Scalar().empty()) Fail(field, "a name is empty");
+        const std::string key = MapKeyFieldName(field, kv.first.Scalar());
+        marks_[key] = kv.second.Mark();
+        if (!seen.insert(kv.first.Scalar()).second) Fail(key, "appears twice");
+        (*out)[kv.first.Scalar()] = ToString(kv.second, key);
+      });
     }
   }
 
@@ -333,6 +387,9 @@ class SpecReader {
   }
 
   std::map<std::string, YAML::Mark> marks_;
+  std::set<std::string> written_;
+  std::vector<SpecError> errors_;
+  bool stopped_ = false;
   size_t expanded_bytes_ = 0;
 };
 
@@ -362,9 +419,9 @@ Status CheckStrictJson(const std::string& text, const std::string& source) {
     if (at != std::string::npos) why = why.substr(at);
     const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
     return Status::InvalidArgument(source + ":" + LineColumn(text, offset) +
-                                   " invalid JSON: " + why);
+                                   " invalid JSON: " + OneLine(why, 200));
   } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument(source + ": invalid JSON: " + e.what());
+    return Status::InvalidArgument(source + ": invalid JSON: " + OneLine(e.what(), 200));
   }
   return Status::Ok();
 }
@@ -402,9 +459,274 @@ size_t CountDocuments(const std::string& text) {
   return starts.marks.size();
 }
 
+// A field set by `--set`: its path as messages name it, and how to name the --set.
+struct Override {
+  std::string field;  // "trainer.max_steps", "env.FOO"
+  std::string label;  // "--set trainer.max_steps=300"
+};
+
+// The first child of `map` under the scalar key `key`, or an invalid (!IsDefined) node.
+YAML::Node ChildOf(const YAML::Node& map, const std::string& key) {
+  for (const auto& kv : map) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+// Applies each "PATH=VALUE" of `sets` to the mapping `root`, in order (a later one wins), and
+// records each in `applied`. Returns one message line per --set that cannot be applied.
+std::vector<std::string> ApplyOverrides(YAML::Node root, const std::vector<std::string>& sets,
+                                        std::vector<Override>* applied) {
+  std::vector<std::string> errors;
+  for (const std::string& set : sets) {
+    const std::string label = "--set " + OneLine(set);
+    const size_t eq = set.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      errors.push_back(label + ": expected FIELD=VALUE, as trainer.max_steps=300");
+      continue;
+    }
+    const std::string path = set.substr(0, eq);
+    // Names of env variables and labels may hold dots: after env. or node_selector. the rest
+    // of the path is one key.
+    std::vector<std::string> keys;
+    for (size_t start = 0;;) {
+      const size_t dot = path.find('.', start);
+      if (keys.size() == 1 && (keys[0] == "env" || keys[0] == "node_selector")) {
+        keys.push_back(path.substr(start));
+        break;
+      }
+      keys.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (std::any_of(keys.begin(), keys.end(), [](const std::string& k) { return k.empty(); })) {
+      errors.push_back(label + ": '" + OneLine(path) +
+                       "' is not a field (FIELD or FIELD.FIELD, as trainer.max_steps)");
+      continue;
+    }
+    const std::string field = keys.size() == 2 && (keys[0] == "env" || keys[0] == "node_selector")
+                                  ? MapKeyFieldName(keys[0], keys[1])
+                                  : OneLine(path, 128);
+    YAML::Node value;
+    try {
+      const std::string text = set.substr(eq + 1);
+      const size_t docs = CountDocuments(text);
+      if (docs > 1) {
+        errors.push_back(label + ": " + field + ": expected one value, got " +
+                         std::to_string(docs) + " YAML documents");
+        continue;
+      }
+      value = docs == 0 ? YAML::Node() : YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      errors.push_back(label + ": " + field + ": invalid YAML: " + e.msg);
+      continue;
+    }
+    // Walk to the mapping that holds the last key, making mappings where there are none.
+    // (Assigning one YAML::Node to another replaces the node in the tree; reset() moves the
+    // handle.)
+    YAML::Node map;
+    map.reset(root);
+    std::string walked;
+    bool ok = true;
+    for (size_t i = 0; i + 1 < keys.size(); ++i) {
+      walked += (i == 0 ? "" : ".") + keys[i];
+      YAML::Node child = ChildOf(map, keys[i]);
+      if (!child.IsDefined()) {
+        map.force_insert(keys[i], YAML::Node(YAML::NodeType::Map));
+        child.reset(ChildOf(map, keys[i]));
+      } else if (child.IsNull()) {
+        child = YAML::Node(YAML::NodeType::Map);  // `trainer:` alone: now a mapping
+      } else if (!child.IsMap()) {
+        errors.push_back(label + ": " + walked + ": expected a mapping, got " + Describe(child));
+        ok = false;
+        break;
+      }
+      map.reset(child);
+    }
+    if (!ok) continue;
+    YAML::Node target = ChildOf(map, keys.back());
+    if (target.IsDefined()) {
+      target = value;  // replaces the node in the tree
+    } else {
+      map.force_insert(keys.back(), value);
+    }
+    applied->push_back({field, label});
+  }
+  return errors;
+}
+
+// The --set that wrote `field` or a mapping or list above it (the last one), or null.
+const Override* OverrideOf(const std::vector<Override>& applied, const std::string& field) {
+  for (auto it = applied.rbegin(); it != applied.rend(); ++it) {
+    const std::string& f = it->field;
+    if (field == f || (field.size() > f.size() && field.compare(0, f.size(), f) == 0 &&
+                       (field[f.size()] == '.' || field[f.size()] == '['))) {
+      return &*it;
+    }
+  }
+  return nullptr;
+}
+
+// Whether `field` or a field above it ("trainer" for "trainer.lr", "command" for
+// "command[1]") is in `fields`.
+bool UnderAny(const std::set<std::string>& fields, const std::string& field) {
+  for (size_t i = 1; i <= field.size(); ++i) {
+    if ((i == field.size() || field[i] == '.' || field[i] == '[') &&
+        fields.count(field.substr(0, i)) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Reads `root` (after applying `sets`) into a spec and validates it; every error, one a line.
+StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
+                                   const std::vector<std::string>& sets) {
+  std::vector<Override> applied;
+  if (root.IsMap() && !sets.empty()) {
+    const std::vector<std::string> errors = ApplyOverrides(root, sets, &applied);
+    if (!errors.empty()) {
+      return Status::InvalidArgument(JoinSpecProblemLines(errors, source + ": "));
+    }
+  }
+  SpecReader reader;
+  v1::JobSpec spec = reader.Read(root);
+  std::vector<SpecError> errors = reader.errors();
+  if (!reader.stopped()) {
+    if (spec.backend().empty()) spec.set_backend("gloo");
+    // A field that could not be read is not reported again (nor its list, for an item).
+    std::set<std::string> unread;
+    for (const SpecError& e : errors) {
+      unread.insert(e.field.empty() || e.field.back() != ']'
+                        ? e.field
+                        : e.field.substr(0, e.field.rfind('[')));
+    }
+    const auto written = [&reader](const std::string& field) { return reader.Written(field); };
+    for (SpecProblem& problem : FindSpecProblems(spec, written)) {
+      if (UnderAny(unread, problem.field)) continue;
+      errors.push_back({problem.field, problem.message, reader.MarkOf(problem.field)});
+    }
+  }
+  if (errors.empty()) return spec;
+  // Errors in the order of the text, then those with no place in it (a missing field), then
+  // those of --set, in the order given.
+  struct Line {
+    int rank;  // 0: a place in the text, 1: none, 2: a --set
+    YAML::Mark mark;
+    size_t order;
+    std::string text;
+  };
+  std::vector<Line> lines;
+  for (const SpecError& e : errors) {
+    // An unknown key is named as written: quote at most 128 bytes of it, on one line.
+    const std::string field = OneLine(e.field, 128);
+    if (const Override* o = OverrideOf(applied, e.field)) {
+      const size_t order = static_cast<size_t>(o - applied.data());
+      lines.push_back({2, e.mark, order, o->label + ": " + field + ": " + e.message});
+    } else {
+      lines.push_back({e.mark.is_null() ? 1 : 0, e.mark, lines.size(),
+                       source + ":" + Where(e.mark) + " " + field + ": " + e.message});
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.rank == 0 && a.mark.line != b.mark.line) return a.mark.line < b.mark.line;
+    if (a.rank == 0) return a.mark.column < b.mark.column;
+    return a.rank == 2 && a.order < b.order;
+  });
+  std::vector<std::string> texts;
+  texts.reserve(lines.size());
+  for (Line& line : lines) texts.push_back(std::move(line.text));
+  return Status::InvalidArgument(JoinSpecProblemLines(texts, source + ": "));
+}
+
+std::string FormatDouble(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+// `spec` as the tree its text form would read to (code_sha256, set by the CLI, is not part
+// of it).
+YAML::Node ToNode(const v1::JobSpec& s) {
+  YAML::Node root(YAML::NodeType::Map);
+  const auto text = [&root](const char* key, const std::string& value) {
+    if (!value.empty()) root[key] = value;
+  };
+  const auto number = [&root](const char* key, int64_t value) {
+    if (value != 0) root[key] = value;
+  };
+  text("name", s.name());
+  number("nodes", s.nodes());
+  number("min_nodes", s.min_nodes());
+  number("max_nodes", s.max_nodes());
+  if (s.procs_per_node_gpu()) {
+    root["procs_per_node"] = "gpu";
+  } else {
+    number("procs_per_node", s.procs_per_node());
+  }
+  text("backend", s.backend());
+  if (s.has_trainer()) {
+    const v1::TrainerSpec& t = s.trainer();
+    YAML::Node n(YAML::NodeType::Map);
+    if (!t.model().empty()) n["model"] = t.model();
+    if (t.has_epochs()) n["epochs"] = t.epochs();
+    if (t.max_steps() != 0) n["max_steps"] = t.max_steps();
+    if (t.has_batch_size()) n["batch_size"] = t.batch_size();
+    if (t.has_lr()) n["lr"] = FormatDouble(t.lr());
+    if (t.has_momentum()) n["momentum"] = FormatDouble(t.momentum());
+    if (!t.optimizer().empty()) n["optimizer"] = t.optimizer();
+    if (!t.lr_schedule().empty()) n["lr_schedule"] = t.lr_schedule();
+    if (t.clip_grad_norm() != 0) n["clip_grad_norm"] = FormatDouble(t.clip_grad_norm());
+    if (t.has_accumulate()) n["accumulate"] = t.accumulate();
+    if (t.has_bucket_mb()) n["bucket_mb"] = FormatDouble(t.bucket_mb());
+    if (t.checkpoint_every() != 0) n["checkpoint_every"] = t.checkpoint_every();
+    if (!t.data_dir().empty()) n["data_dir"] = t.data_dir();
+    if (t.has_seed()) n["seed"] = t.seed();
+    if (!t.ddp().empty()) n["ddp"] = t.ddp();
+    if (!t.allreduce().empty()) n["allreduce"] = t.allreduce();
+    if (!t.amp().empty()) n["amp"] = t.amp();
+    if (t.has_snapshot_every()) n["snapshot_every"] = t.snapshot_every();
+    if (t.extra_args_size() > 0) {
+      YAML::Node args(YAML::NodeType::Sequence);
+      for (const auto& a : t.extra_args()) args.push_back(a);
+      n["extra_args"] = args;
+    }
+    root["trainer"] = n;
+  }
+  if (s.command_size() > 0) {
+    YAML::Node argv(YAML::NodeType::Sequence);
+    for (const auto& a : s.command()) argv.push_back(a);
+    root["command"] = argv;
+  }
+  if (!s.env().empty()) {
+    YAML::Node env(YAML::NodeType::Map);
+    for (const auto& [k, v] : s.env()) env.force_insert(k, v);
+    root["env"] = env;
+  }
+  number("max_restarts", s.max_restarts());
+  text("checkpoint_dir", s.checkpoint_dir());
+  number("hang_timeout", s.hang_timeout_s());
+  text("working_dir", s.working_dir());
+  number("priority", s.priority());
+  number("max_runtime", s.max_runtime_s());
+  if (s.has_preemptible()) root["preemptible"] = s.preemptible();
+  number("gpus_per_proc", s.gpus_per_proc());
+  number("cpus_per_proc", s.cpus_per_proc());
+  number("memory_per_proc", s.memory_per_proc_bytes());
+  if (!s.node_selector().empty()) {
+    YAML::Node labels(YAML::NodeType::Map);
+    for (const auto& [k, v] : s.node_selector()) labels.force_insert(k, v);
+    root["node_selector"] = labels;
+  }
+  number("resize_interval", s.resize_interval_s());
+  return root;
+}
+
 }  // namespace
 
-StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& source) {
+StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
+                                   const std::vector<std::string>& sets) {
   if (text.size() > kMaxSpecBytes) {
     return Status::InvalidArgument(source + ": the spec is " + std::to_string(text.size()) +
                                    " bytes; at most " + std::to_string(kMaxSpecBytes) + " allowed");
@@ -413,36 +735,31 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
   if (first != std::string::npos && text[first] == '{') {
     CONVOY_RETURN_IF_ERROR(CheckStrictJson(text, source));
   }
-  SpecReader reader;
-  v1::JobSpec spec;
+  YAML::Node root;
   try {
     const size_t docs = CountDocuments(text);
     if (docs > 1) {
       return Status::InvalidArgument(source + ": expected one YAML document, got " +
                                      std::to_string(docs));
     }
-    const YAML::Node root = docs == 0 ? YAML::Node() : YAML::Load(text);
-    if (root.IsNull()) return Status::InvalidArgument(source + ": the spec is empty");
-    spec = reader.Read(root);
-  } catch (const SpecError& e) {
-    const std::string where = Where(e.mark);
-    // An unknown key is named as written: quote at most 128 bytes of it.
-    const std::string field = e.field.size() <= 128 ? e.field : e.field.substr(0, 128) + "...";
-    return Status::InvalidArgument(source + ":" + where + " " + field + ": " + e.message);
+    root = docs == 0 ? YAML::Node() : YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ":" + Where(e.mark) + " invalid YAML: " + e.msg);
+    return Status::InvalidArgument(source + ":" + Where(e.mark) +
+                                   " invalid YAML: " + OneLine(e.msg, 200));
   }
-  if (spec.backend().empty()) spec.set_backend("gloo");
-  Status st = ValidateJobSpec(spec);
-  if (!st.ok()) {
-    // Validation messages start with "<field>: ".
-    const std::string field = st.message().substr(0, st.message().find(": "));
-    return Status::InvalidArgument(source + ":" + Where(reader.MarkOf(field)) + " " + st.message());
-  }
-  return spec;
+  if (root.IsNull()) return Status::InvalidArgument(source + ": the spec is empty");
+  return ReadSpecTree(root, source, sets);
 }
 
-StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
+StatusOr<v1::JobSpec> OverrideJobSpec(const v1::JobSpec& spec, const std::vector<std::string>& sets,
+                                      const std::string& source) {
+  auto out = ReadSpecTree(ToNode(spec), source, sets);
+  if (out.ok() && !spec.code_sha256().empty()) out->set_code_sha256(spec.code_sha256());
+  return out;
+}
+
+StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path,
+                                      const std::vector<std::string>& sets) {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) {
     return Status::InvalidArgument(path + ": cannot open the spec file: " + std::strerror(errno));
@@ -468,7 +785,7 @@ StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
   if (std::ferror(file.get())) {
     return Status::InvalidArgument(path + ": cannot read the spec file: " + std::strerror(errno));
   }
-  return ParseJobSpec(text, path);
+  return ParseJobSpec(text, path, sets);
 }
 
 }  // namespace convoy

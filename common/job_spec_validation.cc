@@ -13,19 +13,6 @@
 namespace convoy {
 namespace {
 
-Status Invalid(const std::string& field, const std::string& why) {
-  return Status::InvalidArgument(field + ": " + why);
-}
-
-template <typename T>
-Status CheckRange(const std::string& field, T value, T lo, T hi) {
-  if (value < lo || value > hi) {
-    return Invalid(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                              ", got " + std::to_string(value));
-  }
-  return Status::Ok();
-}
-
 // At most `max` bytes of what the user wrote, cut at a UTF-8 character boundary, for quoting in
 // a message: a coordinator sends the message back in gRPC trailers, which are small (8 KiB).
 std::string Shorten(const std::string& value, size_t max = 64) {
@@ -88,15 +75,44 @@ int MaxNodes(const v1::JobSpec& spec) { return IsElastic(spec) ? spec.max_nodes(
 
 namespace {
 
-Status CheckOneOf(const std::string& field, const std::string& value,
-                  const std::set<std::string>& allowed) {
-  if (allowed.count(value) != 0) return Status::Ok();
+// The problems found so far. Each check adds what it finds and returns whether the field was
+// fine, so that a check that depends on another can be skipped.
+class Problems {
+ public:
+  bool Add(const std::string& field, const std::string& why) {
+    list_.push_back({field, why});
+    return false;
+  }
+  std::vector<SpecProblem> Take() { return std::move(list_); }
+
+ private:
+  std::vector<SpecProblem> list_;
+};
+
+// A number as a person writes it: "-1", "0.5", "1e+30", "nan".
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g", value);
+  return text;
+}
+
+// An integer in [lo, hi].
+template <typename T>
+bool CheckRange(Problems& p, const std::string& field, T value, T lo, T hi) {
+  if (value >= lo && value <= hi) return true;
+  return p.Add(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                          ", got " + std::to_string(value));
+}
+
+bool CheckOneOf(Problems& p, const std::string& field, const std::string& value,
+                const std::set<std::string>& allowed) {
+  if (allowed.count(value) != 0) return true;
   std::string list;
   for (const auto& a : allowed) {
     if (a.empty()) continue;
     list += (list.empty() ? "" : ", ") + a;
   }
-  return Invalid(field, "must be one of " + list + ", got '" + Shorten(value) + "'");
+  return p.Add(field, "must be one of " + list + ", got '" + Shorten(value) + "'");
 }
 
 // True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
@@ -139,90 +155,146 @@ bool IsUtf8(const std::string& s) {
   return true;
 }
 
-Status CheckText(const std::string& field, const std::string& value, size_t max) {
+bool CheckText(Problems& p, const std::string& field, const std::string& value, size_t max) {
   if (value.size() > max) {
-    return Invalid(field, "is " + std::to_string(value.size()) + " bytes; at most " +
-                              std::to_string(max) + " allowed");
+    return p.Add(field, "is " + std::to_string(value.size()) + " bytes; at most " +
+                            std::to_string(max) + " allowed");
   }
-  if (value.find('\0') != std::string::npos) return Invalid(field, "contains a NUL byte");
-  if (!IsUtf8(value)) return Invalid(field, "is not valid UTF-8");
-  return Status::Ok();
+  if (value.find('\0') != std::string::npos) return p.Add(field, "contains a NUL byte");
+  if (!IsUtf8(value)) return p.Add(field, "is not valid UTF-8");
+  return true;
 }
 
 // Empty, or a path without ".." components: relative means relative to the job's own
 // directory on each worker, which also checks where it resolves (common/job_paths.h).
-Status CheckPath(const std::string& field, const std::string& path) {
-  if (path.empty()) return Status::Ok();
-  CONVOY_RETURN_IF_ERROR(CheckText(field, path, kMaxPathBytes));
-  if (HasDotDotComponent(path)) return Invalid(field, "'" + path + "' must not contain '..'");
-  return Status::Ok();
+bool CheckPath(Problems& p, const std::string& field, const std::string& path) {
+  if (path.empty()) return true;
+  if (!CheckText(p, field, path, kMaxPathBytes)) return false;
+  if (HasDotDotComponent(path)) return p.Add(field, "'" + path + "' must not contain '..'");
+  return true;
 }
 
-// A finite number >= 0 (and <= max when given).
-Status CheckNonNegative(const std::string& field, double value,
-                        double max = std::numeric_limits<double>::max()) {
-  if (!std::isfinite(value) || value < 0) {
-    return Invalid(field, "must be a finite number >= 0, got " + std::to_string(value));
-  }
-  if (value > max) {
-    return Invalid(field, "must be at most " + std::to_string(static_cast<int64_t>(max)) +
-                              ", got " + std::to_string(value));
-  }
-  return Status::Ok();
-}
-
-Status ValidateTrainer(const v1::TrainerSpec& t) {
-  if (!t.model().empty()) {
-    CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.model", t.model(), {"fmnist-cnn", "mlp", "resnet"}));
-  }
+// Each message states the range its check accepts (job_spec_test's RangeMessagesMatchTheRule).
+void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
+  if (!t.model().empty())
+    CheckOneOf(p, "trainer.model", t.model(), {"fmnist-cnn", "mlp", "resnet"});
   // Fields with a default other than 0 are optional in the proto: absent takes the default,
   // and a written value, 0 included, must be valid.
-  if (t.has_epochs()) {
-    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.epochs", t.epochs(), 1, 10000));
-  }
-  CONVOY_RETURN_IF_ERROR(
-      CheckRange<int64_t>("trainer.max_steps", t.max_steps(), 0, int64_t{1} << 40));
-  if (t.has_batch_size()) {
-    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.batch_size", t.batch_size(), 1, 65536));
-  }
-  if (t.has_lr()) {
-    CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.lr", t.lr(), 1e3));
-    if (t.lr() == 0) return Invalid("trainer.lr", "must be greater than 0 (omit it for 0.01)");
+  if (t.has_epochs()) CheckRange(p, "trainer.epochs", t.epochs(), 1, 10000);
+  CheckRange<int64_t>(p, "trainer.max_steps", t.max_steps(), 0, int64_t{1} << 40);
+  if (t.has_batch_size()) CheckRange(p, "trainer.batch_size", t.batch_size(), 1, 65536);
+  if (t.has_lr() && !(t.lr() > 0 && t.lr() <= 1000)) {
+    p.Add("trainer.lr", "must be greater than 0 and at most 1000, got " + Number(t.lr()) +
+                            " (omit it for the default, 0.01)");
   }
   if (t.has_momentum() && !(t.momentum() >= 0 && t.momentum() < 1)) {
-    return Invalid("trainer.momentum", "must be in [0, 1), got " + std::to_string(t.momentum()));
+    p.Add("trainer.momentum", "must be in [0, 1), got " + Number(t.momentum()));
   }
-  CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.optimizer", t.optimizer(), {"", "sgd", "adam"}));
-  CONVOY_RETURN_IF_ERROR(
-      CheckOneOf("trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"}));
-  CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.clip_grad_norm", t.clip_grad_norm()));
-  CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.ddp", t.ddp(), {"", "hooks", "reducer"}));
-  CONVOY_RETURN_IF_ERROR(
-      CheckOneOf("trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"}));
-  CONVOY_RETURN_IF_ERROR(CheckOneOf("trainer.amp", t.amp(), {"", "off", "bf16"}));
-  if (t.has_accumulate()) {
-    CONVOY_RETURN_IF_ERROR(CheckRange("trainer.accumulate", t.accumulate(), 1, 1024));
+  CheckOneOf(p, "trainer.optimizer", t.optimizer(), {"", "sgd", "adam"});
+  CheckOneOf(p, "trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"});
+  if (!(t.clip_grad_norm() >= 0 && std::isfinite(t.clip_grad_norm()))) {
+    p.Add("trainer.clip_grad_norm",
+          "must be a finite number >= 0 (0: no clipping), got " + Number(t.clip_grad_norm()));
   }
-  if (t.has_bucket_mb()) {
-    CONVOY_RETURN_IF_ERROR(CheckNonNegative("trainer.bucket_mb", t.bucket_mb(), 1024));
-    if (t.bucket_mb() < 0.001) {
-      return Invalid("trainer.bucket_mb", "must be at least 0.001 (omit it for the default, 25)");
+  CheckOneOf(p, "trainer.ddp", t.ddp(), {"", "hooks", "reducer"});
+  CheckOneOf(p, "trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"});
+  CheckOneOf(p, "trainer.amp", t.amp(), {"", "off", "bf16"});
+  if (t.has_accumulate()) CheckRange(p, "trainer.accumulate", t.accumulate(), 1, 1024);
+  if (t.has_bucket_mb() && !(t.bucket_mb() >= 0.001 && t.bucket_mb() <= 1024)) {
+    p.Add("trainer.bucket_mb", "must be between 0.001 and 1024, got " + Number(t.bucket_mb()) +
+                                   " (omit it for the default, 25)");
+  }
+  CheckRange<int64_t>(p, "trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40);
+  CheckRange<int64_t>(p, "trainer.snapshot_every", t.snapshot_every(), 0, int64_t{1} << 40);
+  CheckPath(p, "trainer.data_dir", t.data_dir());
+  if (t.seed() < 0) p.Add("trainer.seed", "must not be negative, got " + std::to_string(t.seed()));
+  if (t.extra_args_size() > kMaxArgs) {
+    p.Add("trainer.extra_args", "too many arguments");
+  } else {
+    for (int i = 0; i < t.extra_args_size(); ++i) {
+      CheckText(p, "trainer.extra_args[" + std::to_string(i) + "]", t.extra_args(i), kMaxArgBytes);
     }
   }
-  CONVOY_RETURN_IF_ERROR(
-      CheckRange<int64_t>("trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40));
-  CONVOY_RETURN_IF_ERROR(
-      CheckRange<int64_t>("trainer.snapshot_every", t.snapshot_every(), 0, int64_t{1} << 40));
-  CONVOY_RETURN_IF_ERROR(CheckPath("trainer.data_dir", t.data_dir()));
-  if (t.seed() < 0) {
-    return Invalid("trainer.seed", "must not be negative, got " + std::to_string(t.seed()));
+}
+
+// nodes, or min_nodes and max_nodes, and resize_interval.
+void ValidateNodes(Problems& p, const v1::JobSpec& spec, const SpecFieldWritten& written) {
+  const bool has_nodes = spec.nodes() != 0 || written("nodes");
+  const bool has_min = spec.min_nodes() != 0 || written("min_nodes");
+  const bool has_max = spec.max_nodes() != 0 || written("max_nodes");
+  if (!has_min && !has_max) {
+    if (!has_nodes) {
+      p.Add("nodes", "missing (a number of nodes, or min_nodes and max_nodes for an elastic job)");
+    } else {
+      CheckRange(p, "nodes", spec.nodes(), 1, kMaxNodes);
+    }
+    if (spec.resize_interval_s() != 0) {
+      p.Add("resize_interval", "only an elastic job (min_nodes, max_nodes) resizes");
+    }
+    return;
   }
-  if (t.extra_args_size() > kMaxArgs) return Invalid("trainer.extra_args", "too many arguments");
-  for (int i = 0; i < t.extra_args_size(); ++i) {
-    CONVOY_RETURN_IF_ERROR(
-        CheckText("trainer.extra_args[" + std::to_string(i) + "]", t.extra_args(i), kMaxArgBytes));
+  if (has_nodes) {
+    p.Add(has_max ? "max_nodes" : "min_nodes",
+          "give either nodes or min_nodes and max_nodes (an elastic job), not both");
+    return;
   }
-  return Status::Ok();
+  const bool min_ok = has_min ? CheckRange(p, "min_nodes", spec.min_nodes(), 1, kMaxNodes)
+                              : p.Add("min_nodes", "missing (required with max_nodes)");
+  const bool max_ok = has_max ? CheckRange(p, "max_nodes", spec.max_nodes(), 1, kMaxNodes)
+                              : p.Add("max_nodes", "missing (required with min_nodes)");
+  if (min_ok && max_ok && spec.max_nodes() < spec.min_nodes()) {
+    p.Add("max_nodes", "must be at least min_nodes (" + std::to_string(spec.min_nodes()) +
+                           "), got " + std::to_string(spec.max_nodes()));
+  }
+  CheckRange(p, "resize_interval", spec.resize_interval_s(), 0, kMaxResizeIntervalS);
+}
+
+void ValidateEnv(Problems& p, const v1::JobSpec& spec) {
+  if (spec.env_size() > kMaxArgs) {
+    p.Add("env", "too many variables");
+    return;
+  }
+  for (const auto& [key, value] : spec.env()) {
+    if (key.empty()) {
+      p.Add("env", "a variable has an empty name");
+      continue;
+    }
+    const std::string field = EnvFieldName(key);  // longer than 256: invalid
+    bool ok = key.size() <= 256 && !(key[0] >= '0' && key[0] <= '9');
+    for (char c : key) {
+      ok = ok &&
+           ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+    }
+    if (!ok) {
+      p.Add(field, "is not a valid environment variable name");
+    } else if (IsReservedEnvName(key)) {
+      p.Add(field, "set by Convoy, cannot be overridden");
+    } else {
+      CheckText(p, field, value, kMaxArgBytes);
+    }
+  }
+}
+
+void ValidateNodeSelector(Problems& p, const v1::JobSpec& spec) {
+  if (spec.node_selector_size() > 64) {
+    p.Add("node_selector", "too many labels");
+    return;
+  }
+  for (const auto& [key, value] : spec.node_selector()) {
+    if (key.empty()) {
+      p.Add("node_selector", "a label has an empty name");
+      continue;
+    }
+    const std::string field = MapKeyFieldName("node_selector", key);
+    if (!IsValidLabelKey(key)) {
+      p.Add(field,
+            "is not a valid label name (1-253 of [A-Za-z0-9._/-], starting with a letter or "
+            "digit)");
+    } else if (!IsValidLabelValue(value)) {
+      p.Add(field,
+            "'" + Shorten(value) + "' is not a valid label value (at most 63 of [A-Za-z0-9._-])");
+    }
+  }
 }
 
 }  // namespace
@@ -236,107 +308,115 @@ bool IsReservedEnvName(const std::string& name) {
          name.rfind("CONVOY_", 0) == 0;
 }
 
-Status ValidateJobSpec(const v1::JobSpec& spec) {
+std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
+                                          const SpecFieldWritten& written_or_null) {
+  const SpecFieldWritten written =
+      written_or_null ? written_or_null : [](const std::string&) { return false; };
+  Problems p;
   if (spec.ByteSizeLong() > kMaxSpecBytes) {
-    return Invalid("spec", "is " + std::to_string(spec.ByteSizeLong()) + " bytes; at most " +
-                               std::to_string(kMaxSpecBytes) + " allowed");
+    p.Add("spec", "is " + std::to_string(spec.ByteSizeLong()) + " bytes; at most " +
+                      std::to_string(kMaxSpecBytes) + " allowed");
+    return p.Take();
   }
-  if (spec.name().empty()) return Invalid("name", "is required");
-  if (!IsValidName(spec.name())) {
-    return Invalid("name", "'" + Shorten(spec.name()) +
-                               "' is not valid: use 1-63 of [A-Za-z0-9._-], not starting "
-                               "with '.' or '-'");
+  if (spec.name().empty() && !written("name")) {
+    p.Add("name", "missing (a job name: 1-63 of [A-Za-z0-9._-])");
+  } else if (!IsValidName(spec.name())) {
+    p.Add("name", "'" + Shorten(spec.name()) +
+                      "' is not valid: use 1-63 of [A-Za-z0-9._-], not starting with '.' or '-'");
   }
-  if (spec.min_nodes() != 0 || spec.max_nodes() != 0) {
-    if (spec.nodes() != 0) {
-      return Invalid(spec.max_nodes() != 0 ? "max_nodes" : "min_nodes",
-                     "give either nodes or min_nodes and max_nodes (an elastic job), not both");
-    }
-    if (spec.min_nodes() == 0) return Invalid("min_nodes", "is required with max_nodes");
-    if (spec.max_nodes() == 0) return Invalid("max_nodes", "is required with min_nodes");
-    CONVOY_RETURN_IF_ERROR(CheckRange("min_nodes", spec.min_nodes(), 1, kMaxNodes));
-    CONVOY_RETURN_IF_ERROR(CheckRange("max_nodes", spec.max_nodes(), 1, kMaxNodes));
-    if (spec.max_nodes() < spec.min_nodes()) {
-      return Invalid("max_nodes", "must be at least min_nodes (" +
-                                      std::to_string(spec.min_nodes()) + "), got " +
-                                      std::to_string(spec.max_nodes()));
-    }
-  } else {
-    CONVOY_RETURN_IF_ERROR(CheckRange("nodes", spec.nodes(), 1, kMaxNodes));
-    if (spec.resize_interval_s() != 0) {
-      return Invalid("resize_interval", "only an elastic job (min_nodes, max_nodes) resizes");
-    }
-  }
-  CONVOY_RETURN_IF_ERROR(
-      CheckRange("resize_interval", spec.resize_interval_s(), 0, kMaxResizeIntervalS));
+  ValidateNodes(p, spec, written);
   if (!spec.procs_per_node_gpu()) {
-    CONVOY_RETURN_IF_ERROR(
-        CheckRange("procs_per_node", spec.procs_per_node(), 1, kMaxProcsPerNode));
-    if (int64_t{MaxNodes(spec)} * spec.procs_per_node() > kMaxWorldSize) {
-      return Invalid("procs_per_node",
-                     "nodes x procs_per_node exceeds " + std::to_string(kMaxWorldSize) + " ranks");
+    if (spec.procs_per_node() == 0 && !written("procs_per_node")) {
+      p.Add("procs_per_node", "missing (a number of processes per node, or \"gpu\")");
+    } else if (CheckRange(p, "procs_per_node", spec.procs_per_node(), 1, kMaxProcsPerNode) &&
+               int64_t{MaxNodes(spec)} * spec.procs_per_node() > kMaxWorldSize) {
+      p.Add("procs_per_node",
+            "nodes x procs_per_node exceeds " + std::to_string(kMaxWorldSize) + " ranks");
     }
   }
-  if (!spec.backend().empty()) {
-    CONVOY_RETURN_IF_ERROR(CheckOneOf("backend", spec.backend(), {"gloo", "nccl", "auto"}));
-  }
+  if (!spec.backend().empty()) CheckOneOf(p, "backend", spec.backend(), {"gloo", "nccl", "auto"});
   if (spec.has_trainer() && spec.command_size() > 0) {
-    return Invalid("command", "give either trainer or command, not both");
+    p.Add("command", "give either trainer or command, not both");
+  } else if (!spec.has_trainer() && spec.command_size() == 0) {
+    p.Add("command", written("command")
+                         ? "is empty (give a program and its arguments, as [python3, train.py])"
+                         : "missing (a non-empty argv, or trainer for the built-in trainer)");
   }
-  if (!spec.has_trainer() && spec.command_size() == 0) {
-    return Invalid("command",
-                   "give either trainer (the built-in trainer) or command (a non-empty argv)");
-  }
-  if (spec.has_trainer()) CONVOY_RETURN_IF_ERROR(ValidateTrainer(spec.trainer()));
-  if (spec.command_size() > kMaxArgs) return Invalid("command", "too many arguments");
-  for (int i = 0; i < spec.command_size(); ++i) {
-    const std::string field = "command[" + std::to_string(i) + "]";
-    CONVOY_RETURN_IF_ERROR(CheckText(field, spec.command(i), kMaxArgBytes));
-    if (i == 0 && spec.command(0).empty()) return Invalid(field, "the program must not be empty");
-  }
-  if (spec.env_size() > kMaxArgs) return Invalid("env", "too many variables");
-  for (const auto& [key, value] : spec.env()) {
-    if (key.empty()) return Invalid("env", "a variable has an empty name");
-    const std::string field = EnvFieldName(key);  // longer than 256: invalid
-    bool ok = !key.empty() && key.size() <= 256 && !(key[0] >= '0' && key[0] <= '9');
-    for (char c : key) {
-      ok = ok &&
-           ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  if (spec.has_trainer()) ValidateTrainer(p, spec.trainer());
+  if (spec.command_size() > kMaxArgs) {
+    p.Add("command", "too many arguments");
+  } else {
+    for (int i = 0; i < spec.command_size(); ++i) {
+      const std::string field = "command[" + std::to_string(i) + "]";
+      if (CheckText(p, field, spec.command(i), kMaxArgBytes) && i == 0 && spec.command(0).empty()) {
+        p.Add(field, "the program must not be empty");
+      }
     }
-    if (!ok) return Invalid(field, "is not a valid environment variable name");
-    if (IsReservedEnvName(key)) return Invalid(field, "set by Convoy, cannot be overridden");
-    CONVOY_RETURN_IF_ERROR(CheckText(field, value, kMaxArgBytes));
   }
-  CONVOY_RETURN_IF_ERROR(CheckRange("max_restarts", spec.max_restarts(), 0, kMaxRestarts));
-  CONVOY_RETURN_IF_ERROR(CheckPath("checkpoint_dir", spec.checkpoint_dir()));
-  CONVOY_RETURN_IF_ERROR(CheckRange("hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS));
-  CONVOY_RETURN_IF_ERROR(CheckPath("working_dir", spec.working_dir()));
+  ValidateEnv(p, spec);
+  CheckRange(p, "max_restarts", spec.max_restarts(), 0, kMaxRestarts);
+  CheckPath(p, "checkpoint_dir", spec.checkpoint_dir());
+  CheckRange(p, "hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS);
+  CheckPath(p, "working_dir", spec.working_dir());
   if (!spec.code_sha256().empty() &&
       (spec.code_sha256().size() != 64 ||
        spec.code_sha256().find_first_not_of("0123456789abcdef") != std::string::npos)) {
-    return Invalid("code_sha256", "must be 64 lower-case hexadecimal digits (a SHA-256)");
+    p.Add("code_sha256", "must be 64 lower-case hexadecimal digits (a SHA-256)");
   }
-  CONVOY_RETURN_IF_ERROR(CheckRange("priority", spec.priority(), -kMaxPriority, kMaxPriority));
-  CONVOY_RETURN_IF_ERROR(CheckRange<int64_t>("max_runtime", spec.max_runtime_s(), 0, kMaxRuntimeS));
-  CONVOY_RETURN_IF_ERROR(CheckRange("gpus_per_proc", spec.gpus_per_proc(), 0, kMaxGpusPerProc));
-  CONVOY_RETURN_IF_ERROR(CheckRange("cpus_per_proc", spec.cpus_per_proc(), 0, kMaxCpusPerProc));
-  CONVOY_RETURN_IF_ERROR(
-      CheckRange<int64_t>("memory_per_proc", spec.memory_per_proc_bytes(), 0, kMaxMemoryPerProc));
-  if (spec.node_selector_size() > 64) return Invalid("node_selector", "too many labels");
-  for (const auto& [key, value] : spec.node_selector()) {
-    if (key.empty()) return Invalid("node_selector", "a label has an empty name");
-    const std::string field = MapKeyFieldName("node_selector", key);
-    if (!IsValidLabelKey(key)) {
-      return Invalid(field,
-                     "is not a valid label name (1-253 of [A-Za-z0-9._/-], starting with a "
-                     "letter or digit)");
-    }
-    if (!IsValidLabelValue(value)) {
-      return Invalid(field, "'" + Shorten(value) +
-                                "' is not a valid label value (at most 63 of [A-Za-z0-9._-])");
+  CheckRange(p, "priority", spec.priority(), -kMaxPriority, kMaxPriority);
+  CheckRange<int64_t>(p, "max_runtime", spec.max_runtime_s(), 0, kMaxRuntimeS);
+  CheckRange(p, "gpus_per_proc", spec.gpus_per_proc(), 0, kMaxGpusPerProc);
+  CheckRange(p, "cpus_per_proc", spec.cpus_per_proc(), 0, kMaxCpusPerProc);
+  CheckRange<int64_t>(p, "memory_per_proc", spec.memory_per_proc_bytes(), 0, kMaxMemoryPerProc);
+  ValidateNodeSelector(p, spec);
+  return p.Take();
+}
+
+Status ValidateJobSpec(const v1::JobSpec& spec) {
+  const std::vector<SpecProblem> problems = FindSpecProblems(spec);
+  if (problems.empty()) return Status::Ok();
+  std::vector<std::string> lines;
+  lines.reserve(problems.size());
+  for (const SpecProblem& problem : problems)
+    lines.push_back(problem.field + ": " + problem.message);
+  return Status::InvalidArgument(JoinSpecProblemLines(lines, ""));
+}
+
+namespace {
+
+// `line` with control bytes (a newline in a quoted value or key included) written as \xNN,
+// so that it stays one line, and at most kMaxSpecMessageBytes long.
+std::string OneLine(const std::string& line) {
+  std::string out;
+  for (char c : line) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+      out += hex;
+    } else {
+      out += c;
     }
   }
-  return Status::Ok();
+  return out.size() <= kMaxSpecMessageBytes ? out : Shorten(out, kMaxSpecMessageBytes);
+}
+
+}  // namespace
+
+std::string JoinSpecProblemLines(const std::vector<std::string>& lines, const std::string& prefix) {
+  std::string out;
+  size_t shown = 0;
+  for (const std::string& raw : lines) {
+    const std::string line = OneLine(raw);
+    if (shown > 0 && out.size() + 1 + line.size() > kMaxSpecMessageBytes) break;
+    out += (shown > 0 ? "\n" : "") + line;
+    ++shown;
+  }
+  if (shown < lines.size()) {
+    out += "\n" + prefix + "spec: " + std::to_string(lines.size() - shown) +
+           " more problems not shown";
+  }
+  return out;
 }
 
 }  // namespace convoy

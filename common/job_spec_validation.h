@@ -1,12 +1,13 @@
-// Validation of job specs: free functions returning INVALID_ARGUMENT with a message that
-// names the offending field ("trainer.batch_size: must be between 1 and 65536, got 0").
-// Used by the CLI after parsing and by the coordinator on every SubmitJob (an RPC may
-// bypass the CLI).
+// Validation of job specs: free functions reporting every problem of a spec, each naming its
+// field ("trainer.batch_size: must be between 1 and 65536, got 0"). Used by the CLI after
+// parsing and by the coordinator on every SubmitJob (an RPC may bypass the CLI).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
@@ -30,8 +31,36 @@ inline constexpr int kMaxCpusPerProc = 4096;
 inline constexpr int64_t kMaxMemoryPerProc = int64_t{1} << 50;  // 1 PiB
 inline constexpr int kMaxResizeIntervalS = 7 * 24 * 3600;
 
-// OK when `spec` can be run; otherwise the first problem found, naming its field.
+// One problem of a spec: the field it concerns ("trainer.lr", "env.FOO", "command[2]", or
+// "spec" for the whole) and why, e.g. {"trainer.lr", "must be greater than 0 and at most 1000,
+// got 0"}.
+struct SpecProblem {
+  std::string field;
+  std::string message;
+};
+
+// Whether the spec's text wrote a top-level field ("nodes", "procs_per_node"...).
+using SpecFieldWritten = std::function<bool(const std::string& field)>;
+
+// Every problem of `spec`, in the order of the spec's fields (empty when it can be run). A
+// required field (name, nodes or min_nodes and max_nodes, procs_per_node, trainer or
+// command) that is absent reads "missing (<what to give>)". With `written` (the parser's),
+// absent means not written, and a field written as 0 gets its range's message; without it (a
+// spec from an RPC, where proto3 cannot tell 0 from absent) a zero required field is missing.
+std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
+                                          const SpecFieldWritten& written = nullptr);
+
+// OK when `spec` can be run; otherwise INVALID_ARGUMENT with every problem of
+// FindSpecProblems, one "<field>: <why>" a line, the first first (JoinSpecProblemLines).
 Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// `lines` joined by '\n' as one bounded message: each with its control bytes written as
+// \xNN (so that a newline in a quoted value cannot split it) and cut at kMaxSpecMessageBytes;
+// the first line always, then those that fit in kMaxSpecMessageBytes in all (a coordinator
+// returns the message in gRPC trailers, 8 KiB by default), then "<prefix>spec: N more
+// problems not shown" for the rest.
+inline constexpr size_t kMaxSpecMessageBytes = 4096;
+std::string JoinSpecProblemLines(const std::vector<std::string>& lines, const std::string& prefix);
 
 // True for environment names Convoy sets itself (RANK, MASTER_ADDR, TORCHELASTIC_*,
 // CONVOY_*...), which a spec may not override.

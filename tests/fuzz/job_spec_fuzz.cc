@@ -1,11 +1,14 @@
 // libFuzzer target: the job-spec parser (common/job_spec.h) and validation
 // (common/job_spec_validation.h). Besides "no crash, no sanitizer report" it checks:
-//  - every error is INVALID_ARGUMENT, starts with the source name, has a reason, names a
-//    field (or says the text is not YAML/JSON), and is bounded in size;
+//  - every error is INVALID_ARGUMENT and bounded in size; each of its lines (one error a
+//    line) starts with the source name (or the --set to blame), has a reason, and names a
+//    field (or says the text is not YAML/JSON);
 //  - a spec that parses also validates, encodes as a proto that decodes to the same spec
 //    (so every string is valid UTF-8), and round-trips: written back as JSON (a subset of
-//    YAML) it parses to the same spec.
-// Input: spec text (YAML or JSON), as in corpus/job_spec/. An input whose first byte is NUL
+//    YAML) it parses to the same spec, and through OverrideJobSpec with no --set it comes
+//    back the same.
+// Input: spec text (YAML or JSON), as in corpus/job_spec/; each line "#set PATH=VALUE" (a YAML
+// comment) is also given as a --set, at most 8 of them. An input whose first byte is NUL
 // is instead a binary-encoded v1::JobSpec (as a SubmitJob RPC may carry, bypassing the
 // parser) that goes to ValidateJobSpec directly; a spec it accepts must round-trip through
 // the text form too.
@@ -19,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/job_spec.h"
 #include "common/job_spec_validation.h"
@@ -110,11 +114,19 @@ bool IsFieldPath(const std::string& path) {
   return kTop.count(p) != 0;
 }
 
+std::vector<std::string> Lines(const std::string& m) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = m.find('\n', start);
+    lines.push_back(m.substr(start, end == std::string::npos ? end : end - start));
+    if (end == std::string::npos) return lines;
+    start = end + 1;
+  }
+}
+
 // "<field>: <reason>" with a known field.
-void CheckValidationMessage(const Status& st) {
-  if (st.code() != StatusCode::kInvalidArgument) Fail("validation code", st.message());
-  const std::string& m = st.message();
-  if (m.size() > kMaxMessageBytes) Fail("validation message too long", m);
+void CheckValidationLine(const std::string& m) {
   const size_t colon = m.find(": ");
   if (colon == std::string::npos || colon == 0 || colon + 2 >= m.size()) {
     Fail("validation message is not '<field>: <reason>'", m);
@@ -122,11 +134,26 @@ void CheckValidationMessage(const Status& st) {
   if (!IsFieldPath(m.substr(0, colon))) Fail("validation message names no known field", m);
 }
 
-// "<source>:[line:col:] <field>: <reason>" or "<source>:[line:col:] invalid YAML|JSON: ...".
-void CheckParseMessage(const Status& st) {
-  if (st.code() != StatusCode::kInvalidArgument) Fail("parse error code", st.message());
+// One "<field>: <reason>" line per problem.
+void CheckValidationMessage(const Status& st) {
+  if (st.code() != StatusCode::kInvalidArgument) Fail("validation code", st.message());
   const std::string& m = st.message();
-  if (m.size() > kMaxMessageBytes + sizeof(kSource)) Fail("parse message too long", m);
+  if (m.size() > kMaxMessageBytes) Fail("validation message too long", m);
+  for (const std::string& line : Lines(m)) {
+    if (line.empty()) Fail("a validation message has an empty line", m);
+    CheckValidationLine(line);
+  }
+}
+
+// "<source>:[line:col:] <field>: <reason>", "<source>:[line:col:] invalid YAML|JSON: ...", or
+// "--set <what was given>: <reason>".
+void CheckParseLine(const std::string& m) {
+  if (m.rfind("--set ", 0) == 0) {
+    if (m.find(": ") == std::string::npos || m.size() > kMaxMessageBytes) {
+      Fail("a --set's message is not '--set PATH=VALUE: <reason>'", m);
+    }
+    return;
+  }
   const std::string prefix = std::string(kSource) + ":";
   if (m.rfind(prefix, 0) != 0) Fail("parse message does not start with the source", m);
   size_t at = prefix.size();
@@ -159,6 +186,16 @@ void CheckParseMessage(const Status& st) {
     Fail("parse message is not '<field>: <reason>'", m);
   }
   if (!IsFieldPath(rest.substr(0, colon))) Fail("parse message names no known field", m);
+}
+
+void CheckParseMessage(const Status& st) {
+  if (st.code() != StatusCode::kInvalidArgument) Fail("parse error code", st.message());
+  const std::string& m = st.message();
+  if (m.size() > kMaxMessageBytes + sizeof(kSource)) Fail("parse message too long", m);
+  for (const std::string& line : Lines(m)) {
+    if (line.empty()) Fail("a parse message has an empty line", m);
+    CheckParseLine(line);
+  }
 }
 
 // The spec as JSON text that ParseJobSpec must read back to the same spec.
@@ -271,10 +308,27 @@ void CheckValidSpec(const JobSpec& spec) {
     Fail("a valid spec written as JSON parses to another spec",
          expected.ShortDebugString() + "\n  became " + reparsed->ShortDebugString());
   }
+  // The tree OverrideJobSpec builds (for `convoy submit -- CMD --set ...`) holds every field.
+  auto same = convoy::OverrideJobSpec(spec, {}, kSource);
+  if (!same.ok()) Fail("a valid spec does not pass OverrideJobSpec", same.status().message());
+  expected.set_code_sha256(spec.code_sha256());
+  if (!Same(*same, expected)) {
+    Fail("OverrideJobSpec without --set changes a valid spec",
+         expected.ShortDebugString() + "\n  became " + same->ShortDebugString());
+  }
+}
+
+// The "#set PATH=VALUE" lines of `text`, as --set arguments.
+std::vector<std::string> Sets(const std::string& text) {
+  std::vector<std::string> sets;
+  for (const std::string& line : Lines(text)) {
+    if (line.rfind("#set ", 0) == 0 && sets.size() < 8) sets.push_back(line.substr(5));
+  }
+  return sets;
 }
 
 void FuzzText(const std::string& text) {
-  auto parsed = convoy::ParseJobSpec(text, kSource);
+  auto parsed = convoy::ParseJobSpec(text, kSource, Sets(text));
   if (!parsed.ok()) {
     CheckParseMessage(parsed.status());
     return;

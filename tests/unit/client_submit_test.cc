@@ -60,5 +60,43 @@ TEST(ClientSubmitTest, UsageErrors) {
   EXPECT_NE(n.status().message().find("name"), std::string::npos);
 }
 
+// Issue 32: --set FIELD=VALUE on a file, on standard input and on a command after `--`.
+TEST(ClientSubmitTest, SetOverridesFieldsOfAnySpec) {
+  SubmitArgs args;
+  args.file = "-";
+  args.sets = {"trainer.max_steps=300", "env.OMP_NUM_THREADS=2", "nodes=4"};
+  args.nodes = 2;  // the flag wins over --set
+  std::istringstream in("name: piped\nnodes: 1\nprocs_per_node: 1\ntrainer: {epochs: 1}\n");
+  auto spec = BuildSubmitSpec(args, in);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->trainer().max_steps(), 300);
+  EXPECT_EQ(spec->env().at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(spec->nodes(), 2);
+
+  args.sets = {"trainer.max_step=300"};
+  std::istringstream again("name: piped\nnodes: 1\nprocs_per_node: 1\ntrainer: {epochs: 1}\n");
+  auto refused = BuildSubmitSpec(args, again);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "--set trainer.max_step=300: trainer.max_step: unknown field; did you mean "
+            "'max_steps'?");
+
+  SubmitArgs command;
+  command.command = {"python3", "train.py"};
+  command.sets = {"nodes=3", "max_restarts=2", "env.A=1"};
+  std::istringstream none;
+  spec = BuildSubmitSpec(command, none);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->nodes(), 3);
+  EXPECT_EQ(spec->max_restarts(), 2);
+  EXPECT_EQ(spec->env().at("A"), "1");
+  EXPECT_EQ(spec->command_size(), 2);
+  command.sets = {"max_restarts=lots"};
+  refused = BuildSubmitSpec(command, none);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "--set max_restarts=lots: max_restarts: expected an integer, got 'lots'");
+}
+
 }  // namespace
 }  // namespace convoy

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -404,15 +405,17 @@ TEST(ParseJobSpecTest, MessagesSayWhatWasWrongAndWhere) {
   spec = ParseJobSpec(Base("env: {RANK: 1}\n"), "job.yaml");
   EXPECT_EQ(spec.status().message(),
             "job.yaml:5:13: env.RANK: set by Convoy, cannot be overridden");
-  spec = ParseJobSpec("name: t\nmin_nodes: 1\n", "job.yaml");
-  EXPECT_EQ(spec.status().message(), "job.yaml: max_nodes: is required with min_nodes");
-  spec = ParseJobSpec("name: t\nmin_nodes: 3\nmax_nodes: 2\n", "job.yaml");
+  spec = ParseJobSpec("name: t\nmin_nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(), "job.yaml: max_nodes: missing (required with min_nodes)");
+  spec = ParseJobSpec("name: t\nmin_nodes: 3\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n",
+                      "job.yaml");
   EXPECT_EQ(spec.status().message(),
             "job.yaml:3:12: max_nodes: must be at least min_nodes (3), got 2");
   spec = ParseJobSpec(Base("", "trainer: {batch_sise: 32}\n"), "job.yaml");
   EXPECT_NE(spec.status().message().find("did you mean 'batch_size'?"), std::string::npos);
   spec = ParseJobSpec("nodes: 1\nprocs_per_node: 1\ntrainer: {}\n", "job.yaml");
-  EXPECT_EQ(spec.status().message(), "job.yaml: name: is required");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml: name: missing (a job name: 1-63 of [A-Za-z0-9._-])");
 }
 
 TEST(ParseJobSpecTest, SyntaxErrorsGiveLineAndColumn) {
@@ -559,7 +562,7 @@ TEST(ValidateJobSpecTest, RpcSpecsAreCheckedToo) {
   spec.set_command(0, "true");
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << "an empty backend means gloo";
   spec.set_name("");
-  EXPECT_EQ(ValidateJobSpec(spec).message(), "name: is required");
+  EXPECT_EQ(ValidateJobSpec(spec).message(), "name: missing (a job name: 1-63 of [A-Za-z0-9._-])");
   spec.set_name("x");
   (*spec.mutable_env())["WORLD_SIZE"] = "9";
   EXPECT_EQ(ValidateJobSpec(spec).message(), "env.WORLD_SIZE: set by Convoy, cannot be overridden");
@@ -666,6 +669,323 @@ TEST(ValidateJobSpecTest, JobPathsMayBeRelativeButNeverClimb) {
   }
 }
 
+// Issue 32: an absent required field says "missing", where one written as 0 gets its range.
+TEST(ParseJobSpecTest, AbsentRequiredFieldsSayMissing) {
+  const auto message = [](const std::string& text) {
+    return ParseJobSpec(text, "job.yaml").status().message();
+  };
+  EXPECT_EQ(message("name: t\nnodes: 1\ntrainer: {}\n"),
+            "job.yaml: procs_per_node: missing (a number of processes per node, or \"gpu\")");
+  EXPECT_EQ(message("name: t\nnodes: 1\nprocs_per_node: 0\ntrainer: {}\n"),
+            "job.yaml:3:17: procs_per_node: must be between 1 and 256, got 0");
+  EXPECT_EQ(message("name: t\nprocs_per_node: 1\ntrainer: {}\n"),
+            "job.yaml: nodes: missing (a number of nodes, or min_nodes and max_nodes for an "
+            "elastic job)");
+  EXPECT_EQ(message("name: t\nnodes: 0\nprocs_per_node: 1\ntrainer: {}\n"),
+            "job.yaml:2:8: nodes: must be between 1 and 16384, got 0");
+  EXPECT_EQ(message("name: t\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n"),
+            "job.yaml: min_nodes: missing (required with max_nodes)");
+  EXPECT_EQ(message("name: t\nmin_nodes: 0\nmax_nodes: 2\nprocs_per_node: 1\ntrainer: {}\n"),
+            "job.yaml:2:12: min_nodes: must be between 1 and 16384, got 0");
+  EXPECT_EQ(message("name: t\nnodes: 1\nprocs_per_node: 1\n"),
+            "job.yaml: command: missing (a non-empty argv, or trainer for the built-in trainer)");
+  EXPECT_EQ(message("name: t\nnodes: 1\nprocs_per_node: 1\ncommand: []\n"),
+            "job.yaml:4:10: command: is empty (give a program and its arguments, as [python3, "
+            "train.py])");
+  EXPECT_EQ(message("name: \"\"\nnodes: 1\nprocs_per_node: 1\ntrainer: {}\n"),
+            "job.yaml:1:7: name: '' is not valid: use 1-63 of [A-Za-z0-9._-], not starting with "
+            "'.' or '-'");
+  // The issue's case: an empty file but for the name.
+  EXPECT_EQ(message("name: t\n"),
+            "job.yaml: nodes: missing (a number of nodes, or min_nodes and max_nodes for an "
+            "elastic job)\n"
+            "job.yaml: procs_per_node: missing (a number of processes per node, or \"gpu\")\n"
+            "job.yaml: command: missing (a non-empty argv, or trainer for the built-in trainer)");
+  // From an RPC proto3 cannot tell 0 from absent: a zero required field is missing.
+  v1::JobSpec rpc;
+  rpc.set_name("t");
+  rpc.set_nodes(1);
+  rpc.add_command("true");
+  EXPECT_EQ(ValidateJobSpec(rpc).message(),
+            "procs_per_node: missing (a number of processes per node, or \"gpu\")");
+}
+
+// Issue 32: every error of a spec, one a line, in the order of the text, then the missing.
+TEST(ParseJobSpecTest, AllErrorsAreReportedTogether) {
+  const std::string text =
+      "name: t\n"
+      "nodes: 0\n"
+      "trainer:\n"
+      "  batch_size: abc\n"
+      "  lr: -1\n"
+      "max_restart: 3\n"
+      "env: {RANK: 1, A: [x], B: ok}\n";
+  auto spec = ParseJobSpec(text, "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:2:8: nodes: must be between 1 and 16384, got 0\n"
+            "job.yaml:4:15: trainer.batch_size: expected an integer, got 'abc'\n"
+            "job.yaml:5:7: trainer.lr: must be greater than 0 and at most 1000, got -1 (omit it "
+            "for the default, 0.01)\n"
+            "job.yaml:6:1: max_restart: unknown field; did you mean 'max_restarts'?\n"
+            "job.yaml:7:13: env.RANK: set by Convoy, cannot be overridden\n"
+            "job.yaml:7:19: env.A: expected a string, got a list\n"
+            "job.yaml: procs_per_node: missing (a number of processes per node, or \"gpu\")");
+
+  // A field that cannot be read is reported once, not again by validation.
+  spec = ParseJobSpec("name: t\nnodes: two\nprocs_per_node: 1\ncommand: [[a], b]\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:2:8: nodes: expected an integer, got 'two'\n"
+            "job.yaml:4:11: command[0]: expected a string, got a list");
+  // ... but two problems of one list are both reported.
+  spec = ParseJobSpec(Base("command: [\"\", \"a\\0b\"]\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:10: command: give either trainer or command, not both\n"
+            "job.yaml:5:11: command[0]: the program must not be empty\n"
+            "job.yaml:5:15: command[1]: contains a NUL byte");
+  spec = ParseJobSpec("name: t\nnodes: 1\nprocs_per_node: 1\ntrainer: fmnist\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(), "job.yaml:4:10: trainer: expected a mapping, got 'fmnist'");
+
+  // One error, one line: a newline in a key or a quoted value is written as \x0a.
+  spec = ParseJobSpec(Base("\"nodes\\n\": 1\nbackend: \"a\\nb\"\n"), "job.yaml");
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:5:1: nodes\\x0a: unknown field; did you mean 'nodes'?\n"
+            "job.yaml:6:10: backend: must be one of auto, gloo, nccl, got 'a\\x0ab'");
+
+  // What stops the reading comes alone.
+  spec = ParseJobSpec("name: t\nnodes: [1\nprocs_per_node: x\n", "job.yaml");
+  EXPECT_EQ(spec.status().message().find('\n'), std::string::npos) << spec.status().message();
+  spec = ParseJobSpec("- a\n- b\n", "job.yaml");
+  EXPECT_EQ(spec.status().message(), "job.yaml: spec: expected a mapping, got a list");
+
+  // The coordinator's check: every problem of an RPC's spec, one a line.
+  v1::JobSpec rpc;
+  rpc.set_name("no spaces");
+  rpc.set_nodes(1);
+  rpc.set_procs_per_node(300);
+  rpc.mutable_trainer()->set_lr(0);
+  rpc.set_max_restarts(-1);
+  EXPECT_EQ(ValidateJobSpec(rpc).message(),
+            "name: 'no spaces' is not valid: use 1-63 of [A-Za-z0-9._-], not starting with '.' "
+            "or '-'\n"
+            "procs_per_node: must be between 1 and 256, got 300\n"
+            "trainer.lr: must be greater than 0 and at most 1000, got 0 (omit it for the default, "
+            "0.01)\n"
+            "max_restarts: must be between 0 and 100, got -1");
+
+  // Many problems: the message stays small enough for gRPC trailers, and says how many more.
+  std::string many = Base("env:\n");
+  for (int i = 0; i < 2000; ++i) many += "  " + std::to_string(1000 + i) + "X: v\n";
+  spec = ParseJobSpec(many, "job.yaml");
+  const std::string& m = spec.status().message();
+  EXPECT_LE(m.size(), kMaxSpecMessageBytes + 100);
+  EXPECT_EQ(m.rfind("job.yaml:6:10: env.1000X: is not a valid environment variable name\n", 0), 0u)
+      << m.substr(0, 200);
+  EXPECT_TRUE(std::regex_search(m, std::regex("\njob\\.yaml: spec: \\d+ more problems not shown$")))
+      << m.substr(m.size() - 200);
+}
+
+// Issue 32: `convoy submit --set PATH=VALUE` sets any field as the file would.
+TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
+  auto spec = ParseJobSpec(kDemo, "demo.yaml",
+                           {"trainer.max_steps=300", "name=quick", "env.FOO=bar", "trainer.lr=0.1",
+                            "nodes=1", "procs_per_node=gpu", "trainer.epochs=2", "trainer.epochs=5",
+                            "node_selector.topology.kubernetes.io/zone=a"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->trainer().max_steps(), 300);
+  EXPECT_EQ(spec->name(), "quick");
+  EXPECT_EQ(spec->env().at("FOO"), "bar");
+  EXPECT_EQ(spec->env().at("OMP_NUM_THREADS"), "1") << "the file's other variables stay";
+  EXPECT_DOUBLE_EQ(spec->trainer().lr(), 0.1);
+  EXPECT_EQ(spec->trainer().epochs(), 5) << "the last --set wins";
+  EXPECT_EQ(spec->trainer().batch_size(), 32) << "the file's other trainer fields stay";
+  EXPECT_EQ(spec->nodes(), 1);
+  EXPECT_TRUE(spec->procs_per_node_gpu());
+  EXPECT_EQ(spec->node_selector().at("topology.kubernetes.io/zone"), "a");
+  // A value is YAML: a flow list, a mapping, or null when empty.
+  spec = ParseJobSpec(kDemo, "demo.yaml", {"trainer=", "command=[python3, train.py]"});
+  EXPECT_EQ(spec.status().message(),
+            "--set command=[python3, train.py]: command: give either trainer or command, not both");
+  spec = ParseJobSpec(Base(""), "job.yaml", {"trainer={epochs: 2, lr: 0.5}"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->trainer().epochs(), 2);
+  EXPECT_FALSE(spec->trainer().has_batch_size()) << "a mapping replaces the whole trainer";
+
+  // Mappings are made where there are none: `trainer:` alone, or no trainer at all.
+  spec = ParseJobSpec(Base("", "trainer:\n"), "job.yaml", {"trainer.max_steps=7"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->trainer().max_steps(), 7);
+  spec = ParseJobSpec("name: t\nnodes: 1\ncommand: [x]\n", "job.yaml",
+                      {"procs_per_node=2", "env.A=1", "node_selector.zone=b"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->procs_per_node(), 2) << "a --set may give a field the file lacks";
+  EXPECT_EQ(spec->env().at("A"), "1");
+
+  // JSON specs too.
+  spec = ParseJobSpec(R"({"name": "j", "nodes": 2, "procs_per_node": 1, "trainer": {"epochs": 1}})",
+                      "job.json", {"trainer.epochs=3", "nodes=1"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->trainer().epochs(), 3);
+  EXPECT_EQ(spec->nodes(), 1);
+
+  // Typed and checked as in the file; an error in a --set names the --set.
+  const std::pair<std::string, std::string> bad[] = {
+      {"trainer.max_step=300",
+       "--set trainer.max_step=300: trainer.max_step: unknown field; did you mean 'max_steps'?"},
+      {"nodes=two", "--set nodes=two: nodes: expected an integer, got 'two'"},
+      {"nodes=\"2\"", "--set nodes=\"2\": nodes: expected an integer, got the string '2'"},
+      {"trainer.lr=0",
+       "--set trainer.lr=0: trainer.lr: must be greater than 0 and at most 1000, got 0 (omit it "
+       "for the default, 0.01)"},
+      {"trainer={lr: x}", "--set trainer={lr: x}: trainer.lr: expected a number, got 'x'"},
+      {"env.RANK=1", "--set env.RANK=1: env.RANK: set by Convoy, cannot be overridden"},
+      {"env.A.B=1", "--set env.A.B=1: env.A.B: is not a valid environment variable name"},
+      {"colour=red",
+       "--set colour=red: colour: unknown field (known: backend, checkpoint_dir, "
+       "command, cpus_per_proc, env, gpus_per_proc, hang_timeout, max_nodes, "
+       "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
+       "nodes, preemptible, priority, procs_per_node, resize_interval, trainer, "
+       "working_dir)"},
+      {"max_steps", "--set max_steps: expected FIELD=VALUE, as trainer.max_steps=300"},
+      {"=3", "--set =3: expected FIELD=VALUE, as trainer.max_steps=300"},
+      {"trainer..lr=1",
+       "--set trainer..lr=1: 'trainer..lr' is not a field (FIELD or FIELD.FIELD, as "
+       "trainer.max_steps)"},
+      {"name.first=x", "--set name.first=x: name: expected a mapping, got 't'"},
+      {"command=[a", "--set command=[a: command: invalid YAML: end of sequence flow not found"},
+      {"name={a: b}", "--set name={a: b}: name: expected a string, got a mapping"},
+      {"name=a\nb: c", "--set name=a\\x0ab: c: name: invalid YAML: illegal map value"},
+  };
+  for (const auto& [set, want] : bad) {
+    auto refused = ParseJobSpec(Base(""), "job.yaml", {set});
+    ASSERT_FALSE(refused.ok()) << set;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(), want) << set;
+  }
+  // The file's own errors keep their place; those of --set come after them.
+  auto both = ParseJobSpec(Base("max_restarts: -1\n"), "job.yaml", {"trainer.epochs=0"});
+  EXPECT_EQ(both.status().message(),
+            "job.yaml:5:15: max_restarts: must be between 0 and 100, got -1\n"
+            "--set trainer.epochs=0: trainer.epochs: must be between 1 and 10000, got 0");
+  // A --set may mend the file.
+  EXPECT_TRUE(ParseJobSpec(Base("max_restarts: -1\n"), "job.yaml", {"max_restarts=2"}).ok());
+}
+
+// The spec of `convoy submit -- CMD`, with --set applied as to a file.
+TEST(OverrideJobSpecTest, ASpecWithoutAFileTakesSetsToo) {
+  v1::JobSpec base;
+  base.set_name("job");
+  base.set_nodes(1);
+  base.set_procs_per_node(1);
+  base.add_command("python3");
+  base.add_command("train.py");
+  base.set_code_sha256(std::string(64, 'a'));
+  auto spec =
+      OverrideJobSpec(base, {"nodes=2", "env.OMP_NUM_THREADS=4", "max_restarts=3"}, "submit");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->nodes(), 2);
+  EXPECT_EQ(spec->env().at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(spec->max_restarts(), 3);
+  EXPECT_EQ(spec->command_size(), 2);
+  EXPECT_EQ(spec->code_sha256(), base.code_sha256());
+  auto refused = OverrideJobSpec(base, {"trainer.epochs=1"}, "submit");
+  EXPECT_EQ(refused.status().message(),
+            "submit: command: give either trainer or command, not both");
+  refused = OverrideJobSpec(base, {"trainer.epoch=1"}, "submit");
+  EXPECT_EQ(refused.status().message(),
+            "submit: command: give either trainer or command, not both\n"
+            "--set trainer.epoch=1: trainer.epoch: unknown field; did you mean 'epochs'?");
+
+  // Without --set a spec comes back as it was, every field of the text form included.
+  auto full =
+      ParseJobSpec(Base("backend: nccl\nenv: {A: \"1\"}\nmax_restarts: 2\n"
+                        "checkpoint_dir: ck\nhang_timeout: 9\nworking_dir: w\npriority: -3\n"
+                        "max_runtime: 60\npreemptible: false\ngpus_per_proc: 1\n"
+                        "cpus_per_proc: 2\nmemory_per_proc: 1Gi\n"
+                        "node_selector: {zone: a}\n",
+                        "trainer: {model: mlp, epochs: 2, max_steps: 9, batch_size: 8, "
+                        "lr: 0.123456789012345678, momentum: 0.5, optimizer: adam, "
+                        "lr_schedule: cosine, clip_grad_norm: 1.5, accumulate: 2, "
+                        "bucket_mb: 0.5, checkpoint_every: 4, data_dir: d, seed: 0, "
+                        "ddp: hooks, allreduce: shm, amp: bf16, snapshot_every: 0, "
+                        "extra_args: [--x, \"1\"]}\n"),
+                   "job.yaml");
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  auto same = OverrideJobSpec(*full, {}, "submit");
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_EQ(same->SerializeAsString(), full->SerializeAsString());
+  v1::JobSpec elastic = base;
+  elastic.clear_nodes();
+  elastic.set_min_nodes(1);
+  elastic.set_max_nodes(3);
+  elastic.set_resize_interval_s(30);
+  elastic.set_procs_per_node_gpu(true);
+  elastic.clear_procs_per_node();
+  same = OverrideJobSpec(elastic, {}, "submit");
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  elastic.set_backend("gloo");
+  EXPECT_EQ(same->SerializeAsString(), elastic.SerializeAsString());
+}
+
+// Issue 32: "lr: -1" said ">= 0" while 0 was refused too. Each range's message states the
+// range its check accepts: both ends are accepted, and just past either end is refused with
+// that message.
+TEST(ParseJobSpecTest, RangeMessagesMatchTheRule) {
+  struct Range {
+    std::string field;
+    std::string lowest, highest;  // accepted
+    std::string below, above;     // refused ("": no such value)
+    std::string rule;             // the message, before ", got <value>"
+  };
+  const Range ranges[] = {
+      {"nodes", "1", "16384", "0", "16385", "must be between 1 and 16384"},
+      {"procs_per_node", "1", "256", "0", "257", "must be between 1 and 256"},
+      {"max_restarts", "0", "100", "-1", "101", "must be between 0 and 100"},
+      {"hang_timeout", "0", "604800", "-1", "604801", "must be between 0 and 604800"},
+      {"priority", "-1000", "1000", "-1001", "1001", "must be between -1000 and 1000"},
+      {"max_runtime", "0", "31536000", "-1", "31536001", "must be between 0 and 31536000"},
+      {"gpus_per_proc", "0", "64", "-1", "65", "must be between 0 and 64"},
+      {"cpus_per_proc", "0", "4096", "-1", "4097", "must be between 0 and 4096"},
+      {"memory_per_proc", "0", "1125899906842624", "", "1125899906842625",
+       "must be between 0 and 1125899906842624"},
+      {"trainer.epochs", "1", "10000", "0", "10001", "must be between 1 and 10000"},
+      {"trainer.max_steps", "0", "1099511627776", "-1", "1099511627777",
+       "must be between 0 and 1099511627776"},
+      {"trainer.batch_size", "1", "65536", "0", "65537", "must be between 1 and 65536"},
+      {"trainer.accumulate", "1", "1024", "0", "1025", "must be between 1 and 1024"},
+      {"trainer.checkpoint_every", "0", "1099511627776", "-1", "1099511627777",
+       "must be between 0 and 1099511627776"},
+      {"trainer.snapshot_every", "0", "1099511627776", "-1", "1099511627777",
+       "must be between 0 and 1099511627776"},
+      {"trainer.lr", "1e-09", "1000", "0", "1000.5", "must be greater than 0 and at most 1000"},
+      {"trainer.lr", "1e-09", "1000", "-1", "", "must be greater than 0 and at most 1000"},
+      {"trainer.momentum", "0", "0.999", "-0.5", "1", "must be in [0, 1)"},
+      {"trainer.bucket_mb", "0.001", "1024", "0.0005", "1024.5", "must be between 0.001 and 1024"},
+      {"trainer.bucket_mb", "0.001", "1024", "0", "", "must be between 0.001 and 1024"},
+      {"trainer.clip_grad_norm", "0", "1e+300", "-1", "", "must be a finite number >= 0"},
+      {"trainer.seed", "0", "9223372036854775807", "-1", "", "must not be negative"},
+  };
+  for (const Range& r : ranges) {
+    for (const std::string& ok : {r.lowest, r.highest}) {
+      auto spec = ParseJobSpec(Base(""), "job.yaml", {r.field + "=" + ok});
+      EXPECT_TRUE(spec.ok()) << r.field << "=" << ok << ": " << spec.status().message();
+    }
+    for (const std::string& out : {r.below, r.above}) {
+      if (out.empty()) continue;
+      const std::string set = r.field + "=" + out;
+      auto spec = ParseJobSpec(Base(""), "job.yaml", {set});
+      ASSERT_FALSE(spec.ok()) << set;
+      const std::string& m = spec.status().message();
+      // "--set F=V: F: <rule>[ (note)], got V[ (note)]"
+      const std::string head = "--set " + set + ": " + r.field + ": " + r.rule;
+      EXPECT_EQ(m.rfind(head, 0), 0u) << set << ": " << m;
+      EXPECT_NE(m.find(", got " + out), std::string::npos) << set << ": " << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << set << ": " << m;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace convoy
 
@@ -713,10 +1033,26 @@ TEST(JobSpecFuzzRegressionTest, StrayCommaIsAnErrorNotAHang) {
             "d.yaml: expected one YAML document, got 3");
 }
 
+// yaml-cpp quotes the character it cannot escape, a newline or a control byte as is: the
+// message must stay one line (the fuzzer's find once errors became one a line).
+TEST(JobSpecFuzzRegressionTest, ASyntaxErrorStaysOneLine) {
+  for (const std::string bad : {"\\\x01", "\\\x1b", "\\\x7f"}) {
+    auto parsed = ParseJobSpec("name: \"a" + bad + "\"\n", "job.yaml");
+    ASSERT_FALSE(parsed.ok());
+    const std::string& m = parsed.status().message();
+    EXPECT_EQ(m.rfind("job.yaml:1:", 0), 0u) << m;
+    EXPECT_NE(m.find("invalid YAML: "), std::string::npos) << m;
+    EXPECT_TRUE(std::none_of(m.begin(), m.end(), [](char c) {
+      return (c >= 0 && c < 0x20) || c == 0x7f;
+    })) << m;
+  }
+}
+
 // An empty key named no field ("job.yaml:2:1: : unknown field"); long names and values were
 // quoted whole in messages (a coordinator returns them in gRPC trailers, 8 KiB by default).
 TEST(JobSpecFuzzRegressionTest, MessagesNameAFieldAndQuoteLittle) {
-  auto parsed = ParseJobSpec("name: t\n\"\": 1\n", "job.yaml");
+  auto parsed =
+      ParseJobSpec("name: t\n\"\": 1\nnodes: 1\nprocs_per_node: 1\ntrainer:\n", "job.yaml");
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().message(), "job.yaml:2:1: spec: a key is empty");
   parsed = ParseJobSpec(Base("") + "env: {\"\": x}\n", "job.yaml");
