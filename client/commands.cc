@@ -583,6 +583,31 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now
   return kExitOk;
 }
 
+int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const CommandOptions& options) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::ForgetWorkerRequest req;
+  req.set_name(worker);
+  v1::ForgetWorkerResponse resp;
+  grpc::Status st = c.stub->ForgetWorker(&ctx, req, &resp);
+  if (!st.ok()) return RpcFailed(st, "worker forget " + worker);
+  if (options.structured()) {
+    std::cout << Render(resp, options) << "\n";
+    return kExitOk;
+  }
+  std::cout << "worker " << resp.worker().name() << " forgotten";
+  if (resp.abandoned_file_deletions_size() > 0) {
+    std::string jobs;
+    for (const std::string& id : resp.abandoned_file_deletions()) {
+      jobs += (jobs.empty() ? "" : ", ") + id;
+    }
+    std::cout << "; the files of deleted job(s) " << jobs
+              << " were not removed from it and stay on its disk";
+  }
+  std::cout << "\n";
+  return kExitOk;
+}
+
 int PlotCommand(Coordinator& c, const std::string& job, const std::string& metric_name, int rank,
                 const std::string& output) {
   PlotMetric metric;

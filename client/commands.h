@@ -116,6 +116,9 @@ int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
 // the jobs running there are preempted (they checkpoint, stop and wait to run elsewhere).
 int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now,
                  const CommandOptions& options);
+// `convoy worker forget WORKER` (admins): removes a LOST worker's record for good; prints
+// what was forgotten and which deleted jobs' files stay on its disk.
+int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const CommandOptions& options);
 
 // `convoy plot JOB`: the job's metric history (GetJobMetrics) as a terminal chart, or with
 // `output` "csv" / "json" the series as text. `metric`: loss, samples_per_second or

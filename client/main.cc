@@ -175,6 +175,19 @@ int main(int argc, char** argv) {
   undrain->add_option("WORKER", worker, "worker name")->required();
   undrain->footer("Example:\n  convoy undrain w1");
   add_output(undrain);
+  CLI::App* worker_group = app.add_subcommand("worker", "admins: verbs on one worker");
+  worker_group->require_subcommand(1);
+  worker_group->footer("Example:\n  convoy worker forget w2");
+  CLI::App* forget = worker_group->add_subcommand(
+      "forget",
+      "admins: remove a LOST worker's record for good (it leaves `convoy workers`, also after a "
+      "coordinator restart); a connected worker is refused");
+  forget->add_option("WORKER", worker, "worker name")->required();
+  forget->footer(
+      "Examples:\n  convoy worker forget w2\n"
+      "  convoy drain w2   # a worker still connected: drain it, stop its daemon, wait until "
+      "`convoy workers` shows it LOST, then forget it");
+  add_output(forget);
   std::string metric = "loss", plot_output = "chart";
   int plot_rank = -1;
   CLI::App* plot = app.add_subcommand(
@@ -317,6 +330,7 @@ int main(int argc, char** argv) {
   if (workers->parsed()) return WorkersCommand(c, workers_limit, workers_page_token, options);
   if (drain->parsed()) return DrainCommand(c, worker, true, drain_now, options);
   if (undrain->parsed()) return DrainCommand(c, worker, false, false, options);
+  if (forget->parsed()) return ForgetWorkerCommand(c, worker, options);
   if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);
   if (top->parsed()) return TopCommand(c, once, interval_ms);
   return kExitUsage;

@@ -29,6 +29,8 @@ const char* RightName(Right right) {
       return "logs.read";
     case Right::kWorkersDrain:
       return "workers.drain";
+    case Right::kWorkersForget:
+      return "workers.forget";
   }
   return "?";
 }
@@ -44,6 +46,7 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/GetLogs", Right::kLogsRead},
       {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
       {"/convoy.v1.JobService/DrainWorker", Right::kWorkersDrain},
+      {"/convoy.v1.JobService/ForgetWorker", Right::kWorkersForget},
       {"/convoy.v1.JobService/GetJobMetrics", Right::kJobsRead},
       {"/convoy.v1.JobService/UploadCode", Right::kJobsSubmit},
       {"/convoy.v1.WorkerService/Connect", Right::kWorker},
@@ -72,6 +75,7 @@ bool RoleHas(Role role, Right right) {
     case Right::kLogsRead:
       return role == Role::kUser || role == Role::kAdmin;
     case Right::kWorkersDrain:
+    case Right::kWorkersForget:
       return role == Role::kAdmin;
     case Right::kJoin:
       return role == Role::kWorker;

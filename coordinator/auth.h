@@ -50,6 +50,7 @@ enum class Right {
   kJobsDelete,
   kLogsRead,
   kWorkersDrain,
+  kWorkersForget,
 };
 
 const char* RightName(Right right);

@@ -37,6 +37,14 @@ StatusOr<std::vector<v1::WorkerInfo>> Coordinator::WriteBehindStore::LoadWorkers
   return c_.durable_.LoadWorkers();
 }
 
+Status Coordinator::WriteBehindStore::DeleteWorker(const std::string& name) {
+  c_.mu_.AssertHeld();
+  StoreWrite w;
+  w.delete_worker = name;
+  c_.effects_.writes.push_back(std::move(w));
+  return Status::Ok();
+}
+
 Status Coordinator::WriteBehindStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {
   c_.mu_.AssertHeld();
   StoreWrite w;
@@ -274,6 +282,16 @@ void Coordinator::SetDrained(const std::string& worker, bool drained, const std:
     mu_.AssertHeld();
     StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by, now);
     Defer([done = std::move(done), info = std::move(info)] { done(info); });
+  });
+}
+
+void Coordinator::ForgetWorker(const std::string& worker, const std::string& by,
+                               std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) {
+  Locked([&] {
+    mu_.AssertHeld();
+    StatusOr<JobManager::ForgottenWorker> forgotten =
+        jobs_.ForgetWorker(worker, by, streams_.count(worker) > 0);
+    Defer([done = std::move(done), forgotten = std::move(forgotten)] { done(forgotten); });
   });
 }
 

@@ -122,6 +122,10 @@ class Coordinator {
   // JobManager::SetDrained; `done` runs once the change is durable.
   void SetDrained(const std::string& worker, bool drained, const std::string& by, bool now,
                   std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);
+  // JobManager::ForgetWorker (refused while the worker's stream is open); `done` runs once
+  // the removal is durable.
+  void ForgetWorker(const std::string& worker, const std::string& by,
+                    std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) EXCLUDES(mu_);
   JobManager::Stats GetStats() EXCLUDES(mu_);
 
   // Watches a job: `fn` gets the snapshot, then every event, metric and snapshot, and
@@ -175,6 +179,7 @@ class Coordinator {
     StatusOr<std::vector<v1::Job>> LoadJobs() override;
     Status SaveWorker(const v1::WorkerInfo& worker) override;
     StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+    Status DeleteWorker(const std::string& name) override;
     Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
     StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
     Status DeleteJob(const std::string& id) override;

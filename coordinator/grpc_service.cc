@@ -643,6 +643,29 @@ grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::ForgetWorker(grpc::CallbackServerContext* context,
+                                                       const v1::ForgetWorkerRequest* req,
+                                                       v1::ForgetWorkerResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/ForgetWorker");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (req->name().empty()) {
+    return FinishNow(context, Status::InvalidArgument("name: the worker to forget is required"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.ForgetWorker(
+      req->name(), by, [reactor, resp](const StatusOr<JobManager::ForgottenWorker>& forgotten) {
+        if (forgotten.ok()) {
+          *resp->mutable_worker() = forgotten->worker;
+          for (const std::string& id : forgotten->abandoned_file_deletions) {
+            resp->add_abandoned_file_deletions(id);
+          }
+        }
+        reactor->Finish(ToGrpc(forgotten.status()));
+      });
+  return reactor;
+}
+
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* req) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/WatchJob");

@@ -89,6 +89,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* DrainWorker(grpc::CallbackServerContext* context,
                                         const v1::DrainWorkerRequest* req,
                                         v1::WorkerInfo* resp) override;
+  grpc::ServerUnaryReactor* ForgetWorker(grpc::CallbackServerContext* context,
+                                         const v1::ForgetWorkerRequest* req,
+                                         v1::ForgetWorkerResponse* resp) override;
   grpc::ServerUnaryReactor* UploadCode(grpc::CallbackServerContext* context,
                                        const v1::UploadCodeRequest* req,
                                        v1::UploadCodeResponse* resp) override;

@@ -249,6 +249,20 @@ class JobManager {
   // Undraining lets waiting jobs be placed at the next tick.
   StatusOr<v1::WorkerInfo> SetDrained(const std::string& worker, bool drained,
                                       const std::string& by, bool now = false);
+  // Forgets a LOST worker for good (`convoy worker forget`): its record leaves the registry
+  // and the store (so it stays gone after a restart), and its pending removals of deleted
+  // jobs' files are dropped (returned, by job id). `by` is logged (empty with --insecure).
+  // Its ranks were already failed and released when it was lost, so no attempt still counts
+  // on it; an attempt being torn down that names it finishes as for any lost worker. A later
+  // registration of the name is a new worker. NOT_FOUND for a worker never seen (or already
+  // forgotten); FAILED_PRECONDITION naming it while it is `connected` (its stream is open, as
+  // the caller knows) or READY, or UNREACHABLE (it may still come back).
+  struct ForgottenWorker {
+    v1::WorkerInfo worker;  // as ListWorkers last showed it
+    std::vector<std::string> abandoned_file_deletions;
+  };
+  StatusOr<ForgottenWorker> ForgetWorker(const std::string& worker, const std::string& by,
+                                         bool connected = false);
   // Whether a job of higher priority may preempt a job of `spec`.
   bool IsPreemptible(const v1::JobSpec& spec) const;
 

@@ -187,6 +187,40 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
 
 void JobManager::OnDisconnect(const std::string& worker) { workers_.OnDisconnect(worker); }
 
+StatusOr<JobManager::ForgottenWorker> JobManager::ForgetWorker(const std::string& worker,
+                                                               const std::string& by,
+                                                               bool connected) {
+  const v1::WorkerInfo* info = workers_.Find(worker);
+  if (info == nullptr) return Status::NotFound("no worker named '" + worker + "'");
+  if (connected || info->state() == v1::WORKER_READY) {
+    return Status::FailedPrecondition("worker " + worker +
+                                      " is connected; drain it and stop its daemon first (it "
+                                      "can be forgotten once it is LOST)");
+  }
+  if (info->state() != v1::WORKER_LOST) {
+    return Status::FailedPrecondition(
+        "worker " + worker + " is UNREACHABLE and may still come back; it can be forgotten once " +
+        "it is LOST (not heard from for " + std::to_string(workers_.worker_timeout_ms()) +
+        " ms, --worker-timeout)");
+  }
+  // Durable first: the row and its pending file deletions go in one transaction.
+  CONVOY_RETURN_IF_ERROR(store_.DeleteWorker(worker));
+  ForgottenWorker out;
+  out.worker = *info;
+  AddUse(out.worker);
+  if (auto it = file_deletions_.find(worker); it != file_deletions_.end()) {
+    for (const auto& [id, when] : it->second) out.abandoned_file_deletions.push_back(id);
+    file_deletions_.erase(it);
+  }
+  workers_.Forget(worker);
+  spdlog::info("worker {} forgotten by {} (it was LOST){}", worker, by.empty() ? "local" : by,
+               out.abandoned_file_deletions.empty()
+                   ? std::string()
+                   : "; the files of " + std::to_string(out.abandoned_file_deletions.size()) +
+                         " deleted job(s) it had yet to remove stay on its disk");
+  return out;
+}
+
 void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserved& msg) {
   JobRecord* r = Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt() || r->job.state() != v1::RENDEZVOUS ||

@@ -28,13 +28,15 @@ struct FileDeletion {
 };
 
 // One write of a batch: a job (with an event to append, or none), a worker, or a job's
-// metric history; or a job's deletion, or a pending file deletion added or settled.
+// metric history; or a job's or a worker's deletion, or a pending file deletion added or
+// settled.
 struct StoreWrite {
   std::optional<v1::Job> job;  // set for a job write; its events are ignored
   std::optional<v1::JobEvent> event;
   std::optional<v1::WorkerInfo> worker;       // set for a worker write
   std::optional<v1::JobMetrics> job_metrics;  // set for a metric history write
   std::optional<std::string> delete_job;      // the id of a job to delete (DeleteJob)
+  std::optional<std::string> delete_worker;   // the name of a worker to delete (DeleteWorker)
   std::optional<FileDeletion> file_deletion;  // with `file_deletion_pending`
   bool file_deletion_pending = false;         // true: record it; false: it is settled
 };
@@ -60,6 +62,10 @@ class JobStore {
 
   // Every stored worker, by name.
   virtual StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() = 0;
+
+  // Removes the worker `name` (a forgotten worker) and its pending file deletions, in one
+  // transaction. A worker that is not stored is no error.
+  virtual Status DeleteWorker(const std::string& name) = 0;
 
   // Records a job's metric history (insert or replace by job_metrics.job_id), apart from the
   // job's body so that a transition does not rewrite it. Same durability as SaveJob.
@@ -101,6 +107,10 @@ class JobStore {
       }
       if (w.delete_job) {
         Status st = DeleteJob(*w.delete_job);
+        if (!st.ok()) return st;
+      }
+      if (w.delete_worker) {
+        Status st = DeleteWorker(*w.delete_worker);
         if (!st.ok()) return st;
       }
       if (w.file_deletion) {

@@ -300,6 +300,7 @@ Status SqliteJobStore::Write(const std::vector<StoreWrite>& writes) {
         CONVOY_RETURN_IF_ERROR(WriteJobMetrics(*w.job_metrics));
       }
       if (w.delete_job) CONVOY_RETURN_IF_ERROR(RemoveJob(*w.delete_job));
+      if (w.delete_worker) CONVOY_RETURN_IF_ERROR(RemoveWorker(*w.delete_worker));
       if (w.file_deletion) {
         CONVOY_RETURN_IF_ERROR(WriteFileDeletion(*w.file_deletion, w.file_deletion_pending));
       }
@@ -405,6 +406,21 @@ Status SqliteJobStore::RemoveJob(const std::string& id) {
     if (!s.ok()) return Error("prepare the deletion of " + id);
     s.Text(1, id);
     if (s.Step() != SQLITE_DONE) return Error("delete job " + id);
+  }
+  return Status::Ok();
+}
+
+Status SqliteJobStore::DeleteWorker(const std::string& name) {
+  return InTransaction([&] { return RemoveWorker(name); });
+}
+
+Status SqliteJobStore::RemoveWorker(const std::string& name) {
+  for (const char* sql :
+       {"DELETE FROM file_deletions WHERE worker = ?", "DELETE FROM workers WHERE name = ?"}) {
+    Stmt s(Cached(sql));
+    if (!s.ok()) return Error("prepare the deletion of worker " + name);
+    s.Text(1, name);
+    if (s.Step() != SQLITE_DONE) return Error("delete worker " + name);
   }
   return Status::Ok();
 }

@@ -29,6 +29,7 @@ class SqliteJobStore : public JobStore {
   StatusOr<std::vector<v1::Job>> LoadJobs() override;
   Status SaveWorker(const v1::WorkerInfo& worker) override;
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+  Status DeleteWorker(const std::string& name) override;
   Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
   StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
   Status DeleteJob(const std::string& id) override;
@@ -52,6 +53,7 @@ class SqliteJobStore : public JobStore {
   Status WriteWorker(const v1::WorkerInfo& worker);
   Status WriteJobMetrics(const v1::JobMetrics& job_metrics);
   Status RemoveJob(const std::string& id);
+  Status RemoveWorker(const std::string& name);
   Status WriteFileDeletion(const FileDeletion& deletion, bool pending);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
   template <typename F>

@@ -85,6 +85,18 @@ const v1::WorkerInfo* WorkerRegistry::SetDrained(const std::string& name, bool d
   return &info;
 }
 
+bool WorkerRegistry::Forget(const std::string& name) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return false;
+  Entry& e = it->second;
+  const v1::WorkerState state = e.info.state();
+  if (--counts_[state] == 0) counts_.erase(state);
+  if (state == v1::WORKER_READY) ready_slots_ -= e.info.slots();
+  if (e.in_heard_order) heard_order_.erase(e.heard);
+  workers_.erase(it);
+  return true;
+}
+
 std::vector<std::string> WorkerRegistry::ExpireLost() {
   std::vector<std::string> lost;
   const int64_t now = clock_.NowMonotonicMs();

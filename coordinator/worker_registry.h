@@ -54,6 +54,11 @@ class WorkerRegistry {
   // Registering again does not undrain it.
   const v1::WorkerInfo* SetDrained(const std::string& name, bool drained, const std::string& by);
 
+  // Removes a known worker (an admin forgot it), whatever its state, keeping the counts;
+  // false when unknown. The caller decides whether it may go (JobManager::ForgetWorker). A
+  // later registration of the name is a new worker.
+  bool Forget(const std::string& name);
+
   // nullptr when unknown.
   const v1::WorkerInfo* Find(const std::string& name) const;
   bool IsReady(const std::string& name) const;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "convoy/v1/auth.grpc.pb.h"
@@ -199,6 +201,7 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/WatchJob", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/ListWorkers", StatusCode::OK},
       {"/convoy.v1.JobService/DrainWorker", StatusCode::PERMISSION_DENIED},
+      {"/convoy.v1.JobService/ForgetWorker", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/GetJobMetrics", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/SubmitJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/CancelJob", StatusCode::PERMISSION_DENIED},
@@ -379,6 +382,74 @@ TEST_F(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
   EXPECT_EQ(info.drained_by(), "root");
   ASSERT_TRUE(drain(*admin, "w1", false, &info).ok());
   EXPECT_FALSE(info.drained());
+}
+
+// `convoy worker forget`: admins only, a LOST worker only; gone after a restart too.
+TEST(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
+  auto o = testing::TestCluster::DefaultOptions();
+  o.secure = true;
+  o.coordinator.worker_timeout_ms = 300;
+  testing::TestCluster cluster(o);
+  const std::string admin_token = cluster.MakeToken("root", Role::kAdmin);
+  auto alice =
+      v1::JobService::NewStub(cluster.SecureChannel(cluster.MakeToken("alice", Role::kUser)));
+  auto admin = v1::JobService::NewStub(cluster.SecureChannel(admin_token));
+  auto forget = [](v1::JobService::Stub& stub, const std::string& name,
+                   v1::ForgetWorkerResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    v1::ForgetWorkerRequest req;
+    req.set_name(name);
+    v1::ForgetWorkerResponse resp;
+    grpc::Status st = stub.ForgetWorker(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return st;
+  };
+  auto states = [](v1::JobService::Stub& stub) {
+    std::map<std::string, v1::WorkerState> out;
+    grpc::ClientContext ctx;
+    v1::ListWorkersResponse resp;
+    if (!stub.ListWorkers(&ctx, v1::ListWorkersRequest(), &resp).ok()) return out;
+    for (const v1::WorkerInfo& w : resp.workers()) out[w.name()] = w.state();
+    return out;
+  };
+
+  grpc::Status st = forget(*alice, "w1");
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("workers.forget"), std::string::npos) << st.error_message();
+  EXPECT_EQ(forget(*admin, "nobody").error_code(), StatusCode::NOT_FOUND);
+  st = forget(*admin, "");
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("name"), std::string::npos) << st.error_message();
+
+  // Its stream open: refused, naming it, even once it is LOST (it sends no heartbeat).
+  auto w1 = cluster.ConnectScripted("w1");
+  st = forget(*admin, "w1");
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("worker w1 is connected"), std::string::npos)
+      << st.error_message();
+  ASSERT_TRUE(
+      testing::TestCluster::WaitFor([&] { return states(*admin)["w1"] == v1::WORKER_LOST; }, 10s));
+  EXPECT_EQ(forget(*admin, "w1").error_code(), StatusCode::FAILED_PRECONDITION);
+
+  w1->Close();
+  ASSERT_TRUE(testing::TestCluster::WaitFor(
+      [&] { return cluster.coordinator().ConnectedWorkers() == 0; }, 10s));
+  EXPECT_EQ(forget(*alice, "w1").error_code(), StatusCode::PERMISSION_DENIED);
+  v1::ForgetWorkerResponse resp;
+  st = forget(*admin, "w1", &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.worker().name(), "w1");
+  EXPECT_EQ(resp.worker().state(), v1::WORKER_LOST);
+  EXPECT_TRUE(states(*admin).empty());
+  EXPECT_EQ(forget(*admin, "w1").error_code(), StatusCode::NOT_FOUND);
+
+  // Out of the store: still gone after a restart.
+  cluster.StopCoordinator();
+  cluster.StartCoordinator();
+  auto again = v1::JobService::NewStub(cluster.SecureChannel(admin_token));
+  ASSERT_TRUE(testing::TestCluster::WaitFor(
+      [&] { return forget(*again, "w1").error_code() == StatusCode::NOT_FOUND; }, 10s));
+  EXPECT_TRUE(states(*again).empty());
 }
 
 TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {

@@ -89,6 +89,35 @@ TEST_F(SqliteJobStoreTest, RoundTripSurvivesReopen) {
   EXPECT_EQ((*workers)[0].slots(), 8);
 }
 
+TEST_F(SqliteJobStoreTest, AForgottenWorkerLeavesWithItsPendingFileDeletions) {
+  {
+    auto store = SqliteJobStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    for (const char* name : {"w1", "w2", "w3"}) {
+      v1::WorkerInfo w;
+      w.set_name(name);
+      ASSERT_TRUE((*store)->SaveWorker(w).ok());
+      ASSERT_TRUE((*store)->SaveFileDeletion({name, "j-000001"}, true).ok());
+    }
+    ASSERT_TRUE((*store)->DeleteWorker("w2").ok());
+    ASSERT_TRUE((*store)->DeleteWorker("nobody").ok());  // not stored: no error
+    // In a batch, as the coordinator's commit thread writes it.
+    StoreWrite forget;
+    forget.delete_worker = "w3";
+    ASSERT_TRUE((*store)->Write({forget}).ok());
+  }
+  auto store = SqliteJobStore::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto workers = (*store)->LoadWorkers();
+  ASSERT_TRUE(workers.ok());
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].name(), "w1");
+  auto deletions = (*store)->LoadFileDeletions();
+  ASSERT_TRUE(deletions.ok());
+  ASSERT_EQ(deletions->size(), 1u);
+  EXPECT_EQ((*deletions)[0].worker, "w1");
+}
+
 // Runs `sql` on the file with the plain SQLite API (another program, or a damaged row).
 void RawExec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;

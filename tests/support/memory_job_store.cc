@@ -1,5 +1,7 @@
 #include "tests/support/memory_job_store.h"
 
+#include <iterator>
+
 namespace convoy {
 
 Status MemoryJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
@@ -34,6 +36,18 @@ StatusOr<std::vector<v1::WorkerInfo>> MemoryJobStore::LoadWorkers() {
   std::vector<v1::WorkerInfo> out;
   for (const auto& [name, w] : workers_) out.push_back(w);
   return out;
+}
+
+Status MemoryJobStore::DeleteWorker(const std::string& name) {
+  if (fail_next_write_) {
+    fail_next_write_ = false;
+    return Status::Internal("injected write failure");
+  }
+  workers_.erase(name);
+  for (auto it = file_deletions_.begin(); it != file_deletions_.end();) {
+    it = it->worker == name ? file_deletions_.erase(it) : std::next(it);
+  }
+  return Status::Ok();
 }
 
 Status MemoryJobStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {

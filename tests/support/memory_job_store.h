@@ -16,6 +16,7 @@ class MemoryJobStore : public JobStore {
   StatusOr<std::vector<v1::Job>> LoadJobs() override;
   Status SaveWorker(const v1::WorkerInfo& worker) override;
   StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override;
+  Status DeleteWorker(const std::string& name) override;
   Status SaveJobMetrics(const v1::JobMetrics& job_metrics) override;
   StatusOr<std::vector<v1::JobMetrics>> LoadJobMetrics() override;
   Status DeleteJob(const std::string& id) override;
@@ -25,7 +26,8 @@ class MemoryJobStore : public JobStore {
   // How many metric histories were written (tests of "written only when changed").
   int job_metrics_writes() const { return job_metrics_writes_; }
 
-  // The next SaveJob, SaveWorker or SaveJobMetrics fails with INTERNAL and stores nothing.
+  // The next SaveJob, SaveWorker, SaveJobMetrics, DeleteJob or DeleteWorker fails with INTERNAL and
+  // stores nothing.
   void FailNextWrite() { fail_next_write_ = true; }
 
  private:

@@ -90,5 +90,34 @@ TEST(WorkerRegistryTest, RestoredWorkersAreUnreachableWithAFullTimeoutToComeBack
   EXPECT_TRUE(reg.ExpireLost().empty());
 }
 
+TEST(WorkerRegistryTest, AForgottenWorkerLeavesEveryCountAndExpiresNoMore) {
+  FakeClock clock;
+  WorkerRegistry reg(clock, 1000);
+  reg.OnRegister(Reg("a", 2));
+  reg.OnRegister(Reg("b", 4));
+  reg.OnRegister(Reg("c", 8));
+  reg.OnDisconnect("b");
+  EXPECT_FALSE(reg.Forget("nobody"));
+  // READY and UNREACHABLE (the registry itself refuses nothing: JobManager decides).
+  EXPECT_TRUE(reg.Forget("a"));
+  EXPECT_TRUE(reg.Forget("b"));
+  EXPECT_EQ(reg.Find("a"), nullptr);
+  EXPECT_EQ(reg.counts().count(v1::WORKER_UNREACHABLE), 0u);
+  EXPECT_EQ(reg.counts().at(v1::WORKER_READY), 1);
+  EXPECT_EQ(reg.ready_slots(), 8);
+  // Neither expires later (their places in the heard order went with them).
+  clock.AdvanceMs(1000);
+  EXPECT_EQ(reg.ExpireLost(), std::vector<std::string>{"c"});
+  EXPECT_TRUE(reg.Forget("c"));  // LOST
+  EXPECT_TRUE(reg.counts().empty());
+  EXPECT_TRUE(reg.List().empty());
+  EXPECT_FALSE(reg.Forget("c"));
+  // The name registering again is a new worker.
+  reg.OnRegister(Reg("c", 2));
+  EXPECT_EQ(reg.counts().at(v1::WORKER_READY), 1);
+  EXPECT_EQ(reg.ready_slots(), 2);
+  EXPECT_FALSE(reg.Find("c")->drained());
+}
+
 }  // namespace
 }  // namespace convoy
