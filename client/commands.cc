@@ -590,7 +590,7 @@ int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const Command
   req.set_name(worker);
   v1::ForgetWorkerResponse resp;
   grpc::Status st = c.stub->ForgetWorker(&ctx, req, &resp);
-  if (!st.ok()) return RpcFailed(st, "worker forget " + worker);
+  if (!st.ok()) return RpcFailed(c, st, "worker forget " + worker);
   if (options.structured()) {
     std::cout << Render(resp, options) << "\n";
     return kExitOk;
