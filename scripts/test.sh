@@ -18,7 +18,13 @@ if [ -n "$files" ] && command -v clang-format >/dev/null; then
   clang-format --dry-run --Werror $files
 fi
 
+# What the tests leave behind is checked after them (scripts/leftovers.sh): nothing under
+# /dev/shm/convoy-*, /tmp/convoy-* or the daemons' default paths, and no Convoy process.
+BEFORE=$(mktemp)
+trap 'rm -f "$BEFORE"' EXIT
+scripts/leftovers.sh list >"$BEFORE"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 "$@")
+scripts/leftovers.sh check "$BEFORE"
 
 # The job-spec and metric-line parsers under libFuzzer (tests/fuzz/), when all tests run.
 if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ] && [ $# -eq 0 ]; then

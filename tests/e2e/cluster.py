@@ -4,6 +4,7 @@ teardown, and teardown checks /proc that no process of any job survived."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -89,6 +90,11 @@ class Cluster:
         # be) and the metrics sockets under the work dirs. mkdtemp makes 0700.
         os.chmod(self.dir, 0o755)
         self.job_root = os.path.join(self.dir, "jobs")
+        # Host memory for the ranks' snapshots, this cluster's own: the default
+        # /dev/shm/convoy-NAME is shared by every cluster whose workers have the same names
+        # (issue 26). Removed at teardown with the cluster's directory.
+        self.shm_dir = tempfile.mkdtemp(prefix="convoy-e2e-", dir="/dev/shm") \
+            if os.path.isdir("/dev/shm") else os.path.join(self.dir, "shm")
         self.secure = secure
         self.coordinator_extra = list(coordinator_extra)
         self.worker_extra = list(worker_extra)
@@ -137,6 +143,10 @@ class Cluster:
             args += ["--uses", str(uses)]
         return self.admin(*args).stdout.strip()
 
+    def snapshot_dir(self, name):
+        """The --snapshot-dir of this cluster's worker `name`."""
+        return os.path.join(self.shm_dir, name)
+
     def ca_path(self):
         return os.path.join(self.dir, "state", "tls", "ca.crt")
 
@@ -155,6 +165,7 @@ class Cluster:
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
             "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
             "--work-dir", os.path.join(self.dir, name), "--job-root", self.job_root,
+            "--snapshot-dir", self.snapshot_dir(name),
             *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
               if self.secure else ["--insecure"]),
             "--kill-grace-ms", str(self.kill_grace_ms), *self.worker_extra, *extra], env=env)
@@ -255,6 +266,10 @@ class Cluster:
         for job in self.jobs:  # nothing may survive its worker either
             for pid in self.job_pids(job):
                 os.kill(pid, signal.SIGKILL)
+        # Nothing of the cluster stays on the machine: its directory (state, work dirs, job
+        # root, logs) and its snapshots. Logs a failed test prints are read before close().
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
         return leftovers
 
 

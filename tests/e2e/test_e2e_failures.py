@@ -195,6 +195,7 @@ def _run_netns_job(make_cluster, names):
                         "--coordinator", f"10.201.{i}.1:{c.port}", "--name", name,
                         "--advertise-address", f"10.201.{i}.2", "--slots", "1",
                         "--work-dir", os.path.join(c.dir, name), "--job-root", c.job_root,
+                        "--snapshot-dir", c.snapshot_dir(name),
                         "--join-token", c.join_token, "--ca-fingerprint", c.fingerprint,
                         "--kill-grace-ms", "2000", "--orphan-timeout", "5"])
     c.wait_workers_ready(2)

@@ -101,7 +101,7 @@ def test_plain_text_and_foreign_clients_are_refused(make_cluster):
     # A worker with the wrong fingerprint, or a used-up token, does not join.
     r = subprocess.run([os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
                         "--name", "intruder", "--work-dir", os.path.join(c.dir, "intruder"),
-                        "--job-root", c.job_root,
+                        "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("intruder"),
                         "--join-token", c.join_token,
                         "--ca-fingerprint", "SHA256:" + "ab" * 32],
                        capture_output=True, text=True, timeout=60)
@@ -109,12 +109,12 @@ def test_plain_text_and_foreign_clients_are_refused(make_cluster):
     once = c.make_token("worker", uses=1)
     c._spawn("x1", [os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
                     "--name", "x1", "--work-dir", os.path.join(c.dir, "x1"), "--cores", "1",
-                    "--job-root", c.job_root,
+                    "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("x1"),
                     "--join-token", once, "--ca-fingerprint", c.fingerprint])
     c.wait_workers_ready(2)
     r = subprocess.run([os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
                         "--name", "x2", "--work-dir", os.path.join(c.dir, "x2"),
-                        "--job-root", c.job_root,
+                        "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("x2"),
                         "--join-token", once, "--ca-fingerprint", c.fingerprint],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "used up" in r.stderr, r.stderr

@@ -49,7 +49,8 @@ def test_root_worker_refuses_root_jobs_and_unknown_users(make_cluster):
         pytest.skip("only a root worker switches users; this test is not root")
     c = make_cluster(workers=1)
     base = [os.path.join(BIN, "convoy-worker"), "--coordinator", c.target, "--insecure",
-            "--work-dir", os.path.join(c.dir, "refused"), "--job-root", c.job_root]
+            "--work-dir", os.path.join(c.dir, "refused"), "--job-root", c.job_root,
+            "--snapshot-dir", c.snapshot_dir("refused")]
     r = subprocess.run(base + ["--name", "r1", "--run-as", "root"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--allow-root-jobs" in r.stderr, r.stderr
