@@ -73,6 +73,10 @@ def test_units_as_written_train_a_job():
             text = f.read()
         text = text.replace("/var/lib/", var_lib + "/").replace("0.0.0.0:7070", f"0.0.0.0:{port}")
         text = text.replace('":9464"', f'":{metrics}"').replace('":9465"', f'":{worker_metrics}"')
+        if name == "worker.yaml":
+            # Snapshots in the test's own directory: the default /dev/shm/convoy-HOSTNAME is
+            # shared with every worker of that name on this machine (issue 26).
+            text += f"\nsnapshot_dir: {top}/shm\n"
         with open(os.path.join(etc, name), "w") as f:
             f.write(text)
         os.chmod(os.path.join(etc, name), 0o644)
