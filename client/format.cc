@@ -533,6 +533,7 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
   out << "  created:  " << FormatAge(job.created_unix_ms(), now)
       << (job.owner().empty() ? "" : " by " + job.owner()) << ", updated "
       << FormatAge(job.updated_unix_ms(), now) << "\n";
+  if (!job.uid().empty()) out << "  uid:      " << job.uid() << "\n";
   const double accuracy = TestAccuracy(job);
   if (accuracy >= 0) out << "  test accuracy: " << FormatPercent(accuracy) << "\n";
 

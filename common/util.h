@@ -30,4 +30,12 @@ std::string SignalName(int signal);
 // starting with '.' or '-'.
 bool IsValidName(const std::string& name);
 
+// A new random 128-bit identity (a job's uid, a cluster's id): 32 lower-case hex characters
+// from the kernel's random source (getrandom). Never fails: aborts if the kernel cannot give
+// randomness, which it always can once booted.
+std::string RandomHexId();
+
+// True when `id` has the form RandomHexId makes: exactly 32 characters of [0-9a-f].
+bool IsHexId(const std::string& id);
+
 }  // namespace convoy

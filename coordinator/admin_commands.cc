@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/util.h"
+#include "coordinator/cluster_id.h"
 #include "coordinator/cluster_pki.h"
 #include "coordinator/token_store.h"
 
@@ -66,6 +67,14 @@ int Init(const CoordinatorFlags& f) {
   }
   std::fprintf(stderr, "%s the cluster CA in %s/tls (keys mode 0600).\n",
                pki->created_ca ? "Made" : "Kept", f.state_dir.c_str());
+  bool made_id = false;
+  auto cluster_id = LoadOrMakeClusterId(f.state_dir, &made_id);
+  if (!cluster_id.ok()) {
+    std::fprintf(stderr, "convoy-coordinator init: %s\n", cluster_id.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "%s the cluster id %s in %s/cluster-id.\n", made_id ? "Made" : "Kept",
+               cluster_id->c_str(), f.state_dir.c_str());
   // The next steps as they can be pasted: with the state directory this init used.
   std::error_code ec;
   const std::string state_dir =

@@ -704,6 +704,7 @@ grpc::ServerUnaryReactor* JoinServiceImpl::GetClusterInfo(grpc::CallbackServerCo
   }
   resp->set_ca_pem(ca_->ca.cert_pem);
   resp->set_ca_fingerprint(ca_->fingerprint);
+  resp->set_cluster_id(ca_->cluster_id);
   return FinishNow(context, Status::Ok());
 }
 

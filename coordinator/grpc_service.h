@@ -113,6 +113,8 @@ struct ClusterCa {
   // (--tls-ca): then the coordinator issues nothing and Join answers FAILED_PRECONDITION.
   KeyAndCert ca;
   std::string fingerprint;
+  // The cluster's id (coordinator/cluster_id.h), answered by GetClusterInfo.
+  std::string cluster_id;
   // Lifetime of the client certificates it issues to workers (they renew at 2/3 of it).
   int64_t worker_cert_ttl_s = 24 * 3600;
 };

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "common/job_spec_validation.h"
+#include "common/util.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rendezvous_planner.h"
 #include "coordinator/scheduler.h"
@@ -79,6 +80,14 @@ Status JobManager::Recover() {
   for (v1::Job& job : *jobs) {
     JobRecord& r = jobs_.try_emplace(job.id(), NewRuntime()).first->second;
     r.job = std::move(job);
+    if (r.job.uid().empty()) {
+      // Stored by a coordinator older than job uids: it gets one now, kept from here on.
+      r.job.set_uid(RandomHexId());
+      v1::Job copy = r.job;
+      copy.clear_events();
+      Status st = store_.SaveJob(copy, nullptr);
+      if (!st.ok()) return st;
+    }
     Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
     r.metrics.Rebuild(r.job);
     r.history = MetricHistory(r.job.id(), HistoryPoints(r.job.spec()));
@@ -191,6 +200,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   std::snprintf(id, sizeof(id), "j-%06lld", static_cast<long long>(next_job_number_));
   v1::Job job;
   job.set_id(id);
+  job.set_uid(RandomHexId());
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
   job.set_created_unix_ms(clock_.NowUnixMs());

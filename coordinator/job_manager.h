@@ -115,6 +115,9 @@ struct JobManagerOptions {
   // default: keep everything; the coordinator's flag defaults to 30 days).
   int64_t job_retention_ms = 0;
   int64_t job_retention_count = 0;
+  // The cluster's id (coordinator/cluster_id.h), sent in every Launch with the job's uid;
+  // empty in tests that do not care.
+  std::string cluster_id;
 };
 
 class JobManager {

@@ -256,6 +256,8 @@ void JobManager::SendJobFinished(const JobRecord& r) {
   if (r.job.attempts_size() == 0) return;
   v1::CoordinatorMessage msg;
   msg.mutable_job_finished()->set_job_id(r.job.id());
+  msg.mutable_job_finished()->set_job_uid(r.job.uid());
+  msg.mutable_job_finished()->set_cluster_id(options_.cluster_id);
   std::set<std::string> told;
   for (const v1::NodeAssignment& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
     if (told.insert(n.worker()).second) channel_.Send(n.worker(), msg);

@@ -246,6 +246,8 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
     v1::CoordinatorMessage out;
     *out.mutable_launch() =
         PlanLaunch(r->job.id(), r->rt.attempt, r->job.spec(), nodes, n.group_rank(), msg.port());
+    out.mutable_launch()->set_job_uid(r->job.uid());
+    out.mutable_launch()->set_cluster_id(options_.cluster_id);
     if (!channel_.Send(n.worker(), out)) {
       ReportFailure(*r, FailureFor(*r, n.ranks_size() > 0 ? n.ranks(0) : 0, n.worker()));
       return;

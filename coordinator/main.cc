@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "coordinator/admin_commands.h"
 #include "coordinator/check_config.h"
+#include "coordinator/cluster_id.h"
 #include "coordinator/cluster_pki.h"
 #include "coordinator/code_store.h"
 #include "coordinator/coordinator.h"
@@ -89,6 +90,13 @@ int main(int argc, char** argv) {
   }
   chmod(flags.state_dir.c_str(), 0700);  // tokens' hashes, the CA's key, every job's spec
   const std::string db_path = flags.state_dir + "/convoy.db";
+  bool made_cluster_id = false;
+  auto cluster_id = LoadOrMakeClusterId(flags.state_dir, &made_cluster_id);
+  if (!cluster_id.ok()) {
+    spdlog::error("{}", cluster_id.status().message());
+    return 1;
+  }
+  spdlog::info("cluster id {}{}", *cluster_id, made_cluster_id ? " (made now: a new cluster)" : "");
 
   // Security first: a coordinator that cannot serve TLS must not start at all.
   ServerSecurity security;
@@ -126,6 +134,7 @@ int main(int argc, char** argv) {
     security.server_key_pem = pki->server.key_pem;
     security.ca.ca = pki->ca;
     security.ca.fingerprint = pki->ca_fingerprint;
+    security.ca.cluster_id = *cluster_id;
     security.ca.worker_cert_ttl_s = *ParseDuration(flags.worker_cert_ttl, "--worker-cert-ttl");
     security.auth.max_streams_per_token = flags.max_streams_per_token;
     security.auth.submits_per_minute = flags.submits_per_minute;
@@ -139,6 +148,7 @@ int main(int argc, char** argv) {
 
   SystemClock clock;
   CoordinatorOptions options;
+  options.jobs.cluster_id = *cluster_id;
   options.worker_timeout_ms = static_cast<int64_t>(flags.worker_timeout_s * 1000);
   options.jobs.kill_grace_ms = flags.kill_grace_ms;
   options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "trainer/data.h"
+#include "trainer/snapshot_file.h"
 
 namespace convoy::trainer {
 namespace fs = std::filesystem;
@@ -63,6 +64,12 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
   optimizer.save(o);
   root.write("model", m);
   root.write("optimizer", o);
+  if (!id.job_uid.empty()) {
+    // "<cluster id> <job uid>" as bytes: whose state this is (read back by LoadState).
+    const std::string owner = id.cluster_id + " " + id.job_uid;
+    root.write("identity",
+               torch::tensor(std::vector<uint8_t>(owner.begin(), owner.end()), torch::kUInt8));
+  }
   root.write("position",
              torch::tensor({pos.epoch, pos.sample, pos.global_step, id.seed, id.samples, kVersion},
                            torch::kInt64));
@@ -84,6 +91,24 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
   std::istringstream in(bytes);
   torch::serialize::InputArchive root, m, o;
   root.load_from(in, device);
+  {
+    std::string found_cluster, found_uid;
+    torch::Tensor owner;
+    if (root.try_read("identity", owner)) {
+      owner = owner.cpu().contiguous();
+      if (owner.scalar_type() != torch::kUInt8 || owner.dim() != 1) {
+        throw std::runtime_error("checkpoint: bad identity record");
+      }
+      const char* d = reinterpret_cast<const char*>(owner.data_ptr<uint8_t>());
+      const std::string text(d, d + owner.numel());
+      const size_t sp = text.find(' ');
+      found_cluster = text.substr(0, sp);
+      found_uid = sp == std::string::npos ? "" : text.substr(sp + 1);
+    }
+    const std::string foreign =
+        IdentityMismatch(found_cluster, found_uid, id.cluster_id, id.job_uid);
+    if (!foreign.empty()) throw std::runtime_error(foreign);
+  }
   torch::Tensor p;
   root.read("position", p);
   p = p.cpu();
@@ -193,8 +218,8 @@ std::optional<FoundCheckpoint> ReadNewestValid(
       probe(bytes);
       return FoundCheckpoint{path, std::move(bytes)};
     } catch (const std::exception& e) {
-      std::cerr << "warning: skipping checkpoint " << path << ": "
-                << std::string(e.what()).substr(0, 200) << std::endl;
+      std::cerr << "not resuming from " << path << ": " << std::string(e.what()).substr(0, 200)
+                << std::endl;
     }
   }
   return std::nullopt;

@@ -26,10 +26,15 @@ struct Position {
   int64_t global_step = 0;
 };
 
-// What a state must belong to: the seed (the epochs' permutations) and the training set's size.
+// What a state must belong to: the seed (the epochs' permutations) and the training set's size;
+// and the job's identity (CONVOY_JOB_UID, CONVOY_CLUSTER_ID), written into the state when the
+// run has a uid: a run with a uid loads only state of the same uid and cluster and refuses
+// state without one; a run without (by hand) loads any (IdentityMismatch, snapshot_file.h).
 struct StateIdentity {
   int64_t seed = 0;
   int64_t samples = 0;
+  std::string job_uid;
+  std::string cluster_id;
 };
 
 // Serialises model + optimiser + position + the counts of `pos.epoch` + identity to bytes.
@@ -44,11 +49,11 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
 
 // Restores from bytes into model and optimiser; returns the position and fills `counts`.
 // Throws on corrupt data and on a state of another identity ("made with seed 7, this run has
-// 1234"), before touching model or optimiser. A checkpoint from before global positions (its
-// position is a step within the epoch) is read as made at `legacy_shape`: P = steps x A·B·W,
-// the first P samples of the epoch's order counted once. Tensors are read onto `device`
-// (the model's): a snapshot is written from host memory, a checkpoint from wherever the model
-// was.
+// 1234"; "it belongs to job <uid> of cluster <id>, not this job (...)"), before touching model or
+// optimiser. A checkpoint from before global positions (its position is a step within the epoch) is
+// read as made at `legacy_shape`: P = steps x A·B·W, the first P samples of the epoch's order
+// counted once. Tensors are read onto `device` (the model's): a snapshot is written from host
+// memory, a checkpoint from wherever the model was.
 Position LoadState(const std::string& bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
                    const StepShape& legacy_shape, std::vector<uint8_t>* counts,

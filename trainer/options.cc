@@ -158,6 +158,8 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   }
   if (const char* v = std::getenv("CONVOY_PREEMPT_FILE")) o->preempt_file = v;
   if (const char* v = std::getenv("CONVOY_JOB_ID")) o->job_id = v;
+  if (const char* v = std::getenv("CONVOY_JOB_UID")) o->job_uid = v;
+  if (const char* v = std::getenv("CONVOY_CLUSTER_ID")) o->cluster_id = v;
   if (o->max_world_size == 0) {
     std::string err = env_int("CONVOY_MAX_WORLD_SIZE", 1, 1 << 20, &o->max_world_size);
     if (!err.empty()) return err;

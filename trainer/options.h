@@ -32,6 +32,11 @@ struct Options {
   // CONVOY_PREEMPT_FILE: present when a SIGTERM means "save and stop" (trainer/stop.h).
   std::string preempt_file;
   std::string job_id;  // CONVOY_JOB_ID (snapshots carry it)
+  // CONVOY_JOB_UID and CONVOY_CLUSTER_ID: the job's identity. Checkpoints and snapshots carry
+  // it, and a run with one resumes only from state of the same identity. Empty (the trainer
+  // run by hand): any state of the same model, seed and data set is used, as before.
+  std::string job_uid;
+  std::string cluster_id;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // The per-host cache of decompressed data (trainer/data_cache.h): --data-cache, else
   // CONVOY_CACHE_DIR (set by the worker); empty: every start decompresses the .gz files.

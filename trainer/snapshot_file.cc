@@ -28,9 +28,11 @@ constexpr char kMagicLine[] = "convoy-snapshot 1";
 // The header lines that the checksum covers (everything but the checksum line itself).
 std::string HeaderBody(const SnapshotMeta& m, size_t bytes) {
   std::ostringstream h;
-  h << kMagicLine << "\njob " << m.job << "\nmodel " << m.model << "\nseed " << m.seed
-    << "\nsamples " << m.samples << "\nstep " << m.step << "\nepoch " << m.epoch << "\nsample "
-    << m.sample << "\nbytes " << bytes << "\n";
+  h << kMagicLine << "\njob " << m.job;
+  // Absent without a uid, so that files from before uids keep their checksums.
+  if (!m.job_uid.empty()) h << "\nuid " << m.job_uid << "\ncluster " << m.cluster_id;
+  h << "\nmodel " << m.model << "\nseed " << m.seed << "\nsamples " << m.samples << "\nstep "
+    << m.step << "\nepoch " << m.epoch << "\nsample " << m.sample << "\nbytes " << bytes << "\n";
   return h.str();
 }
 
@@ -94,6 +96,19 @@ void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
 }
 
 }  // namespace
+
+std::string IdentityMismatch(const std::string& found_cluster, const std::string& found_uid,
+                             const std::string& want_cluster, const std::string& want_uid) {
+  if (want_uid.empty()) return "";  // a run by hand: no identity to check
+  auto cluster = [](const std::string& id) { return id.empty() ? std::string("(none)") : id; };
+  const std::string self =
+      "not this job (" + want_uid + " of cluster " + cluster(want_cluster) + ")";
+  if (found_uid.empty()) {
+    return "it has no job identity (saved by an older version or by hand), " + self;
+  }
+  if (found_uid == want_uid && found_cluster == want_cluster) return "";
+  return "it belongs to job " + found_uid + " of cluster " + cluster(found_cluster) + ", " + self;
+}
 
 std::string SnapshotPath(const std::string& dir, int64_t step) {
   char name[64];
@@ -175,6 +190,8 @@ bool ParseSnapshot(const std::string& bytes, FoundSnapshot* out, std::string* wh
       }
     }
     m.job = kv["job"];
+    m.job_uid = kv.count("uid") ? kv["uid"] : "";
+    m.cluster_id = kv.count("cluster") ? kv["cluster"] : "";
     m.model = kv["model"];
     m.seed = std::stoll(kv["seed"]);
     m.samples = std::stoll(kv["samples"]);
@@ -216,6 +233,12 @@ std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const Sn
       continue;
     }
     const SnapshotMeta& m = found.meta;
+    const std::string foreign =
+        IdentityMismatch(m.cluster_id, m.job_uid, want.cluster_id, want.job_uid);
+    if (!foreign.empty()) {
+      std::cerr << "not resuming from " << path << ": " << foreign << std::endl;
+      continue;
+    }
     if (m.job != want.job || m.model != want.model || m.seed != want.seed ||
         m.samples != want.samples || m.step != step) {
       std::cerr << "warning: skipping snapshot " << path << ": another job's or run's (job '"

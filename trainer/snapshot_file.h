@@ -6,6 +6,8 @@
 //
 //   convoy-snapshot 1
 //   job j-000007          (CONVOY_JOB_ID; empty outside Convoy)
+//   uid 0123...cdef       (CONVOY_JOB_UID; the line is absent without one)
+//   cluster fedc...3210   (CONVOY_CLUSTER_ID; absent without a uid)
 //   model fmnist-cnn
 //   seed 1234
 //   samples 60000         (the training set's size)
@@ -33,8 +35,11 @@
 namespace convoy::trainer {
 
 struct SnapshotMeta {
-  // Identity: a snapshot is used only by a run with the same four.
+  // Identity: a snapshot is used only by a run with the same four, and, when the run has a
+  // job uid, the same uid and cluster id (IdentityMismatch).
   std::string job;
+  std::string job_uid;
+  std::string cluster_id;
   std::string model;
   int64_t seed = 0;
   int64_t samples = 0;
@@ -43,6 +48,14 @@ struct SnapshotMeta {
   int64_t epoch = 0;
   int64_t sample = 0;
 };
+
+// Why state that carries (found_cluster, found_uid) is not this run's (want_cluster,
+// want_uid), or "" when it is: a run with a job uid resumes only from state of the same uid
+// and cluster (job ids repeat across clusters, uids do not), and refuses state without one
+// (an older format, or a run by hand); a run without a uid (by hand) takes any. E.g. "it
+// belongs to job <uid> of cluster <id>, not this job (<uid> of cluster <id>)".
+std::string IdentityMismatch(const std::string& found_cluster, const std::string& found_uid,
+                             const std::string& want_cluster, const std::string& want_uid);
 
 // The file name of the snapshot of `step` in `dir`.
 std::string SnapshotPath(const std::string& dir, int64_t step);
@@ -60,8 +73,10 @@ struct FoundSnapshot {
 };
 
 // The newest snapshot in `dir` whose header parses, whose checksum matches and whose identity
-// (job, model, seed, samples) is `want`'s; corrupt, truncated and foreign files are skipped with
-// a warning on stderr naming the file and why. Nothing when there is none (or no `dir`).
+// (job, model, seed, samples; uid and cluster as IdentityMismatch says) is `want`'s; corrupt,
+// truncated and foreign files are skipped with a warning on stderr naming the file and why
+// (another job's identity: "not resuming from <path>: it belongs to job ..."). Nothing when there
+// is none (or no `dir`).
 std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const SnapshotMeta& want);
 
 // Parses a whole snapshot file's bytes: true and `out` filled when the header and checksum are

@@ -188,6 +188,8 @@ void Training::Resume() {
   const StateIdentity id = Identity();
   SnapshotMeta identity;
   identity.job = o_.job_id;
+  identity.job_uid = o_.job_uid;
+  identity.cluster_id = o_.cluster_id;
   identity.model = o_.model;
   identity.seed = id.seed;
   identity.samples = id.samples;

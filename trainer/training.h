@@ -71,7 +71,9 @@ class Training {
   // The last will: a snapshot of the last completed step, before leaving on an error.
   void LastWill(const std::string& why);
   void Checkpoint(const Position& pos, const std::vector<uint8_t>& counts);
-  StateIdentity Identity() const { return StateIdentity{o_.seed, train_.size()}; }
+  StateIdentity Identity() const {
+    return StateIdentity{o_.seed, train_.size(), o_.job_uid, o_.cluster_id};
+  }
   StepShape Shape() const { return StepShape{o_.world_size, o_.batch_size, o_.accumulate}; }
   double Progress() const;
   std::string ExitLineCheckpointPath() const;

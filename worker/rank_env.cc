@@ -46,6 +46,10 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   env["TORCHELASTIC_RUN_ID"] = launch.run_id();
   env["CONVOY_JOB_ID"] = launch.job_id();
   env["CONVOY_ATTEMPT"] = std::to_string(launch.attempt());
+  // The job's and the cluster's identity: saved state carries them and a rank resumes only
+  // from its own (empty from a coordinator older than them: then left unset).
+  if (!launch.job_uid().empty()) env["CONVOY_JOB_UID"] = launch.job_uid();
+  if (!launch.cluster_id().empty()) env["CONVOY_CLUSTER_ID"] = launch.cluster_id();
   env["CONVOY_MAX_WORLD_SIZE"] =
       std::to_string(std::max(launch.max_world_size(), launch.world_size()));
   env["CONVOY_METRICS_SOCKET"] = files.metrics_socket;

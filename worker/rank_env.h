@@ -30,7 +30,8 @@ struct RankFiles {
 // then Convoy's variables, which always win: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, CONVOY_JOB_ID,
-// CONVOY_ATTEMPT, CONVOY_MAX_WORLD_SIZE, the paths of `files` and PYTHONUNBUFFERED=1.
+// CONVOY_ATTEMPT, CONVOY_MAX_WORLD_SIZE, CONVOY_JOB_UID and CONVOY_CLUSTER_ID (when the launch
+// has them), the paths of `files` and PYTHONUNBUFFERED=1.
 // GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
 // reserves them).
 // Resources: when the launch gives this rank GPUs (Launch.resources), CUDA_VISIBLE_DEVICES

@@ -53,7 +53,21 @@ time_t NewestMtime(const std::string& dir) {
   return newest;
 }
 
+// A name SnapshotKey makes: "<cluster id>-<job uid>", or a job id.
+bool IsSnapshotKey(const std::string& name) {
+  if (name.size() == 65 && name[32] == '-') {
+    return IsHexId(name.substr(0, 32)) && IsHexId(name.substr(33));
+  }
+  return IsValidName(name);
+}
+
 }  // namespace
+
+std::string SnapshotKey(const std::string& job_id, const std::string& cluster_id,
+                        const std::string& job_uid) {
+  if (IsHexId(cluster_id) && IsHexId(job_uid)) return cluster_id + "-" + job_uid;
+  return job_id;
+}
 
 std::string DefaultSnapshotRoot(const std::string& worker_name, const std::string& work_dir) {
   struct stat sb {};
@@ -63,18 +77,18 @@ std::string DefaultSnapshotRoot(const std::string& worker_name, const std::strin
   return work_dir + "/snapshots";
 }
 
-StatusOr<std::string> PrepareSnapshotDir(const std::string& root, const std::string& job_id,
+StatusOr<std::string> PrepareSnapshotDir(const std::string& root, const std::string& key,
                                          const std::optional<RunAsUser>& user) {
-  if (!IsValidName(job_id)) return Status::InvalidArgument("invalid job id '" + job_id + "'");
+  if (!IsSnapshotKey(key)) return Status::InvalidArgument("invalid snapshot key '" + key + "'");
   CONVOY_RETURN_IF_ERROR(MakeDir(root, 0711, geteuid(), getegid()));
-  const std::string dir = root + "/" + job_id;
+  const std::string dir = root + "/" + key;
   CONVOY_RETURN_IF_ERROR(
       MakeDir(dir, 0700, user ? user->uid : geteuid(), user ? user->gid : getegid()));
   return dir;
 }
 
-Status RemoveSnapshotDir(const std::string& root, const std::string& job_id) {
-  return RemoveUnder(root, job_id);
+Status RemoveSnapshotDir(const std::string& root, const std::string& key) {
+  return RemoveUnder(root, key);
 }
 
 std::set<std::string> ExpireSnapshotDirs(const std::string& root, int64_t idle_ms,
@@ -84,7 +98,7 @@ std::set<std::string> ExpireSnapshotDirs(const std::string& root, int64_t idle_m
   if (DIR* d = opendir(root.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
-      if (name != "." && name != ".." && IsValidName(name) && keep.count(name) == 0) {
+      if (name != "." && name != ".." && IsSnapshotKey(name) && keep.count(name) == 0) {
         jobs.push_back(name);
       }
     }

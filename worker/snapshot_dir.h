@@ -29,17 +29,24 @@ inline constexpr int64_t kSnapshotIdleMs = 3600 * 1000;
 // <work_dir>/snapshots.
 std::string DefaultSnapshotRoot(const std::string& worker_name, const std::string& work_dir);
 
-// Makes `root` (0711, the worker's; not a symlink) and `root`/`job_id` (0700, owned by
-// `user`, else the worker's own user) and returns the latter.
-StatusOr<std::string> PrepareSnapshotDir(const std::string& root, const std::string& job_id,
+// The name of a job's snapshot directory under the root: "<cluster id>-<job uid>" (each 32
+// lower-case hex characters) when the launch has both, so that jobs of the same id of two
+// clusters (ids restart at j-000001 on every fresh state directory) never share one; else
+// (a launch from an older coordinator) the job id.
+std::string SnapshotKey(const std::string& job_id, const std::string& cluster_id,
+                        const std::string& job_uid);
+
+// Makes `root` (0711, the worker's; not a symlink) and `root`/`key` (0700, owned by
+// `user`, else the worker's own user) and returns the latter. `key`: SnapshotKey's.
+StatusOr<std::string> PrepareSnapshotDir(const std::string& root, const std::string& key,
                                          const std::optional<RunAsUser>& user);
 
-// Removes `root`/`job_id` and what is in it (never following a symlink). Missing is no error.
-Status RemoveSnapshotDir(const std::string& root, const std::string& job_id);
+// Removes `root`/`key` and what is in it (never following a symlink). Missing is no error.
+Status RemoveSnapshotDir(const std::string& root, const std::string& key);
 
 // Removes the job directories under `root` whose newest entry is older than `idle_ms`
-// (by modification time, wall clock), except those of the jobs in `keep` (attempts that run
-// or ended within idle_ms). Returns the jobs removed.
+// (by modification time, wall clock), except those named in `keep` (the keys of attempts
+// that run or ended within idle_ms). Returns the keys removed.
 std::set<std::string> ExpireSnapshotDirs(const std::string& root, int64_t idle_ms,
                                          const std::set<std::string>& keep);
 

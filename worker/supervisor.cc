@@ -533,6 +533,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   snapshot_dirty_ = true;
   a.job_id = launch.job_id();
   a.attempt = launch.attempt();
+  a.snapshot_key = SnapshotKey(launch.job_id(), launch.cluster_id(), launch.job_uid());
   a.dir = dir;
   const std::string label = "job " + a.job_id + " attempt " + std::to_string(a.attempt);
   std::string socket_path = MetricsSocketPath(config_.work_dir, "", a.job_id, a.attempt);
@@ -556,7 +557,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   const std::string metrics_path = a.metrics != nullptr ? a.metrics->path() : "";
   std::string snapshot_dir;
   if (!config_.snapshot_root.empty()) {
-    auto made = PrepareSnapshotDir(config_.snapshot_root, a.job_id, config_.run_as);
+    auto made = PrepareSnapshotDir(config_.snapshot_root, a.snapshot_key, config_.run_as);
     if (made.ok()) {
       snapshot_dir = *made;
     } else {

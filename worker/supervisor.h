@@ -174,6 +174,9 @@ class Supervisor {
   struct Attempt {
     std::string job_id;
     int attempt = 0;
+    // Its job's snapshot directory under the snapshot root (SnapshotKey: by cluster id and
+    // job uid, not by the job id, which repeats across clusters).
+    std::string snapshot_key;
     std::string dir;
     std::vector<std::unique_ptr<Rank>> ranks;
     std::unique_ptr<MetricsSocket> metrics;  // null once every rank ended
@@ -232,6 +235,9 @@ class Supervisor {
   void JobFinished(const v1::JobFinished& req);
   // Removes the snapshots of finished jobs whose ranks here have all exited (each turn).
   void RemoveFinishedJobsSnapshots();
+  // The snapshot keys of job `id`: its attempts' here (never another cluster's job of the
+  // same id).
+  std::set<std::string> SnapshotKeysOf(const std::string& id) const;
   // Writes the attempt's CONVOY_PREEMPT_FILE (its ranks are asked to save and stop).
   void WritePreemptFile(const Attempt& a, const std::string& reason);
   // Drops the snapshots of jobs that have not run here for kSnapshotIdleMs (once a minute).
@@ -301,8 +307,9 @@ class Supervisor {
   int64_t dropped_records_ = 0;
   int64_t next_snapshot_expiry_ms_ = 0;
   // Jobs that finished while ranks of theirs were still stopping here: their snapshot
-  // directories go when the last of those ranks has exited.
-  std::set<std::string> finished_jobs_with_snapshots_;
+  // directories go when the last of those ranks has exited. Job id -> snapshot keys (the
+  // JobFinished message's and its attempts').
+  std::map<std::string, std::set<std::string>> finished_jobs_with_snapshots_;
   std::thread thread_;
 
   // Totals for counters(): written by the supervisor thread, read by scrapes.

@@ -45,8 +45,10 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   int64_t removed = 0;
   if (keep.empty()) {
     if (!config_.snapshot_root.empty()) {
-      Status st = RemoveSnapshotDir(config_.snapshot_root, id);
-      if (!st.ok()) error = st.message();
+      for (const std::string& snapshot_key : SnapshotKeysOf(id)) {
+        Status st = RemoveSnapshotDir(config_.snapshot_root, snapshot_key);
+        if (!st.ok() && error.empty()) error = st.message();
+      }
     }
     for (const std::string& root : {attempts_dir, config_.job_root}) {
       int64_t n = 0;
@@ -87,8 +89,18 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
 
 void Supervisor::JobFinished(const v1::JobFinished& req) {
   if (config_.snapshot_root.empty() || !IsValidName(req.job_id())) return;
-  finished_jobs_with_snapshots_.insert(req.job_id());
+  std::set<std::string>& keys = finished_jobs_with_snapshots_[req.job_id()];
+  for (const std::string& k : SnapshotKeysOf(req.job_id())) keys.insert(k);
+  keys.insert(SnapshotKey(req.job_id(), req.cluster_id(), req.job_uid()));
   RemoveFinishedJobsSnapshots();
+}
+
+std::set<std::string> Supervisor::SnapshotKeysOf(const std::string& id) const {
+  std::set<std::string> keys;
+  for (const auto& [key, a] : attempts_) {
+    if (key.first == id && !a.snapshot_key.empty()) keys.insert(a.snapshot_key);
+  }
+  return keys;
 }
 
 void Supervisor::RemoveFinishedJobsSnapshots() {
@@ -96,14 +108,16 @@ void Supervisor::RemoveFinishedJobsSnapshots() {
        it != finished_jobs_with_snapshots_.end();) {
     bool running = false;
     for (const auto& [key, a] : attempts_)
-      running = running || (key.first == *it && a.AnyRunning());
+      running = running || (key.first == it->first && a.AnyRunning());
     if (running) {
       ++it;
       continue;
     }
-    Status st = RemoveSnapshotDir(config_.snapshot_root, *it);
-    if (!st.ok()) {
-      spdlog::warn("job {} finished: its snapshots stay for now: {}", *it, st.message());
+    for (const std::string& snapshot_key : it->second) {
+      Status st = RemoveSnapshotDir(config_.snapshot_root, snapshot_key);
+      if (!st.ok()) {
+        spdlog::warn("job {} finished: its snapshots stay for now: {}", it->first, st.message());
+      }
     }
     it = finished_jobs_with_snapshots_.erase(it);
   }
@@ -133,6 +147,7 @@ void Supervisor::ExpireSnapshots(int64_t now_ms) {
   for (const auto& [key, a] : attempts_) {
     if (a.AnyRunning() || a.ended_ms == 0 || now_ms - a.ended_ms < kSnapshotIdleMs) {
       keep.insert(key.first);
+      keep.insert(a.snapshot_key);
     }
   }
   for (const std::string& job : ExpireSnapshotDirs(config_.snapshot_root, kSnapshotIdleMs, keep)) {

@@ -59,7 +59,9 @@ TEST_F(SqliteJobStoreTest, RoundTripSurvivesReopen) {
     ASSERT_TRUE((*store)->SaveJob(MakeJob("j-000001", v1::PENDING, 0), &e1).ok());
     auto e2 = Event(v1::PENDING, v1::SCHEDULED, "placed");
     ASSERT_TRUE((*store)->SaveJob(MakeJob("j-000001", v1::SCHEDULED, 1), &e2).ok());
-    ASSERT_TRUE((*store)->SaveJob(MakeJob("j-000001", v1::SCHEDULED, 2), nullptr).ok());
+    v1::Job with_uid = MakeJob("j-000001", v1::SCHEDULED, 2);
+    with_uid.set_uid("0123456789abcdef0123456789abcdef");  // stored with the job's body
+    ASSERT_TRUE((*store)->SaveJob(with_uid, nullptr).ok());
     auto e3 = Event(v1::JOB_STATE_UNSPECIFIED, v1::PENDING, "submitted");
     ASSERT_TRUE((*store)->SaveJob(MakeJob("j-000002", v1::PENDING, 0), &e3).ok());
     v1::WorkerInfo w;
@@ -77,6 +79,8 @@ TEST_F(SqliteJobStoreTest, RoundTripSurvivesReopen) {
   const v1::Job& j1 = (*jobs)[0];
   EXPECT_EQ(j1.id(), "j-000001");
   EXPECT_EQ(j1.state(), v1::SCHEDULED);
+  EXPECT_EQ(j1.uid(), "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ((*jobs)[1].uid(), "");  // none given: the JobManager gives one at load
   ASSERT_EQ(j1.attempts_size(), 2);
   EXPECT_EQ(j1.attempts(1).nodes(0).worker(), "w1");
   ASSERT_EQ(j1.events_size(), 2);

@@ -358,6 +358,69 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
   EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
 }
 
+// Job ids repeat across clusters (a fresh state directory starts at j-000001 again): a job
+// that finds another job's checkpoints and snapshots under its own job id, same model, seed
+// and data set, says whose they are and starts at step 0; the owner itself resumes from them.
+TEST_F(FastRestartTest, AnotherJobsStateUnderTheSameJobIdIsNeverResumed) {
+  const std::string kCluster = "fedcba9876543210fedcba9876543210";
+  const std::string kFirst = "0123456789abcdef0123456789abcdef";
+  const std::string kSecond = "11111111111111111111111111111111";
+  auto env = [&](const std::string& uid, const std::string& cluster) {
+    return [this, uid, cluster](int) {
+      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
+                 {"CONVOY_JOB_ID", "j-000001"},
+                 {"CONVOY_JOB_UID", uid},
+                 {"CONVOY_CLUSTER_ID", cluster}};
+    };
+  };
+  const auto args = With(Common(), {"--epochs", "1", "--checkpoint-dir", Path("ckpt"),
+                                    "--checkpoint-every", "10", "--snapshot-every", "3"});
+  {
+    Ranks first(1, args, Path("a.log"), env(kFirst, kCluster));
+    ASSERT_TRUE(first.AllExitedWith(seconds(120), 0)) << first.Output(0);
+  }
+  const int64_t checkpoint = NewestCheckpoint(dir_ / "ckpt");
+  ASSERT_GT(checkpoint, 0);
+  const std::string ckpt_path = Path("ckpt/ckpt-" + Padded(checkpoint) + ".pt");
+  // What the first job left, put back before each run (each run leaves its own files there).
+  fs::copy(dir_ / "ckpt", dir_ / "ckpt.first", fs::copy_options::recursive);
+  if (fs::exists(dir_ / "snapshots")) {
+    fs::copy(dir_ / "snapshots", dir_ / "snapshots.first", fs::copy_options::recursive);
+  }
+  auto restore = [this] {
+    fs::remove_all(dir_ / "ckpt");
+    fs::remove_all(dir_ / "snapshots");
+    fs::copy(dir_ / "ckpt.first", dir_ / "ckpt", fs::copy_options::recursive);
+    if (fs::exists(dir_ / "snapshots.first")) {
+      fs::copy(dir_ / "snapshots.first", dir_ / "snapshots", fs::copy_options::recursive);
+    }
+  };
+
+  // Another cluster's j-000001, and another job of the same cluster: step 0.
+  for (const auto& [uid, cluster] :
+       {std::make_pair(kFirst, std::string("22222222222222222222222222222222")),
+        std::make_pair(kSecond, kCluster)}) {
+    restore();
+    Ranks other(1, args, Path("b.log"), env(uid, cluster));
+    ASSERT_TRUE(other.AllExitedWith(seconds(120), 0));
+    const std::string out = other.Output(0);
+    EXPECT_EQ(ResumedStep(out), -1) << out;
+    EXPECT_NE(out.find("not resuming from " + ckpt_path + ": it belongs to job " + kFirst +
+                       " of cluster " + kCluster + ", not this job (" + uid + " of cluster " +
+                       cluster + ")"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("no checkpoint or snapshot to resume from: starting at step 0"),
+              std::string::npos)
+        << out;
+  }
+  // The owner resumes from its own checkpoint.
+  restore();
+  Ranks again(1, args, Path("c.log"), env(kFirst, kCluster));
+  ASSERT_TRUE(again.AllExitedWith(seconds(120), 0));
+  EXPECT_GE(ResumedStep(again.Output(0)), checkpoint) << again.Output(0);
+}
+
 // 2 ranks to a checkpoint mid-epoch, 3 ranks across the epoch's end, 1 rank to the end: every
 // epoch is checked to have used each of its samples exactly once, and the learning rate
 // follows the world size (linear scaling from the job's largest size).

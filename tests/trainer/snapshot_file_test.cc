@@ -88,6 +88,53 @@ TEST_F(SnapshotFileTest, CorruptTruncatedAndForeignFilesAreSkipped) {
   EXPECT_NE(err.find("snap-000000000030.bin: checksum mismatch"), std::string::npos) << err;
 }
 
+// Job ids repeat across clusters: j-000007 of another cluster, or of another job uid, or of a
+// version without uids, is not this job's, even with the same model, seed and data set.
+TEST_F(SnapshotFileTest, AnotherIdentitysSnapshotIsNeverResumed) {
+  const std::string kMine = "0123456789abcdef0123456789abcdef";
+  const std::string kCluster = "fedcba9876543210fedcba9876543210";
+  SnapshotMeta mine = Meta(20);
+  mine.job_uid = kMine;
+  mine.cluster_id = kCluster;
+  WriteSnapshotFile(dir_.string(), mine, "mine", 5);
+  SnapshotMeta other_job = mine;
+  other_job.step = 30;
+  other_job.job_uid = "11111111111111111111111111111111";
+  WriteSnapshotFile(dir_.string(), other_job, "other job", 5);
+  SnapshotMeta other_cluster = mine;
+  other_cluster.step = 40;
+  other_cluster.cluster_id = "22222222222222222222222222222222";
+  WriteSnapshotFile(dir_.string(), other_cluster, "other cluster", 5);
+  WriteSnapshotFile(dir_.string(), Meta(50), "no identity", 5);  // an older version's
+
+  SnapshotMeta want = Meta(0);
+  want.job_uid = kMine;
+  want.cluster_id = kCluster;
+  testing::internal::CaptureStderr();
+  auto found = ReadNewestSnapshot(dir_.string(), want);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->meta.step, 20);
+  EXPECT_EQ(found->payload, "mine");
+  EXPECT_EQ(found->meta.job_uid, kMine);
+  EXPECT_EQ(found->meta.cluster_id, kCluster);
+  EXPECT_NE(err.find("not resuming from " + SnapshotPath(dir_.string(), 30) +
+                     ": it belongs to job 11111111111111111111111111111111 of cluster " + kCluster +
+                     ", not this job (" + kMine + " of cluster " + kCluster + ")"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("snap-000000000040.bin: it belongs to job " + kMine +
+                     " of cluster 22222222222222222222222222222222"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("snap-000000000050.bin: it has no job identity"), std::string::npos) << err;
+
+  // A run without a uid (the trainer by hand) takes the newest of the same model and seed.
+  auto by_hand = ReadNewestSnapshot(dir_.string(), Meta(0));
+  ASSERT_TRUE(by_hand.has_value());
+  EXPECT_EQ(by_hand->meta.step, 50);
+}
+
 TEST_F(SnapshotFileTest, TemporariesOfDeadWritersAreRemoved) {
   fs::create_directories(dir_);
   // A writer that died mid-write (pid 0 is never a live writer) and a live one (us).

@@ -56,8 +56,8 @@ TEST(CheckpointTest, OlderCheckpointsLoadAndForeignOnesAreRefused) {
   std::ostringstream out;
   root.save_to(out);
   std::vector<uint8_t> counts;
-  const Position pos =
-      LoadState(out.str(), *model, opt, StateIdentity{11, 3200}, StepShape{2, 32, 1}, &counts);
+  const Position pos = LoadState(out.str(), *model, opt, StateIdentity{11, 3200, "", ""},
+                                 StepShape{2, 32, 1}, &counts);
   EXPECT_EQ(pos.epoch, 1);
   EXPECT_EQ(pos.sample, 640);  // 10 steps of 2 x 32
   EXPECT_EQ(pos.global_step, 60);
@@ -67,15 +67,60 @@ TEST(CheckpointTest, OlderCheckpointsLoadAndForeignOnesAreRefused) {
     ASSERT_EQ(counts[static_cast<size_t>(perm[i])], i < 640 ? 1 : 0) << i;
   }
   // This format round-trips; another seed or data-set size is another run's state.
-  const std::string now = SaveState(*model, opt, pos, counts, StateIdentity{11, 3200});
+  const std::string now = SaveState(*model, opt, pos, counts, StateIdentity{11, 3200, "", ""});
   std::vector<uint8_t> back;
-  EXPECT_EQ(LoadState(now, *model, opt, StateIdentity{11, 3200}, StepShape{3, 8, 1}, &back).sample,
+  EXPECT_EQ(LoadState(now, *model, opt, StateIdentity{11, 3200, "", ""}, StepShape{3, 8, 1}, &back)
+                .sample,
             640);
   EXPECT_EQ(back, counts);
-  for (const StateIdentity& other : {StateIdentity{12, 3200}, StateIdentity{11, 3000}}) {
+  for (const StateIdentity& other :
+       {StateIdentity{12, 3200, "", ""}, StateIdentity{11, 3000, "", ""}}) {
     EXPECT_THROW(LoadState(now, *model, opt, other, StepShape{2, 32, 1}, &back),
                  std::runtime_error);
   }
+}
+
+// A state carries its job's identity; a run with one loads only its own, refuses another
+// job's or cluster's and one without identity; a run by hand (no uid) loads any.
+TEST(CheckpointTest, AStateOfAnotherJobIdentityIsRefused) {
+  auto model = MakeModel("mlp");
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const std::string kUid = "0123456789abcdef0123456789abcdef";
+  const std::string kCluster = "fedcba9876543210fedcba9876543210";
+  const StateIdentity mine{11, 3200, kUid, kCluster};
+  std::vector<uint8_t> counts(3200, 0);
+  const std::string ours = SaveState(*model, opt, Position{0, 0, 7}, counts, mine);
+  std::vector<uint8_t> back;
+  EXPECT_EQ(LoadState(ours, *model, opt, mine, StepShape{1, 32, 1}, &back).global_step, 7);
+
+  StateIdentity other_job = mine;
+  other_job.job_uid = "11111111111111111111111111111111";
+  try {
+    LoadState(ours, *model, opt, other_job, StepShape{1, 32, 1}, &back);
+    ADD_FAILURE() << "another job's state was loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "it belongs to job " + kUid + " of cluster " + kCluster +
+                  ", not this job (11111111111111111111111111111111 of cluster " + kCluster + ")");
+  }
+  StateIdentity other_cluster = mine;
+  other_cluster.cluster_id = "22222222222222222222222222222222";
+  EXPECT_THROW(LoadState(ours, *model, opt, other_cluster, StepShape{1, 32, 1}, &back),
+               std::runtime_error);
+
+  // Saved without identity (an older version, or by hand): refused by a job with one.
+  const std::string anonymous =
+      SaveState(*model, opt, Position{0, 0, 9}, counts, StateIdentity{11, 3200, "", ""});
+  try {
+    LoadState(anonymous, *model, opt, mine, StepShape{1, 32, 1}, &back);
+    ADD_FAILURE() << "a state without identity was loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("it has no job identity"), std::string::npos) << e.what();
+  }
+  // The trainer by hand (no uid) loads either.
+  const StateIdentity by_hand{11, 3200, "", ""};
+  EXPECT_EQ(LoadState(anonymous, *model, opt, by_hand, StepShape{1, 32, 1}, &back).global_step, 9);
+  EXPECT_EQ(LoadState(ours, *model, opt, by_hand, StepShape{1, 32, 1}, &back).global_step, 7);
 }
 
 // Writes IDX files with `n` images/labels into `dir` (optionally broken).

@@ -308,6 +308,7 @@ v1::Job RestartedJob() {
 TEST_F(ClientFormatTest, StatusShowsPlacementProgressRootCausesAndEvents) {
   v1::Job job = RestartedJob();
   job.set_owner("alice");
+  job.set_uid("0123456789abcdef0123456789abcdef");
   EXPECT_EQ(FormatJobStatus(job, kT0),
             "job j-000007 (fmnist-cnn): RUNNING\n"
             "  message:  all 2 ranks started\n"
@@ -315,6 +316,7 @@ TEST_F(ClientFormatTest, StatusShowsPlacementProgressRootCausesAndEvents) {
             "  runs:     trainer fmnist-cnn (epochs 1, batch 32, lr 0.01)\n"
             "  attempt:  1 (restarts used 1 of 2)\n"
             "  created:  1m05s ago by alice, updated 5s ago\n"
+            "  uid:      0123456789abcdef0123456789abcdef\n"
             "  test accuracy: 87.12%\n"
             "placement (attempt 1): master 10.0.0.1:29500\n"
             "  NODE  WORKER  ADDRESS   RANKS\n"

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "common/util.h"
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
@@ -809,6 +810,47 @@ TEST_F(JobManagerTest, QueuedQuotaRefusesPastItAndFreesWhatEnds) {
   EXPECT_TRUE(jm_->Submit(spec, "").ok()) << "jobs without an owner are not counted";
   ASSERT_TRUE(jm_->Cancel(*a, "", "alice").ok());
   EXPECT_TRUE(jm_->Submit(spec, "alice").ok()) << "the cancelled job's place was not given back";
+}
+
+// Job ids repeat across clusters; uids do not: each job gets its own at submit, every launch
+// carries it with the cluster's id, and it survives a restart.
+TEST_F(JobManagerTest, EveryJobHasItsOwnUidThatTravelsInEveryLaunch) {
+  options_.cluster_id = "fedcba9876543210fedcba9876543210";
+  Restart();
+  AddWorker("w1", 2);
+  AddWorker("w2", 2);
+  const std::string a = Submit(2, 2);
+  const std::string uid = Job(a).uid();
+  EXPECT_TRUE(IsHexId(uid)) << uid;
+  auto launches = StartAttempt(a);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto& [worker, l] : launches) {
+    EXPECT_EQ(l.job_uid(), uid) << worker;
+    EXPECT_EQ(l.cluster_id(), "fedcba9876543210fedcba9876543210") << worker;
+  }
+  for (int rank = 0; rank < 4; ++rank) Exit(rank < 2 ? "w1" : "w2", a, 0, rank, 0);
+  const std::string b = Submit(2, 2);
+  EXPECT_TRUE(IsHexId(Job(b).uid()));
+  EXPECT_NE(Job(b).uid(), uid);
+  Restart();
+  EXPECT_EQ(Job(a).uid(), uid) << "the uid is stored with the job";
+}
+
+// A job stored before uids existed gets one when loaded, and keeps it (it is written back).
+TEST_F(JobManagerTest, AJobStoredWithoutAUidGetsOneAtLoadAndKeepsIt) {
+  v1::Job old;
+  old.set_id("j-000003");
+  old.set_state(v1::SUCCEEDED);
+  ASSERT_TRUE(store_.SaveJob(old, nullptr).ok());
+  Restart();
+  const std::string uid = Job("j-000003").uid();
+  EXPECT_TRUE(IsHexId(uid)) << uid;
+  auto stored = store_.LoadJobs();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].uid(), uid) << "written back";
+  Restart();
+  EXPECT_EQ(Job("j-000003").uid(), uid);
 }
 
 }  // namespace

@@ -68,6 +68,19 @@ TEST(BuildRankEnvTest, ExactVariablesOfEveryRankOfTwoNodesByTwo) {
   }
 }
 
+TEST(BuildRankEnvTest, IdentityOfTheJobAndClusterWhenTheLaunchHasThem) {
+  v1::Launch launch = TwoByTwo(0);
+  auto env = BuildRankEnv({}, launch, 0, 8, {});
+  EXPECT_EQ(env.count("CONVOY_JOB_UID"), 0u);  // an older coordinator's launch: left unset
+  EXPECT_EQ(env.count("CONVOY_CLUSTER_ID"), 0u);
+  launch.set_job_uid("0123456789abcdef0123456789abcdef");
+  launch.set_cluster_id("fedcba9876543210fedcba9876543210");
+  (*launch.mutable_spec()->mutable_env())["CONVOY_JOB_UID"] = "forged";
+  env = BuildRankEnv({}, launch, 0, 8, {});
+  EXPECT_EQ(env.at("CONVOY_JOB_UID"), "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(env.at("CONVOY_CLUSTER_ID"), "fedcba9876543210fedcba9876543210");
+}
+
 TEST(BuildRankEnvTest, OmpThreadsDefaultsYieldToTheUserAndTheWorker) {
   v1::Launch launch = TwoByTwo(0);
   EXPECT_EQ(BuildRankEnv({}, launch, 0, 1, {}).at("OMP_NUM_THREADS"), "1");  // never 0

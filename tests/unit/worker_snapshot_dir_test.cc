@@ -49,6 +49,28 @@ TEST_F(SnapshotDirTest, MadePrivateAndRemovedWithWhatIsInIt) {
   EXPECT_FALSE(PrepareSnapshotDir(root, "../etc", std::nullopt).ok());
 }
 
+// By cluster id and job uid when the launch has them (job ids repeat across clusters); by
+// job id from an older coordinator. Such directories are made, removed and expired alike.
+TEST_F(SnapshotDirTest, KeyedByClusterAndJobUid) {
+  const std::string kCluster = "fedcba9876543210fedcba9876543210";
+  const std::string kUid = "0123456789abcdef0123456789abcdef";
+  EXPECT_EQ(SnapshotKey("j-000001", kCluster, kUid), kCluster + "-" + kUid);
+  EXPECT_EQ(SnapshotKey("j-000001", "", kUid), "j-000001");
+  EXPECT_EQ(SnapshotKey("j-000001", kCluster, ""), "j-000001");
+  EXPECT_EQ(SnapshotKey("j-000001", kCluster, "../../etc"), "j-000001");
+  const std::string root = (dir_ / "shm").string();
+  auto made = PrepareSnapshotDir(root, SnapshotKey("j-000001", kCluster, kUid), std::nullopt);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(*made, root + "/" + kCluster + "-" + kUid);
+  EXPECT_EQ(Mode(*made), 0700u);
+  const utimbuf t{time(nullptr) - 7200, time(nullptr) - 7200};
+  ASSERT_EQ(utime(made->c_str(), &t), 0);
+  EXPECT_EQ(ExpireSnapshotDirs(root, kSnapshotIdleMs, {}),
+            std::set<std::string>{kCluster + "-" + kUid});
+  EXPECT_FALSE(fs::exists(*made));
+  EXPECT_FALSE(PrepareSnapshotDir(root, kCluster + "/" + kUid, std::nullopt).ok());
+}
+
 TEST_F(SnapshotDirTest, ASymlinkIsNeverFollowed) {
   fs::create_directories(dir_ / "elsewhere");
   fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "shm");

@@ -548,6 +548,50 @@ TEST_F(SupervisorTest, APreemptingKillWritesItsReasonBeforeTheSigtermAndSnapshot
   EXPECT_FALSE(std::filesystem::exists(snapshots));
 }
 
+// Job ids repeat across clusters: a job's snapshots live under its cluster id and uid, never
+// in another cluster's directory of the same job id, and only its own go when it finishes.
+TEST_F(SupervisorTest, SnapshotsAreKeyedByClusterAndJobUidNotByJobId) {
+  config_.snapshot_root = (dir_ / "shm").string();
+  const std::string kCluster = "fedcba9876543210fedcba9876543210";
+  const std::string kUid = "0123456789abcdef0123456789abcdef";
+  // Another cluster's job "j" (or an older worker's), killed -9 with its snapshots left.
+  const std::string foreign = config_.snapshot_root + "/j";
+  std::filesystem::create_directories(foreign);
+  { std::ofstream(foreign + "/snap-000000000170.bin") << "another job's"; }
+  Start();
+  Connect();
+  v1::CoordinatorMessage launch = LaunchMsg("j", 0, 1, 2, {"train", "--fast"});
+  launch.mutable_launch()->set_cluster_id(kCluster);
+  launch.mutable_launch()->set_job_uid(kUid);
+  sup_->Post(launch);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 2; ++i) {
+    auto m = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted));
+    ASSERT_TRUE(m.has_value());
+    pids.push_back(m->process_started().pid());
+  }
+  const std::string own = config_.snapshot_root + "/" + kCluster + "-" + kUid;
+  for (const LaunchRequest& r : launcher_.requests()) {
+    EXPECT_EQ(r.env.at("CONVOY_SNAPSHOT_DIR"), own);
+    EXPECT_EQ(r.env.at("CONVOY_JOB_UID"), kUid);
+    EXPECT_EQ(r.env.at("CONVOY_CLUSTER_ID"), kCluster);
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(own));
+  launcher_.Exit(pids[0], 0);
+  launcher_.Exit(pids[1], 0);
+  v1::CoordinatorMessage finished;
+  finished.mutable_job_finished()->set_job_id("j");
+  finished.mutable_job_finished()->set_cluster_id(kCluster);
+  finished.mutable_job_finished()->set_job_uid(kUid);
+  sup_->Post(finished);
+  for (int i = 0; i < 500 && std::filesystem::exists(own); ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_FALSE(std::filesystem::exists(own));
+  EXPECT_TRUE(std::filesystem::exists(foreign + "/snap-000000000170.bin"))
+      << "another cluster's snapshots of the same job id were removed";
+}
+
 TEST_F(SupervisorTest, KillWithoutGraceUsesTheWorkersDefault) {
   Start();
   Connect();
