@@ -165,7 +165,8 @@ class Cluster:
             os.path.join(BIN, "convoy-worker"), "--coordinator", self.target, "--name", name,
             "--advertise-address", "127.0.0.1", "--slots", str(slots), "--cores", "1",
             "--work-dir", os.path.join(self.dir, name), "--job-root", self.job_root,
-            "--snapshot-dir", self.snapshot_dir(name),
+            *([] if "--snapshot-dir" in [*self.worker_extra, *extra]
+              else ["--snapshot-dir", self.snapshot_dir(name)]),
             *(["--join-token", self.join_token, "--ca-fingerprint", self.fingerprint]
               if self.secure else ["--insecure"]),
             "--kill-grace-ms", str(self.kill_grace_ms), *self.worker_extra, *extra], env=env)
