@@ -222,6 +222,29 @@ void ConfigCheck::Add(const std::string& error) {
   if (std::find(errors.begin(), errors.end(), error) == errors.end()) errors.push_back(error);
 }
 
+Status ParseDaemonFlags(CLI::App& app, int argc, char** argv, ConfigCheck* check, int* exit_code,
+                        bool* recorded) {
+  const bool checking = check != nullptr && check->enabled;
+  *recorded = false;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0 || !checking) {
+      *exit_code = app.exit(e) == 0 ? 0 : 2;
+      return Status::InvalidArgument("");
+    }
+    // --check-config: a configuration error like the others. A required option missing
+    // because the file was unreadable is no news.
+    if (!(check->file_unusable && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
+      check->Add(e.what());
+    }
+    check->incomplete = true;
+    *recorded = true;
+  }
+  *exit_code = 0;
+  return Status::Ok();
+}
+
 bool WantsCheckConfig(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

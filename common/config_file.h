@@ -74,6 +74,15 @@ struct ConfigCheck {
   void Add(const std::string& error);
 };
 
+// Runs app.parse(argc, argv) for a daemon. OK: parsed (`*recorded` false), or, with `check`
+// enabled, the parse failed and its error was recorded in `check` (incomplete set,
+// `*recorded` true: the flags are not worth checking further); `*exit_code` is 0 either way.
+// Otherwise CLI11 printed the help, the version or the error, and `*exit_code` is what main
+// returns: 0 for help and version, 2 for any usage error (README "Exit codes"), whatever
+// CLI11's own code; the Status is INVALID_ARGUMENT with no message.
+Status ParseDaemonFlags(CLI::App& app, int argc, char** argv, ConfigCheck* check, int* exit_code,
+                        bool* recorded);
+
 // Whether "--check-config" is among the command-line arguments (it is no config key).
 bool WantsCheckConfig(int argc, char** argv);
 

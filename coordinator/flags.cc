@@ -301,23 +301,11 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   CLI::App app{"convoy-coordinator: schedules and supervises distributed training jobs"};
   Subcommands subs;
   DefineOptions(app, f, &subs, checking ? check : nullptr);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0 || !checking) {
-      // CLI11 prints the help, the version or the error; a usage error exits 2 (README
-      // "Exit codes"), whatever CLI11's own code for it.
-      *exit_code = app.exit(e) == 0 ? 0 : 2;
-      return Status::InvalidArgument("");
-    }
-    // --check-config: a configuration error like the others.
-    if (!(check->file_unusable && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
-      check->Add(e.what());
-    }
-    check->incomplete = true;
-    *exit_code = 0;
-    return Status::Ok();
+  bool recorded = false;
+  if (Status s = ParseDaemonFlags(app, argc, argv, check, exit_code, &recorded); !s.ok()) {
+    return s;
   }
+  if (recorded) return Status::Ok();  // --check-config reports it with the others
   if (subs.init->parsed()) f->command = "init";
   if (subs.create->parsed()) f->command = "token create";
   if (subs.list->parsed()) f->command = "token list";

@@ -194,23 +194,11 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code, C
   }
   CLI::App app{"convoy-worker: runs the training processes of Convoy jobs on this machine"};
   DefineOptions(app, f, checking ? check : nullptr);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0 || !checking) {
-      // CLI11 prints help, the version, or the error; a usage error exits 2 like the others.
-      *exit_code = app.exit(e) == 0 ? 0 : 2;
-      return Status::InvalidArgument("");
-    }
-    // --check-config: a configuration error like the others. A required option missing
-    // because the file was unreadable is no news.
-    if (!(check->file_unusable && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
-      check->Add(e.what());
-    }
-    check->incomplete = true;
-    *exit_code = 0;
-    return Status::Ok();
+  bool recorded = false;
+  if (Status s = ParseDaemonFlags(app, argc, argv, check, exit_code, &recorded); !s.ok()) {
+    return s;
   }
+  if (recorded) return Status::Ok();  // --check-config reports it with the others
   if (checking && check->file_unusable) {
     check->incomplete = true;  // the file's settings are missing: later checks would mislead
     *exit_code = 0;
