@@ -245,6 +245,24 @@ Status ParseDaemonFlags(CLI::App& app, int argc, char** argv, ConfigCheck* check
   return Status::Ok();
 }
 
+Status FinishDaemonFlags(ConfigCheck* check, const std::function<std::vector<Status>()>& validate,
+                         int* exit_code) {
+  const bool checking = check != nullptr && check->enabled;
+  *exit_code = 0;
+  if (checking && check->file_unusable) {
+    check->incomplete = true;  // the file's settings are missing: later checks would mislead
+    return Status::Ok();
+  }
+  const std::vector<Status> problems = validate();
+  if (checking) {
+    for (const Status& s : problems) check->Add(s.message());
+    return Status::Ok();
+  }
+  if (problems.empty()) return Status::Ok();
+  *exit_code = 2;
+  return problems.front();
+}
+
 bool WantsCheckConfig(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -83,6 +83,14 @@ struct ConfigCheck {
 Status ParseDaemonFlags(CLI::App& app, int argc, char** argv, ConfigCheck* check, int* exit_code,
                         bool* recorded);
 
+// After a successful ParseDaemonFlags: runs the daemon's own checks of its flags
+// (`validate`: every problem, each naming its flag) and returns what main does with them.
+// With `check` enabled, the problems are appended to it and the result is OK (not run at all,
+// incomplete set, when the file was unusable: its settings are missing). Otherwise the first
+// problem, with `*exit_code` 2; OK with 0 when there is none.
+Status FinishDaemonFlags(ConfigCheck* check, const std::function<std::vector<Status>()>& validate,
+                         int* exit_code);
+
 // Whether "--check-config" is among the command-line arguments (it is no config key).
 bool WantsCheckConfig(int argc, char** argv);
 

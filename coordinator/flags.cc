@@ -316,23 +316,8 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   if (subs.listen_option->count() > 0) f->listen = subs.listen;
   if (subs.advertise_option->count() > 0) f->advertise_address = subs.advertise_address;
   if (subs.san_option->count() > 0) f->tls_sans = subs.tls_sans;
-  if (checking && check->file_unusable) {
-    check->incomplete = true;  // the file's settings are missing: later checks would mislead
-    *exit_code = 0;
-    return Status::Ok();
-  }
-  std::vector<Status> problems = ValidateFlags(f);
-  if (checking) {
-    for (const Status& s : problems) check->Add(s.message());
-    *exit_code = 0;
-    return Status::Ok();
-  }
-  if (!problems.empty()) {
-    *exit_code = 2;
-    return problems.front();
-  }
-  *exit_code = 0;
-  return Status::Ok();
+  return FinishDaemonFlags(
+      check, [f] { return ValidateFlags(f); }, exit_code);
 }
 
 }  // namespace convoy

@@ -199,23 +199,8 @@ Status ParseWorkerFlags(int argc, char** argv, WorkerFlags* f, int* exit_code, C
     return s;
   }
   if (recorded) return Status::Ok();  // --check-config reports it with the others
-  if (checking && check->file_unusable) {
-    check->incomplete = true;  // the file's settings are missing: later checks would mislead
-    *exit_code = 0;
-    return Status::Ok();
-  }
-  std::vector<Status> problems = ValidateFlags(f);
-  if (checking) {
-    for (const Status& s : problems) check->Add(s.message());
-    *exit_code = 0;
-    return Status::Ok();
-  }
-  if (!problems.empty()) {
-    *exit_code = 2;
-    return problems.front();
-  }
-  *exit_code = 0;
-  return Status::Ok();
+  return FinishDaemonFlags(
+      check, [f] { return ValidateFlags(f); }, exit_code);
 }
 
 }  // namespace convoy
