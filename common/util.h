@@ -35,6 +35,9 @@ bool IsValidName(const std::string& name);
 // randomness, which it always can once booted.
 std::string RandomHexId();
 
+// A unix time in seconds as ISO 8601 UTC to the second: "2026-11-26T23:19:00Z".
+std::string UtcIso8601(int64_t unix_s);
+
 // True when `id` has the form RandomHexId makes: exactly 32 characters of [0-9a-f].
 bool IsHexId(const std::string& id);
 

@@ -1,4 +1,5 @@
 #include "worker/check_config.h"
+#include "common/util.h"
 
 #include <unistd.h>
 
@@ -34,15 +35,6 @@ int64_t NowS() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string UtcTime(int64_t s) {
-  const time_t t = static_cast<time_t>(s);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // Whether <work dir>/tls holds a usable certificate for this worker, as
@@ -103,7 +95,7 @@ void CheckCredentials(const WorkerFlags& flags, std::vector<std::string>* notes,
   const Status stored = StoredCertificate(flags, dir, &not_after_s);
   if (stored.ok()) {
     notes->push_back("uses the certificate stored in " + dir + " (valid until " +
-                     UtcTime(not_after_s) + ")");
+                     UtcIso8601(not_after_s) + ")");
     return;
   }
   if (!flags.join_token.empty()) {

@@ -1,4 +1,5 @@
 #include "worker/credentials.h"
+#include "common/util.h"
 
 #include <fcntl.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
@@ -84,18 +85,14 @@ bool Retryable(grpc::StatusCode code) {
 
 // When a certificate expires, for a log line: "2026-11-26T23:19:00Z (in 23h59m)".
 std::string Expiry(int64_t not_after_s, int64_t now_s) {
-  const time_t t = static_cast<time_t>(not_after_s);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  char when[32];
-  strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string when = UtcIso8601(not_after_s);
   const int64_t left = not_after_s - now_s;
-  if (left <= 0) return std::string(when) + " (expired)";
+  if (left <= 0) return when + " (expired)";
   const int64_t d = left / 86400, h = left % 86400 / 3600, m = left % 3600 / 60;
   std::string in = d > 0   ? std::to_string(d) + "d" + std::to_string(h) + "h"
                    : h > 0 ? std::to_string(h) + "h" + std::to_string(m) + "m"
                            : std::to_string(std::max<int64_t>(m, 1)) + "m";
-  return std::string(when) + " (in " + in + ")";
+  return when + " (in " + in + ")";
 }
 
 }  // namespace
