@@ -218,8 +218,10 @@ std::optional<FoundCheckpoint> ReadNewestValid(
       probe(bytes);
       return FoundCheckpoint{path, std::move(bytes)};
     } catch (const std::exception& e) {
-      std::cerr << "not resuming from " << path << ": " << std::string(e.what()).substr(0, 200)
-                << std::endl;
+      // One write: the rank log interleaves stdout and stderr by the chunk the worker reads.
+      std::cerr << ("not resuming from " + path + ": " + std::string(e.what()).substr(0, 200) +
+                    "\n")
+                << std::flush;
     }
   }
   return std::nullopt;

@@ -236,7 +236,8 @@ std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const Sn
     const std::string foreign =
         IdentityMismatch(m.cluster_id, m.job_uid, want.cluster_id, want.job_uid);
     if (!foreign.empty()) {
-      std::cerr << "not resuming from " << path << ": " << foreign << std::endl;
+      // One write: the rank log interleaves stdout and stderr by the chunk the worker reads.
+      std::cerr << ("not resuming from " + path + ": " + foreign + "\n") << std::flush;
       continue;
     }
     if (m.job != want.job || m.model != want.model || m.seed != want.seed ||
