@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/util.h"
+
 namespace convoy {
 namespace {
 
@@ -112,6 +114,60 @@ StatusOr<std::string> ResolveJobPath(const std::string& field, const std::string
   return Status::InvalidArgument(msg);
 }
 
+namespace {
+
+// Creates `name` in the directory `parent_fd` with `mode` and owner `uid`:`gid` (uid < 0: the
+// caller's) so that it appears under its name only once it has both. An existing entry is
+// left as it is (the caller opens it with O_NOFOLLOW). Another worker on a shared job root may
+// create the same directory at the same moment; it must never see, and hand to its ranks, a
+// directory that still belongs to root (CI saw a rank's chdir refused so). The directory is made
+// under a temporary name and renamed into place without replacing; whoever loses the race removes
+// its own and uses the winner's. Returns 1 if created, 0 if it existed, -1 with errno on failure.
+int MakeOwnedDirAt(int parent_fd, const std::string& name, mode_t mode, int64_t uid, int64_t gid) {
+  struct stat st {};
+  if (fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+  if (errno != ENOENT) return -1;
+  const std::string tmp = "." + name + ".new-" + RandomHexId();
+  if (mkdirat(parent_fd, tmp.c_str(), 0700) != 0) return -1;
+  const int fd = openat(parent_fd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  bool ok = fd >= 0 &&
+            (uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0) &&
+            fchmod(fd, mode) == 0;
+  int err = errno;
+  if (fd >= 0) close(fd);
+  int result = 1;
+  if (ok && renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_NOREPLACE) != 0) {
+    err = errno;
+    if (err == EEXIST) {
+      result = 0;  // another worker made it first: use theirs
+    } else if (err == EINVAL) {
+      // The file system has no RENAME_NOREPLACE (some network file systems). A plain rename
+      // would replace an empty directory another worker made a moment ago, so look first;
+      // the window left is as small as such a file system allows.
+      if (fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        result = 0;
+      } else if (renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
+        err = errno;
+        if (err == ENOTEMPTY || err == EEXIST) {
+          result = 0;
+        } else {
+          ok = false;
+        }
+      }
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok || result == 0) unlinkat(parent_fd, tmp.c_str(), AT_REMOVEDIR);
+  if (!ok) {
+    errno = err;
+    return -1;
+  }
+  return result;
+}
+
+}  // namespace
+
 Status MakeJobDirs(const std::string& root, const std::string& path, int64_t uid, int64_t gid,
                    mode_t mode) {
   if (!IsPathUnder(path, root)) {
@@ -122,11 +178,13 @@ Status MakeJobDirs(const std::string& root, const std::string& path, int64_t uid
   std::string sofar = root == "/" ? "" : root;
   for (const std::string& c : Components(path.substr(root.size()))) {
     sofar += "/" + c;
-    const bool created = mkdirat(fd, c.c_str(), mode) == 0;
-    if (!created && errno != EEXIST) {
+    const int made = MakeOwnedDirAt(fd, c, mode, uid, gid);
+    if (made < 0) {
       const int err = errno;
       close(fd);
-      return Status::Internal("cannot create " + sofar + ": " + Errno(err));
+      return Status::Internal("cannot create " + sofar +
+                              (uid >= 0 ? " for uid " + std::to_string(uid) : "") + ": " +
+                              Errno(err));
     }
     const int next = openat(fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     const int err = errno;
@@ -137,14 +195,6 @@ Status MakeJobDirs(const std::string& root, const std::string& path, int64_t uid
           (err == ELOOP || err == ENOTDIR ? "a symbolic link or not a directory" : Errno(err)));
     }
     fd = next;
-    if (!created) continue;
-    if (fchmod(fd, mode) != 0 ||
-        (uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0)) {
-      const int e = errno;
-      close(fd);
-      return Status::Internal("cannot give " + sofar + " to uid " + std::to_string(uid) + ": " +
-                              Errno(e));
-    }
   }
   close(fd);
   return Status::Ok();

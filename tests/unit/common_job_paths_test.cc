@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace convoy {
 namespace {
@@ -195,6 +198,42 @@ TEST_F(JobPathsTest, MakeJobDirsGivesNewDirectoriesToTheUser) {
   EXPECT_EQ(st.st_gid, 4322u);
   ASSERT_EQ(stat(job_dir_.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
+}
+
+// Two workers on a shared job root prepare the same job directory at once. Neither may see the
+// directory before it has its owner and mode: CI saw a rank's chdir refused because one worker
+// found the directory the other had just made, still root's.
+TEST_F(JobPathsTest, MakeJobDirsRacingNeverSeesADirectoryBeforeItsOwnerAndMode) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
+  for (int round = 0; round < 50; ++round) {
+    const std::string dir = root_ + "/race-" + std::to_string(round);
+    std::atomic<bool> go{false};
+    std::vector<std::string> seen(4);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < seen.size(); ++t) {
+      threads.emplace_back([&, t] {
+        while (!go.load()) {
+        }
+        const Status made = MakeJobDirs(root_, dir + "/checkpoints", 4321, 4322, 0700);
+        if (!made.ok()) {
+          seen[t] = made.message();
+          return;
+        }
+        struct stat st {};
+        if (stat(dir.c_str(), &st) != 0 || st.st_uid != 4321u || (st.st_mode & 07777) != 0700) {
+          seen[t] =
+              "owner " + std::to_string(st.st_uid) + " mode " + std::to_string(st.st_mode & 07777);
+        }
+      });
+    }
+    go = true;
+    for (auto& th : threads) th.join();
+    for (const std::string& s : seen) EXPECT_EQ(s, "") << dir;
+  }
+  for (const auto& e : fs::directory_iterator(root_)) {
+    EXPECT_EQ(e.path().filename().string().rfind(".", 0), std::string::npos)
+        << "a temporary directory was left: " << e.path();
+  }
 }
 
 TEST_F(JobPathsTest, PrepareJobDirsDefaultsAndRefusals) {
