@@ -119,7 +119,7 @@ def convoy_once(steps_before_kill):
         c.jobs.append(job_id)
 
         def rank_logs(attempt):
-            return glob.glob(os.path.join(c.dir, "w*", "jobs", job_id, f"attempt-{attempt}",
+            return glob.glob(os.path.join(c.dir, "w*", "jobs", job_id + "-*", f"attempt-{attempt}",
                                           "rank-*.log"))
 
         def all_started(attempt):

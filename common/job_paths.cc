@@ -37,6 +37,10 @@ std::string Errno(int err) { return std::strerror(err); }
 
 }  // namespace
 
+std::string JobDirName(const std::string& job_id, const std::string& job_uid) {
+  return IsHexId(job_uid) ? job_id + "-" + job_uid : job_id;
+}
+
 bool HasDotDotComponent(const std::string& path) {
   for (const std::string& c : Components(path)) {
     if (c == "..") return true;

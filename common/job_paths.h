@@ -57,8 +57,15 @@ Status MakeJobDirs(const std::string& root, const std::string& path, int64_t uid
                    mode_t mode);
 
 // Where one job's files go on this worker, every path canonical.
+// The name of a job's directories, under the job root and the worker's WORK/jobs, and of its
+// metrics socket: "<job id>-<job uid>" (the uid: 32 lower-case hex digits), so that the
+// job of the same id of another cluster, or of this one after a fresh state directory (ids
+// restart at j-000001), never shares them; the job id alone when `job_uid` is not one (a
+// launch from a coordinator older than uids).
+std::string JobDirName(const std::string& job_id, const std::string& job_uid);
+
 struct JobDirs {
-  std::string job_dir;         // <job root>/<job id>
+  std::string job_dir;         // <job root>/<JobDirName>
   std::string checkpoint_dir;  // default: <job dir>/checkpoints
   std::string working_dir;     // default: the job dir
   std::string data_dir;        // empty: the trainer's default
@@ -67,8 +74,8 @@ struct JobDirs {
 // Resolves the spec's paths (the arguments named after the spec's fields, empty when not
 // set) with ResolveJobPath, `data_dir` also against `data_paths`, and then creates the job
 // directory and the checkpoint directory with MakeJobDirs (mode 0700, owner `uid`:`gid`
-// when `uid` >= 0). Nothing is created when a path is refused. `job_id` must be a valid
-// name (no '/'). Errors name the field ("checkpoint_dir: ...").
+// when `uid` >= 0). Nothing is created when a path is refused. `job_id` (JobDirName's, the
+// directory's name) must be a valid name (no '/'). Errors name the field ("checkpoint_dir: ...").
 StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
                                  const std::vector<std::string>& data_paths,
                                  const std::string& job_id, const std::string& checkpoint_dir,

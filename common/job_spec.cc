@@ -370,6 +370,7 @@ class SpecReader {
             {"hang_timeout",
              [&](auto& n, auto& f) { s->set_hang_timeout_s(ToInt<int32_t>(n, f)); }},
             {"working_dir", [&](auto& n, auto& f) { s->set_working_dir(ToString(n, f)); }},
+            {"resume_from", [&](auto& n, auto& f) { s->set_resume_from(ToString(n, f)); }},
             {"priority", [&](auto& n, auto& f) { s->set_priority(ToInt<int32_t>(n, f)); }},
             {"max_runtime", [&](auto& n, auto& f) { s->set_max_runtime_s(ToInt<int64_t>(n, f)); }},
             {"preemptible", [&](auto& n, auto& f) { s->set_preemptible(ToBool(n, f)); }},
@@ -708,6 +709,7 @@ YAML::Node ToNode(const v1::JobSpec& s) {
   text("checkpoint_dir", s.checkpoint_dir());
   number("hang_timeout", s.hang_timeout_s());
   text("working_dir", s.working_dir());
+  text("resume_from", s.resume_from());
   number("priority", s.priority());
   number("max_runtime", s.max_runtime_s());
   if (s.has_preemptible()) root["preemptible"] = s.preemptible();

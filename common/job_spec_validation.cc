@@ -174,6 +174,15 @@ bool CheckPath(Problems& p, const std::string& field, const std::string& path) {
   return true;
 }
 
+}  // namespace
+
+bool IsJobIdLike(const std::string& s) {
+  if (s.size() < 3 || s.compare(0, 2, "j-") != 0) return false;
+  return s.find_first_not_of("0123456789", 2) == std::string::npos;
+}
+
+namespace {
+
 // Each message states the range its check accepts (job_spec_test's RangeMessagesMatchTheRule).
 void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
   if (!t.model().empty())
@@ -358,6 +367,7 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   CheckPath(p, "checkpoint_dir", spec.checkpoint_dir());
   CheckRange(p, "hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS);
   CheckPath(p, "working_dir", spec.working_dir());
+  if (!IsJobIdLike(spec.resume_from())) CheckPath(p, "resume_from", spec.resume_from());
   if (!spec.code_sha256().empty() &&
       (spec.code_sha256().size() != 64 ||
        spec.code_sha256().find_first_not_of("0123456789abcdef") != std::string::npos)) {

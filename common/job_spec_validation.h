@@ -50,6 +50,11 @@ using SpecFieldWritten = std::function<bool(const std::string& field)>;
 std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
                                           const SpecFieldWritten& written = nullptr);
 
+// Whether `resume_from` names a job ("j-" and digits, as the coordinator numbers them) rather
+// than a path: the one rule the coordinator (which resolves a job) and the worker (which
+// resolves a path under the job's directory) share.
+bool IsJobIdLike(const std::string& resume_from);
+
 // OK when `spec` can be run; otherwise INVALID_ARGUMENT with every problem of
 // FindSpecProblems, one "<field>: <why>" a line, the first first (JoinSpecProblemLines).
 Status ValidateJobSpec(const v1::JobSpec& spec);

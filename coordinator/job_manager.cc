@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "common/job_spec_validation.h"
 #include "common/util.h"
@@ -135,7 +136,7 @@ Status JobManager::Recover() {
   }
   auto deletions = store_.LoadFileDeletions();
   if (!deletions.ok()) return deletions.status();
-  for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = 0;
+  for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = {d.job_uid, 0};
   spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
   return Status::Ok();
 }
@@ -143,6 +144,32 @@ Status JobManager::Recover() {
 StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner,
                                          const std::string& role) {
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  // resume_from naming a job: a finished job of the same owner, fixed now by its uid (its id
+  // may name another job after a restore; its uid never does).
+  std::optional<v1::ResumeSource> resume;
+  if (IsJobIdLike(spec.resume_from())) {
+    const JobRecord* from = Find(spec.resume_from());
+    if (from == nullptr) {
+      return Status::InvalidArgument("resume_from: no job " + spec.resume_from() +
+                                     " (a finished job of yours, or a path under the job's "
+                                     "directory)");
+    }
+    if (from->job.owner() != owner) {
+      return Status::PermissionDenied(
+          "resume_from: job " + spec.resume_from() + " belongs to " +
+          (from->job.owner().empty() ? std::string("nobody") : from->job.owner()) +
+          "; a job resumes only from its owner's jobs");
+    }
+    if (!IsTerminal(from->job.state())) {
+      return Status::FailedPrecondition("resume_from: job " + spec.resume_from() + " is " +
+                                        StateName(from->job.state()) +
+                                        "; resume from it when it has finished");
+    }
+    resume.emplace();
+    resume->set_job_id(from->job.id());
+    resume->set_uid(from->job.uid());
+    resume->set_checkpoint_dir(from->job.spec().checkpoint_dir());
+  }
   v1::Job probe;
   probe.set_owner(owner);
   probe.set_owner_role(role);
@@ -207,7 +234,14 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   job.set_updated_unix_ms(job.created_unix_ms());
   job.set_owner(owner);
   job.set_owner_role(role);
-  const std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
+  std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
+  if (resume) {
+    *job.mutable_resume_source() = *resume;
+    submitted += "; starts from the newest checkpoint of job " + resume->job_id() + " (uid " +
+                 resume->uid() + ")";
+  } else if (!spec.resume_from().empty()) {
+    submitted += "; starts from " + spec.resume_from() + " (resume_from)";
+  }
   job.set_message(submitted);
   v1::JobEvent event;
   event.set_time_unix_ms(job.created_unix_ms());
@@ -503,6 +537,7 @@ StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attem
   v1::ReadLogs* read = msg.mutable_read_logs();
   read->set_request_id(request_id);
   read->set_job_id(id);
+  read->set_job_uid(r->job.uid());
   read->set_attempt(attempt);
   read->set_rank(rank);
   read->set_offset(offset);

@@ -467,9 +467,14 @@ class JobManager {
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
   LogBroker logs_;
-  // Files of deleted jobs that workers are yet to remove: worker -> job id -> when to ask
-  // again (monotonic ms; 0: asked, no answer yet).
-  std::map<std::string, std::map<std::string, int64_t>> file_deletions_;
+  // Files of deleted jobs that workers are yet to remove: worker -> job id -> the job's uid
+  // (which names its directories there) and when to ask again (monotonic ms; 0: asked, no
+  // answer yet).
+  struct PendingFileDeletion {
+    std::string job_uid;
+    int64_t retry_at = 0;
+  };
+  std::map<std::string, std::map<std::string, PendingFileDeletion>> file_deletions_;
   int64_t next_deletion_retry_mono_ms_ = 0;
   int64_t next_retention_mono_ms_ = 0;
 };

@@ -25,6 +25,7 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
         "job " + id + " is " + StateName(state) + " but the ranks of its attempt " +
         std::to_string(r->rt.attempt) + " are still being stopped; try again in a few seconds");
   }
+  const std::string uid = r->job.uid();
   std::set<std::string> workers;
   for (const v1::Attempt& a : r->job.attempts()) {
     for (const v1::NodeAssignment& n : a.nodes()) workers.insert(n.worker());
@@ -32,10 +33,12 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
   Status st = store_.DeleteJob(id);
   if (!st.ok()) return Status::Unavailable("cannot delete job " + id + ": " + st.message());
   for (const std::string& w : workers) {
-    (void)store_.SaveFileDeletion({w, id}, true);
-    file_deletions_[w][id] = 0;
+    (void)store_.SaveFileDeletion({w, id, uid}, true);
+    file_deletions_[w][id] = {uid, 0};
     v1::CoordinatorMessage msg;
     msg.mutable_delete_job_files()->set_job_id(id);
+    msg.mutable_delete_job_files()->set_job_uid(uid);
+    msg.mutable_delete_job_files()->set_cluster_id(options_.cluster_id);
     channel_.Send(w, msg);  // not connected: sent when it registers
   }
   // Out of every index (a finished, released job is in none but these).
@@ -57,7 +60,7 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
 std::vector<FileDeletion> JobManager::PendingFileDeletions() const {
   std::vector<FileDeletion> out;
   for (const auto& [worker, jobs] : file_deletions_) {
-    for (const auto& [id, retry] : jobs) out.push_back({worker, id});
+    for (const auto& [id, pending] : jobs) out.push_back({worker, id, pending.job_uid});
   }
   return out;
 }
@@ -70,11 +73,11 @@ void JobManager::OnJobFilesDeleted(const std::string& worker, const v1::JobFiles
   if (!msg.error().empty()) {
     spdlog::warn("worker {} kept files of deleted job {}: {}; asking again in {} s", worker,
                  msg.job_id(), msg.error(), kFileDeletionRetryMs / 1000);
-    it->second = clock_.NowMonotonicMs() + kFileDeletionRetryMs;
+    it->second.retry_at = clock_.NowMonotonicMs() + kFileDeletionRetryMs;
     return;
   }
   spdlog::info("worker {} removed the files of deleted job {}", worker, msg.job_id());
-  (void)store_.SaveFileDeletion({worker, msg.job_id()}, false);
+  (void)store_.SaveFileDeletion({worker, msg.job_id(), ""}, false);
   w->second.erase(it);
   if (w->second.empty()) file_deletions_.erase(w);
 }
@@ -83,12 +86,14 @@ void JobManager::SendFileDeletions(const std::string& worker, bool all) {
   auto w = file_deletions_.find(worker);
   if (w == file_deletions_.end()) return;
   const int64_t now = clock_.NowMonotonicMs();
-  for (auto& [id, retry_at] : w->second) {
-    if (!all && (retry_at == 0 || now < retry_at)) continue;
+  for (auto& [id, pending] : w->second) {
+    if (!all && (pending.retry_at == 0 || now < pending.retry_at)) continue;
     v1::CoordinatorMessage msg;
     msg.mutable_delete_job_files()->set_job_id(id);
+    msg.mutable_delete_job_files()->set_job_uid(pending.job_uid);
+    msg.mutable_delete_job_files()->set_cluster_id(options_.cluster_id);
     if (!channel_.Send(worker, msg)) return;
-    retry_at = 0;
+    pending.retry_at = 0;
   }
 }
 

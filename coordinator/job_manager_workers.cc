@@ -133,6 +133,21 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   if (!waiting_.empty()) schedule_needed_ = true;
   v1::RegisterAck ack;
   ack.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  // Snapshots in its host memory that no job of this cluster that may still run owns
+  // (another cluster's, a finished job's, or one this coordinator never had): it removes them.
+  if (reg.snapshot_keys_size() > 0) {
+    std::set<std::string> live;
+    for (const std::string& id : active_) {
+      live.insert(id);  // a key from before identities
+      const std::string& uid = jobs_.at(id).job.uid();
+      if (!uid.empty() && !options_.cluster_id.empty()) {
+        live.insert(options_.cluster_id + "-" + uid);
+      }
+    }
+    for (const std::string& key : reg.snapshot_keys()) {
+      if (live.count(key) == 0) ack.add_stale_snapshot_keys(key);
+    }
+  }
   return ack;
 }
 
@@ -247,6 +262,9 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
     *out.mutable_launch() =
         PlanLaunch(r->job.id(), r->rt.attempt, r->job.spec(), nodes, n.group_rank(), msg.port());
     out.mutable_launch()->set_job_uid(r->job.uid());
+    if (r->job.has_resume_source()) {
+      *out.mutable_launch()->mutable_resume_source() = r->job.resume_source();
+    }
     out.mutable_launch()->set_cluster_id(options_.cluster_id);
     if (!channel_.Send(n.worker(), out)) {
       ReportFailure(*r, FailureFor(*r, n.ranks_size() > 0 ? n.ranks(0) : 0, n.worker()));

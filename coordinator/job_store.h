@@ -22,6 +22,9 @@ namespace convoy {
 struct FileDeletion {
   std::string worker;
   std::string job_id;
+  // The job's uid: its directories on the worker are named by it (JobDirName), so a retry
+  // after the job is gone from the store still names them. Empty from an older store.
+  std::string job_uid;
   bool operator<(const FileDeletion& o) const {
     return worker != o.worker ? worker < o.worker : job_id < o.job_id;
   }

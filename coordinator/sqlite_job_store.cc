@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS job_metrics (
 CREATE TABLE IF NOT EXISTS file_deletions (
   worker TEXT NOT NULL,        -- a worker yet to remove the files of
   job_id TEXT NOT NULL,        -- this deleted job (DeleteJobFiles not yet answered)
+  job_uid TEXT NOT NULL DEFAULT '',  -- its uid (added later: see OpenSchema)
   PRIMARY KEY (worker, job_id)
 );
 CREATE TABLE IF NOT EXISTS workers (
@@ -179,6 +180,12 @@ StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string
   // FULL: a committed transition survives a power loss, not only a process crash.
   CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
   CONVOY_RETURN_IF_ERROR(store->Exec(kSchema));
+  // file_deletions.job_uid came after the table: added to an older file (an older
+  // coordinator names its columns, so it still reads and writes the table).
+  if (Stmt probe(db, "SELECT job_uid FROM file_deletions LIMIT 0"); !probe.ok()) {
+    CONVOY_RETURN_IF_ERROR(
+        store->Exec("ALTER TABLE file_deletions ADD COLUMN job_uid TEXT NOT NULL DEFAULT ''"));
+  }
   CONVOY_RETURN_IF_ERROR(
       store->Exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str()));
   CONVOY_RETURN_IF_ERROR(
@@ -430,21 +437,25 @@ Status SqliteJobStore::SaveFileDeletion(const FileDeletion& deletion, bool pendi
 }
 
 Status SqliteJobStore::WriteFileDeletion(const FileDeletion& deletion, bool pending) {
-  Stmt s(Cached(pending ? "INSERT OR IGNORE INTO file_deletions(worker, job_id) VALUES(?, ?)"
+  Stmt s(Cached(pending ? "INSERT OR REPLACE INTO file_deletions(worker, job_id, job_uid) "
+                          "VALUES(?, ?, ?)"
                         : "DELETE FROM file_deletions WHERE worker = ? AND job_id = ?"));
   if (!s.ok()) return Error("prepare file_deletions");
   s.Text(1, deletion.worker);
   s.Text(2, deletion.job_id);
+  if (pending) s.Text(3, deletion.job_uid);
   if (s.Step() != SQLITE_DONE) return Error("write the file deletion of " + deletion.job_id);
   return Status::Ok();
 }
 
 StatusOr<std::vector<FileDeletion>> SqliteJobStore::LoadFileDeletions() {
   std::vector<FileDeletion> out;
-  Stmt s(db_, "SELECT worker, job_id FROM file_deletions ORDER BY worker, job_id");
+  Stmt s(db_, "SELECT worker, job_id, job_uid FROM file_deletions ORDER BY worker, job_id");
   if (!s.ok()) return Error("read file_deletions");
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.ColumnText(0), s.ColumnText(1)});
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({s.ColumnText(0), s.ColumnText(1), s.ColumnText(2)});
+  }
   if (rc != SQLITE_DONE) return Error("read file_deletions");
   return out;
 }

@@ -107,7 +107,9 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
     }
     const std::string foreign =
         IdentityMismatch(found_cluster, found_uid, id.cluster_id, id.job_uid);
-    if (!foreign.empty()) throw std::runtime_error(foreign);
+    const bool named = id.resume_any || (!id.resume_uid.empty() && found_uid == id.resume_uid &&
+                                         found_cluster == id.cluster_id);
+    if (!foreign.empty() && !named) throw std::runtime_error(foreign);
   }
   torch::Tensor p;
   root.read("position", p);

@@ -35,6 +35,10 @@ struct StateIdentity {
   int64_t samples = 0;
   std::string job_uid;
   std::string cluster_id;
+  // Deliberate resume (spec.resume_from): state of this uid (of the same cluster) is accepted
+  // too; with `resume_any`, state of any identity (a path the user named).
+  std::string resume_uid{};
+  bool resume_any = false;
 };
 
 // Serialises model + optimiser + position + the counts of `pos.epoch` + identity to bytes.

@@ -85,6 +85,7 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--checkpoint-dir", text(&o->checkpoint_dir)},
       {"--snapshot-every", int_flag(&o->snapshot_every, 0, int64_t{1} << 40)},
       {"--snapshot-dir", text(&o->snapshot_dir)},
+      {"--resume-from", text(&o->resume_from)},
       {"--max-world-size", int_flag(&o->max_world_size, 1, 1 << 20)},
       {"--data-dir", text(&o->data_dir)},
       {"--data-cache", text(&o->data_cache)},
@@ -160,6 +161,10 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   if (const char* v = std::getenv("CONVOY_JOB_ID")) o->job_id = v;
   if (const char* v = std::getenv("CONVOY_JOB_UID")) o->job_uid = v;
   if (const char* v = std::getenv("CONVOY_CLUSTER_ID")) o->cluster_id = v;
+  if (o->resume_from.empty()) {
+    if (const char* v = std::getenv("CONVOY_RESUME_FROM")) o->resume_from = v;
+  }
+  if (const char* v = std::getenv("CONVOY_RESUME_FROM_UID")) o->resume_from_uid = v;
   if (o->max_world_size == 0) {
     std::string err = env_int("CONVOY_MAX_WORLD_SIZE", 1, 1 << 20, &o->max_world_size);
     if (!err.empty()) return err;

@@ -37,6 +37,11 @@ struct Options {
   // run by hand): any state of the same model, seed and data set is used, as before.
   std::string job_uid;
   std::string cluster_id;
+  // CONVOY_RESUME_FROM (spec.resume_from): a checkpoint file or a directory of them to start
+  // from when the job has no state of its own. CONVOY_RESUME_FROM_UID: the job that saved
+  // them, whose identity is then accepted; empty: a path the user named, any is accepted.
+  std::string resume_from;
+  std::string resume_from_uid;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // The per-host cache of decompressed data (trainer/data_cache.h): --data-cache, else
   // CONVOY_CACHE_DIR (set by the worker); empty: every start decompresses the .gz files.

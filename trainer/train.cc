@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -184,6 +187,45 @@ void Training::Connect() {
             << std::endl;
 }
 
+StateIdentity Training::ResumeIdentity() const {
+  StateIdentity id = Identity();
+  id.resume_uid = o_.resume_from_uid;
+  id.resume_any = o_.resume_from_uid.empty();
+  return id;
+}
+
+std::optional<FoundCheckpoint> Training::ReadResumeFrom(int64_t& step) {
+  const StateIdentity id = ResumeIdentity();
+  auto probe = [&](const std::string& b) {
+    auto probe_model = MakeModel(o_.model);
+    auto probe_opt = MakeOptimizer(o_, base_lr_, probe_model->parameters());
+    std::vector<uint8_t> counts;
+    step = LoadState(b, *probe_model, *probe_opt, id, Shape(), &counts).global_step;
+  };
+  std::error_code ec;
+  std::optional<FoundCheckpoint> found;
+  if (std::filesystem::is_directory(o_.resume_from, ec)) {
+    found = ReadNewestValid(o_.resume_from, probe);
+  } else {
+    std::ifstream in(o_.resume_from, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      if (!in.is_open()) throw std::runtime_error("cannot read it");
+      probe(bytes);
+      found = FoundCheckpoint{o_.resume_from, std::move(bytes)};
+    } catch (const std::exception& e) {
+      std::cerr << ("not resuming from " + o_.resume_from + ": " +
+                    std::string(e.what()).substr(0, 200) + "\n")
+                << std::flush;
+    }
+  }
+  if (!found) {
+    std::cout << ("resume_from " + o_.resume_from + ": no checkpoint to start from there\n")
+              << std::flush;
+  }
+  return found;
+}
+
 void Training::Resume() {
   const StateIdentity id = Identity();
   SnapshotMeta identity;
@@ -218,12 +260,20 @@ void Training::Resume() {
     if (found) {
       mine = Newer(StateOffer{"checkpoint", found->path, step, std::move(found->bytes)},
                    std::move(mine));
+    } else if (!o_.resume_from.empty()) {
+      // No checkpoint of its own yet: the one the user named (resume_from). A snapshot of the
+      // job's own (a later attempt on a host) is newer and wins below.
+      if (auto named = ReadResumeFrom(step)) {
+        mine = Newer(StateOffer{"resume_from", named->path, step, std::move(named->bytes)},
+                     std::move(mine));
+      }
     }
   }
   std::optional<AgreedState> agreed = AgreeOnNewestState(*dist_, device_, std::move(mine));
   counts_ = SampleCounts(train_.size());
   if (agreed) {
-    pos_ = LoadState(agreed->state.bytes, *model_, *optimizer_, id, Shape(),
+    pos_ = LoadState(agreed->state.bytes, *model_, *optimizer_,
+                     agreed->state.kind == "resume_from" ? ResumeIdentity() : id, Shape(),
                      &counts_.mutable_counts(), device_);
     std::cout << "resumed from " << agreed->state.kind << " " << agreed->state.path << " at epoch "
               << pos_.epoch << ", step " << pos_.global_step << " (sample " << pos_.sample

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,11 @@ class Training {
   // The last will: a snapshot of the last completed step, before leaving on an error.
   void LastWill(const std::string& why);
   void Checkpoint(const Position& pos, const std::vector<uint8_t>& counts);
+  // Identity() that also accepts the state spec.resume_from names.
+  StateIdentity ResumeIdentity() const;
+  // rank 0: the newest valid checkpoint at o_.resume_from (a file or a directory), its step in
+  // `step`; nothing (and a line saying so) when there is none.
+  std::optional<FoundCheckpoint> ReadResumeFrom(int64_t& step);
   StateIdentity Identity() const {
     return StateIdentity{o_.seed, train_.size(), o_.job_uid, o_.cluster_id};
   }

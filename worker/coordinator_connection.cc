@@ -160,7 +160,9 @@ void CoordinatorConnection::Serve() {
       });
       spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)", target_,
                    reg.register_().attempts_size());
-      supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms());
+      const auto& stale = msg.register_ack().stale_snapshot_keys();
+      supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms(),
+                               std::vector<std::string>(stale.begin(), stale.end()));
       while (stream->Read(&msg)) {
         // A Launch that ships code: fetch it first (the supervisor only reads the cache).
         if (msg.has_launch() && !msg.launch().spec().code_sha256().empty()) {

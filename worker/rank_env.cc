@@ -58,6 +58,10 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   if (!files.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = files.error_file;
   if (!files.snapshot_dir.empty()) env["CONVOY_SNAPSHOT_DIR"] = files.snapshot_dir;
   if (!files.preempt_file.empty()) env["CONVOY_PREEMPT_FILE"] = files.preempt_file;
+  if (!files.resume_from.empty()) {
+    env["CONVOY_RESUME_FROM"] = files.resume_from;
+    if (!files.resume_from_uid.empty()) env["CONVOY_RESUME_FROM_UID"] = files.resume_from_uid;
+  }
   return env;
 }
 

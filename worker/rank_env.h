@@ -24,6 +24,12 @@ struct RankFiles {
   // rank SIGTERM to save its state and stop (preemption, an elastic resize, drain --now);
   // absent when a SIGTERM means a cancel or a teardown.
   std::string preempt_file;
+  // CONVOY_RESUME_FROM: the place spec.resume_from names, resolved under the job root (a
+  // checkpoint file or a directory of them); empty when the job starts from nothing of
+  // another's. CONVOY_RESUME_FROM_UID: the uid whose state it holds, when it names a job (the
+  // trainer accepts that uid's state besides its own; a path names no uid: any is accepted).
+  std::string resume_from;
+  std::string resume_from_uid;
 };
 
 // `base` (the worker's allowlisted environment, AllowedWorkerEnvironment), then the spec's env,

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -53,15 +54,41 @@ time_t NewestMtime(const std::string& dir) {
   return newest;
 }
 
-// A name SnapshotKey makes: "<cluster id>-<job uid>", or a job id.
+}  // namespace
+
 bool IsSnapshotKey(const std::string& name) {
   if (name.size() == 65 && name[32] == '-') {
     return IsHexId(name.substr(0, 32)) && IsHexId(name.substr(33));
   }
-  return IsValidName(name);
+  return IsValidName(name) && name != "." && name != "..";
 }
 
-}  // namespace
+std::vector<std::string> ListSnapshotKeys(const std::string& root) {
+  std::vector<std::string> keys;
+  if (DIR* d = opendir(root.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (IsSnapshotKey(name)) keys.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+int64_t SnapshotDirBytes(const std::string& dir) {
+  int64_t total = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      struct stat sb {};
+      if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+        total += static_cast<int64_t>(sb.st_size);
+      }
+    }
+    closedir(d);
+  }
+  return total;
+}
 
 std::string SnapshotKey(const std::string& job_id, const std::string& cluster_id,
                         const std::string& job_uid) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "worker/process_launcher.h"
@@ -35,6 +36,15 @@ std::string DefaultSnapshotRoot(const std::string& worker_name, const std::strin
 // (a launch from an older coordinator) the job id.
 std::string SnapshotKey(const std::string& job_id, const std::string& cluster_id,
                         const std::string& job_uid);
+
+// Whether `name` is one SnapshotKey makes: "<cluster id>-<job uid>", or a job id.
+bool IsSnapshotKey(const std::string& name);
+
+// The names under `root` that are snapshot keys, sorted (nothing when it does not exist).
+std::vector<std::string> ListSnapshotKeys(const std::string& root);
+
+// The bytes of the regular files directly in `dir` (a snapshot directory holds only those).
+int64_t SnapshotDirBytes(const std::string& dir);
 
 // Makes `root` (0711, the worker's; not a symlink) and `root`/`key` (0700, owned by
 // `user`, else the worker's own user) and returns the latter. `key`: SnapshotKey's.

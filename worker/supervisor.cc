@@ -3,6 +3,7 @@
 // supervisor_requests.cc.
 #include "worker/supervisor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -124,6 +125,24 @@ void Supervisor::Start() {
        {config_.work_dir, config_.work_dir + "/run", config_.work_dir + "/jobs"}) {
     MakeWorkerDir(d, other_user);
   }
+  // No attempt runs yet (ranks die with their worker): every metrics socket there was left
+  // by an earlier run of this worker that was killed.
+  int stale_sockets = 0;
+  const std::string run_dir = config_.work_dir + "/run";
+  if (DIR* d = opendir(run_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".sock") == 0 &&
+          unlinkat(dirfd(d), e->d_name, 0) == 0) {
+        ++stale_sockets;
+      }
+    }
+    closedir(d);
+  }
+  if (stale_sockets > 0) {
+    spdlog::info("removed {} metrics socket(s) an earlier run of this worker left in {}",
+                 stale_sockets, run_dir);
+  }
   for (const std::string& d : {config_.job_root, config_.work_dir + "/run"}) {
     const std::string bad = FirstUnsearchableDir(d, u ? u->uid : geteuid(), u ? u->gid : getegid());
     if (!bad.empty()) spdlog::warn("ranks cannot reach {}: {} is not searchable for them", d, bad);
@@ -156,10 +175,12 @@ void Supervisor::Post(const v1::CoordinatorMessage& msg) {
   (void)ignored;
 }
 
-void Supervisor::OnConnected(int heartbeat_interval_ms) {
+void Supervisor::OnConnected(int heartbeat_interval_ms,
+                             std::vector<std::string> stale_snapshot_keys) {
   Command cmd;
   cmd.resync = true;
   cmd.heartbeat_ms = std::clamp(heartbeat_interval_ms, 50, 60000);
+  cmd.stale_snapshot_keys = std::move(stale_snapshot_keys);
   {
     MutexLock lock(snap_mu_);
     cmd.since_seq = register_seq_;
@@ -379,6 +400,7 @@ void Supervisor::Handle(const Command& cmd) {
 
 void Supervisor::Resync(const Command& cmd) {
   if (cmd.link_gen != link_gen_) return;  // that connection is gone already
+  RemoveStaleSnapshots(cmd.stale_snapshot_keys);
   sending_gen_ = cmd.link_gen;
   // What happened after the Register's snapshot, which therefore it did not carry.
   for (const auto& [key, a] : attempts_) {
@@ -484,14 +506,45 @@ void Supervisor::Launch(const v1::Launch& launch) {
   const int64_t uid = config_.run_as ? int64_t{config_.run_as->uid} : -1;
   const int64_t gid = config_.run_as ? int64_t{config_.run_as->gid} : -1;
   const v1::JobSpec& given = launch.spec();
-  auto dirs = PrepareJobDirs(config_.job_root, config_.data_paths, launch.job_id(),
-                             given.checkpoint_dir(), given.working_dir(),
+  // Its directories are named by its identity, never by the job id alone (JobDirName).
+  const std::string dir_name = JobDirName(launch.job_id(), launch.job_uid());
+  auto dirs = PrepareJobDirs(config_.job_root, config_.data_paths, dir_name, given.checkpoint_dir(),
+                             given.working_dir(),
                              given.has_trainer() ? given.trainer().data_dir() : "", uid, gid);
   if (!dirs.ok()) {
     refuse(first_rank, dirs.status().message());
     return;
   }
   const std::string& checkpoint_dir = dirs->checkpoint_dir;
+  // resume_from: the named job's checkpoints (its directory under this job root, where its
+  // checkpoint_dir resolved), or a path under this job's directory.
+  std::string resume_from;
+  if (launch.has_resume_source() && !launch.resume_source().job_id().empty()) {
+    const v1::ResumeSource& from = launch.resume_source();
+    if (!IsValidName(from.job_id()) || from.job_id() == "." || from.job_id() == "..") {
+      refuse(first_rank, "resume_from: invalid job id '" + from.job_id() + "'");
+      return;
+    }
+    const std::string from_dir = config_.job_root + "/" + JobDirName(from.job_id(), from.uid());
+    if (from.checkpoint_dir().empty()) {
+      resume_from = from_dir + "/checkpoints";
+    } else {
+      auto p = ResolveJobPath("resume_from (job " + from.job_id() + "'s checkpoint_dir)",
+                              from.checkpoint_dir(), from_dir, config_.job_root);
+      if (!p.ok()) {
+        refuse(first_rank, p.status().message());
+        return;
+      }
+      resume_from = *p;
+    }
+  } else if (!given.resume_from().empty()) {
+    auto p = ResolveJobPath("resume_from", given.resume_from(), dirs->job_dir, config_.job_root);
+    if (!p.ok()) {
+      refuse(first_rank, p.status().message());
+      return;
+    }
+    resume_from = *p;
+  }
   if (!given.code_sha256().empty()) {
     // The connection fetched it before posting this Launch (worker/code_fetch.h).
     const std::string archive_path = CodeArchivePath(config_.work_dir, given.code_sha256());
@@ -516,7 +569,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     spec.mutable_trainer()->set_data_dir(dirs->data_dir);
     argv = BuildArgv(spec, config_.trainer_path);
   }
-  const std::string job_files = config_.work_dir + "/jobs/" + launch.job_id();
+  const std::string job_files = config_.work_dir + "/jobs/" + dir_name;
   const std::string dir = job_files + "/attempt-" + std::to_string(launch.attempt());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -536,14 +589,14 @@ void Supervisor::Launch(const v1::Launch& launch) {
   a.snapshot_key = SnapshotKey(launch.job_id(), launch.cluster_id(), launch.job_uid());
   a.dir = dir;
   const std::string label = "job " + a.job_id + " attempt " + std::to_string(a.attempt);
-  std::string socket_path = MetricsSocketPath(config_.work_dir, "", a.job_id, a.attempt);
+  std::string socket_path = MetricsSocketPath(config_.work_dir, "", dir_name, a.attempt);
   if (socket_path.empty()) {  // --work-dir is too deep for sun_path
     if (socket_fallback_dir_.empty()) {
       auto made = MakeSocketFallbackDir(other_user);
       if (made.ok()) socket_fallback_dir_ = *made;
       if (!made.ok()) spdlog::warn("{}", made.status().message());
     }
-    socket_path = MetricsSocketPath(config_.work_dir, socket_fallback_dir_, a.job_id, a.attempt);
+    socket_path = MetricsSocketPath(config_.work_dir, socket_fallback_dir_, dir_name, a.attempt);
   }
   auto socket =
       MetricsSocket::Open(socket_path, label, config_.run_as ? config_.run_as->uid : geteuid(),
@@ -596,6 +649,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
     files.error_file = r->error_file;
     files.snapshot_dir = snapshot_dir;
     files.preempt_file = a.dir + "/preempt";
+    files.resume_from = resume_from;
+    files.resume_from_uid = launch.has_resume_source() ? launch.resume_source().uid() : "";
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
     if (!config_.data_cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = config_.data_cache_dir;
     req.working_dir = dirs->working_dir;

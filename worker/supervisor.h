@@ -126,8 +126,10 @@ class Supervisor {
   // The worker's --work-dir (where code archives are cached, worker/code_fetch.h). Any thread.
   const std::string& work_dir() const { return config_.work_dir; }
   // The coordinator acknowledged the last BuildRegister; heartbeats every
-  // `heartbeat_interval_ms`. Any thread.
-  void OnConnected(int heartbeat_interval_ms);
+  // `heartbeat_interval_ms`. `stale_snapshot_keys` (RegisterAck's): snapshot directories that
+  // belong to no job of the cluster that may still run, removed unless an attempt here still
+  // uses one. Any thread.
+  void OnConnected(int heartbeat_interval_ms, std::vector<std::string> stale_snapshot_keys = {});
   // The stream broke. Any thread.
   void OnDisconnected();
 
@@ -193,6 +195,7 @@ class Supervisor {
     uint64_t link_gen = 0;    // resync: the connection it belongs to
     uint64_t since_seq = 0;   // resync: the Register reflected events up to this
     int heartbeat_ms = 1000;  // resync: from the RegisterAck
+    std::vector<std::string> stale_snapshot_keys;  // resync: from the RegisterAck
   };
   struct PendingRecord {
     Key key;
@@ -238,6 +241,8 @@ class Supervisor {
   // The snapshot keys of job `id`: its attempts' here (never another cluster's job of the
   // same id).
   std::set<std::string> SnapshotKeysOf(const std::string& id) const;
+  // Removes the snapshot directories of `keys` that no attempt here uses (RegisterAck).
+  void RemoveStaleSnapshots(const std::vector<std::string>& keys);
   // Writes the attempt's CONVOY_PREEMPT_FILE (its ranks are asked to save and stop).
   void WritePreemptFile(const Attempt& a, const std::string& reason);
   // Drops the snapshots of jobs that have not run here for kSnapshotIdleMs (once a minute).

@@ -10,6 +10,7 @@
 
 #include <set>
 
+#include "common/job_paths.h"
 #include "common/util.h"
 #include "worker/file_removal.h"
 #include "worker/snapshot_dir.h"
@@ -41,35 +42,42 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
     }
   }
   const std::string attempts_dir = config_.work_dir + "/jobs";
+  // Its directories' name (JobDirName): by its uid, so that the same id of another cluster
+  // is never touched.
+  const std::string name = JobDirName(id, req.job_uid());
   std::string error;
   int64_t removed = 0;
   if (keep.empty()) {
     if (!config_.snapshot_root.empty()) {
-      for (const std::string& snapshot_key : SnapshotKeysOf(id)) {
+      std::set<std::string> keys = SnapshotKeysOf(id);
+      // By its identity too: a worker that restarted since the job ran here has no attempt
+      // of it to name the directory.
+      keys.insert(SnapshotKey(id, req.cluster_id(), req.job_uid()));
+      for (const std::string& snapshot_key : keys) {
         Status st = RemoveSnapshotDir(config_.snapshot_root, snapshot_key);
         if (!st.ok() && error.empty()) error = st.message();
       }
     }
     for (const std::string& root : {attempts_dir, config_.job_root}) {
       int64_t n = 0;
-      Status st = RemoveUnder(root, id, &n);
+      Status st = RemoveUnder(root, name, &n);
       removed += n;
       if (!st.ok() && error.empty()) error = st.message();
     }
   } else {
     // Only the finished attempts' directories go now.
-    const std::string job_dir = attempts_dir + "/" + id;
+    const std::string job_dir = attempts_dir + "/" + name;
     std::vector<std::string> names;
     if (DIR* d = opendir(job_dir.c_str())) {
       while (dirent* e = readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != ".." && keep.count(name) == 0) names.push_back(name);
+        const std::string entry = e->d_name;
+        if (entry != "." && entry != ".." && keep.count(entry) == 0) names.push_back(entry);
       }
       closedir(d);
     }
-    for (const std::string& name : names) {
+    for (const std::string& entry : names) {
       int64_t n = 0;
-      Status st = RemoveUnder(job_dir, name, &n);
+      Status st = RemoveUnder(job_dir, entry, &n);
       removed += n;
       if (!st.ok() && error.empty()) error = st.message();
     }
@@ -79,7 +87,7 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   }
   if (error.empty()) {
     spdlog::info("job {} was deleted: removed its files ({} entries) from {} and {}", id, removed,
-                 attempts_dir + "/" + id, config_.job_root + "/" + id);
+                 attempts_dir + "/" + name, config_.job_root + "/" + name);
   } else {
     spdlog::warn("job {} was deleted: files left for now: {}", id, error);
   }
@@ -93,6 +101,33 @@ void Supervisor::JobFinished(const v1::JobFinished& req) {
   for (const std::string& k : SnapshotKeysOf(req.job_id())) keys.insert(k);
   keys.insert(SnapshotKey(req.job_id(), req.cluster_id(), req.job_uid()));
   RemoveFinishedJobsSnapshots();
+}
+
+void Supervisor::RemoveStaleSnapshots(const std::vector<std::string>& keys) {
+  if (config_.snapshot_root.empty() || keys.empty()) return;
+  std::set<std::string> in_use;
+  for (const auto& [key, a] : attempts_) {
+    if (a.AnyRunning()) in_use.insert(a.snapshot_key);
+  }
+  int removed = 0;
+  int64_t bytes = 0;
+  for (const std::string& key : keys) {
+    if (in_use.count(key) > 0 || !IsSnapshotKey(key)) continue;
+    const int64_t size = SnapshotDirBytes(config_.snapshot_root + "/" + key);
+    Status st = RemoveSnapshotDir(config_.snapshot_root, key);
+    if (!st.ok()) {
+      spdlog::warn("snapshots {}: not removed: {}", key, st.message());
+      continue;
+    }
+    ++removed;
+    bytes += size;
+  }
+  if (removed > 0) {
+    spdlog::info(
+        "removed the snapshots of {} job(s) that no running job of this cluster owns from {}: "
+        "{:.1f} MiB freed",
+        removed, config_.snapshot_root, static_cast<double>(bytes) / (1 << 20));
+  }
 }
 
 std::set<std::string> Supervisor::SnapshotKeysOf(const std::string& id) const {

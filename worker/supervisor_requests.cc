@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/job_paths.h"
 #include "common/util.h"
 #include "worker/attempt_dir_retention.h"
+#include "worker/snapshot_dir.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -75,6 +77,12 @@ v1::Register Supervisor::BuildRegister() {
     register_seq_ = snap->seq;
   }
   for (const v1::AttemptStatus& as : snap->attempts) *reg.add_attempts() = as;
+  // The snapshot directories in host memory (config_ does not change: any thread may read it).
+  if (!config_.snapshot_root.empty()) {
+    for (const std::string& key : ListSnapshotKeys(config_.snapshot_root)) {
+      reg.add_snapshot_keys(key);
+    }
+  }
   return reg;
 }
 
@@ -227,15 +235,17 @@ void Supervisor::AnswerLogs(const v1::ReadLogs& req) {
   } else if (IsValidName(req.job_id()) && req.attempt() >= 0 && req.rank() >= 0) {
     // Not in memory any more (worker restarted, attempt forgotten): the file may still be.
     // The name was validated, so the path stays inside the work dir.
-    path = config_.work_dir + "/jobs/" + req.job_id() + "/attempt-" +
+    path = config_.work_dir + "/jobs/" + JobDirName(req.job_id(), req.job_uid()) + "/attempt-" +
            std::to_string(req.attempt()) + "/rank-" + std::to_string(req.rank()) + ".log";
     if (!std::filesystem::exists(path)) path.clear();
   }
   // Removed by --attempt-dir-retention (worker/attempt_dir_retention.h): say so.
   const bool removed =
       IsValidName(req.job_id()) && req.attempt() >= 0 &&
-      access(AttemptTombstonePath(config_.work_dir, req.job_id(), req.attempt()).c_str(), F_OK) ==
-          0;
+      access(AttemptTombstonePath(config_.work_dir, JobDirName(req.job_id(), req.job_uid()),
+                                  req.attempt())
+                 .c_str(),
+             F_OK) == 0;
   if (removed) {
     d->set_removed(true);
     d->set_error("the logs of attempt " + std::to_string(req.attempt()) + " of job " +

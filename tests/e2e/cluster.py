@@ -224,6 +224,14 @@ class Cluster:
     def status(self, job_id):
         return json.loads(self.cli("status", job_id, "--output", "json").stdout)
 
+    def job_dir_name(self, job_id):
+        """The name of the job's directories on a worker (under the job root and WORK/jobs):
+        its id and its uid, never the id alone (ids repeat across clusters)."""
+        return f"{job_id}-{self.status(job_id)['uid']}"
+
+    def job_dir(self, job_id):
+        return os.path.join(self.job_root, self.job_dir_name(job_id))
+
     def wait_state(self, job_id, states, timeout=120):
         states = {states} if isinstance(states, str) else set(states)
 

@@ -52,7 +52,7 @@ def test_python_example_shipped_with_code_runs_on_two_nodes(make_cluster, code_d
     st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=300)
     assert st["state"] == "SUCCEEDED", (st["message"], c.logs(job, 0), c.logs(job, 1))
     assert "test accuracy" in c.logs(job, 0)
-    job_dir = os.path.join(c.job_root, job)
+    job_dir = c.job_dir(job)
     shipped = os.path.join(job_dir, "train_ddp.py")
     assert os.stat(shipped).st_uid == run_as_uid()
     assert stat.S_IMODE(os.stat(shipped).st_mode) & 0o007 == 0

@@ -27,7 +27,7 @@ def test_ranks_run_as_the_run_as_user_not_root(make_cluster):
     lines = c.logs(job, 0).splitlines()
     uid = run_as_uid()
     assert lines[0] == str(uid), lines
-    job_dir = os.path.join(c.job_root, job)
+    job_dir = c.job_dir(job)
     assert lines[3] == job_dir, lines  # the job's own directory is its working directory
     assert lines[4] == "wrote", lines  # ... and it may write there
     st_dir = os.stat(job_dir)
@@ -86,7 +86,7 @@ def test_symlink_out_of_the_job_root_fails_the_job_naming_the_field(make_cluster
     assert expected in text, text
     assert not os.path.exists("/etc/pwned")
     assert not c.job_pids(job)
-    assert not os.path.exists(os.path.join(c.job_root, job)), "nothing made for a refused job"
+    assert not os.path.exists(c.job_dir(job)), "nothing made for a refused job"
 
 
 def _others_can_read(path):
@@ -118,7 +118,7 @@ def test_hosts_stay_private_modes_and_environment(make_cluster, monkeypatch):
     assert "0077" in lines, lines  # the rank's umask: its own files are private too
     # The files the job left: none is readable or writable by others.
     left = []
-    for top in (os.path.join(c.dir, "w1"), os.path.join(c.job_root, job),
+    for top in (os.path.join(c.dir, "w1"), c.job_dir(job),
                 os.path.join(c.dir, "state")):
         for root, dirs, files in os.walk(top):
             left += [os.path.join(root, n) for n in dirs + files]
@@ -133,5 +133,5 @@ def test_hosts_stay_private_modes_and_environment(make_cluster, monkeypatch):
              if _others_can_read(p) and not (os.path.isdir(p) and
                                              os.lstat(p).st_mode & 0o077 == 0o011)]
     assert not leaky, f"readable by others: {leaky}"
-    mine = os.path.join(c.job_root, job, "mine.txt")
+    mine = os.path.join(c.job_dir(job), "mine.txt")
     assert os.lstat(mine).st_mode & 0o777 == 0o600

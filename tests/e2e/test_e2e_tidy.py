@@ -58,8 +58,8 @@ def test_list_filters_and_pages_and_delete_removes_rows_and_files(make_cluster):
     # Delete: only finished jobs; a finished one's rows and files go.
     r = c.cli("delete", waiting[0], check=False)
     assert r.returncode == 5 and "cancel it first" in r.stderr, r.stderr
-    attempts = os.path.join(c.dir, "w1", "jobs", done)
-    job_dir = os.path.join(c.job_root, done)
+    attempts = os.path.join(c.dir, "w1", "jobs", c.job_dir_name(done))
+    job_dir = c.job_dir(done)
     assert os.path.exists(os.path.join(attempts, "attempt-0", "rank-0.log"))
     assert os.path.exists(os.path.join(job_dir, "checkpoints", "ck"))
     out = c.cli("delete", done).stdout
@@ -106,20 +106,21 @@ def test_retention_removes_finished_attempt_dirs_then_whole_jobs(make_cluster):
                      coordinator_extra=["--job-retention", "1"])
     first = c.submit(ECHO)
     assert c.wait_state(first, {"SUCCEEDED", "FAILED"}, timeout=60)["state"] == "SUCCEEDED"
-    attempt_dir = os.path.join(c.dir, "w1", "jobs", first, "attempt-0")
+    attempt_dir = os.path.join(c.dir, "w1", "jobs", c.job_dir_name(first), "attempt-0")
     assert os.path.exists(os.path.join(attempt_dir, "rank-0.log"))
     # The worker: the finished attempt's directory goes 2 s after it ended (swept every 1 s).
     wait_for(lambda: not os.path.exists(attempt_dir), 20, "the attempt directory removed")
     r = c.cli("logs", first, check=False)
     assert r.returncode == 5 and "were removed from worker w1" in r.stderr, (r.returncode, r.stderr)
-    assert os.path.exists(os.path.join(c.job_root, first, "checkpoints", "ck"))
+    first_dir = c.job_dir(first)
+    assert os.path.exists(os.path.join(first_dir, "checkpoints", "ck"))
     # The coordinator keeps the newest finished job only: the second pushes the first out,
     # rows and files.
     second = c.submit(ECHO)
     assert c.wait_state(second, {"SUCCEEDED", "FAILED"}, timeout=60)["state"] == "SUCCEEDED"
     wait_for(lambda: c.cli("status", first, check=False).returncode == 4, 30,
              "the first job deleted by --job-retention 1")
-    wait_for(lambda: not os.path.exists(os.path.join(c.job_root, first))
-             and not os.path.exists(os.path.join(c.dir, "w1", "jobs", first)), 15,
+    wait_for(lambda: not os.path.exists(first_dir)
+             and not os.path.exists(os.path.dirname(attempt_dir)), 15,
              "the first job's files gone")
     assert c.status(second)["state"] == "SUCCEEDED"

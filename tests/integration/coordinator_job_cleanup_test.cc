@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/job_paths.h"
 #include "tests/support/test_cluster.h"
 #include "worker/attempt_dir_retention.h"
 #include "worker/supervisor.h"
@@ -96,8 +97,10 @@ class JobCleanupTest : public ::testing::Test {
   std::string RunJob(testing::InProcessWorker& w) {
     const std::string id = cluster_->Submit(Spec(victim_));
     EXPECT_TRUE(cluster_->WaitForState(id, v1::SUCCEEDED)) << cluster_->GetJob(id).message();
-    attempt_dir_ = w.work_dir() + "/jobs/" + id + "/attempt-0";
-    job_dir_ = w.job_root() + "/" + id;
+    // Named by the job's id and uid (JobDirName), never the id alone.
+    name_ = JobDirName(id, cluster_->GetJob(id).uid());
+    attempt_dir_ = w.work_dir() + "/jobs/" + name_ + "/attempt-0";
+    job_dir_ = w.job_root() + "/" + name_;
     EXPECT_TRUE(fs::exists(attempt_dir_ + "/rank-0.log"));
     EXPECT_TRUE(fs::exists(job_dir_ + "/checkpoints/last.pt"));
     EXPECT_TRUE(fs::is_symlink(job_dir_ + "/escape"));
@@ -106,7 +109,7 @@ class JobCleanupTest : public ::testing::Test {
   }
   void ExpectGone(testing::InProcessWorker& w, const std::string& id) {
     EXPECT_TRUE(testing::TestCluster::WaitFor(
-        [&] { return !fs::exists(job_dir_) && !fs::exists(w.work_dir() + "/jobs/" + id); }, 30s))
+        [&] { return !fs::exists(job_dir_) && !fs::exists(w.work_dir() + "/jobs/" + name_); }, 30s))
         << "files of " << id << " are still on the worker";
     EXPECT_TRUE(
         testing::TestCluster::WaitFor([&] { return Rows(cluster_->db_path(), id) == 0; }, 30s))
@@ -116,7 +119,7 @@ class JobCleanupTest : public ::testing::Test {
   }
 
   std::unique_ptr<testing::TestCluster> cluster_ = std::make_unique<testing::TestCluster>();
-  std::string victim_, attempt_dir_, job_dir_;
+  std::string victim_, name_, attempt_dir_, job_dir_;
 };
 
 TEST_F(JobCleanupTest, DeleteRemovesRowsAndWorkerFilesNeverThroughASymlink) {
@@ -162,8 +165,9 @@ TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
   testing::InProcessWorker& w1 = cluster.StartWorker("w1");
   const std::string id = cluster.Submit(Spec(victim));
   ASSERT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED)) << cluster.GetJob(id).message();
-  const std::string attempt_dir = w1.work_dir() + "/jobs/" + id + "/attempt-0";
-  const std::string job_dir = w1.job_root() + "/" + id;
+  const std::string name = JobDirName(id, cluster.GetJob(id).uid());
+  const std::string attempt_dir = w1.work_dir() + "/jobs/" + name + "/attempt-0";
+  const std::string job_dir = w1.job_root() + "/" + name;
   std::string log;
   ASSERT_TRUE(Logs(cluster, id, &log).ok());
   EXPECT_EQ(log, "hello from the rank\n");
@@ -194,7 +198,7 @@ TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
   clock.AdvanceMs(31 * kDay);
   EXPECT_TRUE(testing::TestCluster::WaitFor([&] { return Rows(cluster.db_path(), id) == 0; }, 30s));
   EXPECT_TRUE(testing::TestCluster::WaitFor(
-      [&] { return !fs::exists(job_dir) && !fs::exists(w1.work_dir() + "/jobs/" + id); }, 30s));
+      [&] { return !fs::exists(job_dir) && !fs::exists(w1.work_dir() + "/jobs/" + name); }, 30s));
   EXPECT_TRUE(fs::exists(victim + "/keep"));
   grpc::ClientContext ctx;
   v1::GetJobRequest get;

@@ -101,7 +101,7 @@ TEST_F(SqliteJobStoreTest, AForgottenWorkerLeavesWithItsPendingFileDeletions) {
       v1::WorkerInfo w;
       w.set_name(name);
       ASSERT_TRUE((*store)->SaveWorker(w).ok());
-      ASSERT_TRUE((*store)->SaveFileDeletion({name, "j-000001"}, true).ok());
+      ASSERT_TRUE((*store)->SaveFileDeletion({name, "j-000001", ""}, true).ok());
     }
     ASSERT_TRUE((*store)->DeleteWorker("w2").ok());
     ASSERT_TRUE((*store)->DeleteWorker("nobody").ok());  // not stored: no error

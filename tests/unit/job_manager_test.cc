@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "common/util.h"
 #include "tests/support/job_manager_fixture.h"
@@ -851,6 +853,82 @@ TEST_F(JobManagerTest, AJobStoredWithoutAUidGetsOneAtLoadAndKeepsIt) {
   EXPECT_EQ((*stored)[0].uid(), uid) << "written back";
   Restart();
   EXPECT_EQ(Job("j-000003").uid(), uid);
+}
+
+// A worker reports the snapshot directories it holds when it registers; the coordinator
+// names those that belong to no job of this cluster that may still run, so that the worker
+// removes them (another cluster's, a finished job's, one it never had).
+TEST_F(JobManagerTest, ARegisteringWorkerIsToldWhichOfItsSnapshotsNoLiveJobOwns) {
+  options_.cluster_id = "fedcba9876543210fedcba9876543210";
+  Restart();
+  AddWorker("w1", 1);
+  const std::string running = Submit(1, 1);
+  const std::string done = Submit(1, 1);  // waits: w1 has one slot
+  const std::string c = options_.cluster_id;
+  const std::string live_key = c + "-" + Job(running).uid();
+  const std::string waiting_key = c + "-" + Job(done).uid();
+  const std::string other_cluster = "0123456789abcdef0123456789abcdef-" + Job(running).uid();
+  v1::Register reg = Registration("w2", 1);
+  for (const std::string& k :
+       std::vector<std::string>{live_key, waiting_key, other_cluster,
+                                c + "-00000000000000000000000000000000", running, "j-000099"}) {
+    reg.add_snapshot_keys(k);
+  }
+  v1::RegisterAck ack = jm_->OnRegister(reg);
+  std::set<std::string> stale(ack.stale_snapshot_keys().begin(), ack.stale_snapshot_keys().end());
+  EXPECT_EQ(stale, (std::set<std::string>{other_cluster, c + "-00000000000000000000000000000000",
+                                          "j-000099"}));
+  // Once finished, a job's snapshots are stale too.
+  ASSERT_TRUE(jm_->Cancel(done, "", "").ok());
+  ack = jm_->OnRegister(reg);
+  stale = {ack.stale_snapshot_keys().begin(), ack.stale_snapshot_keys().end()};
+  EXPECT_EQ(stale.count(waiting_key), 1u);
+  EXPECT_EQ(stale.count(live_key), 0u);
+}
+
+// resume_from naming a job: only a finished job of the same owner, fixed at submit by its uid
+// and carried in every Launch; anything else is refused naming the field.
+TEST_F(JobManagerTest, ResumeFromNamesOnlyAFinishedJobOfTheSameOwner) {
+  AddWorker("w1", 1);
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  auto first = jm_->Submit(spec, "alice");
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(StartAttempt(*first).size(), 1u);
+  spec.set_resume_from(*first);
+  auto busy = jm_->Submit(spec, "alice");
+  ASSERT_FALSE(busy.ok());
+  EXPECT_NE(busy.status().message().find("resume_from: job " + *first + " is "), std::string::npos)
+      << busy.status().message();
+  ASSERT_TRUE(jm_->Cancel(*first, "", "alice").ok());
+  Exit("w1", *first, 0, 0, 0, SIGTERM, true);
+  auto foreign = jm_->Submit(spec, "bob");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("resume_from: job " + *first + " belongs to alice"),
+            std::string::npos)
+      << foreign.status().message();
+  spec.set_resume_from("j-424242");
+  auto missing = jm_->Submit(spec, "alice");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("resume_from: no job j-424242"), std::string::npos);
+  spec.set_resume_from(*first);
+  auto second = jm_->Submit(spec, "alice");
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(Job(*second).resume_source().uid(), Job(*first).uid());
+  ASSERT_GT(Job(*second).events_size(), 0);
+  EXPECT_NE(
+      Job(*second).events(0).reason().find("starts from the newest checkpoint of job " + *first),
+      std::string::npos)
+      << Job(*second).events(0).reason();
+  auto launches = StartAttempt(*second);
+  ASSERT_EQ(launches.size(), 1u);
+  for (const auto& [worker, l] : launches) {
+    EXPECT_EQ(l.resume_source().job_id(), *first);
+    EXPECT_EQ(l.resume_source().uid(), Job(*first).uid());
+  }
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ trainer:
   amp: "off"
   extra_args: [--log-every, 10]
 working_dir: /srv/runs/all
+resume_from: j-000007
 )",
                            "all.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
@@ -109,6 +110,10 @@ working_dir: /srv/runs/all
   ASSERT_EQ(t.extra_args_size(), 2);
   EXPECT_EQ(t.extra_args(1), "10");
   EXPECT_EQ(spec->working_dir(), "/srv/runs/all");
+  EXPECT_EQ(spec->resume_from(), "j-000007");
+  EXPECT_TRUE(IsJobIdLike(spec->resume_from()));
+  EXPECT_FALSE(IsJobIdLike("j-"));
+  EXPECT_FALSE(IsJobIdLike("checkpoints/j-1"));
 }
 
 TEST(ParseJobSpecTest, JsonCommandAndGpu) {
@@ -384,6 +389,8 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"relative checkpoint dir with ..", Base("checkpoint_dir: ../../etc\n"), "checkpoint_dir"},
       {"relative working dir with ..", Base("working_dir: a/../../b\n"), "working_dir"},
       {"working dir as a list", Base("working_dir: [/a]\n"), "working_dir"},
+      {"resume_from with ..", Base("resume_from: ../j-000001/checkpoints\n"), "resume_from"},
+      {"resume_from as a list", Base("resume_from: [j-000001]\n"), "resume_from"},
   };
   // "job.yaml: FIELD: ..." or "job.yaml:LINE:COLUMN: FIELD: ...".
   const std::regex prefix(R"(^job\.yaml:(\d+:\d+:)? ([^ ]+): )");
@@ -845,8 +852,8 @@ TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
        "--set colour=red: colour: unknown field (known: backend, checkpoint_dir, "
        "command, cpus_per_proc, env, gpus_per_proc, hang_timeout, max_nodes, "
        "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
-       "nodes, preemptible, priority, procs_per_node, resize_interval, trainer, "
-       "working_dir)"},
+       "nodes, preemptible, priority, procs_per_node, resize_interval, resume_from, "
+       "trainer, working_dir)"},
       {"max_steps", "--set max_steps: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"=3", "--set =3: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"trainer..lr=1",

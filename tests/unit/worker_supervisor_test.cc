@@ -23,6 +23,7 @@
 #include <set>
 #include <thread>
 
+#include "common/job_paths.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -575,8 +576,27 @@ TEST_F(SupervisorTest, SnapshotsAreKeyedByClusterAndJobUidNotByJobId) {
     EXPECT_EQ(r.env.at("CONVOY_SNAPSHOT_DIR"), own);
     EXPECT_EQ(r.env.at("CONVOY_JOB_UID"), kUid);
     EXPECT_EQ(r.env.at("CONVOY_CLUSTER_ID"), kCluster);
+    // Its directories are named by id and uid: never another j's.
+    const std::string job_root = *CanonicalPath(dir_.string() + "/job-root");
+    EXPECT_EQ(r.working_dir, job_root + "/j-" + kUid);
+    EXPECT_EQ(r.env.at("CONVOY_CHECKPOINT_DIR"), job_root + "/j-" + kUid + "/checkpoints");
+    EXPECT_EQ(r.env.at("TORCHELASTIC_ERROR_FILE")
+                  .rfind(dir_.string() + "/jobs/j-" + kUid + "/attempt-0/", 0),
+              0u)
+        << r.env.at("TORCHELASTIC_ERROR_FILE");
   }
   EXPECT_TRUE(std::filesystem::is_directory(own));
+  // A reconnect that calls its directory stale (the coordinator cannot know it runs here)
+  // never takes it from a running rank; another cluster's directory of the same job id goes.
+  EXPECT_EQ(sup_->BuildRegister().snapshot_keys_size(), 2);
+  sup_->OnConnected(1000, {own.substr(own.rfind('/') + 1), "j"});
+  for (int i = 0; i < 500 && std::filesystem::exists(foreign); ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_FALSE(std::filesystem::exists(foreign)) << "the stale directory was not removed";
+  EXPECT_TRUE(std::filesystem::is_directory(own)) << "a running rank's snapshots were removed";
+  std::filesystem::create_directories(foreign);
+  { std::ofstream(foreign + "/snap-000000000170.bin") << "another job's"; }
   launcher_.Exit(pids[0], 0);
   launcher_.Exit(pids[1], 0);
   v1::CoordinatorMessage finished;
