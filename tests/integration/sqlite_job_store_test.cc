@@ -133,6 +133,38 @@ void RawExec(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// A pending file deletion keeps the job's uid (which names its directories on the worker),
+// and a file written before the column existed gets it, its rows with an empty uid.
+TEST_F(SqliteJobStoreTest, PendingFileDeletionsKeepTheJobUidAndOlderFilesGetTheColumn) {
+  const std::string uid = "0123456789abcdef0123456789abcdef";
+  {
+    auto store = SqliteJobStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    ASSERT_TRUE((*store)->SaveFileDeletion({"w1", "j-000001", uid}, true).ok());
+  }
+  // As an older coordinator left it: the table without the column, one row.
+  RawExec(path_,
+          "DROP TABLE file_deletions; CREATE TABLE file_deletions (worker TEXT NOT NULL, "
+          "job_id TEXT NOT NULL, PRIMARY KEY (worker, job_id)); INSERT INTO file_deletions "
+          "VALUES('w1', 'j-000001');");
+  {
+    auto store = SqliteJobStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    auto old = (*store)->LoadFileDeletions();
+    ASSERT_TRUE(old.ok()) << old.status().message();
+    ASSERT_EQ(old->size(), 1u);
+    EXPECT_EQ((*old)[0].job_uid, "");
+    ASSERT_TRUE((*store)->SaveFileDeletion({"w2", "j-000002", uid}, true).ok());
+  }
+  auto store = SqliteJobStore::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto deletions = (*store)->LoadFileDeletions();
+  ASSERT_TRUE(deletions.ok());
+  ASSERT_EQ(deletions->size(), 2u);
+  EXPECT_EQ((*deletions)[1].worker, "w2");
+  EXPECT_EQ((*deletions)[1].job_uid, uid);
+}
+
 TEST_F(SqliteJobStoreTest, AnotherProgramsDatabaseIsRefusedAndLeftAlone) {
   RawExec(path_,
           "CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL);"
