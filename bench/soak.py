@@ -184,6 +184,7 @@ class Soak:
         self.cut = set()        # namespace links down
         self.drained = set()
         self.submitted = 0
+        self.bag = []
         self.code_dir = None
 
     # ---- the cluster
@@ -414,12 +415,20 @@ class Soak:
         if jobs is not None and len(jobs) < 3 and self.rng.random() < 0.7:
             self.submit()
             return
-        kinds = [(self.fault_kill_rank, 3), (self.fault_cut_link, 2), (self.fault_drain, 2),
-                 (self.fault_preempt, 1.5)]
-        if daemons_may_die:
-            kinds += [(self.fault_kill_worker, 2), (self.fault_kill_coordinator, 1)]
-        fns, weights = zip(*kinds)
-        self.rng.choices(fns, weights)[0]()
+        # Faults come out of a shuffled bag, refilled when empty, so that even a short run
+        # has every kind: by weight, rank kills 3, workers, links and drains 2, preemptions
+        # and the coordinator 1.
+        if not self.bag:
+            self.bag = [self.fault_kill_rank] * 3 + [self.fault_kill_worker] * 2 + \
+                [self.fault_cut_link] * 2 + [self.fault_drain] * 2 + [self.fault_preempt] + \
+                [self.fault_kill_coordinator]
+            self.rng.shuffle(self.bag)
+        fault = self.bag.pop()
+        if not daemons_may_die and fault in (self.fault_kill_worker,
+                                              self.fault_kill_coordinator):
+            return
+        if not fault():
+            self.bag.insert(0, fault)  # not possible now (nothing runs, say): later
 
     def run_due(self, everything=False):
         now = time.time()

@@ -91,16 +91,20 @@ def attribute(soak, job, st, a):
     workers = {n["worker"] for n in prev.get("nodes", [])}
     reasons = " ".join(e.get("reason", "") for e in st.get("events", [])
                        if e.get("attempt", 0) == a - 1)
-    best = None
+    best, fallback = None, None
     for f in soak.faults:
         if not end - 90 <= f["t"] <= end + 1:
             continue
         target = f["target"]
-        hit = (target == job or target in workers or target == "coordinator" or
+        if target == "coordinator":
+            # Only when nothing aimed at the job or its workers explains it.
+            fallback = f if fallback is None or f["t"] > fallback["t"] else fallback
+            continue
+        hit = (target == job or target in workers or
                (f["kind"].startswith("preempt") and f"preempted by {target}" in reasons))
         if hit and (best is None or f["t"] > best["t"]):
             best = f
-    return best
+    return best or fallback
 
 
 def check_job(soak, job, results):
@@ -110,6 +114,8 @@ def check_job(soak, job, results):
     st = c.status(job)
     state = st["state"]
     uid = info["uid"] = st.get("uid", "")
+    if st.get("attempts"):
+        info["last_workers"] = sorted({n["worker"] for n in st["attempts"][-1].get("nodes", [])})
     logs = rank_logs(c, job)
     hist = history(c, job)
     steps = info["steps"]
@@ -216,8 +222,10 @@ def running_leftovers(soak):
             for key in sorted(os.listdir(d)):
                 job = by_uid.get(key.rsplit("-", 1)[-1], "no job of this cluster")
                 files = len(files_under(os.path.join(d, key), lambda p, s: True))
+                last = soak.jobs.get(job, {}).get("last_workers")
                 left.append(f"snapshot directory {os.path.join(d, key)} ({files} files) of "
-                            f"{job}, finished, on worker {name}")
+                            f"{job}, finished, on worker {name}" +
+                            (f" (its last attempt ran on {', '.join(last)})" if last else ""))
     if os.path.isdir(c.job_root):
         left += [f"temporary {os.path.join(c.job_root, n)}" for n in os.listdir(c.job_root)
                  if not JOB_ID.match(n)]
