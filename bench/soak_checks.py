@@ -160,6 +160,14 @@ def check_job(soak, job, results):
             results["restarts_unattributed"].append((job, a, lost))
         else:
             fault.setdefault("lost", []).append(lost)
+        _, resumes, _ = resume_of(logs.get((a, 0), ""))
+        results["restarts"].append({
+            "job": job, "attempt": a, "reached": max(before), "resumed_at": s, "lost": lost,
+            "fault": f"{fault['kind']} {fault['target']}" if fault else None,
+            "from": f"{resumes[-1]['source']} {resumes[-1]['path']}" if resumes else "step 0",
+            "why": st["attempts"][a - 1].get("failure", {}).get("reason") or " / ".join(
+                e.get("reason", "") for e in st.get("events", [])
+                if e.get("attempt", 0) == a - 1 and "preempt" in e.get("reason", ""))[:200]})
     if state == "SUCCEEDED":
         last = st["attempt"]
         ranks = sorted(r for (r, att) in hist if att == last)
@@ -239,7 +247,7 @@ def check_running(soak):
     """Every check that needs the cluster: jobs, identity, leftovers while it runs, memory."""
     c = soak.c
     results = {"violations": [], "outcomes": {}, "jobs": {}, "resumes": 0, "refused": [],
-               "unverified": 0, "restarts_unattributed": [], "leftovers": [],
+               "unverified": 0, "restarts_unattributed": [], "restarts": [], "leftovers": [],
                "memory": {}, "minutes": soak.args.minutes, "seed": soak.args.seed,
                "netns": soak.use_netns, "cluster_dir": c.dir}
     unfinished = soak.unfinished() or []
@@ -334,6 +342,15 @@ def report(soak, results):
         lost = [x[2] for x in other]
         out.append(f"| (restarts no injected fault explains) | - | {len(other)} | "
                    f"{statistics.median(lost):g} | {max(lost)} |")
+    worst = sorted(results["restarts"], key=lambda r: -r["lost"])[:5]
+    if worst and worst[0]["lost"] > 0:
+        out.append("")
+        out.append("largest losses (steps trained again after a restart):")
+        for r in worst:
+            if r["lost"] > 0:
+                out.append(f"  {r['job']} attempt {r['attempt']}: reached step {r['reached']}, "
+                           f"resumed at {r['resumed_at']} from {r['from']} ({r['lost']} lost); "
+                           f"fault: {r['fault']}; ended by: {r['why']}")
     out.append("")
     out.append("| jobs by outcome | count |")
     out.append("| --- | ---: |")
