@@ -370,7 +370,12 @@ def report(soak, results):
                f"{results['unverified']} attempt histories without a log to check against")
     for line in results["refused"][:10]:
         out.append(f"  refused: {line}")
-    out.append(f"leftovers: {', '.join(results['leftovers']) or 'none'}"
+    kinds = {}
+    for x in results["leftovers"]:
+        kind = x.split(" /")[0].split(" (")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    out.append(f"leftovers: {', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'}"
+               + (" (each in the violations below)" if kinds else "")
                + (f" (new on the machine meanwhile, maybe another run's: "
                   f"{', '.join(results['new_global'])})" if results.get("new_global") else ""))
     out.append("")
