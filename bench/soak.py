@@ -526,7 +526,9 @@ def main():
     finally:
         if soak.c is not None:
             if args.keep:
-                keep = soak.c.dir + "-kept"
+                # Not /tmp/convoy-*: scripts/leftovers.sh would take it for a test's leftover.
+                keep = os.path.join(os.path.dirname(soak.c.dir),
+                                    "soak-kept-" + os.path.basename(soak.c.dir))
                 try:
                     shutil.copytree(soak.c.dir, keep, symlinks=True,
                                     ignore=lambda d, names: [n for n in names if n.endswith(
