@@ -95,6 +95,10 @@ class Cluster:
         # (issue 26). Removed at teardown with the cluster's directory.
         self.shm_dir = tempfile.mkdtemp(prefix="convoy-e2e-", dir="/dev/shm") \
             if os.path.isdir("/dev/shm") else os.path.join(self.dir, "shm")
+        # The ranks' user must pass through it to the worker's snapshot directory (as
+        # self.dir): mkdtemp makes 0700, and the ranks then write no snapshot at all.
+        if os.path.isdir(self.shm_dir):
+            os.chmod(self.shm_dir, 0o755)
         self.secure = secure
         self.coordinator_extra = list(coordinator_extra)
         self.worker_extra = list(worker_extra)
