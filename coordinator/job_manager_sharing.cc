@@ -258,9 +258,13 @@ void JobManager::SendJobFinished(const JobRecord& r) {
   msg.mutable_job_finished()->set_job_id(r.job.id());
   msg.mutable_job_finished()->set_job_uid(r.job.uid());
   msg.mutable_job_finished()->set_cluster_id(options_.cluster_id);
+  // Every worker that ran an attempt of it may hold its snapshots, not only the last
+  // attempt's (the soak found them left on the others until the idle expiry).
   std::set<std::string> told;
-  for (const v1::NodeAssignment& n : r.job.attempts(r.job.attempts_size() - 1).nodes()) {
-    if (told.insert(n.worker()).second) channel_.Send(n.worker(), msg);
+  for (const v1::Attempt& a : r.job.attempts()) {
+    for (const v1::NodeAssignment& n : a.nodes()) {
+      if (told.insert(n.worker()).second) channel_.Send(n.worker(), msg);
+    }
   }
 }
 

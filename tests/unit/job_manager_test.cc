@@ -931,5 +931,31 @@ TEST_F(JobManagerTest, ResumeFromNamesOnlyAFinishedJobOfTheSameOwner) {
   }
 }
 
+// Every worker that ran an attempt of a job may hold its snapshots: when it finishes, each is
+// told, not only the last attempt's (the soak found snapshots left on the others).
+TEST_F(JobManagerTest, AFinishedJobIsAnnouncedToTheWorkersOfEveryAttempt) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const std::string id = Submit(1, 1, /*max_restarts=*/1);
+  auto first = StartAttempt(id);
+  ASSERT_EQ(first.size(), 1u);
+  const std::string a = first[0].first;
+  const std::string b = a == "w1" ? "w2" : "w1";
+  ASSERT_TRUE(jm_->SetDrained(a, true, "").ok());  // the restart goes to the other one
+  Exit(a, id, 0, 0, 1);
+  auto second = StartAttempt(id);
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_EQ(second[0].first, b);
+  channel_.Take(v1::CoordinatorMessage::kJobFinished);
+  Exit(b, id, 1, 0, 0);
+  ASSERT_EQ(Job(id).state(), v1::SUCCEEDED);
+  std::set<std::string> told;
+  for (const auto& [worker, msg] : channel_.Take(v1::CoordinatorMessage::kJobFinished)) {
+    EXPECT_EQ(msg.job_finished().job_uid(), Job(id).uid());
+    told.insert(worker);
+  }
+  EXPECT_EQ(told, (std::set<std::string>{"w1", "w2"}));
+}
+
 }  // namespace
 }  // namespace convoy
