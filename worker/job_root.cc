@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "common/job_paths.h"
 #include "worker/check_config.h"
@@ -30,19 +31,33 @@ StatusOr<std::string> StartupJobRoot(const std::string& flag_value, const std::s
                                      work_dir + "/job-root");
     }
   }
-  // The way to the worker's own directory too (each rank's metrics socket is in <work
-  // dir>/run); the worker makes the directory itself searchable when it starts.
+  // The way to the snapshot directory (the worker makes it, 0711, and each job's below it: a
+  // rank that cannot reach them writes no snapshots at all; the soak found e2e clusters whose
+  // snapshots were silently off so) and to the worker's own directory (each rank's metrics
+  // socket is in <work dir>/run; the worker makes the directory itself searchable).
   const uid_t uid = run_as ? run_as->uid : geteuid();
   const gid_t gid = run_as ? run_as->gid : getegid();
-  const std::string parent = std::filesystem::path(work_dir).parent_path().string();
-  const std::string bad = FirstUnsearchableDir(parent, uid, gid);
-  if (!bad.empty()) {
-    const std::string who = run_as ? "user " + run_as->name + ", uid " + std::to_string(uid)
-                                   : "uid " + std::to_string(uid);
-    return Status::InvalidArgument("--work-dir " + work_dir + ": the ranks (" + who +
-                                   ") cannot reach it: " + bad +
-                                   " is not searchable for them; choose a work dir they can "
-                                   "reach, or make that directory searchable (chmod o+x)");
+  const std::string who = run_as ? "user " + run_as->name + ", uid " + std::to_string(uid)
+                                 : "uid " + std::to_string(uid);
+  struct Way {
+    std::string flag, dir, what;
+  };
+  std::vector<Way> ways;
+  if (!snapshot_root.empty()) {
+    ways.push_back({"--snapshot-dir", snapshot_root,
+                    " is not searchable for them (their snapshots would be off); choose a "
+                    "directory they can reach, or make that one searchable (chmod o+x)"});
+  }
+  ways.push_back({"--work-dir", work_dir,
+                  " is not searchable for them; choose a work dir they can reach, or make that "
+                  "directory searchable (chmod o+x)"});
+  for (const Way& w : ways) {
+    const std::string above = std::filesystem::path(w.dir).parent_path().string();
+    const std::string bad = FirstUnsearchableDir(above, uid, gid);
+    if (!bad.empty()) {
+      return Status::InvalidArgument(w.flag + " " + w.dir + ": the ranks (" + who +
+                                     ") cannot reach it: " + bad + w.what);
+    }
   }
   return *root;
 }

@@ -18,7 +18,8 @@ namespace convoy {
 // flag) when it cannot be made, when job directories would hold or lie in the worker's own
 // directories (CheckJobRootForRanks, worker/check_config.h; and `snapshot_root`, empty for
 // none), when `run_as` (the ranks' user; nullopt: this process's user) cannot search every
-// directory down to it, or cannot pass through to `work_dir` (canonical). `create` false only
+// directory down to it, or cannot pass through to `work_dir` (canonical) or to
+// `snapshot_root`. `create` false only
 // checks: nothing is made, a missing directory is judged by its nearest existing ancestor.
 StatusOr<std::string> StartupJobRoot(const std::string& flag_value, const std::string& work_dir,
                                      const std::string& snapshot_root,

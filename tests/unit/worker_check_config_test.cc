@@ -128,6 +128,33 @@ TEST(CheckWorkerConfigTest, ReportsEveryProblem) {
   EXPECT_FALSE(std::filesystem::exists(work)) << "--check-config creates nothing";
 }
 
+// A snapshot directory the ranks cannot reach would leave their snapshots silently off.
+TEST(CheckWorkerConfigTest, ASnapshotDirectoryTheRanksCannotReachIsRefused) {
+  testing::TempDir dir;
+  chmod(dir.str().c_str(), 0711);
+  const std::string locked = dir.str() + "/locked";
+  mkdir(locked.c_str(), 0700);
+  chmod(locked.c_str(), 0700);
+  std::vector<std::string> args = {"--coordinator",    "127.0.0.1:7070",
+                                   "--name",           "w1",
+                                   "--work-dir",       dir.str() + "/work",
+                                   "--job-root",       dir.str() + "/jobs",
+                                   "--join-token",     "t",
+                                   "--ca-fingerprint", "SHA256:" + std::string(64, 'c'),
+                                   "--trainer",        "/bin/true",
+                                   "--snapshot-dir",   locked + "/shm"};
+  auto errors = CheckAll(args);
+  if (geteuid() != 0) GTEST_SKIP() << "ranks run as another user only under root";
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0].rfind("--snapshot-dir " + locked + "/shm: the ranks (user nobody", 0), 0u)
+      << errors[0];
+  EXPECT_NE(errors[0].find(locked + " (owner 0, mode 0700) is not searchable"), std::string::npos)
+      << errors[0];
+  chmod(locked.c_str(), 0711);
+  errors = CheckAll(args);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+}
+
 TEST(CheckWorkerConfigTest, AJoinTokenIsCredentials) {
   testing::TempDir dir;
   chmod(dir.str().c_str(), 0711);
