@@ -189,15 +189,19 @@ std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, in
     fsync(dfd);
     close(dfd);
   }
-  std::vector<std::string> all;
+  std::vector<std::string> all, partial;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string f = e.path().filename().string();
-    if (f.rfind("ckpt-", 0) == 0 && f.size() > 3 && f.substr(f.size() - 3) == ".pt") {
-      all.push_back(e.path().string());
-    }
+    if (f.rfind("ckpt-", 0) != 0) continue;
+    if (f.size() > 3 && f.substr(f.size() - 3) == ".pt") all.push_back(e.path().string());
+    // One rank writes checkpoints, one at a time: a temporary here now is what a writer
+    // killed in the middle left (the soak found them).
+    if (f.size() > 7 && f.substr(f.size() - 7) == ".pt.tmp") partial.push_back(e.path().string());
   }
   std::sort(all.begin(), all.end());
   for (size_t i = 0; i + 2 < all.size(); ++i) fs::remove(all[i]);
+  std::error_code ec;
+  for (const std::string& p : partial) fs::remove(p, ec);
   return path;
 }
 

@@ -60,7 +60,7 @@ AutocastScope::~AutocastScope() {
 constexpr size_t kEvalBatch = 200;
 
 EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
-                    MetricsSink& metrics) {
+                    MetricsSink& metrics, const std::function<void(bool)>& in_collective) {
   torch::NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> mine;
@@ -80,7 +80,9 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
   }
   torch::Tensor sums =
       torch::tensor({correct, loss, static_cast<double>(mine.size())}, torch::kFloat64).to(device);
+  if (in_collective) in_collective(true);
   dist.AllReduceSum(sums);
+  if (in_collective) in_collective(false);
   sums = sums.cpu();
   model.train();
   const double total = sums[2].item<double>();

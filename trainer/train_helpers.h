@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +45,10 @@ struct EvalResult {
   double loss = 0;
 };
 // Test accuracy and loss over `test`, each rank a share, summed across ranks (collective).
+// `in_collective(true)` just before the one call that waits on the other ranks,
+// `in_collective(false)` after it.
 EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
-                    MetricsSink& metrics);
+                    MetricsSink& metrics, const std::function<void(bool)>& in_collective = nullptr);
 
 // Seconds since this process was started by the kernel (includes loading libtorch).
 double ProcessAgeSeconds();

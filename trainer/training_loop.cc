@@ -209,9 +209,15 @@ int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
     }
   }
   if (o_.eval && (epoch_done || pos_.global_step >= total_steps_)) {
-    watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
-    EvalResult r = Evaluate(*model_, test_, *dist_, device_, *metrics_);
-    watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
+    // Training is complete: its state goes to disk before the evaluation, so that a stop
+    // during it (a preemption, a lost worker) costs only the evaluation, on any host.
+    if (pos_.global_step >= total_steps_) Checkpoint(pos_, counts_.counts());
+    // Only its all-reduce waits on the other ranks: the forward passes before it are this
+    // rank's own work, which a SIGTERM lets finish (the watchdog's stuck timer is for a
+    // collective whose peer does not answer, not for seconds of local computation).
+    EvalResult r = Evaluate(*model_, test_, *dist_, device_, *metrics_, [this](bool in) {
+      watchdog_->SetPhase(in ? StopWatchdog::Phase::kCollective : StopWatchdog::Phase::kTraining);
+    });
     last_accuracy_ = r.accuracy;
     metrics_->Write("eval", {{"step", static_cast<double>(pos_.global_step)},
                              {"epoch", static_cast<double>(epoch)},
