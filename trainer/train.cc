@@ -211,7 +211,11 @@ void Training::Connect() {
   std::cout << "rendezvous with " << o_.world_size << " rank(s) at " << o_.master_addr << ":"
             << o_.master_port << " took " << rendezvous_s_ << " s; " << sync_->num_buckets()
             << " gradient bucket(s) (" << o_.ddp << "); all-reduce over " << dist_->allreduce_path()
-            << "; compression " << compression_ << std::endl;
+            << "; compression " << compression_
+            << (compression_ != "none" && dist_->shared_memory() != nullptr
+                    ? " (the compressed gradient buckets travel over " + backend_ + ")"
+                    : "")
+            << std::endl;
 }
 
 std::string Training::ChooseCompression() {
