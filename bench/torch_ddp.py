@@ -63,6 +63,11 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16", "powersgd"],
+                   help="a DDP communication hook (bench/ddp_shaped_link): fp16_compress_hook, "
+                        "bf16_compress_hook, or PowerSGDState + powerSGD_hook")
+    p.add_argument("--powersgd-rank", type=int, default=2)
+    p.add_argument("--powersgd-start-step", type=int, default=10)
     p.add_argument("--print-steps", action="store_true", help="a STEP line per step (restart bench)")
     p.add_argument("--print-startup", action="store_true",
                    help="a startup {...} line of phase times at the first step (start_latency)")
@@ -86,6 +91,17 @@ def main():
     if world > 1:
         dist.init_process_group("gloo")
         model = nn.parallel.DistributedDataParallel(model)
+        if a.hook != "none":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+            if a.hook == "powersgd":
+                # PyTorch wants start_powerSGD_iter > 1 with error feedback and warm start.
+                state = powerSGD_hook.PowerSGDState(
+                    process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                    start_powerSGD_iter=max(2, a.powersgd_start_step), random_seed=a.seed)
+                model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+            else:
+                model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.hook == "fp16"
+                                         else default_hooks.bf16_compress_hook)
     startup["rendezvous_unix"] = time.time()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     sampler = torch.utils.data.distributed.DistributedSampler(

@@ -266,6 +266,11 @@ class SpecReader {
             {"amp", [&](auto& n, auto& f) { t->set_amp(ToString(n, f)); }},
             {"snapshot_every",
              [&](auto& n, auto& f) { t->set_snapshot_every(ToInt<int64_t>(n, f)); }},
+            {"compression", [&](auto& n, auto& f) { t->set_compression(ToString(n, f)); }},
+            {"powersgd_rank",
+             [&](auto& n, auto& f) { t->set_powersgd_rank(ToInt<int32_t>(n, f)); }},
+            {"powersgd_start_step",
+             [&](auto& n, auto& f) { t->set_powersgd_start_step(ToInt<int64_t>(n, f)); }},
             {"extra_args",
              [&](auto& n, auto& f) {
                ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
@@ -688,6 +693,9 @@ YAML::Node ToNode(const v1::JobSpec& s) {
     if (!t.allreduce().empty()) n["allreduce"] = t.allreduce();
     if (!t.amp().empty()) n["amp"] = t.amp();
     if (t.has_snapshot_every()) n["snapshot_every"] = t.snapshot_every();
+    if (!t.compression().empty()) n["compression"] = t.compression();
+    if (t.has_powersgd_rank()) n["powersgd_rank"] = t.powersgd_rank();
+    if (t.powersgd_start_step() != 0) n["powersgd_start_step"] = t.powersgd_start_step();
     if (t.extra_args_size() > 0) {
       YAML::Node args(YAML::NodeType::Sequence);
       for (const auto& a : t.extra_args()) args.push_back(a);

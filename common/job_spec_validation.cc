@@ -208,6 +208,15 @@ void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
   CheckOneOf(p, "trainer.ddp", t.ddp(), {"", "hooks", "reducer"});
   CheckOneOf(p, "trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"});
   CheckOneOf(p, "trainer.amp", t.amp(), {"", "off", "bf16"});
+  CheckOneOf(p, "trainer.compression", t.compression(),
+             {"", "none", "bf16", "fp16", "powersgd", "auto"});
+  if (t.ddp() == "reducer" && !t.compression().empty() && t.compression() != "none") {
+    p.Add("trainer.compression",
+          "'" + t.compression() + "' needs ddp: hooks (the Reducer path does not compress)");
+  }
+  if (t.has_powersgd_rank()) CheckRange(p, "trainer.powersgd_rank", t.powersgd_rank(), 1, 64);
+  CheckRange<int64_t>(p, "trainer.powersgd_start_step", t.powersgd_start_step(), 0,
+                      int64_t{1} << 40);
   if (t.has_accumulate()) CheckRange(p, "trainer.accumulate", t.accumulate(), 1, 1024);
   if (t.has_bucket_mb() && !(t.bucket_mb() >= 0.001 && t.bucket_mb() <= 1024)) {
     p.Add("trainer.bucket_mb", "must be between 0.001 and 1024, got " + Number(t.bucket_mb()) +

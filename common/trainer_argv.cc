@@ -42,6 +42,11 @@ std::vector<std::string> BuildArgv(const v1::JobSpec& spec, const std::string& t
   if (!t.ddp().empty()) add("--ddp", t.ddp());
   if (!t.allreduce().empty()) add("--allreduce", t.allreduce());
   if (!t.amp().empty()) add("--amp", t.amp());
+  if (!t.compression().empty()) add("--compression", t.compression());
+  if (t.has_powersgd_rank()) add("--powersgd-rank", std::to_string(t.powersgd_rank()));
+  if (t.powersgd_start_step() > 0) {
+    add("--powersgd-start-step", std::to_string(t.powersgd_start_step()));
+  }
   add("--backend", spec.backend().empty() ? "gloo" : spec.backend());
   argv.insert(argv.end(), t.extra_args().begin(), t.extra_args().end());
   return argv;

@@ -10,9 +10,15 @@
 namespace convoy::trainer {
 
 std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
-                                       Dist& dist, double bucket_mb) {
-  if (kind == "reducer" && dist.world() > 1) return dist.NewReducer(std::move(params), bucket_mb);
-  return std::make_unique<HookGradSync>(std::move(params), dist, bucket_mb);
+                                       Dist& dist, double bucket_mb,
+                                       const CompressionOptions& compression) {
+  if (kind == "reducer" && dist.world() > 1) {
+    if (compression.kind != "none") {
+      throw std::invalid_argument("--compression " + compression.kind + ": needs --ddp hooks");
+    }
+    return dist.NewReducer(std::move(params), bucket_mb);
+  }
+  return std::make_unique<HookGradSync>(std::move(params), dist, bucket_mb, compression);
 }
 
 void BroadcastFromRankZero(Dist& dist, std::vector<torch::Tensor> params,
@@ -28,7 +34,10 @@ void ClearGrads(const std::vector<torch::Tensor>& params) {
   }
 }
 
-HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb)
+HookGradSync::~HookGradSync() = default;
+
+HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb,
+                           const CompressionOptions& compression)
     : params_(std::move(params)),
       dist_(dist),
       where_(params_.size()),
@@ -55,6 +64,14 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
                                 params_[current.params[0]].options());
     buckets_.push_back(std::move(current));
   }
+  for (Bucket& b : buckets_) {
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      const torch::Tensor& p = params_[b.params[s]];
+      b.layout.shapes.push_back(p.sizes().vec());
+      b.layout.offsets.push_back(b.offsets[s]);
+      b.layout.numel += p.numel();
+    }
+  }
   // The control floats after the last bucket's gradients.
   {
     Bucket& last = buckets_.back();
@@ -62,6 +79,8 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
     last.flat = torch::cat({last.flat, torch::zeros({kControlFloats}, last.flat.options())});
   }
   if (dist_.world() == 1) return;  // nothing to synchronise
+  compressor_ = MakeCompressor(compression, dist_);
+  if (compressor_ != nullptr) executor_ = std::make_unique<SerialExecutor>();
   int64_t total = kControlFloats;
   bool plain = true;
   for (const auto& p : params_) {
@@ -69,7 +88,7 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
     plain = plain && p.device().is_cpu() && p.scalar_type() == torch::kFloat32;
   }
   ShmAllReduce* shm = dist_.shared_memory();
-  if (shm != nullptr && plain && total <= shm->capacity()) {
+  if (shm != nullptr && plain && total <= shm->capacity() && compressor_ == nullptr) {
     arena_ = shm;
     int64_t offset = 0;
     for (Bucket& b : buckets_) {
@@ -132,7 +151,15 @@ void HookGradSync::LaunchReady() {
   while (next_launch_ < buckets_.size() &&
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& b = buckets_[next_launch_++];
-    if (arena_ != nullptr) {
+    if (next_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
+    if (compressor_ != nullptr) {
+      const size_t index = next_launch_ - 1;
+      b.pending = std::make_unique<FuturePending>(executor_->Submit([this, index] {
+        Bucket& bucket = buckets_[index];
+        compressor_->Reduce(index, bucket.flat, bucket.layout);
+        bucket.done = std::chrono::steady_clock::now();
+      }));
+    } else if (arena_ != nullptr) {
       b.pending =
           std::make_unique<FuturePending>(arena_->SumRangeAsync(b.arena_offset, b.flat.numel()));
     } else {
@@ -160,9 +187,18 @@ void HookGradSync::Finish() {
     }
   }
   LaunchReady();
+  using SteadyClock = std::chrono::steady_clock;
+  SteadyClock::time_point last_done = first_launch_;
+  double waited = 0;
   for (Bucket& b : buckets_) {
+    const SteadyClock::time_point t0 = SteadyClock::now();
     b.pending->Wait();
-    if (&b == &buckets_.back()) {
+    const SteadyClock::time_point t1 = SteadyClock::now();
+    waited += std::chrono::duration<double>(t1 - t0).count();
+    // A compressed bucket knows when it finished; a backend all-reduce finished by the end of
+    // the wait (exact when the wait blocked; when it did not, nothing of it was exposed).
+    last_done = std::max(last_done, compressor_ != nullptr ? b.done : t1);
+    if (&b == &buckets_.back() && compressor_ == nullptr) {
       torch::Tensor c = b.result.narrow(0, control_offset_, kControlFloats).cpu();
       std::copy_n(c.data_ptr<float>(), kControlFloats, control_.begin());
     }
@@ -174,7 +210,17 @@ void HookGradSync::Finish() {
       p.mutable_grad() = b.result.narrow(0, b.offsets[s], p.numel()).view_as(p);
     }
   }
+  if (compressor_ != nullptr) compressor_->EndStep();  // the executor is idle: all waited for
+  window_s_ += std::chrono::duration<double>(last_done - first_launch_).count();
+  exposed_s_ += waited;
   sync_ = false;
+}
+
+bool HookGradSync::Overlap(double* window_s, double* exposed_s) const {
+  if (dist_.world() == 1) return false;
+  *window_s = window_s_;
+  *exposed_s = exposed_s_;
+  return true;
 }
 
 }  // namespace convoy::trainer

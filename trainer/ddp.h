@@ -19,10 +19,12 @@
 #include <torch/types.h>
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "trainer/compression.h"
 #include "trainer/dist.h"
 
 namespace convoy::trainer {
@@ -47,11 +49,20 @@ class GradSync {
   virtual bool CarriesControl() const { return false; }
   virtual void SetControl(const std::array<float, kControlFloats>& values) {}
   virtual std::array<float, kControlFloats> Control() const { return {}; }
+
+  // How much of the gradients' communication backward hid, over the synchronising steps so
+  // far: `window_s`, from each step's first bucket launch to its last bucket's completion,
+  // and `exposed_s`, the part of it the training thread waited for in Finish. False when
+  // this implementation does not measure it.
+  virtual bool Overlap(double* window_s, double* exposed_s) const { return false; }
 };
 
 // `kind`: "hooks" or "reducer". Collective when world > 1 (every rank calls it).
+// `compression` (kind resolved: not "auto") applies to the hooks only; with it, buckets go
+// through the backend even where shared memory is available.
 std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
-                                       Dist& dist, double bucket_mb);
+                                       Dist& dist, double bucket_mb,
+                                       const CompressionOptions& compression = {});
 
 // Broadcasts parameters and buffers from rank 0 (once, before training).
 void BroadcastFromRankZero(Dist& dist, std::vector<torch::Tensor> params,
@@ -62,15 +73,19 @@ void ClearGrads(const std::vector<torch::Tensor>& params);
 
 class HookGradSync : public GradSync {
  public:
-  HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb);
+  HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double bucket_mb,
+               const CompressionOptions& compression = {});
+  ~HookGradSync() override;
   void BeforeForward(bool sync) override;
   void BeforeBackward() override {}
   void Finish() override;
   size_t num_buckets() const override { return buckets_.size(); }
-  // The control values are the last kControlFloats of the last bucket (launched last).
-  bool CarriesControl() const override { return true; }
+  // The control values are the last kControlFloats of the last bucket (launched last);
+  // not with compression (they must stay exact: the caller all-reduces them).
+  bool CarriesControl() const override { return compressor_ == nullptr; }
   void SetControl(const std::array<float, kControlFloats>& values) override;
   std::array<float, kControlFloats> Control() const override { return control_; }
+  bool Overlap(double* window_s, double* exposed_s) const override;
 
  private:
   struct Bucket {
@@ -81,6 +96,10 @@ class HookGradSync : public GradSync {
     int64_t arena_offset = 0;
     size_t ready = 0;
     std::unique_ptr<Pending> pending;
+    BucketLayout layout;  // for compression
+    // When a compressed reduction finished (its task's end; written before the future is
+    // made ready, read after waiting on it).
+    std::chrono::steady_clock::time_point done;
   };
   void OnGrad(size_t param, const torch::Tensor& grad);
   void LaunchReady();
@@ -97,6 +116,13 @@ class HookGradSync : public GradSync {
   // With an all-reduce over shared memory, buckets live in the segment: this rank's slot
   // holds `flat`, the segment's result area `result`, which the gradients then view.
   ShmAllReduce* arena_ = nullptr;
+  // With compression, every bucket's reduction runs on executor_'s thread, in launch order.
+  std::unique_ptr<Compressor> compressor_;
+  std::unique_ptr<SerialExecutor> executor_;
+  // Overlap accounting (training thread only).
+  std::chrono::steady_clock::time_point first_launch_;
+  double window_s_ = 0;
+  double exposed_s_ = 0;
 };
 
 }  // namespace convoy::trainer

@@ -136,6 +136,11 @@ class SingleProcess : public Dist {
   std::unique_ptr<Pending> AllReduceSumAsync(torch::Tensor&) override {
     return std::make_unique<DonePending>();
   }
+  std::unique_ptr<Pending> AllGatherAsync(std::vector<torch::Tensor>& outputs,
+                                          torch::Tensor& input) override {
+    outputs.at(0).copy_(input);
+    return std::make_unique<DonePending>();
+  }
 };
 
 // The local address a connection to `master` leaves from: the address peers can reach this
@@ -199,6 +204,12 @@ class Group : public Dist {
     }
     std::vector<torch::Tensor> one{tensor};
     return std::make_unique<WorkPending>(pg_->allreduce(one, c10d::AllreduceOptions()));
+  }
+  std::unique_ptr<Pending> AllGatherAsync(std::vector<torch::Tensor>& outputs,
+                                          torch::Tensor& input) override {
+    std::vector<std::vector<torch::Tensor>> out{outputs};
+    std::vector<torch::Tensor> in{input};
+    return std::make_unique<WorkPending>(pg_->allgather(out, in, c10d::AllgatherOptions()));
   }
 
  private:

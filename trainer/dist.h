@@ -55,6 +55,10 @@ class Dist {
   // In-place sum across ranks, asynchronous.
   virtual std::unique_ptr<Pending> AllReduceSumAsync(torch::Tensor& tensor) = 0;
   void AllReduceSum(torch::Tensor& tensor) { AllReduceSumAsync(tensor)->Wait(); }
+  // outputs[i] receives rank i's `input` (every rank's of the same shape and type; any type
+  // the backend copies: float16 is, bfloat16 is not with Gloo 1.13). Asynchronous.
+  virtual std::unique_ptr<Pending> AllGatherAsync(std::vector<torch::Tensor>& outputs,
+                                                  torch::Tensor& input) = 0;
   // The segment when float32 all-reduces go through shared memory, else nullptr.
   virtual ShmAllReduce* shared_memory() { return nullptr; }
   // DDP through c10d::Reducer (collective). Throws where this LibTorch cannot (2.x builds).

@@ -94,6 +94,9 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
       {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
       {"--amp", choice(&o->amp, {"off", "bf16"})},
+      {"--compression", choice(&o->compression, {"none", "bf16", "fp16", "powersgd", "auto"})},
+      {"--powersgd-rank", int_flag(&o->powersgd_rank, 1, 64)},
+      {"--powersgd-start-step", int_flag(&o->powersgd_start_step, 0, int64_t{1} << 40)},
       {"--threads", int_flag(&o->threads, 1, 1024)},
       {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},
@@ -124,6 +127,10 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
     if (it == flags.end()) return flag + ": unknown flag";
     std::string err = it->second(value);
     if (!err.empty()) return flag + ": " + err;
+  }
+  if (o->compression != "none" && o->ddp == "reducer") {
+    return "--compression: '" + o->compression +
+           "' needs --ddp hooks (the Reducer path does not compress)";
   }
   // The torchrun environment.
   auto env_int = [](const char* name, int lo, int hi, int* field) -> std::string {

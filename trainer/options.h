@@ -57,6 +57,12 @@ struct Options {
   // Mixed precision on GPU: "off" or "bf16" (autocast of forward and loss to bfloat16; its
   // exponent range needs no loss scaling). Refused on CPU.
   std::string amp = "off";
+  // Gradient compression before the all-reduce (trainer/compression.h): "none", "bf16",
+  // "fp16", "powersgd" or "auto" (timed at start-up: bf16 when communication would dominate,
+  // else none). Only with --ddp hooks.
+  std::string compression = "none";
+  int powersgd_rank = 2;
+  int64_t powersgd_start_step = 0;  // optimiser steps all-reduced uncompressed first
   int threads = 0;   // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
   bool eval = true;  // test accuracy after each epoch
   bool fill_data_cache = false;  // --fill-data-cache: fill the data cache, train nothing

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,21 @@ int Training::Run() {
         "for it (%.2f %% of %.2f ms a step)\n",
         agree_s_ * 1e3 / steps, agree_s_ * 1e3 / steps / step_ms * 100, step_ms);
   }
+  // How much of the gradients' communication backward hid (the hooks launch each bucket's
+  // all-reduce as soon as its gradients are ready).
+  double comm_hidden = -1;
+  double window_s = 0, exposed_s = 0;
+  if (sync_->Overlap(&window_s, &exposed_s) && window_s > 0) {
+    comm_hidden = std::clamp(1.0 - exposed_s / window_s, 0.0, 1.0);
+    std::printf(
+        "communication: %.2f ms a step from the first bucket's launch to the last one's "
+        "completion, %.2f ms of it waited for after backward: %.1f %% hidden behind backward "
+        "(compression %s)\n",
+        window_s * 1e3 / steps, std::min(exposed_s, window_s) * 1e3 / steps, comm_hidden * 100,
+        compression_.c_str());
+  } else if (o_.world_size > 1) {
+    std::printf("communication: overlap not measured with --ddp %s\n", o_.ddp.c_str());
+  }
   if (snapshotter_ != nullptr && snapshotter_->enabled()) {
     snapshotter_->Flush();
     const Snapshotter::Stats s = snapshotter_->stats();
@@ -96,10 +112,10 @@ int Training::Run() {
   std::printf(
       "summary {\"rank\": %d, \"world\": %d, \"steps\": %lld, \"samples_per_s\": %.1f, "
       "\"first_step_s\": %.3f, \"peak_rss_mb\": %.1f, \"test_accuracy\": %.4f, "
-      "\"train_seconds\": %.2f}\n",
+      "\"train_seconds\": %.2f, \"compression\": \"%s\", \"comm_hidden\": %.3f}\n",
       o_.rank, o_.world_size, static_cast<long long>(pos_.global_step),
       static_cast<double>(samples_) / std::max(secs, 1e-9), first_step_s_, PeakRssKb() / 1024.0,
-      last_accuracy_, secs);
+      last_accuracy_, secs, compression_.c_str(), comm_hidden);
   std::printf(
       "rank %d done: %lld steps, %.1f s of training%s\n", o_.rank,
       static_cast<long long>(pos_.global_step), secs,
@@ -165,8 +181,16 @@ void Training::Setup() {
     torch::Tensor y = torch::zeros({o_.batch_size}, torch::kInt64).to(device_);
     model_->eval();  // leaves batch-norm running statistics untouched
     torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
-    model_->train();
     ClearGrads(model_->parameters());
+    if (o_.compression == "auto" && o_.world_size > 1) {
+      // A step's compute, warm, for choosing the compression once connected.
+      const auto t0 = Clock::now();
+      torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
+      model_->parameters()[0].grad().sum().item<double>();  // waits for a GPU too
+      compute_probe_s_ = Seconds(t0);
+      ClearGrads(model_->parameters());
+    }
+    model_->train();
   }
   startup_.emplace_back("model_unix", UnixSeconds());
 }
@@ -180,10 +204,20 @@ void Training::Connect() {
   startup_.emplace_back("rendezvous_unix", UnixSeconds());
   params_ = model_->parameters();
   BroadcastFromRankZero(*dist_, params_, model_->buffers());
-  sync_ = MakeGradSync(o_.ddp, params_, *dist_, o_.bucket_mb);
+  CompressionOptions compression;
+  compression.kind = o_.compression == "auto" ? ChooseCompression() : o_.compression;
+  compression.powersgd_rank = o_.powersgd_rank;
+  compression.powersgd_start_step = o_.powersgd_start_step;
+  compression.seed = static_cast<uint64_t>(o_.seed);
+  compression_ = o_.world_size > 1 ? compression.kind : "none";
+  sync_ = MakeGradSync(o_.ddp, params_, *dist_, o_.bucket_mb, compression);
   std::cout << "rendezvous with " << o_.world_size << " rank(s) at " << o_.master_addr << ":"
             << o_.master_port << " took " << rendezvous_s_ << " s; " << sync_->num_buckets()
             << " gradient bucket(s) (" << o_.ddp << "); all-reduce over " << dist_->allreduce_path()
+            << "; compression " << compression_
+            << (compression_ != "none" && dist_->shared_memory() != nullptr
+                    ? " (the compressed gradient buckets travel over " + backend_ + ")"
+                    : "")
             << std::endl;
 }
 
@@ -224,6 +258,38 @@ std::optional<FoundCheckpoint> Training::ReadResumeFrom(int64_t& step) {
               << std::flush;
   }
   return found;
+}
+
+std::string Training::ChooseCompression() {
+  if (o_.world_size == 1) return "none";
+  if (dist_->shared_memory() != nullptr) {
+    std::cout << "compression auto: none (gradients are summed through shared memory)" << std::endl;
+    return "none";
+  }
+  const int64_t n = CountParameters(*model_);
+  torch::Tensor probe = torch::zeros({n}, torch::TensorOptions().device(device_));
+  dist_->AllReduceSum(probe);  // the first sets up the backend's connections
+  const auto t0 = Clock::now();
+  dist_->AllReduceSum(probe);
+  const double comm_s = Seconds(t0);
+  torch::Tensor both =
+      torch::tensor({comm_s, compute_probe_s_}, torch::kFloat64).to(device_).contiguous();
+  dist_->AllReduceSum(both);
+  torch::Tensor sums = both.cpu();
+  const double comm = sums[0].item<double>() / o_.world_size;
+  const double compute = sums[1].item<double>() / o_.world_size;
+  // Backward hides an all-reduce shorter than the step's compute; a longer one dominates the
+  // step, and bf16 halves its bytes.
+  const std::string choice = comm > compute ? "bf16" : "none";
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "compression auto: %s (one all-reduce of the %.2f MB of gradients took %.1f ms "
+                "against %.1f ms of forward and backward, means over ranks: communication "
+                "would %s)",
+                choice.c_str(), static_cast<double>(n) * 4 / 1e6, comm * 1e3, compute * 1e3,
+                comm > compute ? "dominate" : "hide behind backward");
+  std::cout << buf << std::endl;
+  return choice;
 }
 
 void Training::Resume() {

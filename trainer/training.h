@@ -53,6 +53,9 @@ class Training {
  private:
   void Setup();
   void Connect();
+  // --compression auto: times one all-reduce of the gradients' size against one forward and
+  // backward (means over ranks, so that every rank decides alike); logs the choice and why.
+  std::string ChooseCompression();
   void Resume();
   int Loop();
   // The stop agreement: two floats summed across ranks, any rank's SIGTERM and rank 0's
@@ -93,6 +96,8 @@ class Training {
   torch::Device device_{torch::kCPU};
   bool amp_ = false;
   double base_lr_ = 0;
+  double compute_probe_s_ = 0;        // one forward and backward, timed in Setup (auto compression)
+  std::string compression_ = "none";  // as resolved
 
   Dataset train_, test_;
   std::shared_ptr<Model> model_;

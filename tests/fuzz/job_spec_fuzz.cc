@@ -230,6 +230,9 @@ std::string ToJsonText(const JobSpec& s) {
     if (!t.allreduce().empty()) tj["allreduce"] = t.allreduce();
     if (!t.amp().empty()) tj["amp"] = t.amp();
     if (t.has_snapshot_every()) tj["snapshot_every"] = t.snapshot_every();
+    if (!t.compression().empty()) tj["compression"] = t.compression();
+    if (t.has_powersgd_rank()) tj["powersgd_rank"] = t.powersgd_rank();
+    if (t.powersgd_start_step() != 0) tj["powersgd_start_step"] = t.powersgd_start_step();
     if (t.extra_args_size() > 0) {
       tj["extra_args"] = nlohmann::ordered_json::array();
       for (const auto& a : t.extra_args()) tj["extra_args"].push_back(a);

@@ -43,6 +43,26 @@ TEST(TrainerOptionsTest, ZerosThatAreValuesAreKept) {
   EXPECT_EQ(o.seed, 0);
 }
 
+TEST(TrainerOptionsTest, Compression) {
+  Options o;
+  ASSERT_EQ(Parse({}, &o), "");
+  EXPECT_EQ(o.compression, "none");
+  EXPECT_EQ(o.powersgd_rank, 2);
+  EXPECT_EQ(o.powersgd_start_step, 0);
+  ASSERT_EQ(
+      Parse({"--compression", "powersgd", "--powersgd-rank", "4", "--powersgd-start-step", "10"},
+            &o),
+      "");
+  EXPECT_EQ(o.compression, "powersgd");
+  EXPECT_EQ(o.powersgd_rank, 4);
+  EXPECT_EQ(o.powersgd_start_step, 10);
+  Options bad;
+  EXPECT_EQ(Parse({"--compression", "int8"}, &bad).rfind("--compression: expected one of", 0), 0u);
+  EXPECT_EQ(Parse({"--powersgd-rank", "0"}, &bad).rfind("--powersgd-rank:", 0), 0u);
+  EXPECT_EQ(Parse({"--ddp", "reducer", "--compression", "bf16"}, &bad).rfind("--compression:", 0),
+            0u);
+}
+
 TEST(TrainerOptionsTest, SnapshotsAndTheMaxWorldSize) {
   Options o;
   ASSERT_EQ(Parse({}, &o), "");

@@ -122,6 +122,18 @@ TEST(BuildArgvTest, TrainerFlagsForSetFieldsOnly) {
                                 "--allreduce", "gloo", "--backend", "gloo", "--threads", "1"}));
 }
 
+TEST(BuildArgvTest, CompressionFields) {
+  v1::JobSpec spec;
+  auto* t = spec.mutable_trainer();
+  t->set_compression("powersgd");
+  t->set_powersgd_rank(4);
+  t->set_powersgd_start_step(10);
+  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
+            (std::vector<std::string>{"/opt/convoy-trainer", "--compression", "powersgd",
+                                      "--powersgd-rank", "4", "--powersgd-start-step", "10",
+                                      "--backend", "gloo"}));
+}
+
 // Momentum 0 (plain SGD) and seed 0 are values, not "the default": they reach the trainer.
 TEST(BuildArgvTest, WrittenZerosThatAreValuesArePassed) {
   v1::JobSpec spec;

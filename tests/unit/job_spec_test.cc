@@ -344,6 +344,9 @@ TEST(ParseJobSpecTest, BadSpecsNameTheirField) {
       {"bad ddp", Base("", "trainer: {ddp: fsdp}\n"), "trainer.ddp"},
       {"bad allreduce", Base("", "trainer: {allreduce: mpi}\n"), "trainer.allreduce"},
       {"bad amp", Base("", "trainer: {amp: fp8}\n"), "trainer.amp"},
+      {"bad compression", Base("", "trainer: {compression: int8}\n"), "trainer.compression"},
+      {"compression with the reducer", Base("", "trainer: {ddp: reducer, compression: bf16}\n"),
+       "trainer.compression"},
       {"negative clip", Base("", "trainer: {clip_grad_norm: -1}\n"), "trainer.clip_grad_norm"},
       {"accumulate 1025", Base("", "trainer: {accumulate: 1025}\n"), "trainer.accumulate"},
       {"negative bucket", Base("", "trainer: {bucket_mb: -1}\n"), "trainer.bucket_mb"},
@@ -916,6 +919,7 @@ TEST(OverrideJobSpecTest, ASpecWithoutAFileTakesSetsToo) {
                         "lr_schedule: cosine, clip_grad_norm: 1.5, accumulate: 2, "
                         "bucket_mb: 0.5, checkpoint_every: 4, data_dir: d, seed: 0, "
                         "ddp: hooks, allreduce: shm, amp: bf16, snapshot_every: 0, "
+                        "compression: powersgd, powersgd_rank: 4, powersgd_start_step: 10, "
                         "extra_args: [--x, \"1\"]}\n"),
                    "job.yaml");
   ASSERT_TRUE(full.ok()) << full.status().message();
@@ -964,6 +968,9 @@ TEST(ParseJobSpecTest, RangeMessagesMatchTheRule) {
       {"trainer.checkpoint_every", "0", "1099511627776", "-1", "1099511627777",
        "must be between 0 and 1099511627776"},
       {"trainer.snapshot_every", "0", "1099511627776", "-1", "1099511627777",
+       "must be between 0 and 1099511627776"},
+      {"trainer.powersgd_rank", "1", "64", "0", "65", "must be between 1 and 64"},
+      {"trainer.powersgd_start_step", "0", "1099511627776", "-1", "1099511627777",
        "must be between 0 and 1099511627776"},
       {"trainer.lr", "1e-09", "1000", "0", "1000.5", "must be greater than 0 and at most 1000"},
       {"trainer.lr", "1e-09", "1000", "-1", "", "must be greater than 0 and at most 1000"},

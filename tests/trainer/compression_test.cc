@@ -1,0 +1,301 @@
+// Gradient compression (trainer/compression.h) through the hooks' bucketed all-reduce, two
+// ranks forked as processes with a real Gloo process group over loopback TCP. Each rank
+// computes every rank's gradient itself (the data of every rank is seeded), so it knows the
+// exact average the all-reduce should give.
+//
+// Tolerances (elementwise, against the exact average of the ranks' gradients g_r / W):
+// - bf16: |got - exact| <= 2^-8 * sum_r |g_r / W| + 1e-7 (each term rounded to bfloat16's
+//   8-bit significand, relative error at most 2^-9, then added in float32);
+// - fp16: |got - exact| <= 2^-10 * sum_r |g_r / W| + 1e-7 (11-bit significand; the 1e-7
+//   covers float16's subnormals);
+// - powersgd: 1-dimensional tensors (biases) within 1e-6 relative; before
+//   powersgd_start_step every tensor within 1e-6 relative; afterwards a single step's matrices
+//   are a rank-r approximation (no elementwise bound), but with error feedback the sum over
+//   steps of the reduced gradients tracks the sum of the exact ones: their difference is the
+//   last step's residual, so the relative error of the sum falls as steps accumulate.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/trainer/trainer_test_util.h"
+#include "trainer/compression.h"
+#include "trainer/ddp.h"
+#include "trainer/dist.h"
+
+namespace convoy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using test_util::FreePort;
+
+constexpr int kWorld = 2;
+constexpr int kSteps = 40;
+constexpr int64_t kIn = 256, kHidden = 512, kWide = 600, kClasses = 10, kBatch = 16;
+
+// W1 (512 x 256), b1, W2 (600 x 512), b2, W3 (10 x 600), b3: with --bucket-mb 0.25, two
+// buckets (b3 W3 b2 W2 | b1 W1); W1 and W2 are worth compressing at rank 2, W3 is not.
+std::vector<torch::Tensor> MakeParams() {
+  torch::manual_seed(7);
+  std::vector<torch::Tensor> p{
+      torch::randn({kHidden, kIn}) * 0.05,    torch::randn({kHidden}) * 0.1,
+      torch::randn({kWide, kHidden}) * 0.05,  torch::randn({kWide}) * 0.1,
+      torch::randn({kClasses, kWide}) * 0.05, torch::randn({kClasses}) * 0.1};
+  for (auto& t : p) t.set_requires_grad(true);
+  return p;
+}
+
+torch::Tensor Loss(const std::vector<torch::Tensor>& p, int rank, int step) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 * step + rank + 1);
+  torch::Tensor x = torch::randn({kBatch, kIn}, gen, torch::TensorOptions());
+  // Labels from a fixed teacher: the gradients share a direction from step to step.
+  auto tgen = at::make_generator<at::CPUGeneratorImpl>(99);
+  torch::Tensor teacher = torch::randn({kIn, kClasses}, tgen, torch::TensorOptions());
+  torch::Tensor y = x.matmul(teacher).argmax(1);
+  torch::Tensor h = torch::tanh(torch::nn::functional::linear(x, p[0], p[1]));
+  h = torch::tanh(torch::nn::functional::linear(h, p[2], p[3]));
+  return torch::nn::functional::cross_entropy(torch::nn::functional::linear(h, p[4], p[5]), y);
+}
+
+// The exact average of every rank's gradient at `step` (parameters without hooks).
+std::vector<torch::Tensor> ExactAverage(const std::vector<torch::Tensor>& params, int step) {
+  std::vector<torch::Tensor> sum;
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<torch::Tensor> copy;
+    for (const auto& t : params) copy.push_back(t.detach().clone().set_requires_grad(true));
+    Loss(copy, r, step).backward();
+    for (size_t i = 0; i < copy.size(); ++i) {
+      torch::Tensor g = copy[i].grad() / kWorld;
+      if (sum.size() <= i) {
+        sum.push_back(g);
+      } else {
+        sum[i] = sum[i] + g;
+      }
+    }
+  }
+  return sum;
+}
+
+// sum_r |g_r / W|, elementwise.
+std::vector<torch::Tensor> AbsSum(const std::vector<torch::Tensor>& params, int step) {
+  std::vector<torch::Tensor> sum;
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<torch::Tensor> copy;
+    for (const auto& t : params) copy.push_back(t.detach().clone().set_requires_grad(true));
+    Loss(copy, r, step).backward();
+    for (size_t i = 0; i < copy.size(); ++i) {
+      torch::Tensor g = copy[i].grad().abs() / kWorld;
+      if (sum.size() <= i) {
+        sum.push_back(g);
+      } else {
+        sum[i] = sum[i] + g;
+      }
+    }
+  }
+  return sum;
+}
+
+double Norm(const std::vector<torch::Tensor>& v) {
+  double s = 0;
+  for (const auto& t : v) s += t.pow(2).sum().item<double>();
+  return std::sqrt(s);
+}
+
+class CompressionTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("convoy-compression-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Forks the ranks; each runs `steps` synchronising steps with `options` and reports
+  // `key value` lines from `check` (called after each step with the reduced gradients) to
+  // <dir>/rank<R>. Returns rank 0's report; every rank's exit code must be 0.
+  std::map<std::string, double> Run(
+      const CompressionOptions& options, int steps,
+      const std::function<void(int step, const std::vector<torch::Tensor>& params,
+                               const std::vector<torch::Tensor>& reduced,
+                               std::map<std::string, double>* report)>& check) {
+    const int port = FreePort();
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < kWorld; ++rank) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        int code = 0;
+        try {
+          torch::set_num_threads(1);
+          auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo",
+                                   std::chrono::seconds(60), "gloo");
+          std::vector<torch::Tensor> params = MakeParams();
+          auto sync = MakeGradSync("hooks", params, *dist, 0.25, options);
+          std::map<std::string, double> report;
+          report["buckets"] = static_cast<double>(sync->num_buckets());
+          for (int step = 0; step < steps; ++step) {
+            sync->BeforeForward(true);
+            torch::Tensor loss = Loss(params, rank, step);
+            sync->BeforeBackward();
+            loss.backward();
+            sync->Finish();
+            std::vector<torch::Tensor> reduced;
+            for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
+            ClearGrads(params);
+            check(step, params, reduced, &report);
+            if (step == steps - 1) {
+              torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
+            }
+          }
+          std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+          for (const auto& [k, v] : report) out << k << " " << v << "\n";
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+          code = 1;
+        }
+        std::fflush(stderr);
+        _exit(code);
+      }
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
+    }
+    // Every rank ends with the same gradients, bit for bit.
+    std::vector<torch::Tensor> g0, g1;
+    torch::load(g0, (dir_ / "grads0").string());
+    torch::load(g1, (dir_ / "grads1").string());
+    EXPECT_EQ(g0.size(), g1.size());
+    for (size_t i = 0; i < g0.size() && i < g1.size(); ++i) {
+      EXPECT_TRUE(torch::equal(g0[i], g1[i])) << "parameter " << i << " differs between ranks";
+    }
+    std::map<std::string, double> report;
+    std::ifstream in(dir_ / "rank0");
+    std::string key;
+    double value;
+    while (in >> key >> value) report[key] = value;
+    return report;
+  }
+
+  // Half-precision paths: the worst ratio |got - exact| / bound over 3 steps, and the largest
+  // difference (0 would mean nothing was compressed).
+  void CheckHalf(const std::string& kind, double rel) {
+    CompressionOptions o;
+    o.kind = kind;
+    auto report =
+        Run(o, 3,
+            [rel](int step, const std::vector<torch::Tensor>& params,
+                  const std::vector<torch::Tensor>& reduced, std::map<std::string, double>* rep) {
+              const auto exact = ExactAverage(params, step);
+              const auto abs_sum = AbsSum(params, step);
+              for (size_t i = 0; i < exact.size(); ++i) {
+                torch::Tensor err = (reduced[i] - exact[i]).abs();
+                const double ratio = (err / (abs_sum[i] * rel + 1e-7)).max().item<double>();
+                (*rep)["worst_ratio"] = std::max((*rep)["worst_ratio"], ratio);
+                (*rep)["max_diff"] = std::max((*rep)["max_diff"], err.max().item<double>());
+              }
+            });
+    EXPECT_EQ(report["buckets"], 2);
+    EXPECT_LE(report["worst_ratio"], 1.0) << kind << " is outside its tolerance";
+    EXPECT_GT(report["max_diff"], 0) << kind << ": identical to float32, nothing was compressed";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CompressionTest, Bf16WithinTolerance) { CheckHalf("bf16", std::ldexp(1.0, -8)); }
+
+TEST_F(CompressionTest, Fp16WithinTolerance) { CheckHalf("fp16", std::ldexp(1.0, -10)); }
+
+// PowerSGD over kSteps steps (the first uncompressed): the report's relative errors.
+std::map<std::string, double> PowerSgdRun(CompressionTest& t, bool error_feedback) {
+  CompressionOptions o;
+  o.kind = "powersgd";
+  o.powersgd_rank = 2;
+  o.powersgd_start_step = 1;
+  o.seed = 5;
+  o.powersgd_error_feedback = error_feedback;
+  return t.Run(o, kSteps,
+               [](int step, const std::vector<torch::Tensor>& params,
+                  const std::vector<torch::Tensor>& reduced, std::map<std::string, double>* rep) {
+                 static std::vector<torch::Tensor> sum_got, sum_exact;
+                 const auto exact = ExactAverage(params, step);
+                 auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+                   return (a - b).norm().item<double>() / b.norm().item<double>();
+                 };
+                 if (step == 0) {
+                   // Before powersgd_start_step: uncompressed.
+                   double worst = 0;
+                   for (size_t i = 0; i < exact.size(); ++i)
+                     worst = std::max(worst, rel(reduced[i], exact[i]));
+                   (*rep)["uncompressed_step"] = worst;
+                   return;
+                 }
+                 // Biases travel uncompressed; W1, W2 and W3 as P and Q.
+                 double plain = 0;
+                 for (size_t i : {size_t{1}, size_t{3}, size_t{5}}) {
+                   plain = std::max(plain, rel(reduced[i], exact[i]));
+                 }
+                 (*rep)["biases"] = std::max((*rep)["biases"], plain);
+                 if (sum_got.empty()) {
+                   sum_got = reduced;
+                   sum_exact = exact;
+                   (*rep)["first_step"] =
+                       std::max({rel(reduced[0], exact[0]), rel(reduced[2], exact[2]),
+                                 rel(reduced[4], exact[4])});
+                 } else {
+                   for (size_t i = 0; i < exact.size(); ++i) {
+                     sum_got[i] = sum_got[i] + reduced[i];
+                     sum_exact[i] = sum_exact[i] + exact[i];
+                   }
+                 }
+                 if (step == 5 || step == kSteps - 1) {
+                   std::vector<torch::Tensor> d;
+                   for (size_t i = 0; i < exact.size(); ++i) d.push_back(sum_got[i] - sum_exact[i]);
+                   (*rep)[step == 5 ? "sum_5" : "sum_last"] = Norm(d) / Norm(sum_exact);
+                 }
+               });
+}
+
+TEST_F(CompressionTest, PowerSgdErrorFeedbackMakesTheSumConverge) {
+  auto ef = PowerSgdRun(*this, true);
+  auto plain = PowerSgdRun(*this, false);
+  std::printf(
+      "powersgd rank 2, relative errors: uncompressed step %.2g, biases %.2g, first compressed "
+      "step %.3f; sum over 5 steps %.3f, over %d steps %.3f (without error feedback: %.3f, "
+      "%.3f)\n",
+      ef["uncompressed_step"], ef["biases"], ef["first_step"], ef["sum_5"], kSteps - 1,
+      ef["sum_last"], plain["sum_5"], plain["sum_last"]);
+  EXPECT_EQ(ef["buckets"], 2);
+  EXPECT_LT(ef["uncompressed_step"], 1e-6);
+  EXPECT_LT(ef["biases"], 1e-6);
+  // A single compressed step is visibly lossy (rank 2 of 512 x 256, 600 x 512, 10 x 600) ...
+  EXPECT_GT(ef["first_step"], 0.3);
+  // ... but with error feedback the sum of the reduced gradients converges to the exact sum:
+  // their difference is one step's residual, so the relative error keeps falling ...
+  EXPECT_LT(ef["sum_last"], 0.5 * ef["sum_5"]);
+  EXPECT_LT(ef["sum_last"], 0.4 * ef["first_step"]);
+  // ... and it is far below what the same compression leaves without error feedback.
+  EXPECT_LT(ef["sum_last"], 0.6 * plain["sum_last"]);
+}
+
+TEST(OrthogonalizeTest, ColumnsBecomeOrthonormal) {
+  torch::manual_seed(3);
+  torch::Tensor m = torch::randn({50, 4});
+  OrthogonalizeColumns(m);
+  torch::Tensor gram = m.t().matmul(m);
+  EXPECT_LT((gram - torch::eye(4)).abs().max().item<double>(), 1e-5);
+}
+
+}  // namespace
+}  // namespace convoy::trainer

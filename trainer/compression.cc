@@ -1,0 +1,221 @@
+#include "trainer/compression.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace convoy::trainer {
+namespace {
+
+// bf16 / fp16: an all-gather of 16-bit copies, summed in float32.
+class HalfCompressor : public Compressor {
+ public:
+  HalfCompressor(torch::ScalarType type, Dist& dist) : type_(type), dist_(dist) {}
+
+  void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor grads = flat.narrow(0, 0, layout.numel);
+    std::vector<torch::Tensor>& outputs = outputs_[bucket];
+    if (outputs.empty()) {
+      for (int r = 0; r < dist_.world(); ++r) {
+        outputs.push_back(torch::empty({layout.numel}, grads.options().dtype(torch::kHalf)));
+      }
+    }
+    // bfloat16 travels as its bits typed float16 (Gloo 1.13 has no bfloat16); an all-gather
+    // only copies them.
+    torch::Tensor wire = grads.to(type_).view(torch::kHalf);
+    dist_.AllGatherAsync(outputs, wire)->Wait();
+    grads.copy_(outputs[0].view(type_));
+    for (size_t r = 1; r < outputs.size(); ++r) grads.add_(outputs[r].view(type_));
+  }
+
+ private:
+  const torch::ScalarType type_;
+  Dist& dist_;
+  std::map<size_t, std::vector<torch::Tensor>> outputs_;  // per bucket, reused
+};
+
+// PyTorch's _should_compress with min_compression_rate 2.
+bool WorthCompressing(int64_t n, int64_t m, int64_t rank) { return (n + m) * rank * 2 < n * m; }
+
+class PowerSgdCompressor : public Compressor {
+ public:
+  PowerSgdCompressor(const CompressionOptions& o, Dist& dist)
+      : rank_(o.powersgd_rank),
+        start_step_(o.powersgd_start_step),
+        seed_(o.seed),
+        error_feedback_(o.powersgd_error_feedback),
+        dist_(dist) {}
+
+  void EndStep() override { ++step_; }
+
+  void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor grads = flat.narrow(0, 0, layout.numel);
+    if (step_ < start_step_) {
+      dist_.AllReduceSum(grads);
+      return;
+    }
+    State& st = states_[bucket];
+    if (!st.error.defined()) {
+      st.error = torch::zeros_like(grads);
+    } else if (error_feedback_) {
+      grads.add_(st.error);
+    }
+    // Split: matrices worth compressing, and the rest.
+    struct Mat {
+      torch::Tensor m;  // n x m view into grads
+      int64_t offset, n, cols, r;
+    };
+    std::vector<Mat> mats;
+    std::vector<torch::Tensor> plain;
+    int64_t p_size = 0, q_size = 0, plain_size = 0;
+    for (size_t s = 0; s < layout.shapes.size(); ++s) {
+      const auto& shape = layout.shapes[s];
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      torch::Tensor view = grads.narrow(0, layout.offsets[s], numel);
+      if (shape.size() >= 2 && numel > 0) {
+        const int64_t n = shape[0], cols = numel / shape[0];
+        const int64_t r = std::min<int64_t>({n, cols, rank_});
+        if (WorthCompressing(n, cols, r)) {
+          mats.push_back({view.view({n, cols}), layout.offsets[s], n, cols, r});
+          p_size += n * r;
+          q_size += cols * r;
+          continue;
+        }
+      }
+      plain.push_back(view);
+      plain_size += numel;
+    }
+    // The input of this step, for the error after compression.
+    std::vector<torch::Tensor> before;
+    for (const Mat& x : mats) before.push_back(x.m.clone());
+    const bool fresh = !st.q.defined();
+    if (fresh) {
+      st.p = torch::empty({p_size}, grads.options());
+      st.q = torch::empty({q_size}, grads.options());
+    }
+    std::vector<torch::Tensor> ps, qs;
+    int64_t pi = 0, qi = 0;
+    for (const Mat& x : mats) {
+      ps.push_back(st.p.narrow(0, pi, x.n * x.r).view({x.n, x.r}));
+      qs.push_back(st.q.narrow(0, qi, x.cols * x.r).view({x.cols, x.r}));
+      pi += x.n * x.r;
+      qi += x.cols * x.r;
+    }
+    if (fresh) {
+      // The same random Q on every rank: a generator seeded alike everywhere.
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_ + 1000003 * (bucket + 1));
+      for (torch::Tensor& q : qs) {
+        q.copy_(torch::randn(q.sizes(), gen, torch::TensorOptions().dtype(q.scalar_type())));
+      }
+    }
+    // Warm start: last step's Q (orthogonalised again), else the random one.
+    for (torch::Tensor& q : qs) OrthogonalizeColumns(q);
+    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(ps[k], mats[k].m, qs[k]);
+    torch::Tensor plain_flat = plain.empty() ? torch::Tensor() : torch::cat(plain);
+    std::unique_ptr<Pending> plain_pending;
+    if (plain_size > 0) plain_pending = dist_.AllReduceSumAsync(plain_flat);
+    std::unique_ptr<Pending> p_pending;
+    if (p_size > 0) p_pending = dist_.AllReduceSumAsync(st.p);
+    if (plain_pending) {
+      plain_pending->Wait();
+      int64_t at = 0;
+      for (torch::Tensor& v : plain) {
+        v.copy_(plain_flat.narrow(0, at, v.numel()));
+        at += v.numel();
+      }
+    }
+    if (p_size == 0) return;
+    p_pending->Wait();
+    for (torch::Tensor& p : ps) OrthogonalizeColumns(p);
+    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(qs[k], mats[k].m.t(), ps[k]);
+    // The gradients were divided by the world size on the way in: Q's sum is the mean's.
+    dist_.AllReduceSum(st.q);
+    const double inv_world = 1.0 / dist_.world();
+    for (size_t k = 0; k < mats.size(); ++k) {
+      torch::matmul_out(mats[k].m, ps[k], qs[k].t());
+      // This rank's share of what the approximation left out (the ranks' errors add up to
+      // the mean's residual).
+      st.error.narrow(0, mats[k].offset, mats[k].n * mats[k].cols)
+          .view({mats[k].n, mats[k].cols})
+          .copy_(before[k] - mats[k].m * inv_world);
+    }
+  }
+
+ private:
+  struct State {
+    torch::Tensor error;  // bucket-sized; zero outside the compressed matrices
+    torch::Tensor p, q;   // every matrix's P and Q, back to back (q: the warm start)
+  };
+  const int64_t rank_;
+  const int64_t start_step_;
+  const uint64_t seed_;
+  const bool error_feedback_;
+  Dist& dist_;
+  int64_t step_ = 0;
+  std::map<size_t, State> states_;
+};
+
+}  // namespace
+
+void OrthogonalizeColumns(torch::Tensor matrix, double epsilon) {
+  torch::NoGradGuard no_grad;
+  const int64_t cols = matrix.size(1);
+  for (int64_t i = 0; i < cols; ++i) {
+    torch::Tensor col = matrix.narrow(1, i, 1);
+    col.div_(col.norm() + epsilon);
+    if (i + 1 < cols) {
+      torch::Tensor rest = matrix.narrow(1, i + 1, cols - i - 1);
+      rest.sub_((col * rest).sum(0, /*keepdim=*/true) * col);
+    }
+  }
+}
+
+std::unique_ptr<Compressor> MakeCompressor(const CompressionOptions& o, Dist& dist) {
+  if (o.kind == "none") return nullptr;
+  if (o.kind == "bf16") return std::make_unique<HalfCompressor>(torch::kBFloat16, dist);
+  if (o.kind == "fp16") return std::make_unique<HalfCompressor>(torch::kHalf, dist);
+  if (o.kind == "powersgd") return std::make_unique<PowerSgdCompressor>(o, dist);
+  throw std::invalid_argument("--compression: unknown kind '" + o.kind + "'");
+}
+
+SerialExecutor::SerialExecutor() : thread_([this] { Run(); }) {}
+
+SerialExecutor::~SerialExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+std::future<void> SerialExecutor::Submit(std::function<void()> task) {
+  std::packaged_task<void()> t(std::move(task));
+  std::future<void> f = t.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(t));
+  }
+  cv_.notify_one();
+  return f;
+}
+
+void SerialExecutor::Run() {
+  for (;;) {
+    std::packaged_task<void()> t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      t = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    t();
+  }
+}
+
+}  // namespace convoy::trainer

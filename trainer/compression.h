@@ -1,0 +1,90 @@
+// Gradient compression for the hooks' bucketed all-reduce (trainer/ddp.h): the bucket is
+// compressed before the backend sees it and decompressed after, so it works the same over
+// Gloo and NCCL.
+//
+// - "bf16" / "fp16": each rank sends its bucket (already divided by the world size) as 16-bit
+//   floats; the ranks exchange them with an all-gather and every rank adds the world's copies
+//   in float32. Half the bytes of a float32 all-reduce at a world of two; the additions stay
+//   float32 and vectorised (Gloo's own float16 all-reduce adds in float16, slowly, and 1.13's
+//   Gloo has no bfloat16: bfloat16 travels as its bits, typed float16, which an all-gather
+//   copies untouched).
+// - "powersgd": rank-r PowerSGD (Vogels et al., 2019) as PyTorch's powerSGD_hook: tensors of
+//   2+ dimensions, viewed as n x m matrices, are sent as P (n x r) and Q (m x r) where that is
+//   at least twice smaller; the others (biases, 1-dimensional) are all-reduced as they are.
+//   Error feedback (what compression left out is added to the next step's gradient) and warm
+//   start (Q is reused across steps). The first `start_step` steps are all-reduced
+//   uncompressed. Three collectives per bucket: the uncompressed part and P, then Q.
+//
+// Every collective is issued by one thread per GradSync (SerialExecutor), bucket after bucket
+// in launch order, so that the ranks' collectives match.
+#pragma once
+
+#include <torch/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainer/dist.h"
+
+namespace convoy::trainer {
+
+struct CompressionOptions {
+  std::string kind = "none";  // none | bf16 | fp16 | powersgd (auto is resolved by the caller)
+  int powersgd_rank = 2;
+  int64_t powersgd_start_step = 0;
+  uint64_t seed = 0;  // PowerSGD's first Q, the same on every rank
+  // PowerSGD's error feedback (PyTorch's use_error_feedback); off only to show what it does.
+  bool powersgd_error_feedback = true;
+};
+
+// The parameters of one bucket: shape of each, and where it starts in the flat bucket.
+struct BucketLayout {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> offsets;
+  int64_t numel = 0;  // the gradients' part of the bucket
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  // Replaces `flat` (this rank's gradients of bucket `bucket`, divided by the world size, laid
+  // out as `layout`) with the sum over ranks, within the compression's error. Collective:
+  // every rank calls it for the same buckets in the same order. Blocks; throws when a
+  // collective fails. Called from one thread at a time.
+  virtual void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) = 0;
+  // After every bucket of a synchronising step was reduced (counts PowerSGD's steps).
+  virtual void EndStep() {}
+};
+
+// kind "none" gives nullptr. Throws std::invalid_argument for an unknown kind.
+std::unique_ptr<Compressor> MakeCompressor(const CompressionOptions& options, Dist& dist);
+
+// One thread running tasks in the order they were submitted. Destruction waits for the
+// queued tasks.
+class SerialExecutor {
+ public:
+  SerialExecutor();
+  ~SerialExecutor();
+  std::future<void> Submit(std::function<void()> task);
+
+ private:
+  void Run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;  // guarded by mu_
+  bool stop_ = false;                             // guarded by mu_
+  std::thread thread_;
+};
+
+// PowerSGD's orthogonalisation (Gram-Schmidt over the columns, in place), exposed for tests.
+void OrthogonalizeColumns(torch::Tensor matrix, double epsilon = 1e-8);
+
+}  // namespace convoy::trainer
