@@ -14,14 +14,16 @@ from bench_output import parse_trainer_resume, summaries
 
 NOT_RESUMING = re.compile(r"not resuming from (\S+?):? (.*)$")
 STARTING_AT_0 = "starting at step 0"
-JOB_ID = re.compile(r"^j-[0-9]{6}$")
+# A job's directory under the job root: its id and uid (common/job_paths.h JobDirName).
+JOB_DIR = re.compile(r"^j-[0-9]{6}-[0-9a-f]{32}$")
 
 
-def rank_logs(c, job):
+def rank_logs(c, job, uid):
     """{(attempt, rank): text} of every rank log of `job` on every worker of the cluster,
-    rotated parts first (WORK/jobs/JOB/attempt-N/rank-R.log, .1, .2)."""
+    rotated parts first (WORK/jobs/JOB-UID/attempt-N/rank-R.log, .1, .2)."""
     out = {}
-    for path in glob.glob(os.path.join(c.dir, "*", "jobs", job, "attempt-*", "rank-*.log")):
+    for path in glob.glob(os.path.join(c.dir, "*", "jobs", f"{job}-{uid}", "attempt-*",
+                                       "rank-*.log")):
         attempt = int(os.path.basename(os.path.dirname(path)).split("-")[1])
         rank = int(os.path.basename(path)[5:-4])
         text = ""
@@ -116,11 +118,11 @@ def check_job(soak, job, results):
     uid = info["uid"] = st.get("uid", "")
     if st.get("attempts"):
         info["last_workers"] = sorted({n["worker"] for n in st["attempts"][-1].get("nodes", [])})
-    logs = rank_logs(c, job)
+    logs = rank_logs(c, job, uid)
     hist = history(c, job)
     steps = info["steps"]
     own_snapshot = f"{soak.cluster_id}-{uid}"
-    own_dir = os.path.join(c.job_root, job, "")
+    own_dir = os.path.join(c.job_root, f"{job}-{uid}", "")
     resume_step = {}
     for (attempt, rank), text in sorted(logs.items()):
         step, resumes, refused = resume_of(text)
@@ -236,7 +238,7 @@ def running_leftovers(soak):
                             (f" (its last attempt ran on {', '.join(last)})" if last else ""))
     if os.path.isdir(c.job_root):
         left += [f"temporary {os.path.join(c.job_root, n)}" for n in os.listdir(c.job_root)
-                 if not JOB_ID.match(n)]
+                 if not JOB_DIR.match(n)]
     left += [f"temporary {p}" for p in files_under(
         c.dir, lambda p, s: ".tmp" in os.path.basename(p) or
         os.path.basename(p).startswith(("tmp", ".tmp")))]
