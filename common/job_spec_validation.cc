@@ -376,7 +376,11 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   CheckPath(p, "checkpoint_dir", spec.checkpoint_dir());
   CheckRange(p, "hang_timeout", spec.hang_timeout_s(), 0, kMaxHangTimeoutS);
   CheckPath(p, "working_dir", spec.working_dir());
-  if (!IsJobIdLike(spec.resume_from())) CheckPath(p, "resume_from", spec.resume_from());
+  if (!IsJobIdLike(spec.resume_from())) {
+    CheckPath(p, "resume_from", spec.resume_from());
+  } else if (spec.resume_from().size() > 22) {
+    p.Add("resume_from", "'" + spec.resume_from().substr(0, 40) + "' is too long for a job id");
+  }
   if (!spec.code_sha256().empty() &&
       (spec.code_sha256().size() != 64 ||
        spec.code_sha256().find_first_not_of("0123456789abcdef") != std::string::npos)) {

@@ -264,6 +264,7 @@ std::string ToJsonText(const JobSpec& s) {
     for (const auto& [k, v] : s.node_selector()) j["node_selector"][k] = v;
   }
   if (s.resize_interval_s() != 0) j["resize_interval"] = s.resize_interval_s();
+  if (!s.resume_from().empty()) j["resume_from"] = s.resume_from();
   return j.dump(2);
 }
 
@@ -275,7 +276,7 @@ bool Same(const JobSpec& a, const JobSpec& b) {
 void CheckValidSpec(const JobSpec& spec) {
   for (const std::string* s :
        {&spec.name(), &spec.backend(), &spec.checkpoint_dir(), &spec.working_dir(),
-        &spec.trainer().model(), &spec.trainer().data_dir()}) {
+        &spec.resume_from(), &spec.trainer().model(), &spec.trainer().data_dir()}) {
     if (!IsValidUtf8(*s)) Fail("a valid spec has a string that is not UTF-8", *s);
   }
   for (const auto& a : spec.command()) {
