@@ -14,9 +14,9 @@ import tempfile
 from cluster import Cluster, process_gone, trainer_spec, wait_for
 
 
-def kill_everything(c, job):
-    """Every daemon of cluster `c` and every rank of its `job` killed -9, as a crash would."""
-    ranks = c.job_pids(job)
+def kill_everything(c, *jobs):
+    """Every daemon of cluster `c` and every rank of its `jobs` killed -9, as a crash would."""
+    ranks = [pid for job in jobs for pid in c.job_pids(job)]
     for name in list(c.procs):
         c.signal(name, signal.SIGKILL)
     for pid in ranks:
@@ -131,14 +131,7 @@ def test_an_earlier_clusters_checkpoint_in_the_job_directory_is_not_resumed(make
                                                 "batch_size": 32, "max_steps": 2000,
                                                 "checkpoint_every": 10}))
         wait_for(lambda: glob.glob(os.path.join(shared, "ckpt-*.pt")), 180, "a pinned checkpoint")
-        pinned_ranks = a.job_pids(second)
-        kill_everything(a, first)
-        for pid in pinned_ranks:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        wait_for(lambda: all(process_gone(p) for p in pinned_ranks), 10, "its ranks gone")
+        kill_everything(a, first, second)
 
         # The same job root (a shared file system, or the default /var/lib/convoy/jobs after a
         # reinstall), a fresh snapshot root: only the checkpoints could be taken.
