@@ -134,9 +134,10 @@ int MakeOwnedDirAt(int parent_fd, const std::string& name, mode_t mode, int64_t 
   const std::string tmp = "." + name + ".new-" + RandomHexId();
   if (mkdirat(parent_fd, tmp.c_str(), 0700) != 0) return -1;
   const int fd = openat(parent_fd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  bool ok = fd >= 0 &&
-            (uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0) &&
-            fchmod(fd, mode) == 0;
+  // The mode first, while it is still ours: a worker without CAP_FOWNER (the shipped systemd
+  // unit) cannot change the mode of a directory it gave away.
+  bool ok = fd >= 0 && fchmod(fd, mode) == 0 &&
+            (uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0);
   int err = errno;
   if (fd >= 0) close(fd);
   int result = 1;

@@ -31,11 +31,12 @@ Status MakePrivateDir(const std::string& path, mode_t mode, uid_t uid, gid_t gid
   Status result = Status::Ok();
   if (fstat(fd, &st) != 0) {
     result = Status::Internal("cannot stat " + path + ": " + std::strerror(errno));
+  } else if ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0) {
+    // The mode before the owner (without CAP_FOWNER it cannot be changed once given away).
+    result = Status::Internal("cannot chmod " + path + ": " + std::strerror(errno));
   } else if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) != 0) {
     result = Status::Internal("cannot give " + path + " to uid " + std::to_string(uid) + ": " +
                               std::strerror(errno));
-  } else if ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0) {
-    result = Status::Internal("cannot chmod " + path + ": " + std::strerror(errno));
   }
   close(fd);
   return result;

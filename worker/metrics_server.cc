@@ -62,10 +62,12 @@ StatusOr<std::unique_ptr<MetricsSocket>> MetricsSocket::Open(const std::string& 
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   // Bound under the daemon's umask 077 (nobody else can connect meanwhile), then given to
-  // the ranks' user, who needs write permission to connect.
+  // the ranks' user, who needs write permission to connect: the mode first, while it is
+  // still ours (a worker without CAP_FOWNER cannot change it once given away).
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      chmod(path.c_str(), 0600) != 0 ||
       (ranks_uid != geteuid() && lchown(path.c_str(), ranks_uid, ranks_gid) != 0) ||
-      chmod(path.c_str(), 0600) != 0 || listen(fd, 128) != 0) {
+      listen(fd, 128) != 0) {
     const std::string why = strerror(errno);
     close(fd);
     unlink(path.c_str());

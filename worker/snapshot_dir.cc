@@ -25,13 +25,15 @@ Status MakeDir(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
   if (fd < 0) return Status::Internal(path + ": not a directory (" + std::strerror(errno) + ")");
   Status st = Status::Ok();
   struct stat sb {};
+  // The mode before the owner: a worker without CAP_FOWNER (the shipped systemd unit) cannot
+  // change the mode of a directory it has given away (its ranks' snapshots were then off).
   if (fstat(fd, &sb) != 0) {
+    st = Status::Internal(path + ": " + std::strerror(errno));
+  } else if ((sb.st_mode & 07777) != mode && fchmod(fd, mode) != 0) {
     st = Status::Internal(path + ": " + std::strerror(errno));
   } else if ((sb.st_uid != uid || sb.st_gid != gid) && fchown(fd, uid, gid) != 0) {
     st = Status::Internal(path + ": cannot give it to uid " + std::to_string(uid) + ": " +
                           std::strerror(errno));
-  } else if (fchmod(fd, mode) != 0) {
-    st = Status::Internal(path + ": " + std::strerror(errno));
   }
   close(fd);
   return st;
