@@ -163,6 +163,15 @@ def test_units_as_written_train_a_job():
             return state if state in ("SUCCEEDED", "FAILED", "CANCELLED") else None
         state = wait_for(finished, 300, f"job {job} to finish", interval=0.5)
         assert state == "SUCCEEDED", cli("status", job).stdout + _logs(top)
+        # With only the unit's capabilities (no CAP_FOWNER) the worker still gave the ranks
+        # their metrics socket and snapshot directory: it sets a mode before it gives a file
+        # away, never after.
+        with open(os.path.join(top, "worker.log"), errors="replace") as f:
+            worker_log = f.read()
+        for warning in ("no metrics socket", "no snapshot directory", "cannot create"):
+            assert warning not in worker_log, worker_log[-4000:]
+        latest = json.loads(cli("status", job, "--output", "json").stdout).get("latest", [])
+        assert latest, "no metric reached the coordinator"
 
         # systemctl stop: SIGTERM to the main process (KillMode=mixed), then it exits.
         for name in ("worker", "coordinator"):
