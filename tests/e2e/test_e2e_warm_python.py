@@ -109,7 +109,9 @@ def probe_facts(c, job, ranks):
         text = c.logs(job, r)
         m = re.search(r"^FACTS (.*)$", text, re.M)
         assert m, text
-        out[r] = json.loads(m.group(1).replace(job, "JOB"))
+        # Its directories are named by id and uid (both differ between the two jobs).
+        name = c.job_dir_name(job)
+        out[r] = json.loads(m.group(1).replace(name, "JOB").replace(job, "JOB"))
     return out
 
 
@@ -157,7 +159,8 @@ def test_a_forked_python_rank_is_set_up_as_a_cold_one(make_cluster, tmp_path):
     assert warm[0]["numpy_random"] != warm[1]["numpy_random"]
     assert warm[0]["random"] != warm[1]["random"]
     # An uncaught exception: the traceback a cold rank prints (no forkserver frame), exit 1.
-    logs = {job: c.logs(job, 0).replace(job, "JOB") for job in (fail_warm, fail_cold)}
+    logs = {job: c.logs(job, 0).replace(c.job_dir_name(job), "JOB").replace(job, "JOB")
+            for job in (fail_warm, fail_cold)}
     assert logs[fail_warm] == logs[fail_cold], logs
     assert logs[fail_warm].startswith("Traceback (most recent call last):\n  File \"/"), logs
     assert "ValueError: boom" in logs[fail_warm]
