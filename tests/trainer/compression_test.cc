@@ -67,15 +67,16 @@ torch::Tensor Loss(const std::vector<torch::Tensor>& p, int rank, int step) {
   return torch::nn::functional::cross_entropy(torch::nn::functional::linear(h, p[4], p[5]), y);
 }
 
-// The exact average of every rank's gradient at `step` (parameters without hooks).
-std::vector<torch::Tensor> ExactAverage(const std::vector<torch::Tensor>& params, int step) {
+// sum_r f(g_r) / W over the ranks' gradients at `step`, elementwise (parameters without hooks).
+std::vector<torch::Tensor> SumOverRanks(const std::vector<torch::Tensor>& params, int step,
+                                        const std::function<torch::Tensor(torch::Tensor)>& f) {
   std::vector<torch::Tensor> sum;
   for (int r = 0; r < kWorld; ++r) {
     std::vector<torch::Tensor> copy;
     for (const auto& t : params) copy.push_back(t.detach().clone().set_requires_grad(true));
     Loss(copy, r, step).backward();
     for (size_t i = 0; i < copy.size(); ++i) {
-      torch::Tensor g = copy[i].grad() / kWorld;
+      torch::Tensor g = f(copy[i].grad()) / kWorld;
       if (sum.size() <= i) {
         sum.push_back(g);
       } else {
@@ -86,23 +87,14 @@ std::vector<torch::Tensor> ExactAverage(const std::vector<torch::Tensor>& params
   return sum;
 }
 
+// The exact average of every rank's gradient at `step`.
+std::vector<torch::Tensor> ExactAverage(const std::vector<torch::Tensor>& params, int step) {
+  return SumOverRanks(params, step, [](torch::Tensor g) { return g; });
+}
+
 // sum_r |g_r / W|, elementwise.
 std::vector<torch::Tensor> AbsSum(const std::vector<torch::Tensor>& params, int step) {
-  std::vector<torch::Tensor> sum;
-  for (int r = 0; r < kWorld; ++r) {
-    std::vector<torch::Tensor> copy;
-    for (const auto& t : params) copy.push_back(t.detach().clone().set_requires_grad(true));
-    Loss(copy, r, step).backward();
-    for (size_t i = 0; i < copy.size(); ++i) {
-      torch::Tensor g = copy[i].grad().abs() / kWorld;
-      if (sum.size() <= i) {
-        sum.push_back(g);
-      } else {
-        sum[i] = sum[i] + g;
-      }
-    }
-  }
-  return sum;
+  return SumOverRanks(params, step, [](torch::Tensor g) { return g.abs(); });
 }
 
 double Norm(const std::vector<torch::Tensor>& v) {
