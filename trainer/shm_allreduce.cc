@@ -88,17 +88,23 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
   uint64_t nonce = 0;
   if (world > kMaxRanks) error = "more than " + std::to_string(kMaxRanks) + " ranks";
 
-  // Rank 0 creates the segment and publishes its name; the others map it.
+  // Rank 0 makes the segment as an unnamed file in /dev/shm (O_TMPFILE: it never has a name,
+  // so nothing is left there however any rank ends, even killed -9 during setup) and publishes
+  // where its descriptor is; the others open it through /proc, which the kernel allows a process
+  // of the same user. The file goes when the last rank unmaps it.
+  int fd = -1;
+  struct CloseOnExit {
+    int& fd;
+    ~CloseOnExit() {
+      if (fd >= 0) close(fd);
+    }
+  } close_fd{fd};
   if (rank == 0) {
     std::random_device rd;
     nonce = (uint64_t{rd()} << 32) | rd();
-    std::ostringstream n;
-    n << "/convoy-allreduce-" << getpid() << "-" << std::hex << nonce;
-    name = n.str();
-    int fd = -1;
     if (error.empty()) {
-      fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-      if (fd < 0) error = Errno("shm_open " + name);
+      fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+      if (fd < 0) error = Errno("an unnamed file in /dev/shm");
     }
     // Reserve the pages now: on a full tmpfs a later first touch would be a SIGBUS.
     if (error.empty()) {
@@ -111,13 +117,13 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
       base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (base == MAP_FAILED) error = Errno("mmap");
     }
-    if (fd >= 0) close(fd);
     if (error.empty()) {
       auto* h = new (base) Header();
       h->nonce = nonce;
       h->world = static_cast<uint32_t>(world);
       h->chunk = capacity_floats;
       h->magic = kMagic;
+      name = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
     }
     std::ostringstream v;
     v << "ok " << name << " " << nonce;
@@ -129,24 +135,23 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
     in >> status >> name >> nonce;
     if (status != "ok") {
       error = "rank 0: " + (v.size() > 6 ? v.substr(6) : std::string("no segment"));
-      name.clear();
     } else {
-      int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+      int peer_fd = open(name.c_str(), O_RDWR | O_CLOEXEC);
       struct stat st {};
-      if (fd < 0) {
-        error = Errno("shm_open " + name);
-      } else if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+      if (peer_fd < 0) {
+        error = Errno("opening rank 0's segment " + name);
+      } else if (fstat(peer_fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
         error = name + ": not the size rank 0 made";
       } else {
-        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer_fd, 0);
         if (base == MAP_FAILED) error = Errno("mmap");
       }
-      if (fd >= 0) close(fd);
+      if (peer_fd >= 0) close(peer_fd);
       if (error.empty()) {
         const auto* h = static_cast<const Header*>(base);
         if (h->magic != kMagic || h->nonce != nonce || h->world != static_cast<uint32_t>(world) ||
             h->chunk != capacity_floats) {
-          error = name + ": another job's segment (a different IPC namespace?)";
+          error = name + ": another job's segment (another PID namespace?)";
         }
       }
     }
@@ -174,7 +179,11 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
     if (!first_error.empty()) error = first_error;
     return error.empty();
   };
-  if (agree("mapped")) {
+  const bool mapped = agree("mapped");
+  // Every rank has opened it (or given up): rank 0's descriptor is no longer needed.
+  if (fd >= 0) close(fd);
+  fd = -1;
+  if (mapped) {
     for (int r = 0; r < world && error.empty(); ++r) {
       ProcStat peer;
       if (!ReadProcStat(header->pids[r], &peer) || peer.start_ticks != header->starts[r]) {
@@ -183,9 +192,6 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::Create(int rank, int world, const Se
     }
   }
   agree("visible");
-  // Everyone has mapped it (or given up): the name is no longer needed, so nothing is left
-  // in /dev/shm however the job ends.
-  if (rank == 0 && !name.empty()) shm_unlink(name.c_str());
   if (!error.empty()) {
     if (base != MAP_FAILED) munmap(base, bytes);
     if (why != nullptr) *why = error;

@@ -44,7 +44,7 @@ struct SetupChannel {
 class ShmAllReduce {
  public:
   // Collective over all `world` ranks. Returns nullptr on every rank, with `why` set, when any
-  // rank cannot map the segment (another host, another IPC namespace, no room in /dev/shm) or
+  // rank cannot map the segment (another host or user, no room in /dev/shm) or
   // cannot see the others' processes; the caller then uses the network.
   static std::unique_ptr<ShmAllReduce> Create(int rank, int world, const SetupChannel& channel,
                                               std::chrono::milliseconds timeout, std::string* why,

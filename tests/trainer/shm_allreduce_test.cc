@@ -1,8 +1,10 @@
 // The shared-memory all-reduce between real processes: exact sums in chunks, identical on
-// every rank; a dead peer is an error rather than a hang; setup failures reach every rank.
+// every rank; a dead peer is an error rather than a hang; setup failures reach every rank; a
+// rank killed during setup leaves nothing in /dev/shm.
 #include "trainer/shm_allreduce.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +156,26 @@ TEST_F(ShmAllReduceTest, ASetupFailureReachesEveryRank) {
                : 11;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+TEST_F(ShmAllReduceTest, RankZeroKilledDuringSetupLeavesNothing) {
+  // Rank 1 waits until rank 0 has made the segment and published it, then kills rank 0 before
+  // anyone has mapped it: the moment a named segment would have been left in /dev/shm.
+  auto codes = RunRanks(2, [&](int rank) {
+    if (rank == 0) {
+      std::string why;
+      ShmAllReduce::Create(0, 2, FileChannel(dir_), std::chrono::seconds(30), &why, 1 << 20);
+      return 10;  // never: rank 1 never answers
+    }
+    const std::string v = FileChannel(dir_).get("convoy/shm/name");
+    const size_t at = v.find("/proc/");
+    if (v.rfind("ok ", 0) != 0 || at == std::string::npos) return 11;
+    const pid_t rank0 = static_cast<pid_t>(std::atol(v.c_str() + at + 6));
+    if (rank0 <= 0 || kill(rank0, SIGKILL) != 0) return 12;
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{128 + SIGKILL, 0}));
+  EXPECT_EQ(Segments(), before_);
 }
 
 }  // namespace
