@@ -27,10 +27,16 @@ At the end, with every fault undone and every job finished, it checks:
   - the coordinator's and workers' RSS and open descriptors at the end are within 10 % of
     the same after warm-up (not with --check).
 
+The coordinator runs with --job-retention N (--job-retention, 30): it keeps the newest N
+finished jobs and deletes the rest with their files, as a long-running cluster does, so the
+memory it holds for jobs stays level. The soak checks each job about 10 s after it finished,
+before retention deletes it, and reports how many jobs the coordinator held at each point.
+
 and prints a table: faults injected by kind, jobs by outcome, steps lost per fault (median,
 max), leftovers. Exit status 0 when every check passed, 1 otherwise.
 
-  bench/soak [--minutes 30] [--seed 1] [--check] [--no-netns] [--json FILE] [--keep]
+  bench/soak [--minutes 30] [--seed 1] [--check] [--no-netns] [--job-retention 30]
+             [--json FILE] [--keep]
 
 --check (CI): the correctness checks only (memory is reported, not asserted). Needs root;
 without `ip netns` it runs every worker on loopback only with --no-netns (no link cuts).
@@ -141,7 +147,7 @@ class Network:
         return out
 
 
-def make_cluster(use_netns):
+def make_cluster(use_netns, job_retention):
     from cluster import Cluster
 
     class SoakCluster(Cluster):
@@ -158,7 +164,8 @@ def make_cluster(use_netns):
             finally:
                 self.target = target
 
-    extra = ["--min-resize-interval", "15", "--preempt-grace", "15"]
+    extra = ["--min-resize-interval", "15", "--preempt-grace", "15",
+             "--job-retention", str(job_retention)]
     if use_netns:
         extra += ["--tls-san", "10.202.0.1", "--tls-san", "10.202.1.1"]
     c = SoakCluster(workers=0, secure=True, worker_timeout=5, kill_grace_ms=2000,
@@ -179,6 +186,11 @@ class Soak:
         self.pending = []       # (due time, description, fn): undoing a fault
         self.jobs = {}          # job id -> {"kind", "spec", "steps", "urgent"}
         self.samples = []       # (t, name, pid, rss_kb, fds)
+        self.held = []          # (t, jobs the coordinator holds)
+        self.finished_at = {}   # job id -> when the soak first saw it finished
+        self.checked = set()    # jobs check_job has looked at
+        import soak_checks
+        self.results = soak_checks.new_results(self)
         self.worker_ns = {"w1": None, "n1": 0, "n2": 1}
         self.down = set()       # daemons killed and not restarted yet
         self.cut = set()        # namespace links down
@@ -214,7 +226,7 @@ class Soak:
             self.net = Network()
         self.before_tmp = set(os.listdir("/tmp"))
         self.before_shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-        self.c = make_cluster(self.use_netns)
+        self.c = make_cluster(self.use_netns, self.args.job_retention)
         if not self.use_netns:
             self.worker_ns = {"w1": None, "w2": None, "w3": None}
         for name in self.worker_ns:
@@ -452,6 +464,34 @@ class Soak:
             except (OSError, StopIteration):
                 continue
             self.samples.append((t, name, pid, rss, fds))
+        if "coordinator" not in self.down:
+            r = self.cli_json("list")
+            if r is not None:
+                self.held.append((t, len(r.get("jobs", []))))
+
+    # ---- checking jobs as they finish, before retention deletes them
+    def check_finished(self, settle_s=10):
+        """check_job on every job finished at least `settle_s` ago (its workers have written
+        their last log lines), once; a job the coordinator cannot answer for now is tried on
+        the next call."""
+        import soak_checks
+        done = self.cli_json("list", "--state", "SUCCEEDED,FAILED,CANCELLED")
+        if done is None:
+            return
+        now = time.time()
+        for j in done.get("jobs", []):
+            job = j["id"]
+            if job in self.jobs and job not in self.checked:
+                self.finished_at.setdefault(job, now)
+        for job, t in sorted(self.finished_at.items()):
+            if job in self.checked or now - t < settle_s:
+                continue
+            try:
+                soak_checks.check_job(self, job, self.results)
+            except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+                log(f"check {job}: not now ({str(e).splitlines()[0][:120] if str(e) else e})")
+                continue
+            self.checked.add(job)
 
     # ---- the run
     def run(self):
@@ -462,6 +502,7 @@ class Soak:
         self.warmup_at = quiet + min(120, 0.1 * duration)
         next_act = start + 2
         next_sample = start
+        next_check = start + 5
         log(f"soak: {self.args.minutes} min, seed {self.args.seed}; daemons are killed until "
             f"{time.strftime('%H:%M:%S', time.localtime(quiet))}, memory warm-up point "
             f"{time.strftime('%H:%M:%S', time.localtime(self.warmup_at))}")
@@ -471,6 +512,9 @@ class Soak:
             if now >= next_sample:
                 self.sample(now)
                 next_sample = now + 10
+            if now >= next_check:
+                self.check_finished()
+                next_check = time.time() + 5
             if now >= next_act:
                 self.act(daemons_may_die=now < quiet)
                 next_act = time.time() + self.rng.uniform(2, 6)
@@ -503,11 +547,15 @@ def main():
     p.add_argument("--bin-dir", default=None, help="the binaries (default build/bin)")
     p.add_argument("--drain-timeout", type=float, default=600,
                    help="seconds the jobs have to finish after the schedule")
+    p.add_argument("--job-retention", type=int, default=30,
+                   help="finished jobs the coordinator keeps (0: every one)")
     p.add_argument("--json", default=None, help="write the results to this file")
     p.add_argument("--keep", action="store_true", help="keep the cluster's directory (logs)")
     args = p.parse_args()
     if args.minutes <= 0:
         p.error("--minutes: must be positive")
+    if args.job_retention < 0:
+        p.error("--job-retention: must be 0 (keep every job) or a count")
     if args.bin_dir:
         os.environ["CONVOY_BIN_DIR"] = os.path.abspath(args.bin_dir)
     elif "CONVOY_BIN_DIR" not in os.environ:

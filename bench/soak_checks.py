@@ -245,20 +245,32 @@ def running_leftovers(soak):
     return sorted(left)
 
 
+def new_results(soak):
+    return {"violations": [], "outcomes": {}, "jobs": {}, "resumes": 0, "refused": [],
+            "unverified": 0, "restarts_unattributed": [], "restarts": [], "leftovers": [],
+            "memory": {}, "held": {}, "minutes": soak.args.minutes, "seed": soak.args.seed,
+            "job_retention": soak.args.job_retention, "netns": soak.use_netns}
+
+
 def check_running(soak):
     """Every check that needs the cluster: jobs, identity, leftovers while it runs, memory."""
     c = soak.c
-    results = {"violations": [], "outcomes": {}, "jobs": {}, "resumes": 0, "refused": [],
-               "unverified": 0, "restarts_unattributed": [], "restarts": [], "leftovers": [],
-               "memory": {}, "minutes": soak.args.minutes, "seed": soak.args.seed,
-               "netns": soak.use_netns, "cluster_dir": c.dir}
+    results = soak.results
+    results["cluster_dir"] = c.dir
     unfinished = soak.unfinished() or []
     for j in unfinished:
         results["violations"].append(f"{j['id']} still {j['state']} {soak.args.drain_timeout:.0f} "
                                      f"s after the schedule: {j.get('message', '')}")
+    # The jobs not checked yet as they finished (those of the last seconds).
     for job in sorted(soak.jobs):
-        if job not in {j["id"] for j in unfinished}:
+        if job in soak.checked or job in {j["id"] for j in unfinished}:
+            continue
+        try:
             check_job(soak, job, results)
+        except AssertionError as e:
+            results["violations"].append(f"{job} could not be checked (deleted by retention "
+                                         f"before the soak saw it finish?): {e}")
+        soak.checked.add(job)
     # Leftovers: the workers remove a finished job's snapshots and sockets; give them a
     # moment (a finished job is told to each worker on its next exchange).
     deadline = time.time() + 30
@@ -278,6 +290,10 @@ def check_running(soak):
 def memory(soak, results):
     """RSS and descriptors of each daemon's last process: at the warm-up point (first sample
     after it) and at the end (the last sample, every job finished)."""
+    warm_held = [h for h in soak.held if h[0] >= soak.warmup_at]
+    if warm_held:
+        results["held"] = {"warm_up": warm_held[0][1], "end": soak.held[-1][1],
+                           "most": max(h[1] for h in warm_held)}
     for name in ["coordinator", *soak.worker_ns]:
         pid = soak.c.procs[name].pid
         mine = [s for s in soak.samples if s[1] == name and s[2] == pid]
@@ -390,6 +406,11 @@ def report(soak, results):
         out.append(f"| {name} | {m['rss_kb'][0] / 1024:.1f} MB | {m['rss_kb'][1] / 1024:.1f} MB "
                    f"({m['rss_growth']:+.0%}) | {m['fds'][0]} | {m['fds'][1]} "
                    f"({m['fd_growth']:+.0%}) |")
+    held = results.get("held")
+    if held:
+        out.append(f"jobs the coordinator held (--job-retention {results['job_retention']}): "
+                   f"{held['warm_up']} at the warm-up point, {held['end']} at the end, at most "
+                   f"{held['most']} between")
     out.append("")
     if results["violations"]:
         out.append(f"FAILED: {len(results['violations'])} violation(s)")
