@@ -12,6 +12,7 @@
 #include "common/job_paths.h"
 #include "common/pki.h"
 #include "worker/credentials.h"
+#include "worker/job_identity.h"
 #include "worker/job_root.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/resources.h"
@@ -169,10 +170,34 @@ void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes
   const bool root_ok = !fail(CheckWritableDir("--job-root", job_root));
   if (work_ok && root_ok)
     notes->push_back("work dir " + flags.work_dir + " and job root " + job_root + " writable");
-  auto user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
+  StatusOr<std::optional<RunAsUser>> user = std::optional<RunAsUser>();
+  if (flags.run_as == "pool" && geteuid() == 0) {
+    auto pool = ParseUidRange("--run-as-pool", flags.run_as_pool);
+    if (pool.ok()) {
+      Status free = CheckRangeFree("--run-as-pool", *pool);
+      if (free.ok()) {
+        notes->push_back("ranks run as an identity of their own per job: uids and gids " +
+                         flags.run_as_pool + ", which no account or group uses");
+        user = std::optional<RunAsUser>(
+            RunAsUser{pool->first, pool->first, "a job identity of --run-as-pool", ""});
+      } else {
+        user = free;
+      }
+    } else {
+      user = pool.status();
+    }
+  } else if (flags.run_as != "pool") {
+    user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
+  }
   if (!fail(user.status())) {
-    notes->push_back(*user ? "ranks run as " + flags.run_as
-                           : "ranks run as this (non-root) user; --run-as applies to root");
+    if (flags.run_as != "pool" && *user) {
+      notes->push_back("ranks run as " + flags.run_as +
+                       ", every job as that one user: jobs are not isolated from each other "
+                       "(any job can read, write and signal another's); --run-as pool gives "
+                       "each job its own");
+    } else if (!*user) {
+      notes->push_back("ranks run as this (non-root) user; --run-as applies to root");
+    }
     const std::string snapshots = flags.snapshot_dir == "none" ? ""
                                   : flags.snapshot_dir.empty()
                                       ? DefaultSnapshotRoot(flags.name, flags.work_dir)

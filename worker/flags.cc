@@ -44,7 +44,14 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
                  "KEY=VALUE label matched by a job's node_selector, e.g. zone=a (repeatable)")
       ->take_all();
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
-  app.add_option("--run-as", f->run_as, "user the ranks run as when the worker is root")
+  app.add_option("--run-as", f->run_as,
+                 "who the ranks run as when the worker is root: pool (a uid and gid of its own "
+                 "per job, from --run-as-pool) or USER (every job as that one user: jobs are "
+                 "not isolated from each other)")
+      ->capture_default_str();
+  app.add_option("--run-as-pool", f->run_as_pool,
+                 "FIRST-LAST: the uids and gids --run-as pool gives jobs (no account or group "
+                 "may use them)")
       ->capture_default_str();
   app.add_flag("--allow-root-jobs", f->allow_root_jobs, "let --run-as name root (uid 0)");
   app.add_option("--job-root", f->job_root,

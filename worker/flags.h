@@ -43,9 +43,14 @@ struct WorkerFlags {
   std::map<std::string, std::string> label_map;  // --label parsed
   // Where attempts' logs and metrics sockets live (the worker's own files).
   std::string work_dir;
-  // When the worker is root, every rank runs as this user: a job must never get root
-  // because the worker has it. The install script creates `convoy` (a system user).
-  std::string run_as = "convoy";
+  // When the worker is root, who the ranks run as (a job must never get root because the
+  // worker has it): "pool" (the default), an identity of its own per job from
+  // `run_as_pool` (worker/job_identity.h); or USER, every job's ranks as that one account
+  // (jobs not isolated from each other: for single-tenant clusters).
+  std::string run_as = "pool";
+  // FIRST-LAST: the uids (and gids) --run-as pool gives jobs; no account or group may use
+  // them (checked at start). systemd's DynamicUser range by default.
+  std::string run_as_pool = "61184-65519";
   // Whether --run-as may name uid 0 (a deliberate choice, never a default).
   bool allow_root_jobs = false;
   // Each job's directory is <job_root>/<job id>; a job's checkpoint_dir, working_dir and

@@ -25,6 +25,7 @@
 #include "worker/credentials.h"
 #include "worker/data_cache_dir.h"
 #include "worker/flags.h"
+#include "worker/job_identity.h"
 #include "worker/job_root.h"
 #include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
@@ -129,12 +130,28 @@ int main(int argc, char** argv) {
   config.log_max_bytes = flags.log_max_bytes;
   config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
   // Jobs never run as root because the worker does (issue 12): refuse to start instead.
-  auto rank_user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
+  auto rank_user = flags.run_as == "pool"
+                       ? StatusOr<std::optional<RunAsUser>>(std::optional<RunAsUser>())
+                       : ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
   if (!rank_user.ok()) {
     spdlog::error("{}", rank_user.status().message());
     return 2;
   }
   config.run_as = *rank_user;
+  // --run-as pool on a root worker: an identity of its own per job (issue 27). The checks
+  // below judge what "a job identity" (another user, of the pool) can reach.
+  std::optional<RunAsUser> ranks_user = config.run_as;
+  if (flags.run_as == "pool" && geteuid() == 0) {
+    auto pool = PrepareJobIdentities(flags.run_as_pool, config.work_dir);
+    if (!pool.ok()) {
+      spdlog::error("{}", pool.status().message());
+      return 2;
+    }
+    config.identities = std::move(*pool);
+    config.run_as.reset();
+    const uid_t first = config.identities->range().first;
+    ranks_user = RunAsUser{first, first, "a job identity of --run-as-pool", ""};
+  }
   if (flags.snapshot_dir != "none") {
     config.snapshot_root =
         flags.snapshot_dir.empty()
@@ -143,16 +160,20 @@ int main(int argc, char** argv) {
   }
   // Job directories apart from the worker's own, and reachable by the ranks: a job whose
   // ranks cannot enter their directory fails every attempt at once, so refuse to start.
-  auto job_root =
-      StartupJobRoot(flags.job_root, config.work_dir, config.snapshot_root, config.run_as);
+  auto job_root = StartupJobRoot(flags.job_root, config.work_dir, config.snapshot_root, ranks_user);
   if (!job_root.ok()) {
     spdlog::error("{}", job_root.status().message());
     return 2;
   }
   config.job_root = *job_root;
   // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
-  auto cache_dir = PrepareDataCacheDir(config.work_dir, config.run_as);
-  if (cache_dir.ok()) {
+  // With an identity per job, each job gets its own at its launch (supervisor.cc).
+  auto cache_dir = config.identities != nullptr
+                       ? StatusOr<std::string>(Status::Unavailable("per job"))
+                       : PrepareDataCacheDir(config.work_dir, config.run_as);
+  if (config.identities != nullptr) {
+    spdlog::info("data cache: one per job, made at its launch");
+  } else if (cache_dir.ok()) {
     config.data_cache_dir = *cache_dir;
     FillDataCacheInBackground(config.trainer_path, config.data_cache_dir, config.run_as,
                               config.env);
@@ -206,7 +227,7 @@ int main(int argc, char** argv) {
     } else {
       warm = warm_launcher.StartPython(
                  python[0] == '/' ? python : std::filesystem::absolute(python).string(), script,
-                 config.run_as) ||
+                 config.run_as, /*start_now=*/config.identities == nullptr) ||
              warm;
     }
   }

@@ -24,6 +24,7 @@
 #include "common/job_paths.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
+#include "worker/data_cache_dir.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/snapshot_dir.h"
@@ -110,10 +111,23 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::Start() {
-  const auto& u = config_.run_as;
-  if (u) {
+  // Who the ranks are, for the checks below: a job identity stands for them all (each is
+  // only "other" to the worker's directories).
+  std::optional<RunAsUser> u = config_.run_as;
+  if (config_.identities != nullptr) {
+    const UidRange& pool = config_.identities->range();
+    u = RunAsUser{pool.first, pool.first, "a job identity", ""};
+    spdlog::info(
+        "ranks run as an identity of their own per job: a uid and gid from the pool {}-{} ({} "
+        "held by jobs here); job directories under {}",
+        pool.first, pool.last, config_.identities->Jobs().size(), config_.job_root);
+  } else if (u) {
     spdlog::info("ranks run as {} (uid {}, gid {}); job directories under {}", u->name, u->uid,
                  u->gid, config_.job_root);
+    spdlog::warn(
+        "every job's ranks run as the one user {}: jobs are not isolated from each other (any "
+        "job can read, write and signal another's); --run-as pool gives each job its own",
+        u->name);
   } else {
     spdlog::info("ranks run as the worker's own user (uid {}, gid {}){}; job directories under {}",
                  getuid(), getgid(), geteuid() == 0 ? "" : ": only a root worker can switch users",
@@ -503,11 +517,22 @@ void Supervisor::Launch(const v1::Launch& launch) {
   }
   // The spec's paths must resolve under the job root: else no rank starts and the job
   // fails with the field named. The worker's own files (logs) stay under --work-dir.
-  const int64_t uid = config_.run_as ? int64_t{config_.run_as->uid} : -1;
-  const int64_t gid = config_.run_as ? int64_t{config_.run_as->gid} : -1;
   const v1::JobSpec& given = launch.spec();
   // Its directories are named by its identity, never by the job id alone (JobDirName).
   const std::string dir_name = JobDirName(launch.job_id(), launch.job_uid());
+  // The user its ranks run as: the job's own identity (the same for each of its attempts
+  // here), or the one --run-as user.
+  std::optional<RunAsUser> user = config_.run_as;
+  if (config_.identities != nullptr) {
+    auto id = config_.identities->For(dir_name, config_.job_root + "/" + dir_name);
+    if (!id.ok()) {
+      refuse(first_rank, "no identity for the job on this worker: " + id.status().message());
+      return;
+    }
+    user = *id;
+  }
+  const int64_t uid = user ? int64_t{user->uid} : -1;
+  const int64_t gid = user ? int64_t{user->gid} : -1;
   auto dirs = PrepareJobDirs(config_.job_root, config_.data_paths, dir_name, given.checkpoint_dir(),
                              given.working_dir(),
                              given.has_trainer() ? given.trainer().data_dir() : "", uid, gid);
@@ -578,7 +603,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     return;
   }
   // The ranks write their error files in it (the worker makes them, 0600, theirs).
-  const bool other_user = config_.run_as.has_value() && config_.run_as->uid != geteuid();
+  const bool other_user = user.has_value() && user->uid != geteuid();
   MakeWorkerDir(job_files, other_user);
   MakeWorkerDir(dir, other_user);
 
@@ -588,6 +613,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   a.attempt = launch.attempt();
   a.snapshot_key = SnapshotKey(launch.job_id(), launch.cluster_id(), launch.job_uid());
   a.dir = dir;
+  a.user = user;
   const std::string label = "job " + a.job_id + " attempt " + std::to_string(a.attempt);
   std::string socket_path = MetricsSocketPath(config_.work_dir, "", dir_name, a.attempt);
   if (socket_path.empty()) {  // --work-dir is too deep for sun_path
@@ -598,9 +624,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
     socket_path = MetricsSocketPath(config_.work_dir, socket_fallback_dir_, dir_name, a.attempt);
   }
-  auto socket =
-      MetricsSocket::Open(socket_path, label, config_.run_as ? config_.run_as->uid : geteuid(),
-                          config_.run_as ? config_.run_as->gid : getegid());
+  auto socket = MetricsSocket::Open(socket_path, label, user ? user->uid : geteuid(),
+                                    user ? user->gid : getegid());
   if (socket.ok()) {
     a.metrics = std::move(*socket);
   } else {
@@ -610,7 +635,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   const std::string metrics_path = a.metrics != nullptr ? a.metrics->path() : "";
   std::string snapshot_dir;
   if (!config_.snapshot_root.empty()) {
-    auto made = PrepareSnapshotDir(config_.snapshot_root, a.snapshot_key, config_.run_as);
+    auto made = PrepareSnapshotDir(config_.snapshot_root, a.snapshot_key, user);
     if (made.ok()) {
       snapshot_dir = *made;
     } else {
@@ -619,14 +644,21 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
   }
 
+  // The data cache: the worker's one, or with identities per job, the job's own (a cache
+  // shared between jobs would let one job plant data another trains on).
+  std::string cache_dir = config_.data_cache_dir;
+  if (config_.identities != nullptr && given.has_trainer()) {
+    auto made = PrepareDataCacheDir(config_.work_dir, user);
+    cache_dir = made.ok() ? *made : "";
+    if (!made.ok()) spdlog::warn("{}: no data cache ({})", label, made.status().message());
+  }
   for (int l = 0; l < lws; ++l) {
     auto r = std::make_unique<Rank>();
     r->local_rank = l;
     r->rank = launch.ranks(l);
-    r->log = std::make_unique<RankLog>(a.dir + "/rank-" + std::to_string(r->rank) + ".log",
-                                       config_.log_max_bytes,
-                                       config_.run_as ? static_cast<int>(config_.run_as->uid) : -1,
-                                       config_.run_as ? static_cast<int>(config_.run_as->gid) : -1);
+    r->log = std::make_unique<RankLog>(
+        a.dir + "/rank-" + std::to_string(r->rank) + ".log", config_.log_max_bytes,
+        user ? static_cast<int>(user->uid) : -1, user ? static_cast<int>(user->gid) : -1);
     if (!r->log->ok()) {
       spdlog::warn("{}: cannot write {}: {}", label, r->log->path(), strerror(errno));
     }
@@ -636,8 +668,8 @@ void Supervisor::Launch(const v1::Launch& launch) {
     const int efd =
         open(r->error_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (efd >= 0) {
-      if (config_.run_as && fchown(efd, config_.run_as->uid, config_.run_as->gid) != 0) {
-        spdlog::warn("{}: cannot give {} to uid {}", label, r->error_file, config_.run_as->uid);
+      if (user && fchown(efd, user->uid, user->gid) != 0) {
+        spdlog::warn("{}: cannot give {} to uid {}", label, r->error_file, user->uid);
       }
       close(efd);
     }
@@ -652,9 +684,9 @@ void Supervisor::Launch(const v1::Launch& launch) {
     files.resume_from = resume_from;
     files.resume_from_uid = launch.has_resume_source() ? launch.resume_source().uid() : "";
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
-    if (!config_.data_cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = config_.data_cache_dir;
+    if (!cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = cache_dir;
     req.working_dir = dirs->working_dir;
-    req.user = config_.run_as;
+    req.user = user;
     auto started = launcher_.Launch(req);
     r->start_seq = ++seq_;
     snapshot_dirty_ = true;

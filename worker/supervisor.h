@@ -42,6 +42,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "convoy/v1/worker.pb.h"
+#include "worker/job_identity.h"
 #include "worker/metrics_server.h"
 #include "worker/nvml.h"
 #include "worker/process_launcher.h"
@@ -61,8 +62,11 @@ struct WorkerConfig {
   // Read-only roots a trainer.data_dir may also name (canonical).
   std::vector<std::string> data_paths;
   // The user every rank runs as, owner of its job directory and log files; unset: the
-  // worker's own (a worker that is not root cannot switch).
+  // worker's own (a worker that is not root cannot switch), unless `identities` is set.
   std::optional<RunAsUser> run_as;
+  // Set (a root worker, --run-as pool): each job's ranks run as an identity of their own from
+  // this pool (worker/job_identity.h), and `run_as` is unused.
+  std::shared_ptr<JobIdentities> identities;
   std::string trainer_path;
   int cores = 1;
   int slots = 1;
@@ -180,6 +184,8 @@ class Supervisor {
     // job uid, not by the job id, which repeats across clusters).
     std::string snapshot_key;
     std::string dir;
+    // The user its ranks run as (the job's identity, or --run-as); unset: the worker's own.
+    std::optional<RunAsUser> user;
     std::vector<std::unique_ptr<Rank>> ranks;
     std::unique_ptr<MetricsSocket> metrics;  // null once every rank ended
     bool forgotten = false;

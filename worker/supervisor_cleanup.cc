@@ -85,6 +85,17 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
     for (const std::string& k : keep) running += (running.empty() ? "" : ", ") + k;
     error = "still running: " + running + (error.empty() ? "" : "; " + error);
   }
+  if (error.empty() && keep.empty() && config_.identities != nullptr) {
+    // Its files are gone: so is its identity here, with what that uid left in /tmp,
+    // /var/tmp and /dev/shm and its data cache (the uid is handed out again later).
+    if (auto uid = config_.identities->Release(name)) {
+      int64_t n = 0;
+      Status st = RemoveUnder(config_.work_dir + "/data-cache", std::to_string(*uid), &n);
+      if (!st.ok()) spdlog::warn("job {}: its data cache stays: {}", id, st.message());
+      launcher_.ReleaseUser(*uid);
+      spdlog::info("job {}: its identity (uid {}) is released", id, *uid);
+    }
+  }
   if (error.empty()) {
     spdlog::info("job {} was deleted: removed its files ({} entries) from {} and {}", id, removed,
                  attempts_dir + "/" + name, config_.job_root + "/" + name);
@@ -170,7 +181,7 @@ void Supervisor::WritePreemptFile(const Attempt& a, const std::string& reason) {
   }
   const std::string text = (reason.empty() ? std::string("preempted") : reason) + "\n";
   bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  if (config_.run_as && fchown(fd, config_.run_as->uid, config_.run_as->gid) != 0) ok = false;
+  if (a.user && fchown(fd, a.user->uid, a.user->gid) != 0) ok = false;
   close(fd);
   if (!ok) spdlog::warn("job {} attempt {}: {} is incomplete", a.job_id, a.attempt, path);
 }

@@ -127,10 +127,11 @@ std::string WarmTrainerLauncher::UserKey(const std::optional<RunAsUser>& user) {
 }
 
 bool WarmTrainerLauncher::StartPython(const std::string& python, const std::string& forkserver,
-                                      const std::optional<RunAsUser>& user) {
+                                      const std::optional<RunAsUser>& user, bool start_now) {
   python_ = python;
   python_key_ = InterpreterKey(python);
   forkserver_ = forkserver;
+  if (!start_now) return true;
   auto& slot = pythons_[UserKey(user)];
   if (!slot) {
     slot = std::make_unique<Server>();
@@ -143,6 +144,25 @@ bool WarmTrainerLauncher::StartPython(const std::string& python, const std::stri
     slot->watched = {python_, forkserver_};
   }
   return StartServer(*slot);
+}
+
+void WarmTrainerLauncher::ReleaseUser(uid_t uid) {
+  const std::string prefix = std::to_string(uid) + ":";
+  for (auto it = pythons_.begin(); it != pythons_.end();) {
+    Server& s = *it->second;
+    if (it->first.rfind(prefix, 0) != 0 || !s.warm_pids.empty()) {
+      ++it;
+      continue;
+    }
+    if (s.z.pid > 0) {
+      spdlog::info("{} (pid {}) ends: its job's identity was released", s.what, s.z.pid);
+      kill(s.z.pid, SIGKILL);
+      waitpid(s.z.pid, nullptr, 0);
+      close(s.z.sock);
+      s.z = {};
+    }
+    it = pythons_.erase(it);
+  }
 }
 
 pid_t WarmTrainerLauncher::python_pid(const std::optional<RunAsUser>& user) const {

@@ -58,10 +58,11 @@ class WarmTrainerLauncher : public ProcessLauncher {
   // starts cold.
   bool Start();
   // Turns the warm Python on: `python` (an absolute path) runs `forkserver` (the script).
-  // Starts the one for `user` (nullopt: the worker's own user) now; others start at their
-  // first launch. Logs and returns false when it cannot start it.
+  // Starts the one for `user` (nullopt: the worker's own user) now unless `start_now` is
+  // false (identities per job: no user is known yet); others start at their first launch.
+  // Logs and returns false when it cannot start it.
   bool StartPython(const std::string& python, const std::string& forkserver,
-                   const std::optional<RunAsUser>& user);
+                   const std::optional<RunAsUser>& user, bool start_now = true);
 
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
   void SignalGroup(pid_t pgid, int signal) override { cold_.SignalGroup(pgid, signal); }
@@ -69,6 +70,8 @@ class WarmTrainerLauncher : public ProcessLauncher {
   // The cold launcher's, and every warm server's socket (its ranks' exits, its readiness).
   int ExitWakeFds(std::vector<int>* fds) override;
   bool IsStopped(pid_t pid) override { return cold_.IsStopped(pid); }
+  // Ends the warm Python of `uid` (a released job identity), if it has no rank running.
+  void ReleaseUser(uid_t uid) override;
 
   // For tests and logs: the warm trainer's pid (-1: none), how many ranks it started; the
   // same of the warm Python of `user`.

@@ -6,6 +6,7 @@ secure cluster that trains a job to SUCCEEDED. Only paths move: /usr/bin is the 
 bin/, /etc/convoy and /var/lib are under a temp dir, and the ports are free ones."""
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -155,13 +156,13 @@ def test_units_as_written_train_a_job():
         assert r.returncode == 0, r.stderr
         job = json.loads(r.stdout)["job_id"]
 
-        def finished():
+        def finished_job(job):
             r = cli("status", job, "--output", "json")
             if r.returncode != 0:
                 return None
             state = json.loads(r.stdout)["state"]
             return state if state in ("SUCCEEDED", "FAILED", "CANCELLED") else None
-        state = wait_for(finished, 300, f"job {job} to finish", interval=0.5)
+        state = wait_for(lambda: finished_job(job), 300, f"job {job} to finish", interval=0.5)
         assert state == "SUCCEEDED", cli("status", job).stdout + _logs(top)
         # With only the unit's capabilities (no CAP_FOWNER) the worker still gave the ranks
         # their metrics socket and snapshot directory: it sets a mode before it gives a file
@@ -172,6 +173,26 @@ def test_units_as_written_train_a_job():
             assert warning not in worker_log, worker_log[-4000:]
         latest = json.loads(cli("status", job, "--output", "json").stdout).get("latest", [])
         assert latest, "no metric reached the coordinator"
+        # A job runs as an identity of its own (run_as: pool), never the daemons' `convoy`,
+        # and reaches none of the coordinator's state or the worker's key.
+        secrets = [os.path.join(var_lib, "convoy", "tls", "ca.key"),
+                   os.path.join(var_lib, "convoy", "tls", "server.key"),
+                   os.path.join(var_lib, "convoy", "convoy.db"),
+                   os.path.join(var_lib, "convoy", "tokens.db"),
+                   os.path.join(var_lib, "convoy-worker", "tls", "worker.key")]
+        assert all(os.path.exists(p) for p in secrets), [p for p in secrets if not os.path.exists(p)]
+        probe = {"name": "probe", "nodes": 1, "procs_per_node": 1, "max_restarts": 0,
+                 "command": ["sh", "-c", "id -u; for f in " + " ".join(secrets) + "; do "
+                             "if head -c1 \"$f\" >/dev/null 2>&1; then echo READ \"$f\"; "
+                             "else echo DENIED \"$f\"; fi; done"]}
+        with open(spec_path, "w") as f:
+            json.dump(probe, f)
+        probe_job = json.loads(cli("submit", spec_path, "--output", "json").stdout)["job_id"]
+        wait_for(lambda: finished_job(probe_job), 60, "the probe job")
+        out = cli("logs", probe_job, "--rank", "0").stdout.splitlines()
+        daemons = {pwd.getpwnam("convoy").pw_uid, 0}
+        assert int(out[0]) not in daemons and 61184 <= int(out[0]) <= 65519, out
+        assert out[1:] == [f"DENIED {p}" for p in secrets], out
 
         # systemctl stop: SIGTERM to the main process (KillMode=mixed), then it exits.
         for name in ("worker", "coordinator"):

@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from test_e2e_security import run_as_uid
+from test_e2e_security import job_uid
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
 HAVE_TORCH = os.path.exists("/usr/lib/python3/dist-packages/torch")
@@ -54,7 +54,7 @@ def test_python_example_shipped_with_code_runs_on_two_nodes(make_cluster, code_d
     assert "test accuracy" in c.logs(job, 0)
     job_dir = c.job_dir(job)
     shipped = os.path.join(job_dir, "train_ddp.py")
-    assert os.stat(shipped).st_uid == run_as_uid()
+    assert os.stat(shipped).st_uid == job_uid(c, job)
     assert stat.S_IMODE(os.stat(shipped).st_mode) & 0o007 == 0
     with open(os.path.join(job_dir, "pkg", "data.txt")) as f:
         assert f.read() == "shipped\n"

@@ -10,38 +10,78 @@ import pytest
 from cluster import BIN, wait_for
 
 
+# The uids a root worker gives jobs by default (--run-as-pool).
+POOL = (61184, 65519)
+
+
 def run_as_uid():
-    """The uid ranks run as: `convoy` under a root worker, else the worker's own."""
+    """The uid of --run-as convoy: `convoy` under a root worker, else the worker's own."""
     if os.geteuid() != 0:
         return os.geteuid()
     return pwd.getpwnam("convoy").pw_uid
 
 
-def test_ranks_run_as_the_run_as_user_not_root(make_cluster):
+def job_uid(c, job):
+    """The uid `job`'s ranks run as: under a root worker its own identity from the pool (the
+    owner of the job directory the worker made for it), else the worker's own."""
+    if os.geteuid() != 0:
+        return os.geteuid()
+    uid = os.stat(c.job_dir(job)).st_uid
+    assert POOL[0] <= uid <= POOL[1], f"{job} runs as uid {uid}, not one of the pool {POOL}"
+    return uid
+
+
+def test_each_job_runs_as_an_identity_of_its_own_never_root(make_cluster):
     c = make_cluster(workers=1)
+    command = ["sh", "-c", "id -u; id -G; echo \"$HOME $USER\"; pwd; "
+               "touch in-job-dir && echo wrote"]
+    jobs = [c.submit({"name": f"whoami{i}", "nodes": 1, "procs_per_node": 1,
+                      "command": command}) for i in range(2)]
+    uids = []
+    for job in jobs:
+        st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
+        assert st["state"] == "SUCCEEDED", st["message"]
+        lines = c.logs(job, 0).splitlines()
+        uid = job_uid(c, job)
+        uids.append(uid)
+        assert lines[0] == str(uid), lines
+        job_dir = c.job_dir(job)
+        assert lines[3] == job_dir, lines  # the job's own directory is its working directory
+        assert lines[4] == "wrote", lines  # ... and it may write there
+        st_dir = os.stat(job_dir)
+        assert st_dir.st_uid == uid and st_dir.st_mode & 0o777 == 0o700
+        assert os.stat(os.path.join(job_dir, "in-job-dir")).st_uid == uid
+        if os.geteuid() == 0:
+            assert uid != 0
+            assert lines[1] == str(uid), f"not its own group alone: {lines}"
+            assert lines[2] == f"{job_dir} convoy-job-{uid}", lines
+    if os.geteuid() != 0:
+        pytest.skip("not root: ranks run as the test's own user (checked above); identities "
+                    "per job are only tested as root")
+    assert uids[0] != uids[1], "two jobs shared an identity"
+    # The worker says so when it starts.
+    assert "ranks run as an identity of their own per job: a uid and gid from the pool " \
+        f"{POOL[0]}-{POOL[1]}" in c.logs_of("w1")
+    # Deleted, a job's identity is released with its files.
+    c.cli("delete", jobs[0])
+    wait_for(lambda: f"its identity (uid {uids[0]}) is released" in c.logs_of("w1"), 30,
+             "the identity released")
+
+
+def test_a_shared_run_as_user_is_said_to_isolate_nothing(make_cluster):
+    if os.geteuid() != 0:
+        pytest.skip("only a root worker switches users; this test is not root")
+    c = make_cluster(workers=0)
+    c.start_worker("w1", extra=["--run-as", "convoy"])
+    c.wait_workers_ready(1)
     job = c.submit({"name": "whoami", "nodes": 1, "procs_per_node": 1,
-                    "command": ["sh", "-c", "id -u; id -G; echo \"$HOME $USER\"; pwd; "
-                                "touch in-job-dir && echo wrote"]})
+                    "command": ["sh", "-c", "id -u"]})
     st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
     assert st["state"] == "SUCCEEDED", st["message"]
-    lines = c.logs(job, 0).splitlines()
-    uid = run_as_uid()
-    assert lines[0] == str(uid), lines
-    job_dir = c.job_dir(job)
-    assert lines[3] == job_dir, lines  # the job's own directory is its working directory
-    assert lines[4] == "wrote", lines  # ... and it may write there
-    st_dir = os.stat(job_dir)
-    assert st_dir.st_uid == uid and st_dir.st_mode & 0o777 == 0o700
-    assert os.stat(os.path.join(job_dir, "in-job-dir")).st_uid == uid
-    if os.geteuid() != 0:
-        pytest.skip("not root: ranks run as the test's own user (checked above); the switch "
-                    "to `convoy` is only tested as root")
-    user = pwd.getpwnam("convoy")
-    assert uid != 0
-    assert lines[1] == str(user.pw_gid), f"supplementary groups kept: {lines}"
-    assert lines[2] == f"{user.pw_dir} convoy", lines
-    # The worker says so when it starts.
-    assert f"ranks run as convoy (uid {uid}" in c.logs_of("w1")
+    assert c.logs(job, 0).splitlines()[0] == str(run_as_uid())
+    log = c.logs_of("w1")
+    assert f"ranks run as convoy (uid {run_as_uid()}" in log
+    assert "jobs are not isolated from each other" in log
 
 
 def test_root_worker_refuses_root_jobs_and_unknown_users(make_cluster):
@@ -113,7 +153,7 @@ def test_hosts_stay_private_modes_and_environment(make_cluster, monkeypatch):
     assert "E2E_WORKER_SECRET" not in env, "a worker variable outside the allowlist leaked"
     assert env.get("E2E_PASSED_ON") == "visible", "--pass-env did not pass it on"
     assert env["RANK"] == "0" and "PATH" in env
-    uid = run_as_uid()
+    uid = job_uid(c, job)
     assert f"600 {uid}" in lines, f"metrics socket not 0600 and the rank's user's: {lines}"
     assert "0077" in lines, lines  # the rank's umask: its own files are private too
     # The files the job left: none is readable or writable by others.

@@ -17,7 +17,9 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pyth
 HAVE_TORCH = os.path.exists("/usr/lib/python3/dist-packages/torch")
 PY = "/usr/bin/python3"
 ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
-WARM = ["--warm-python", PY]
+# The warm Python serves one user's jobs from one forkserver: a shared --run-as user (with
+# an identity per job, the default, each job would get its own, started at its first rank).
+WARM = ["--warm-python", PY, "--run-as", "convoy"]
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="needs Debian's python3-torch")
 

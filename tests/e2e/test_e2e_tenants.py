@@ -1,0 +1,123 @@
+"""Issue 27, "Tenants cannot touch each other": on a secure cluster, alice's and bob's jobs
+run on one worker, each as an identity of its own (--run-as pool, the default). Bob's rank
+tries every way into alice's running job and into the coordinator's state, and each fails
+with EACCES or EPERM; alice's job SUCCEEDS untouched."""
+import json
+import os
+
+import pytest
+
+from cluster import wait_for
+from test_e2e_security import job_uid
+
+# Bob's rank: tries each access named in its environment, prints RESULT <what> <errno name>
+# ("OK" when it worked).
+PROBE = r'''
+import errno, os, signal, socket
+
+def attempt(what, fn):
+    try:
+        fn()
+        print("RESULT", what, "OK", flush=True)
+    except OSError as e:
+        print("RESULT", what, errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+
+def read(path):
+    with open(path, "rb") as f:
+        f.read(1)
+
+def write(path):
+    with open(path, "wb") as f:
+        f.write(b"bob was here")
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+    finally:
+        s.close()
+
+e = os.environ
+attempt("read-file", lambda: read(e["ALICE_DIR"] + "/secret.txt"))
+attempt("list-job-dir", lambda: os.listdir(e["ALICE_DIR"]))
+attempt("read-code", lambda: read(e["ALICE_DIR"] + "/alice.sh"))
+attempt("read-log", lambda: read(e["ALICE_LOG"]))
+attempt("read-environ", lambda: read("/proc/%s/environ" % e["ALICE_PID"]))
+attempt("signal", lambda: os.kill(int(e["ALICE_PID"]), signal.SIGTERM))
+attempt("write-checkpoint", lambda: write(e["ALICE_CKPT"] + "/ckpt-000000000999.pt"))
+attempt("connect-metrics", lambda: connect(e["ALICE_SOCKET"]))
+attempt("read-ca-key", lambda: read(e["STATE"] + "/tls/ca.key"))
+attempt("read-database", lambda: read(e["STATE"] + "/convoy.db"))
+attempt("read-worker-key", lambda: read(e["WORKER_TLS"]))
+'''
+
+ALICE = ("echo private > secret.txt; mkdir -p \"$CONVOY_CHECKPOINT_DIR\"; "
+         "echo alice-was-here; i=0; while [ $i -lt 600 ] && [ ! -e done ]; do sleep 0.1; "
+         "i=$((i+1)); done; test \"$(cat secret.txt)\" = private && "
+         "test -z \"$(ls \"$CONVOY_CHECKPOINT_DIR\")\" && echo untouched")
+
+
+def environ_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(e.decode().split("=", 1) for e in f.read().split(b"\0") if b"=" in e)
+
+
+def test_one_tenants_rank_cannot_reach_anothers_job_or_the_control_plane(make_cluster, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("identities per job need a root worker; this test is not root")
+    c = make_cluster(workers=1, slots=2, secure=True)
+    alice = c.make_token("user", user="alice")
+    bob = c.make_token("user", user="bob")
+
+    def submit(spec, token, code=None):
+        path = tmp_path / f"{spec['name']}.json"
+        path.write_text(json.dumps(spec))
+        args = ["submit", str(path), "--output", "json"] + (["--code", str(code)] if code else [])
+        job = json.loads(c.cli(*args, token=token).stdout)["job_id"]
+        c.jobs.append(job)
+        return job
+
+    code = tmp_path / "alice-code"
+    code.mkdir()
+    (code / "alice.sh").write_text(ALICE)
+    a = submit({"name": "alice", "nodes": 1, "procs_per_node": 1,
+                "command": ["sh", "alice.sh"], "env": {"ALICE_SECRET": "s3cret"},
+                "max_restarts": 0}, alice, code)
+    a_pid = wait_for(lambda: c.rank_pid(a, 0), 60, "alice's rank")
+    wait_for(lambda: "alice-was-here" in c.logs(a, 0), 30, "alice's first line")
+    a_env = environ_of(a_pid)
+    assert a_env["ALICE_SECRET"] == "s3cret"
+    a_dir = c.job_dir(a)
+    probe = tmp_path / "bob-code"
+    probe.mkdir()
+    (probe / "probe.py").write_text(PROBE)
+    b = submit({"name": "bob", "nodes": 1, "procs_per_node": 1,
+                "command": ["python3", "probe.py"], "max_restarts": 0,
+                "env": {"PATH": "/usr/bin:/bin", "ALICE_DIR": a_dir, "ALICE_PID": str(a_pid),
+                        "ALICE_LOG": os.path.join(c.dir, "w1", "jobs", c.job_dir_name(a),
+                                                  "attempt-0", "rank-0.log"),
+                        "ALICE_CKPT": a_env["CONVOY_CHECKPOINT_DIR"],
+                        "ALICE_SOCKET": a_env["CONVOY_METRICS_SOCKET"],
+                        "STATE": os.path.join(c.dir, "state"),
+                        "WORKER_TLS": os.path.join(c.dir, "w1", "tls", "worker.key")}},
+               bob, probe)
+    st = c.wait_state(b, {"SUCCEEDED", "FAILED"}, timeout=120)
+    assert st["state"] == "SUCCEEDED", (st["message"], c.logs(b, 0))
+    results = dict(line.split()[1:3] for line in c.logs(b, 0).splitlines()
+                   if line.startswith("RESULT "))
+    assert len(results) == 11, c.logs(b, 0)
+    allowed = {"EACCES", "EPERM"}
+    wrong = {what: r for what, r in results.items() if r not in allowed}
+    assert not wrong, f"bob's rank got into alice's job or the control plane: {wrong}"
+    # Two identities, neither root nor a daemon's.
+    ua, ub = job_uid(c, a), job_uid(c, b)
+    assert ua != ub and 0 not in (ua, ub)
+    # Alice's job was not touched: it finishes on its own and finds its files as it left them.
+    assert c.rank_pid(a, 0) == a_pid
+    open(os.path.join(a_dir, "done"), "w").close()
+    st = c.wait_state(a, {"SUCCEEDED", "FAILED"}, timeout=60)
+    assert st["state"] == "SUCCEEDED", st["message"]
+    assert "untouched" in c.logs(a, 0)
+    # Bob cannot read alice's log through the coordinator either (owner-only logs.read).
+    r = c.cli("logs", a, "--rank", "0", check=False, token=bob)
+    assert r.returncode != 0 and "alice-was-here" not in r.stdout
