@@ -489,6 +489,12 @@ Status Cgroups::MakeDir(const std::string& dir, bool exist_ok) const {
   return Status::Ok();
 }
 
+std::vector<std::string> Cgroups::BaseDirs() const {
+  std::vector<std::string> dirs;
+  for (const auto& base : bases_) dirs.push_back(base.dir);
+  return dirs;
+}
+
 std::string Cgroups::Describe() const {
   std::string dirs;
   for (const auto& base : bases_) dirs += (dirs.empty() ? "" : ", ") + base.dir;

@@ -101,6 +101,9 @@ class Cgroups {
 
   int version() const { return version_; }  // 1 or 2
 
+  // The worker's base: one directory for v2; memory's, cpu's and pids' for v1, in that order.
+  std::vector<std::string> BaseDirs() const;
+
   // One line for the log and --check-config, e.g. "cgroup v2 (memory, cpu, pids) under
   // /sys/fs/cgroup/system.slice/convoy-worker.service/convoy-worker-w1"; v1 names each
   // controller's base.
