@@ -529,7 +529,6 @@ StatusOr<std::unique_ptr<Cgroup>> Cgroups::Create(const std::string& name,
       return Status::AlreadyExists("cgroup " + base.dir + "/" + name + " exists already");
     }
   }
-  std::vector<std::string> base_dirs;
   Status made = Status::Ok();
   for (const auto& base : bases_) {
     std::vector<std::string> parents;
@@ -543,11 +542,11 @@ StatusOr<std::unique_ptr<Cgroup>> Cgroups::Create(const std::string& name,
     }
     if (made.ok()) made = MakeDir(base.dir + "/" + name, /*exist_ok=*/false);
     if (!made.ok()) break;
-    base_dirs.push_back(base.dir);
   }
   if (made.ok()) made = WriteLimits(name, limits);
   if (!made.ok()) {
-    Status removed = RemoveGroup(base_dirs, name);
+    // Nothing of it existed before (checked above, under the lock): all of it goes.
+    Status removed = RemoveGroup(BaseDirs(), name);
     if (!removed.ok()) spdlog::warn("{}", removed.message());
     return made;
   }
