@@ -79,7 +79,7 @@ void WaitForClose(int fd) {
   }
 }
 
-class CgroupsV1Test : public ::testing::Test {
+class CgroupsRealV1Test : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to make cgroups";
@@ -117,7 +117,7 @@ class CgroupsV1Test : public ::testing::Test {
   std::vector<std::string> base_dirs_;  // memory, cpu, pids
 };
 
-TEST_F(CgroupsV1Test, OomKillsTheGreedyChildAndSparesTheNeighbour) {
+TEST_F(CgroupsRealV1Test, OomKillsTheGreedyChildAndSparesTheNeighbour) {
   auto greedy = cgroups_->Create("job-1/rank-0", CgroupLimits{64 * kMiB, 1.5, 0});
   ASSERT_TRUE(greedy.ok()) << greedy.status().message();
   auto neighbour = cgroups_->Create("job-2/rank-0", CgroupLimits{256 * kMiB, 1, 0});
@@ -170,7 +170,7 @@ TEST_F(CgroupsV1Test, OomKillsTheGreedyChildAndSparesTheNeighbour) {
   EXPECT_THAT(cgroups_->Leftovers(), IsEmpty());
 }
 
-TEST_F(CgroupsV1Test, ForkFailsPastPidsMax) {
+TEST_F(CgroupsRealV1Test, ForkFailsPastPidsMax) {
   auto group = cgroups_->Create("rank-0", CgroupLimits{0, 0, 5});
   ASSERT_TRUE(group.ok()) << group.status().message();
   EXPECT_EQ(Read(base_dirs_[2] + "/rank-0/pids.max"), "5\n");
@@ -203,7 +203,7 @@ TEST_F(CgroupsV1Test, ForkFailsPastPidsMax) {
   EXPECT_TRUE(removed.ok()) << removed.message();
 }
 
-TEST_F(CgroupsV1Test, KillAllKillsASleepingChild) {
+TEST_F(CgroupsRealV1Test, KillAllKillsASleepingChild) {
   auto group = cgroups_->Create("rank-0", CgroupLimits{128 * kMiB, 0.5, 64});
   ASSERT_TRUE(group.ok()) << group.status().message();
   int ready[2];
@@ -235,7 +235,7 @@ TEST_F(CgroupsV1Test, KillAllKillsASleepingChild) {
   for (const auto& dir : base_dirs_) EXPECT_FALSE(fs::exists(dir + "/rank-0")) << dir;
 }
 
-TEST_F(CgroupsV1Test, AForgottenGroupIsALeftoverAtTheNextOpen) {
+TEST_F(CgroupsRealV1Test, AForgottenGroupIsALeftoverAtTheNextOpen) {
   pid_t child = -1;
   {
     auto group = cgroups_->Create("job-5/attempt-1/rank-0", CgroupLimits{128 * kMiB, 1, 64});
