@@ -190,6 +190,23 @@ Status Authorizer::CheckOwner(const Principal& who, const v1::Job& job, Right ri
                                   "' needs its owner or an admin; you are " + who.Describe());
 }
 
+void Authorizer::Redact(const Principal& who, v1::Job* job) {
+  if (who.admin() || (who.kind == Principal::Kind::kUser && job->owner() == who.name)) return;
+  for (auto& [name, value] : *job->mutable_spec()->mutable_env()) value = "(redacted)";
+  auto strip = [](v1::ProcessExit* e) {
+    e->clear_stderr_tail();
+    e->clear_error_message();
+    e->clear_error_traceback();
+  };
+  for (v1::Attempt& a : *job->mutable_attempts()) {
+    if (a.has_failure()) strip(a.mutable_failure()->mutable_exit());
+    for (v1::ProcessExited& x : *a.mutable_exits()) strip(x.mutable_exit());
+  }
+  for (v1::JobEvent& e : *job->mutable_events()) {
+    if (e.has_failure()) strip(e.mutable_failure()->mutable_exit());
+  }
+}
+
 StatusOr<std::shared_ptr<void>> Authorizer::AcquireStream(const Principal& who) {
   if (who.kind != Principal::Kind::kUser) return std::shared_ptr<void>();
   {

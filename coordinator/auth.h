@@ -96,6 +96,10 @@ class Authorizer {
 
   // Cancelling or reading the logs of `job`: its owner or an admin.
   static Status CheckOwner(const Principal& who, const v1::Job& job, Right right);
+  // What `who` may see of `job`: all of it for its owner or an admin; for anyone else the
+  // spec's env values are replaced by "(redacted)" (the names stay) and the failures' stderr
+  // tails, exception messages and tracebacks are dropped (GetLogs is owner-only too).
+  static void Redact(const Principal& who, v1::Job* job);
 
   // One stream (watch, logs) of `who` for as long as the returned handle lives;
   // RESOURCE_EXHAUSTED past the cap.

@@ -317,18 +317,36 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
   using Out = Outbound<v1::WatchJobResponse, WatchReactor>;
 
   WatchReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
-               const std::string& job_id, size_t limit, std::shared_ptr<void> slot)
+               const std::string& job_id, size_t limit, std::shared_ptr<void> slot,
+               const Principal& who)
       : coordinator_(coordinator),
         out_(std::make_shared<Out>(this, context, limit)),
         slot_(std::move(slot)) {
     std::shared_ptr<Out> out = out_;
-    auto id =
-        coordinator_.Watch(job_id, [out, job_id](const v1::WatchJobResponse& update, bool done) {
-          if (out->Enqueue(update) == Out::Push::kOverflow) {
-            spdlog::warn("watch of job {}: the client does not read; dropped", job_id);
-          }
-          if (done) out->Finish(grpc::Status::OK);
-        });
+    // Updates come one at a time from the commit thread; the job (the first update, and
+    // every state change) says whose it is, for the events between.
+    auto owner = std::make_shared<std::string>();
+    auto id = coordinator_.Watch(job_id, [out, job_id, who, owner](
+                                             const v1::WatchJobResponse& given, bool done) {
+      const bool redacted = given.has_job() || (given.has_event() && given.event().has_failure());
+      v1::WatchJobResponse copy;
+      if (given.has_job()) {
+        *owner = given.job().owner();
+        copy = given;
+        Authorizer::Redact(who, copy.mutable_job());
+      } else if (redacted) {
+        v1::Job shown;
+        shown.set_owner(*owner);
+        *shown.add_events() = given.event();
+        Authorizer::Redact(who, &shown);
+        *copy.mutable_event() = shown.events(0);
+      }
+      const v1::WatchJobResponse& update = redacted ? copy : given;
+      if (out->Enqueue(update) == Out::Push::kOverflow) {
+        spdlog::warn("watch of job {}: the client does not read; dropped", job_id);
+      }
+      if (done) out->Finish(grpc::Status::OK);
+    });
     if (!id.ok()) {
       out_->Finish(ToGrpc(id.status()));
     } else {
@@ -536,7 +554,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
   if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto job = coordinator_.Get(req->job_id());
-  if (job.ok()) *resp = std::move(*job);
+  if (job.ok()) {
+    Authorizer::Redact(*who, &*job);
+    *resp = std::move(*job);
+  }
   reactor->Finish(ToGrpc(job.status()));
   return reactor;
 }
@@ -561,7 +582,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
   auto query = ParseJobQuery(*req);
   if (!query.ok()) return FinishNow(context, query.status());
   JobManager::JobPage page = coordinator_.ListPage(*query);
-  for (v1::Job& job : page.jobs) *resp->add_jobs() = std::move(job);
+  for (v1::Job& job : page.jobs) {
+    Authorizer::Redact(*who, &job);
+    *resp->add_jobs() = std::move(job);
+  }
   resp->set_next_page_token(std::move(page.next_page_token));
   return FinishNow(context, Status::Ok());
 }
@@ -673,7 +697,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
   auto slot = auth_.AcquireStream(*who);
   if (!slot.ok()) return new RefusedWrite<v1::WatchJobResponse>(slot.status());
   return new WatchReactor(coordinator_, context, req->job_id(), limits_.watch_queue,
-                          std::move(*slot));
+                          std::move(*slot), *who);
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetLogs(

@@ -70,6 +70,30 @@ int HistoryPoints(const v1::JobSpec& spec) {
 
 }  // namespace
 
+int32_t JobManager::TakeIdentity(const std::string& job_uid) {
+  int32_t n = 1;
+  for (const auto& [held, uid] : identities_) {  // ascending: the first gap
+    if (held != n) break;
+    ++n;
+  }
+  identities_[n] = job_uid;
+  return n;
+}
+
+void JobManager::ReleaseIdentityOf(const std::string& job_uid) {
+  for (const auto& [worker, jobs] : file_deletions_) {
+    for (const auto& [id, pending] : jobs) {
+      if (pending.job_uid == job_uid) return;  // a worker still holds its files
+    }
+  }
+  for (auto it = identities_.begin(); it != identities_.end(); ++it) {
+    if (it->second == job_uid) {
+      identities_.erase(it);
+      return;
+    }
+  }
+}
+
 Status JobManager::Recover() {
   auto workers = store_.LoadWorkers();
   if (!workers.ok()) return workers.status();
@@ -81,9 +105,14 @@ Status JobManager::Recover() {
   for (v1::Job& job : *jobs) {
     JobRecord& r = jobs_.try_emplace(job.id(), NewRuntime()).first->second;
     r.job = std::move(job);
-    if (r.job.uid().empty()) {
-      // Stored by a coordinator older than job uids: it gets one now, kept from here on.
-      r.job.set_uid(RandomHexId());
+    if (r.job.identity() > 0) identities_[r.job.identity()] = r.job.uid();
+  }
+  for (auto& [id, r] : jobs_) {
+    if (r.job.uid().empty() || r.job.identity() <= 0) {
+      // Stored by a coordinator older than job uids or identities: it gets them now, kept
+      // from here on.
+      if (r.job.uid().empty()) r.job.set_uid(RandomHexId());
+      if (r.job.identity() <= 0) r.job.set_identity(TakeIdentity(r.job.uid()));
       v1::Job copy = r.job;
       copy.clear_events();
       Status st = store_.SaveJob(copy, nullptr);
@@ -228,6 +257,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   v1::Job job;
   job.set_id(id);
   job.set_uid(RandomHexId());
+  job.set_identity(TakeIdentity(job.uid()));
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
   job.set_created_unix_ms(clock_.NowUnixMs());

@@ -464,6 +464,12 @@ class JobManager {
   std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
   int64_t usage_updated_mono_ms_ = 0;
   int64_t next_job_number_ = 1;
+  // Job identities held (Job.identity -> the job's uid): by every job, and by a deleted one
+  // until every worker has removed its files (in memory: after a restart a worker that still
+  // holds a deleted job's files refuses its uid to another job).
+  std::map<int32_t, std::string> identities_;
+  int32_t TakeIdentity(const std::string& job_uid);
+  void ReleaseIdentityOf(const std::string& job_uid);
   uint64_t next_watch_id_ = 1;
   std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
   LogBroker logs_;

@@ -52,6 +52,7 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
   dirty_.erase(id);
   history_dirty_.erase(id);
   jobs_.erase(id);
+  ReleaseIdentityOf(uid);  // now, or when the last worker has removed its files
   spdlog::info("job {} ({}) deleted{}; {} worker(s) told to remove its files", id, StateName(state),
                by.empty() ? "" : " by " + by, workers.size());
   return std::vector<std::string>(workers.begin(), workers.end());
@@ -78,8 +79,13 @@ void JobManager::OnJobFilesDeleted(const std::string& worker, const v1::JobFiles
   }
   spdlog::info("worker {} removed the files of deleted job {}", worker, msg.job_id());
   (void)store_.SaveFileDeletion({worker, msg.job_id(), ""}, false);
+  const std::string uid = it->second.job_uid;
   w->second.erase(it);
   if (w->second.empty()) file_deletions_.erase(w);
+  // Unless it is a job's that still exists (not deleted: an attempt's files only).
+  bool live = false;
+  for (const auto& [id, r] : jobs_) live = live || r.job.uid() == uid;
+  if (!live) ReleaseIdentityOf(uid);
 }
 
 void JobManager::SendFileDeletions(const std::string& worker, bool all) {

@@ -47,9 +47,11 @@ if [ -e "$OPENBLAS" ]; then
   fi
 fi
 
-# Jobs never run as root (issue 12): a root convoy-worker runs every rank as the `convoy`
-# system user (--run-as), each job in its own directory under the worker's --job-root
-# (default WORK_DIR/job-root), which the worker creates and gives to that user. Nothing is
+# Jobs never run as root (issue 12) and never as each other (issue 27): a root
+# convoy-worker runs each job as a uid of its own from --run-as-pool (no account needed),
+# each job in its own directory under the worker's --job-root (default WORK_DIR/job-root),
+# which the worker creates and gives to that uid. The `convoy` system user is for the
+# daemons of the package and for --run-as convoy (one shared user). Nothing is
 # made under /var/lib here: the coordinator's state directory (0700) is made by
 # `convoy-coordinator init`, a worker's directories by the worker.
 SUDO=""

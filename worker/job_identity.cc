@@ -110,7 +110,10 @@ StatusOr<std::unique_ptr<JobIdentities>> JobIdentities::Open(const std::string& 
     if (!ParseUid(name, &uid)) continue;  // "next"
     std::ifstream in(e.path());
     std::string job;
-    std::getline(in, job);
+    std::string line, cluster;
+    std::getline(in, line);
+    std::istringstream fields(line);
+    fields >> job >> cluster;
     if (uid < range.first || uid > range.last || job.empty()) {
       spdlog::warn("job identities: dropping the record {} ({})", e.path().string(),
                    job.empty() ? "no job in it" : "outside the pool " + job);
@@ -118,6 +121,7 @@ StatusOr<std::unique_ptr<JobIdentities>> JobIdentities::Open(const std::string& 
       continue;
     }
     ids->by_job_[job] = static_cast<uid_t>(uid);
+    ids->cluster_of_[static_cast<uid_t>(uid)] = cluster;
     ids->by_uid_[static_cast<uid_t>(uid)] = job;
     highest = std::max(highest, uid);
   }
@@ -150,7 +154,29 @@ bool JobIdentities::Taken(uid_t uid) const {
   return getgrgid_r(uid, &gr, buf, sizeof(buf), &gfound) == 0 && gfound != nullptr;
 }
 
-StatusOr<RunAsUser> JobIdentities::For(const std::string& job, const std::string& home) {
+Status JobIdentities::Record(const std::string& job, uid_t uid, const std::string& cluster) {
+  const std::string path = dir_ + "/" + std::to_string(uid);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Status::Internal("cannot record job " + job + "'s identity in " + path + ": " +
+                            std::strerror(errno));
+  }
+  const std::string line = job + (cluster.empty() ? "" : " " + cluster) + "\n";
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const bool synced = fsync(fd) == 0;
+  close(fd);
+  if (!written || !synced) {
+    unlink(path.c_str());
+    return Status::Internal("cannot record job " + job + "'s identity in " + path);
+  }
+  by_job_[job] = uid;
+  by_uid_[uid] = job;
+  cluster_of_[uid] = cluster;
+  return Status::Ok();
+}
+
+StatusOr<RunAsUser> JobIdentities::For(const std::string& job, const std::string& home,
+                                       int32_t number, const std::string& cluster) {
   auto make = [&](uid_t uid) {
     RunAsUser u;
     u.uid = uid;
@@ -159,6 +185,41 @@ StatusOr<RunAsUser> JobIdentities::For(const std::string& job, const std::string
     u.home = home;
     return u;
   };
+  const std::string pool =
+      "--run-as-pool " + std::to_string(range_.first) + "-" + std::to_string(range_.last);
+  if (number > 0) {
+    if (static_cast<size_t>(number) > range_.size()) {
+      return Status::ResourceExhausted(
+          "its identity " + std::to_string(number) + " is beyond " + pool + " (" +
+          std::to_string(range_.size()) +
+          " uids): more jobs hold identities than the pool has; delete finished jobs "
+          "(--job-retention) or widen the pool on every worker");
+    }
+    const uid_t uid = range_.first + static_cast<uid_t>(number - 1);
+    auto known = Find(job);
+    if (known && *known == uid) return make(uid);
+    auto holder = by_uid_.find(uid);
+    if (holder != by_uid_.end() && !cluster.empty() && !cluster_of_[uid].empty() &&
+        cluster_of_[uid] != cluster) {
+      return Status::AlreadyExists(holder->second);  // another cluster's: see the header
+    }
+    if (holder != by_uid_.end()) {
+      return Status::FailedPrecondition("uid " + std::to_string(uid) + " of " + pool +
+                                        " is still held here by job " + holder->second +
+                                        ", whose files are not deleted yet");
+    }
+    if (known) {
+      return Status::FailedPrecondition("job " + job + " ran here as uid " +
+                                        std::to_string(*known) + ", and is now given uid " +
+                                        std::to_string(uid));
+    }
+    if (Taken(uid)) {
+      return Status::FailedPrecondition("uid " + std::to_string(uid) + " of " + pool +
+                                        " belongs to an account or group of this host");
+    }
+    CONVOY_RETURN_IF_ERROR(Record(job, uid, cluster));
+    return make(uid);
+  }
   if (auto known = Find(job)) return make(*known);
   const std::set<uid_t> running = ProcessUids();
   uid_t uid = next_;
@@ -166,31 +227,17 @@ StatusOr<RunAsUser> JobIdentities::For(const std::string& job, const std::string
     const uid_t candidate = uid;
     uid = uid == range_.last ? range_.first : uid + 1;
     if (Taken(candidate) || running.count(candidate) != 0) continue;
-    const std::string path = dir_ + "/" + std::to_string(candidate);
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-      if (errno == EEXIST) continue;
-      return Status::Internal("cannot record job " + job + "'s identity in " + path + ": " +
-                              std::strerror(errno));
-    }
-    const std::string line = job + "\n";
-    const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-    const bool synced = fsync(fd) == 0;
-    close(fd);
-    if (!written || !synced) {
-      unlink(path.c_str());
-      return Status::Internal("cannot record job " + job + "'s identity in " + path);
-    }
-    by_job_[job] = candidate;
-    by_uid_[candidate] = job;
+    if (access((dir_ + "/" + std::to_string(candidate)).c_str(), F_OK) == 0) continue;
+    CONVOY_RETURN_IF_ERROR(Record(job, candidate, cluster));
     next_ = uid;
     std::ofstream(dir_ + "/next") << next_ << "\n";
     return make(candidate);
   }
-  return Status::ResourceExhausted(
-      "no free uid in the pool " + std::to_string(range_.first) + "-" +
-      std::to_string(range_.last) + " (" + std::to_string(by_uid_.size()) +
-      " held by jobs on this worker): delete finished jobs or widen --run-as-pool");
+  return Status::ResourceExhausted("no free uid in the pool " + std::to_string(range_.first) + "-" +
+                                   std::to_string(range_.last) + " (" +
+                                   std::to_string(by_uid_.size()) +
+                                   " held by jobs on this worker): delete finished jobs or "
+                                   "widen --run-as-pool");
 }
 
 std::optional<uid_t> JobIdentities::Release(const std::string& job,
@@ -215,6 +262,7 @@ std::optional<uid_t> JobIdentities::Release(const std::string& job,
   }
   unlink((dir_ + "/" + std::to_string(uid)).c_str());
   by_uid_.erase(uid);
+  cluster_of_.erase(uid);
   by_job_.erase(it);
   return uid;
 }

@@ -4,14 +4,16 @@
 // checkpoints, unpacked code, metrics socket, snapshot directory, error files and rank logs,
 // and nothing else; no other job and no daemon has it.
 //
-// Records: `<dir>/<uid>` holds the name of the job's directories (JobDirName: id and uid, so
-// never another cluster's job of the same id), made with O_EXCL, so a worker restart keeps
-// every job's identity and two jobs never claim one uid. A job keeps its identity across its
-// attempts on this worker until its files are deleted (`convoy delete`, retention), when it
-// is released. A released uid is given out again only after the rest of the pool (the next
-// allocation starts after the last one made), and what it still owns at the top of /tmp,
-// /var/tmp and /dev/shm is removed when it is released (files a job left outside its
-// directories would otherwise reach the next job given that uid).
+// Which uid: the coordinator numbers each job's identity (Job.identity, carried by Launch:
+// uid = FIRST + number - 1), so a job has the same uid on every worker (a job root shared
+// between workers has one owner per job); a launch from an older coordinator gets a uid this
+// worker picks. Records: `<dir>/<uid>` holds the name of the job's directories (JobDirName:
+// id and uid, so never another cluster's job of the same id), made with O_EXCL, so a worker
+// restart keeps every job's identity and a uid this worker still holds for a job whose files
+// are not deleted is never given to another. A job keeps its identity across its attempts
+// until its files are deleted (`convoy delete`, retention), when it is released, and what
+// its uid still owns at the top of /tmp, /var/tmp and /dev/shm is removed (files a job left
+// outside its directories would otherwise reach the next job given that uid).
 //
 // Threading: not thread-safe; the supervisor thread (and main, before it starts) only.
 #pragma once
@@ -50,10 +52,19 @@ class JobIdentities {
   // uid outside `range` or an unreadable one is dropped with a warning.
   static StatusOr<std::unique_ptr<JobIdentities>> Open(const std::string& dir, UidRange range);
 
-  // The identity of the job whose directories are named `job`: its recorded one, else a new
-  // uid from the pool that no record, account, group or running process has (uid = gid;
-  // name "convoy-job-UID"; HOME `home`). RESOURCE_EXHAUSTED when the pool is used up.
-  StatusOr<RunAsUser> For(const std::string& job, const std::string& home);
+  // The identity of the job whose directories are named `job` (uid = gid; name
+  // "convoy-job-UID"; HOME `home`). `number` > 0 (Launch.identity, the coordinator's, the
+  // same on every worker): uid FIRST + number - 1, refused when beyond the pool, when an
+  // account or group has it, or when this worker still holds it for another job (whose
+  // files are not deleted yet). `number` 0 (an older coordinator): its recorded one, else a
+  // new uid from the pool that no record, account, group or running process has
+  // (RESOURCE_EXHAUSTED when the pool is used up).
+  // `cluster` (Launch.cluster_id) is recorded with it: a uid held for a job of another
+  // cluster (this worker served another coordinator before; that cluster will never delete
+  // the job's files here) is ALREADY_EXISTS with that job's directory name as the message,
+  // for the caller to remove its files and Release it.
+  StatusOr<RunAsUser> For(const std::string& job, const std::string& home, int32_t number = 0,
+                          const std::string& cluster = "");
   // The uid recorded for `job`, if any.
   std::optional<uid_t> Find(const std::string& job) const;
   // Forgets `job`'s identity and removes what its uid still owns at the top of `tmp_dirs`
@@ -67,12 +78,14 @@ class JobIdentities {
  private:
   JobIdentities(std::string dir, UidRange range) : dir_(std::move(dir)), range_(range) {}
   bool Taken(uid_t uid) const;
+  Status Record(const std::string& job, uid_t uid, const std::string& cluster);
 
   const std::string dir_;
   const UidRange range_;
   std::map<std::string, uid_t> by_job_;
   std::map<uid_t, std::string> by_uid_;
-  uid_t next_ = 0;  // where the next search starts
+  std::map<uid_t, std::string> cluster_of_;  // "" when unknown
+  uid_t next_ = 0;                           // where the next search starts
 };
 
 // --run-as pool on a root worker: `pool_text` (--run-as-pool) parsed and checked free, and

@@ -25,6 +25,7 @@
 #include "common/trainer_argv.h"
 #include "common/util.h"
 #include "worker/data_cache_dir.h"
+#include "worker/file_removal.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/snapshot_dir.h"
@@ -67,6 +68,75 @@ void MakeWorkerDir(const std::string& dir, bool searchable) {
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return;
   const mode_t want = searchable ? 0711 : 0700;
   if ((st.st_mode & 07777) != want) chmod(dir.c_str(), want);
+}
+
+// Copies the checkpoint files (ckpt-*.pt, regular files, links not followed) of `from` into
+// `to` (made 0700, owner uid:gid, as are the copies) and returns `to`. An existing `to` (an
+// earlier attempt's copy) is used as it is.
+StatusOr<std::string> CopyCheckpoints(const std::string& from, const std::string& to, int64_t uid,
+                                      int64_t gid) {
+  struct stat st {};
+  if (lstat(to.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Status::Internal(to + ": not a directory");
+    return to;
+  }
+  // None here (it ran on another worker, without a shared job root): an empty copy, and the
+  // trainer says it found no checkpoint there, as it would in `from`.
+  DIR* d = opendir(from.c_str());
+  if (d == nullptr && errno != ENOENT) {
+    return Status::NotFound("cannot read its checkpoints in " + from + ": " + strerror(errno));
+  }
+  const std::string tmp = to + ".tmp";
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  if (mkdir(tmp.c_str(), 0700) != 0) {
+    if (d != nullptr) closedir(d);
+    return Status::Internal("cannot create " + tmp + ": " + strerror(errno));
+  }
+  Status result = Status::Ok();
+  int copied = 0;
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    const std::string name = e->d_name;
+    if (name.rfind("ckpt-", 0) != 0 || name.size() < 4 || name.substr(name.size() - 3) != ".pt")
+      continue;
+    const int in = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat fst {};
+    if (in < 0 || fstat(in, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+      if (in >= 0) close(in);
+      continue;
+    }
+    const std::string dst = tmp + "/" + name;
+    const int out = open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    bool ok = out >= 0;
+    char buf[1 << 16];
+    ssize_t n = 0;
+    while (ok && (n = read(in, buf, sizeof(buf))) > 0) {
+      ok = write(out, buf, static_cast<size_t>(n)) == n;
+    }
+    ok = ok && n == 0 &&
+         (uid < 0 || fchown(out, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0);
+    close(in);
+    if (out >= 0) close(out);
+    if (!ok) {
+      result = Status::Internal("cannot copy " + from + "/" + name + " to " + dst);
+      break;
+    }
+    ++copied;
+  }
+  if (d != nullptr) closedir(d);
+  if (result.ok() && uid >= 0 &&
+      chown(tmp.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) {
+    result = Status::Internal("cannot give " + tmp + " to uid " + std::to_string(uid));
+  }
+  if (result.ok() && rename(tmp.c_str(), to.c_str()) != 0) {
+    result = Status::Internal("cannot rename " + tmp + ": " + strerror(errno));
+  }
+  if (!result.ok()) {
+    std::filesystem::remove_all(tmp, ec);
+    return result;
+  }
+  spdlog::info("copied {} checkpoint(s) of {} into {}", copied, from, to);
+  return to;
 }
 
 }  // namespace
@@ -498,10 +568,30 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
   }
   const Key key{launch.job_id(), launch.attempt()};
-  if (attempts_.count(key) != 0) {
-    spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
-                 launch.job_id(), launch.attempt());
-    return;
+  auto held = attempts_.find(key);
+  if (held != attempts_.end()) {
+    Attempt& other = held->second;
+    if (other.job_uid == launch.job_uid() || other.job_uid.empty() || launch.job_uid().empty()) {
+      spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
+                   launch.job_id(), launch.attempt());
+      return;
+    }
+    // Another job with the same id (another cluster's, or this one's after a fresh state
+    // directory: ids restart at j-000001): it is never taken for this one.
+    if (other.AnyRunning()) {
+      KillAttempt(other, config_.kill_grace_ms);
+      refuse(first_rank, "attempt " + std::to_string(launch.attempt()) +
+                             " of another job with the same id (uid " + other.job_uid +
+                             ") is still being stopped on worker " + config_.name);
+      return;
+    }
+    spdlog::warn(
+        "job {} attempt {}: forgetting the ended attempt of another job with that id "
+        "(uid {}) for job uid {}",
+        launch.job_id(), launch.attempt(), other.job_uid, launch.job_uid());
+    CloseMetrics(other);
+    attempts_.erase(held);
+    snapshot_dirty_ = true;
   }
   // A later attempt of a job is a restart (attempt 0 is the first).
   if (launch.attempt() > 0) restarts_seen_total_.fetch_add(1, std::memory_order_relaxed);
@@ -524,7 +614,29 @@ void Supervisor::Launch(const v1::Launch& launch) {
   // here), or the one --run-as user.
   std::optional<RunAsUser> user = config_.run_as;
   if (config_.identities != nullptr) {
-    auto id = config_.identities->For(dir_name, config_.job_root + "/" + dir_name);
+    auto id = config_.identities->For(dir_name, config_.job_root + "/" + dir_name,
+                                      launch.identity(), launch.cluster_id());
+    if (id.status().code() == StatusCode::kAlreadyExists) {
+      // Held for a job of another cluster this worker served before: that cluster will never
+      // delete its files here, and they must not go to this job with the uid.
+      const std::string holder = id.status().message();
+      int64_t n = 0;
+      Status gone = RemoveUnder(config_.work_dir + "/jobs", holder, &n);
+      if (gone.ok()) gone = RemoveUnder(config_.job_root, holder, &n);
+      if (!gone.ok()) {
+        refuse(first_rank,
+               "its identity is held by job " + holder +
+                   " of another cluster, whose files cannot be removed: " + gone.message());
+        return;
+      }
+      auto uid = config_.identities->Release(holder);
+      spdlog::warn(
+          "job {}: removed job {} of another cluster ({} entries) and released its uid "
+          "{}, the identity the coordinator gave this job",
+          launch.job_id(), holder, n, uid ? *uid : 0);
+      id = config_.identities->For(dir_name, config_.job_root + "/" + dir_name, launch.identity(),
+                                   launch.cluster_id());
+    }
     if (!id.ok()) {
       refuse(first_rank, "no identity for the job on this worker: " + id.status().message());
       return;
@@ -561,6 +673,18 @@ void Supervisor::Launch(const v1::Launch& launch) {
         return;
       }
       resume_from = *p;
+    }
+    // Another job's directory is its identity's alone: this job (another identity) gets a
+    // copy of its checkpoints in its own directory.
+    if (config_.identities != nullptr) {
+      auto copied = CopyCheckpoints(
+          resume_from, dirs->job_dir + "/resume-from-" + JobDirName(from.job_id(), from.uid()), uid,
+          gid);
+      if (!copied.ok()) {
+        refuse(first_rank, "resume_from " + from.job_id() + ": " + copied.status().message());
+        return;
+      }
+      resume_from = *copied;
     }
   } else if (!given.resume_from().empty()) {
     auto p = ResolveJobPath("resume_from", given.resume_from(), dirs->job_dir, config_.job_root);
@@ -610,6 +734,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   Attempt& a = attempts_[key];
   snapshot_dirty_ = true;
   a.job_id = launch.job_id();
+  a.job_uid = launch.job_uid();
   a.attempt = launch.attempt();
   a.snapshot_key = SnapshotKey(launch.job_id(), launch.cluster_id(), launch.job_uid());
   a.dir = dir;

@@ -179,6 +179,9 @@ class Supervisor {
   };
   struct Attempt {
     std::string job_id;
+    // Its job's uid (Launch.job_uid): a Launch of another job with the same id (another
+    // cluster's) never lands on this attempt.
+    std::string job_uid;
     int attempt = 0;
     // Its job's snapshot directory under the snapshot root (SnapshotKey: by cluster id and
     // job uid, not by the job id, which repeats across clusters).

@@ -121,3 +121,33 @@ def test_one_tenants_rank_cannot_reach_anothers_job_or_the_control_plane(make_cl
     # Bob cannot read alice's log through the coordinator either (owner-only logs.read).
     r = c.cli("logs", a, "--rank", "0", check=False, token=bob)
     assert r.returncode != 0 and "alice-was-here" not in r.stdout
+
+
+def test_others_see_a_job_without_its_env_values_or_stderr(make_cluster, tmp_path):
+    """Issue 28, least visibility: the spec's env values and a failure's stderr are the
+    owner's (and admins'); other users and viewers see the names only."""
+    c = make_cluster(workers=1, secure=True)
+    alice = c.make_token("user", user="alice")
+    bob = c.make_token("user", user="bob")
+    viewer = c.make_token("viewer", user="vera")
+    path = tmp_path / "fails.json"
+    path.write_text(json.dumps({"name": "fails", "nodes": 1, "procs_per_node": 1,
+                                "max_restarts": 0, "env": {"API_KEY": "s3cret-key"},
+                                "command": ["sh", "-c", "echo leaked-on-stderr >&2; exit 3"]}))
+    job = json.loads(c.cli("submit", str(path), "--output", "json", token=alice).stdout)["job_id"]
+    c.jobs.append(job)
+    c.wait_state(job, {"FAILED"}, timeout=60)
+
+    def seen(token, *args):
+        return c.cli(*args, token=token).stdout
+    for token in (alice, c.token):  # the owner and an admin see it all
+        text = seen(token, "status", job, "--output", "json")
+        assert "s3cret-key" in text and "leaked-on-stderr" in text, text
+    for token in (bob, viewer):
+        for args in (("status", job, "--output", "json"), ("list", "--output", "json"),
+                     ("status", job)):
+            text = seen(token, *args)
+            assert "s3cret-key" not in text and "leaked-on-stderr" not in text, (args, text)
+        st = json.loads(seen(token, "status", job, "--output", "json"))
+        assert st["spec"]["env"] == {"API_KEY": "(redacted)"}, st["spec"]
+        assert "exited with code 3" in json.dumps(st)  # the cause itself is not hidden

@@ -197,5 +197,50 @@ TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
   EXPECT_EQ(jm_->List().size(), 1u);
 }
 
+TEST_F(JobCleanupTest, EachJobHoldsAnIdentityUntilItsFilesAreDeleted) {
+  Register("w1");
+  const std::string a = RunToSuccess();
+  const std::string b = RunToSuccess();
+  EXPECT_EQ(jm_->Get(a)->identity(), 1);
+  EXPECT_EQ(jm_->Get(b)->identity(), 2);
+  // Deleted, a's number stays held until its worker has removed its files (a job given it
+  // meanwhile would own those files on that worker).
+  ASSERT_TRUE(jm_->Delete(a).ok());
+  const std::string c = RunToSuccess();
+  EXPECT_EQ(jm_->Get(c)->identity(), 3);
+  Answer("w1", a, "");
+  const std::string d = RunToSuccess();
+  EXPECT_EQ(jm_->Get(d)->identity(), 1);  // the lowest free again
+  // The numbers survive a restart, and the Launch carries them.
+  Restart();
+  EXPECT_EQ(jm_->Get(b)->identity(), 2);
+  EXPECT_EQ(jm_->Get(d)->identity(), 1);
+  v1::JobSpec spec;
+  spec.set_name("next");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  Register("w1");
+  const std::string e = *jm_->Submit(spec);
+  EXPECT_EQ(jm_->Get(e)->identity(), 4);
+  for (auto& [w, m] : channel_.sent) {
+    if (m.has_reserve_port()) {
+      v1::WorkerMessage port;
+      port.mutable_port_reserved()->set_job_id(e);
+      port.mutable_port_reserved()->set_port(40001);
+      jm_->OnWorkerMessage(w, port);
+      break;
+    }
+  }
+  bool launched = false;
+  for (auto& [w, m] : channel_.sent) {
+    if (m.has_launch() && m.launch().job_id() == e) {
+      EXPECT_EQ(m.launch().identity(), 4);
+      launched = true;
+    }
+  }
+  EXPECT_TRUE(launched);
+}
+
 }  // namespace
 }  // namespace convoy

@@ -143,5 +143,58 @@ TEST(JobIdentitiesTest, DamagedOrForeignRecordsAreDropped) {
   EXPECT_NE((*ids)->For("j-new", "/h")->uid, kPool.first + 1);
 }
 
+TEST(JobIdentitiesTest, TheCoordinatorsNumberGivesTheSameUidOnEveryWorker) {
+  testing::TempDir w1("job-identity");
+  testing::TempDir w2("job-identity");
+  auto a = JobIdentities::Open(w1 / "identities", kPool);
+  auto b = JobIdentities::Open(w2 / "identities", kPool);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // w1 ran another job first (locally numbered): the numbered job still gets FIRST + 1 on both.
+  ASSERT_TRUE((*a)->For("j-0", "/h").ok());
+  auto on1 = (*a)->For("j-1", "/h", 2);
+  auto on2 = (*b)->For("j-1", "/h", 2);
+  ASSERT_TRUE(on1.ok()) << on1.status().message();
+  ASSERT_TRUE(on2.ok()) << on2.status().message();
+  EXPECT_EQ(on1->uid, kPool.first + 1);
+  EXPECT_EQ(on2->uid, kPool.first + 1);
+  EXPECT_EQ((*a)->For("j-1", "/h", 2)->uid, kPool.first + 1);  // its next attempt
+  // A number beyond the pool, or a uid this worker still holds for a job whose files are not
+  // deleted, is refused with why.
+  auto beyond = (*a)->For("j-2", "/h", 5);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("beyond --run-as-pool"), std::string::npos)
+      << beyond.status().message();
+  const uid_t local = *(*a)->Find("j-0");
+  auto held = (*a)->For("j-3", "/h", static_cast<int32_t>(local - kPool.first + 1));
+  ASSERT_FALSE(held.ok());
+  EXPECT_NE(held.status().message().find("still held here by job j-0"), std::string::npos)
+      << held.status().message();
+  // Released (its files deleted), the uid goes to the job the coordinator gave it.
+  (*a)->Release("j-0", {});
+  auto taken = (*a)->For("j-3", "/h", static_cast<int32_t>(local - kPool.first + 1));
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_EQ(taken->uid, local);
+}
+
+TEST(JobIdentitiesTest, AUidHeldForAnotherClustersJobIsNamedForTheCallerToClear) {
+  testing::TempDir work("job-identity");
+  const std::string dir = work / "identities";
+  auto ids = JobIdentities::Open(dir, kPool);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE((*ids)->For("j-000001-aaaa", "/h", 1, "cluster-a").ok());
+  // The same cluster: still held (its files are not deleted yet).
+  auto same = (*ids)->For("j-000002-bbbb", "/h", 1, "cluster-a");
+  EXPECT_EQ(same.status().code(), StatusCode::kFailedPrecondition);
+  // Another cluster (this worker now serves another coordinator), also after a restart.
+  ids->reset();
+  auto again = JobIdentities::Open(dir, kPool);
+  ASSERT_TRUE(again.ok());
+  auto other = (*again)->For("j-000001-cccc", "/h", 1, "cluster-b");
+  ASSERT_EQ(other.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(other.status().message(), "j-000001-aaaa");
+  (*again)->Release("j-000001-aaaa", {});
+  EXPECT_EQ((*again)->For("j-000001-cccc", "/h", 1, "cluster-b")->uid, kPool.first);
+}
+
 }  // namespace
 }  // namespace convoy

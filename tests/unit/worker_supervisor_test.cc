@@ -423,6 +423,39 @@ TEST_F(SupervisorTest, RegisterNeverWaitsForAForkInProgress) {
   EXPECT_EQ(sup_->BuildRegister().attempts_size(), 1);
 }
 
+TEST_F(SupervisorTest, ALaunchOfAnotherJobWithTheSameIdNeverLandsOnItsAttempt) {
+  Start();
+  Connect();
+  auto launch = [](const std::string& uid) {
+    v1::CoordinatorMessage m = LaunchMsg("j-000001", 0, 0, 1, {"x"});
+    m.mutable_launch()->set_job_uid(uid);
+    return m;
+  };
+  const std::string a(32, 'a'), b(32, 'b');
+  sup_->Post(launch(a));
+  auto started = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted));
+  ASSERT_TRUE(started.has_value());
+  const pid_t pid = started->process_started().pid();
+  // The same id and attempt of another job (another cluster's): not ignored as a repeat, not
+  // run beside it: refused while the old one is stopped.
+  sup_->Post(launch(b));
+  auto refused = outbox_.WaitFor(Is(v1::WorkerMessage::kLaunchFailed));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_NE(refused->launch_failed().error().find("another job with the same id (uid " + a),
+            std::string::npos)
+      << refused->launch_failed().error();
+  EXPECT_EQ(launcher_.CountSignals(pid, SIGTERM), 1);
+  launcher_.Exit(pid, SIGTERM);
+  ASSERT_TRUE(outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited)).has_value());
+  // Once it ended, the new job's launch replaces it; the same job's repeat is ignored.
+  sup_->Post(launch(b));
+  ASSERT_TRUE(outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted)).has_value());
+  sup_->Post(launch(b));
+  launcher_.Poke();
+  EXPECT_EQ(outbox_.Count(v1::WorkerMessage::kProcessStarted), 0);
+  EXPECT_EQ(launcher_.requests().size(), 2u);
+}
+
 TEST_F(SupervisorTest, ExecFailureIsReportedAndRemembered) {
   Start();
   Connect();
