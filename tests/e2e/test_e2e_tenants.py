@@ -133,7 +133,7 @@ def test_others_see_a_job_without_its_env_values_or_stderr(make_cluster, tmp_pat
     path = tmp_path / "fails.json"
     path.write_text(json.dumps({"name": "fails", "nodes": 1, "procs_per_node": 1,
                                 "max_restarts": 0, "env": {"API_KEY": "s3cret-key"},
-                                "command": ["sh", "-c", "echo leaked-on-stderr >&2; exit 3"]}))
+                                "command": ["sh", "-c", "printf 'leaked-%s\\n' on-stderr >&2; exit 3"]}))
     job = json.loads(c.cli("submit", str(path), "--output", "json", token=alice).stdout)["job_id"]
     c.jobs.append(job)
     c.wait_state(job, {"FAILED"}, timeout=60)
