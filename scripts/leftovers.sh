@@ -11,7 +11,7 @@ list() {
   shopt -s nullglob
   local p
   for p in /dev/shm/convoy-* /tmp/convoy-* /var/lib/convoy /var/lib/convoy-worker; do
-    echo "path $p"
+    [ -e "$p" ] && echo "path $p"
   done
   # Processes by executable name (comm is cut at 15 characters).
   ps -eo pid=,comm= | awk '$2 ~ /^convoy(-coordina|-worker|-trainer|-forkserv)?/ {print "process " $2}' |
