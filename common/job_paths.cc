@@ -92,7 +92,8 @@ StatusOr<std::string> PrepareRoot(const std::string& flag, const std::string& di
 
 StatusOr<std::string> ResolveJobPath(const std::string& field, const std::string& value,
                                      const std::string& job_dir, const std::string& job_root,
-                                     const std::vector<std::string>& extra_roots) {
+                                     const std::vector<std::string>& extra_roots,
+                                     const std::string& root_name) {
   if (value.empty()) return Status::InvalidArgument(field + ": is empty");
   if (HasDotDotComponent(value)) {
     return Status::InvalidArgument(field + ": '" + value + "' must not contain '..'");
@@ -110,9 +111,11 @@ StatusOr<std::string> ResolveJobPath(const std::string& field, const std::string
   }
   std::string msg = field + ": " + shown;
   msg += resolved != shown ? " resolves to " + resolved + ", outside" : " is outside";
-  msg += " the job root " + job_root;
+  msg += " " + root_name + " " + job_root;
   if (!extra_roots.empty()) {
-    msg += extra_roots.size() == 1 ? " and the data path " : " and the data paths ";
+    const bool data = root_name == "the job root";
+    msg += extra_roots.size() == 1 ? (data ? " and the data path " : " and the shared path ")
+                                   : (data ? " and the data paths " : " and the shared paths ");
     for (size_t i = 0; i < extra_roots.size(); ++i) msg += (i > 0 ? ", " : "") + extra_roots[i];
   }
   return Status::InvalidArgument(msg);
@@ -209,7 +212,8 @@ StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
                                  const std::vector<std::string>& data_paths,
                                  const std::string& job_id, const std::string& checkpoint_dir,
                                  const std::string& working_dir, const std::string& data_dir,
-                                 int64_t uid, int64_t gid) {
+                                 int64_t uid, int64_t gid,
+                                 const std::vector<std::string>& shared_paths) {
   if (job_id.empty() || job_id.find('/') != std::string::npos || job_id == "." || job_id == "..") {
     return Status::InvalidArgument("invalid job id '" + job_id + "'");
   }
@@ -217,13 +221,22 @@ StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
   d.job_dir = (job_root == "/" ? "" : job_root) + "/" + job_id;
   d.checkpoint_dir = d.job_dir + "/checkpoints";
   d.working_dir = d.job_dir;
+  // Its own directory (or a shared path): never another job's, nor the job root itself.
+  std::string checkpoint_root = job_root;
   if (!checkpoint_dir.empty()) {
-    auto p = ResolveJobPath("checkpoint_dir", checkpoint_dir, d.job_dir, job_root);
+    auto p = ResolveJobPath("checkpoint_dir", checkpoint_dir, d.job_dir, d.job_dir, shared_paths,
+                            "the job's own directory");
     if (!p.ok()) return p.status();
     d.checkpoint_dir = *p;
+    for (const std::string& shared : shared_paths) {
+      if (!IsPathUnder(d.checkpoint_dir, d.job_dir) && IsPathUnder(d.checkpoint_dir, shared)) {
+        checkpoint_root = shared;
+      }
+    }
   }
   if (!working_dir.empty()) {
-    auto p = ResolveJobPath("working_dir", working_dir, d.job_dir, job_root);
+    auto p = ResolveJobPath("working_dir", working_dir, d.job_dir, d.job_dir, shared_paths,
+                            "the job's own directory");
     if (!p.ok()) return p.status();
     d.working_dir = *p;
   }
@@ -234,7 +247,7 @@ StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
   }
   Status made = MakeJobDirs(job_root, d.job_dir, uid, gid, 0700);
   if (!made.ok()) return Status::Internal("job directory: " + made.message());
-  made = MakeJobDirs(job_root, d.checkpoint_dir, uid, gid, 0700);
+  made = MakeJobDirs(checkpoint_root, d.checkpoint_dir, uid, gid, 0700);
   if (!made.ok()) return Status::Internal("checkpoint_dir: " + made.message());
   return d;
 }

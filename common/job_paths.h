@@ -44,9 +44,11 @@ StatusOr<std::string> CanonicalPath(const std::string& dir);
 // canonical, as PrepareRoot returns them). Otherwise an InvalidArgument that names
 // `field`, e.g. "checkpoint_dir: /var/lib/convoy/jobs/j1/out resolves to /etc, outside the
 // job root /var/lib/convoy/jobs". `value` must not be empty.
+// `root_name` names `job_root` in the message ("the job root", "the job's directory").
 StatusOr<std::string> ResolveJobPath(const std::string& field, const std::string& value,
                                      const std::string& job_dir, const std::string& job_root,
-                                     const std::vector<std::string>& extra_roots = {});
+                                     const std::vector<std::string>& extra_roots = {},
+                                     const std::string& root_name = "the job root");
 
 // Creates the directory `path` (canonical, under the canonical `root`) and the missing ones
 // between, walking down from `root` without ever following a symlink (a component that is
@@ -72,15 +74,18 @@ struct JobDirs {
 };
 
 // Resolves the spec's paths (the arguments named after the spec's fields, empty when not
-// set) with ResolveJobPath, `data_dir` also against `data_paths`, and then creates the job
-// directory and the checkpoint directory with MakeJobDirs (mode 0700, owner `uid`:`gid`
-// when `uid` >= 0). Nothing is created when a path is refused. `job_id` (JobDirName's, the
+// set) with ResolveJobPath: `checkpoint_dir` and `working_dir` under the job's own directory
+// or one of `shared_paths` (--shared-path: a job never writes into another job's directory),
+// `data_dir` under the job root or one of `data_paths`; then creates the job directory and
+// the checkpoint directory with MakeJobDirs (mode 0700, owner `uid`:`gid` when `uid` >= 0).
+// Nothing is created when a path is refused. `job_id` (JobDirName's, the
 // directory's name) must be a valid name (no '/'). Errors name the field ("checkpoint_dir: ...").
 StatusOr<JobDirs> PrepareJobDirs(const std::string& job_root,
                                  const std::vector<std::string>& data_paths,
                                  const std::string& job_id, const std::string& checkpoint_dir,
                                  const std::string& working_dir, const std::string& data_dir,
-                                 int64_t uid, int64_t gid);
+                                 int64_t uid, int64_t gid,
+                                 const std::vector<std::string>& shared_paths = {});
 
 // Empty when the user `uid`:`gid` (no supplementary groups) may search every directory
 // from "/" down to `path` (inclusive); else the first one it may not, with its owner and

@@ -205,7 +205,8 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   subs->create->add_option("--ttl", f->token_ttl,
                            "lifetime: 90s, 15m, 1h, 30d; 0 never (default 30d, "
                            "join tokens 1h)");
-  subs->create->add_option("--uses", f->token_uses, "join tokens: how many workers may use it")
+  subs->create->add_option("--uses", f->token_uses,
+                           "join tokens: how many workers may use it (default 1)")
       ->check(CLI::Range(1, 1000000));
   subs->list = token->add_subcommand("list", "tokens without their secrets");
   state_dir(subs->list);
@@ -244,6 +245,8 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
       problems.push_back(
           Status::InvalidArgument("--uses applies to join tokens (--role worker) only"));
     }
+    // A join token is single-use unless --uses says otherwise: a leaked one joins no more.
+    if (f->token_role == "worker" && f->token_uses == 0) f->token_uses = 1;
   }
   if (f->command != "serve") return problems;
   for (std::string* addr : {&f->metrics_listen, &f->health_listen}) {

@@ -102,7 +102,7 @@ struct CoordinatorFlags {
   std::string token_user;
   std::string token_role;
   std::string token_ttl;  // empty: 30d for people, 1h for join tokens
-  int token_uses = 0;     // 0: unlimited
+  int token_uses = 0;     // join tokens: uses (0 given: 1, single-use)
   std::string revoke;
 };
 

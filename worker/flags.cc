@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "common/config_file.h"
 #include "common/util.h"
@@ -62,6 +64,9 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
                  "read-only root a job's trainer.data_dir may name (repeatable)")
       ->take_all()
       ->capture_default_str();
+  app.add_option("--shared-path", f->shared_paths,
+                 "a directory a job's checkpoint_dir or working_dir may name besides its own "
+                 "directory, shared between jobs (repeatable; none by default)");
   app.add_option("--pass-env", f->pass_env,
                  "another worker variable the ranks may see, NAME or PREFIX* (repeatable)")
       ->take_all();
@@ -71,6 +76,10 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
                  "join token (convoy-coordinator token create "
                  "--role worker)")
       ->envname("CONVOY_JOIN_TOKEN");
+  app.add_option("--join-token-file", f->join_token_file,
+                 "a file holding the join token (never on the command line, which every local "
+                 "user can read in /proc)")
+      ->envname("CONVOY_JOIN_TOKEN_FILE");
   app.add_option("--ca-fingerprint", f->ca_fingerprint,
                  "SHA256:... of the cluster CA (printed by convoy-coordinator init)")
       ->envname("CONVOY_CA_FINGERPRINT");
@@ -143,6 +152,28 @@ std::vector<Status> ValidateFlags(WorkerFlags* f) {
   if (!IsValidName(f->name)) {
     problems.push_back(Status::InvalidArgument("--name: '" + f->name +
                                                "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
+  }
+  if (!f->join_token_file.empty()) {
+    if (!f->join_token.empty()) {
+      problems.push_back(Status::InvalidArgument(
+          "--join-token-file conflicts with --join-token (CONVOY_JOIN_TOKEN): give one"));
+    } else {
+      std::ifstream in(f->join_token_file);
+      std::string token;
+      std::getline(in, token);
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
+      if (!in.is_open()) {
+        problems.push_back(Status::InvalidArgument("--join-token-file " + f->join_token_file +
+                                                   ": cannot be read"));
+      } else if (token.empty()) {
+        problems.push_back(
+            Status::InvalidArgument("--join-token-file " + f->join_token_file + ": is empty"));
+      } else {
+        f->join_token = token;
+      }
+    }
   }
   if (f->insecure) {
     if (!coordinator_host.empty() && !IsLoopbackHost(coordinator_host)) {

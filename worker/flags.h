@@ -66,6 +66,10 @@ struct WorkerFlags {
   // Read-only roots a job's trainer.data_dir may name besides the job root; Debian's
   // dataset packages install under /usr/share/datasets.
   std::vector<std::string> data_paths = {"/usr/share/datasets"};
+  // Writable roots a job's checkpoint_dir or working_dir may name besides its own directory
+  // (shared between jobs: a team's checkpoint store). None by default: a job writes only
+  // into its own directory, never another job's.
+  std::vector<std::string> shared_paths;
   // Worker variables the ranks see besides the documented allowlist (rank_env.h,
   // AllowedWorkerEnvironment): NAME or PREFIX*. Nothing else of the worker's environment
   // reaches a rank, so that its secrets never leak into jobs by accident.
@@ -74,6 +78,8 @@ struct WorkerFlags {
   bool insecure = false;
   // Joining a secured cluster (README "Securing a cluster"); CONVOY_JOIN_TOKEN too.
   std::string join_token;
+  // --join-token-file: read into join_token at parse (a secret never on a command line).
+  std::string join_token_file;
   std::string ca_fingerprint;
   // The operator's own PKI instead (all three): the certificate's name must be --name.
   std::string tls_cert, tls_key, tls_ca;

@@ -187,6 +187,14 @@ int main(int argc, char** argv) {
     auto root = CanonicalPath(p);
     if (root.ok()) config.data_paths.push_back(*root);
   }
+  for (const std::string& p : flags.shared_paths) {
+    auto root = CanonicalPath(p);
+    if (!root.ok()) {
+      spdlog::error("--shared-path {}", root.status().message());
+      return 2;
+    }
+    config.shared_paths.push_back(*root);
+  }
 
   SystemClock clock;
   CredentialOptions cred_options;

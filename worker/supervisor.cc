@@ -645,9 +645,9 @@ void Supervisor::Launch(const v1::Launch& launch) {
   }
   const int64_t uid = user ? int64_t{user->uid} : -1;
   const int64_t gid = user ? int64_t{user->gid} : -1;
-  auto dirs = PrepareJobDirs(config_.job_root, config_.data_paths, dir_name, given.checkpoint_dir(),
-                             given.working_dir(),
-                             given.has_trainer() ? given.trainer().data_dir() : "", uid, gid);
+  auto dirs = PrepareJobDirs(
+      config_.job_root, config_.data_paths, dir_name, given.checkpoint_dir(), given.working_dir(),
+      given.has_trainer() ? given.trainer().data_dir() : "", uid, gid, config_.shared_paths);
   if (!dirs.ok()) {
     refuse(first_rank, dirs.status().message());
     return;

@@ -61,6 +61,8 @@ struct WorkerConfig {
   std::string job_root;
   // Read-only roots a trainer.data_dir may also name (canonical).
   std::vector<std::string> data_paths;
+  // Roots a checkpoint_dir or working_dir may also name (--shared-path; canonical).
+  std::vector<std::string> shared_paths;
   // The user every rank runs as, owner of its job directory and log files; unset: the
   // worker's own (a worker that is not root cannot switch), unless `identities` is set.
   std::optional<RunAsUser> run_as;

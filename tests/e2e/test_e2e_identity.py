@@ -27,13 +27,13 @@ def kill_everything(c, *jobs):
     wait_for(lambda: all(process_gone(p) for p in ranks), 10, "the first cluster's ranks gone")
 
 
-def second_cluster(make_cluster, snapshot_root, job_root=None):
+def second_cluster(make_cluster, snapshot_root, job_root=None, extra=()):
     """A new cluster (fresh state directory: its ids start at j-000001 again) whose one worker
     is named w1, as the first's was, and uses the given snapshot root (and job root: else its
-    own)."""
+    own; and `extra` flags)."""
     c = make_cluster(workers=0)
     c.job_root = job_root or c.job_root
-    c.start_worker("w1", 1, extra=["--snapshot-dir", snapshot_root])
+    c.start_worker("w1", 1, extra=["--snapshot-dir", snapshot_root, *extra])
     c.wait_workers_ready(1)
     return c
 
@@ -114,8 +114,13 @@ def test_another_clusters_snapshot_under_the_same_job_id_is_not_resumed(make_clu
 
 def test_an_earlier_clusters_checkpoint_in_the_job_directory_is_not_resumed(make_cluster):
     snapshots = tempfile.mkdtemp(prefix="convoy-e2e-snap-")
+    # A checkpoint store the workers share between jobs (--shared-path): a job's checkpoint_dir
+    # may name it, never another job's directory.
+    team = tempfile.mkdtemp(prefix="convoy-e2e-team-")
+    os.chmod(team, 0o755)
     try:
-        a = make_cluster(workers=1, slots=2, worker_extra=["--snapshot-dir", snapshots])
+        a = make_cluster(workers=1, slots=2,
+                         worker_extra=["--snapshot-dir", snapshots, "--shared-path", team])
         first = a.submit(trainer_spec(nodes=1, max_steps=2000, trainer={
             "model": "fmnist-cnn", "epochs": 1, "batch_size": 32, "max_steps": 2000,
             "checkpoint_every": 10}))
@@ -123,9 +128,9 @@ def test_an_earlier_clusters_checkpoint_in_the_job_directory_is_not_resumed(make
         first_dir = a.job_dir(first)
         ckpts = os.path.join(first_dir, "checkpoints")  # the default checkpoint_dir
         wait_for(lambda: glob.glob(os.path.join(ckpts, "ckpt-*.pt")), 120, "a checkpoint")
-        # A second job writes its checkpoints where the user said, a fixed place under the
-        # job root that the next cluster's job of the same spec uses too.
-        shared = os.path.join(a.job_root, "fmnist-checkpoints")
+        # A second job writes its checkpoints where the user said, a fixed place in the shared
+        # store that the next cluster's job of the same spec uses too.
+        shared = os.path.join(team, "fmnist-checkpoints")
         second = a.submit(trainer_spec("pinned", nodes=1, max_steps=2000, checkpoint_dir=shared,
                                        trainer={"model": "fmnist-cnn", "epochs": 1,
                                                 "batch_size": 32, "max_steps": 2000,
@@ -136,7 +141,7 @@ def test_an_earlier_clusters_checkpoint_in_the_job_directory_is_not_resumed(make
         # The same job root (a shared file system, or the default /var/lib/convoy/jobs after a
         # reinstall), a fresh snapshot root: only the checkpoints could be taken.
         fresh = tempfile.mkdtemp(prefix="snap-", dir=a.dir)
-        b = second_cluster(make_cluster, fresh, a.job_root)
+        b = second_cluster(make_cluster, fresh, a.job_root, ["--shared-path", team])
         job = b.submit(trainer_spec(nodes=1, max_steps=50))
         assert job == first
         # Its directory is named by its uid: it never sees the other j-000001's.
@@ -149,6 +154,7 @@ def test_an_earlier_clusters_checkpoint_in_the_job_directory_is_not_resumed(make
         assert_trained_from_step_0(b, pinned, 50, os.path.join(shared, "ckpt-"))
     finally:
         shutil.rmtree(snapshots, ignore_errors=True)
+        shutil.rmtree(team, ignore_errors=True)
 
 
 

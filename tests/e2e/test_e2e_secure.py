@@ -106,12 +106,20 @@ def test_plain_text_and_foreign_clients_are_refused(make_cluster):
                         "--ca-fingerprint", "SHA256:" + "ab" * 32],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "does not match --ca-fingerprint" in r.stderr
-    once = c.make_token("worker", uses=1)
-    c._spawn("x1", [os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
-                    "--name", "x1", "--work-dir", os.path.join(c.dir, "x1"), "--cores", "1",
-                    "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("x1"),
-                    "--join-token", once, "--ca-fingerprint", c.fingerprint])
+    # Join tokens are single-use by default; a worker started the README's way (the token in
+    # CONVOY_JOIN_TOKEN, or --join-token-file) shows no secret in its command line.
+    once = c.make_token("worker")
+    token_file = os.path.join(c.dir, "join-token")
+    with open(token_file, "w") as f:
+        f.write(once + "\n")
+    os.chmod(token_file, 0o600)
+    x1 = c._spawn("x1", [os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
+                         "--name", "x1", "--work-dir", os.path.join(c.dir, "x1"), "--cores", "1",
+                         "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("x1"),
+                         "--join-token-file", token_file, "--ca-fingerprint", c.fingerprint])
     c.wait_workers_ready(2)
+    with open(f"/proc/{x1.pid}/cmdline", "rb") as f:
+        assert once.encode() not in f.read()
     r = subprocess.run([os.path.join(BIN, "convoy-worker"), "--coordinator", c.target,
                         "--name", "x2", "--work-dir", os.path.join(c.dir, "x2"),
                         "--job-root", c.job_root, "--snapshot-dir", c.snapshot_dir("x2"),

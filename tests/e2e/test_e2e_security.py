@@ -121,7 +121,8 @@ def test_symlink_out_of_the_job_root_fails_the_job_naming_the_field(make_cluster
                     "checkpoint_dir": link, "max_restarts": 0})
     st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
     assert st["state"] == "FAILED"
-    expected = f"checkpoint_dir: {link} resolves to /etc, outside the job root {c.job_root}"
+    expected = (f"checkpoint_dir: {link} resolves to /etc, outside the job's own directory "
+                f"{c.job_dir(job)}")
     text = c.cli("status", job).stdout
     assert expected in text, text
     assert not os.path.exists("/etc/pwned")

@@ -174,8 +174,9 @@ TEST_F(CgroupsRealV1Test, ForkFailsPastPidsMax) {
   auto group = cgroups_->Create("rank-0", CgroupLimits{0, 0, 5});
   ASSERT_TRUE(group.ok()) << group.status().message();
   EXPECT_EQ(Read(base_dirs_[2] + "/rank-0/pids.max"), "5\n");
-  // The child counts itself: 4 more fit, the rest fail with EAGAIN. Exit code: forks made,
-  // or 50 + errno for another failure.
+  // The child counts itself: at most 4 more fit (fewer where each process has more tasks,
+  // as under TSAN, whose helper thread counts too), the rest fail with EAGAIN. Exit code:
+  // forks made, or 50 + errno for another failure.
   const pid_t child = Spawn(**group, [] {
     int made = 0;
     for (int i = 0; i < 10; ++i) {
@@ -195,8 +196,10 @@ TEST_F(CgroupsRealV1Test, ForkFailsPastPidsMax) {
   ASSERT_GT(child, 0);
   const int status = Wait(child);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 4);
-  EXPECT_EQ((*group)->Pids().size(), 4u);  // the paused grandchildren
+  const int made = WEXITSTATUS(status);
+  EXPECT_GE(made, 1);
+  EXPECT_LE(made, 4) << "more processes than pids.max 5 allows";
+  EXPECT_EQ((*group)->Pids().size(), static_cast<size_t>(made));  // the paused grandchildren
   (*group)->KillAll();
   EXPECT_THAT((*group)->Pids(), IsEmpty());
   Status removed = (*group)->Remove();

@@ -264,6 +264,37 @@ TEST_F(JobPathsTest, PrepareJobDirsDefaultsAndRefusals) {
   EXPECT_FALSE(PrepareJobDirs(root_, {}, "../j", "", "", "", -1, -1).ok());
 }
 
+TEST_F(JobPathsTest, AJobWritesOnlyIntoItsOwnDirectoryOrASharedPath) {
+  ASSERT_TRUE(PrepareJobDirs(root_, {}, "j1", "", "", "", -1, -1).ok());
+  // Another job's directory, by absolute path, through the job root or through a link in its
+  // own directory: refused naming the field, and nothing is made in either.
+  for (const std::string& ck : {job_dir_ + "/checkpoints", root_ + "/j1/elsewhere", root_}) {
+    auto d = PrepareJobDirs(root_, {}, "j2", ck, "", "", -1, -1);
+    ASSERT_FALSE(d.ok()) << ck;
+    EXPECT_NE(d.status().message().find("outside the job's own directory " + root_ + "/j2"),
+              std::string::npos)
+        << d.status().message();
+    auto w = PrepareJobDirs(root_, {}, "j2", "", ck, "", -1, -1);
+    ASSERT_FALSE(w.ok()) << ck;
+    EXPECT_EQ(w.status().message().rfind("working_dir: ", 0), 0u) << w.status().message();
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/j2"));
+  EXPECT_FALSE(fs::exists(root_ + "/j1/elsewhere"));
+  ASSERT_TRUE(PrepareJobDirs(root_, {}, "j3", "", "", "", -1, -1).ok());
+  fs::create_directory_symlink(job_dir_, root_ + "/j3/into-j1");
+  auto linked = PrepareJobDirs(root_, {}, "j3", "into-j1/x", "", "", -1, -1);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.status().message().find("resolves to " + job_dir_ + "/x"), std::string::npos)
+      << linked.status().message();
+  // A --shared-path is allowed, and the checkpoint directory is made there.
+  const std::string shared = base_ + "/team-checkpoints";
+  fs::create_directories(shared);
+  auto d = PrepareJobDirs(root_, {}, "j4", shared + "/run-7", "", "", -1, -1, {shared});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->checkpoint_dir, shared + "/run-7");
+  EXPECT_TRUE(fs::is_directory(shared + "/run-7"));
+}
+
 TEST_F(JobPathsTest, FirstUnsearchableDir) {
   EXPECT_EQ(FirstUnsearchableDir(root_, 0, 0), "") << "root searches everything";
   chmod(base_.c_str(), 0700);

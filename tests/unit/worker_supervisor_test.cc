@@ -945,10 +945,13 @@ TEST_F(SupervisorTest, JobPathsOutsideTheJobRootFailTheLaunchNamingTheField) {
     std::string field, value, expect;
   };
   const Case cases[] = {
-      {"checkpoint_dir", "/etc", "checkpoint_dir: /etc is outside the job root " + root},
+      {"checkpoint_dir", "/etc",
+       "checkpoint_dir: /etc is outside the job's own directory " + root + "/bad0"},
       {"checkpoint_dir", root + "/etc-link",
-       "checkpoint_dir: " + root + "/etc-link resolves to /etc, outside the job root " + root},
-      {"working_dir", "/tmp", "working_dir: /tmp is outside the job root " + root},
+       "checkpoint_dir: " + root + "/etc-link resolves to /etc, outside the job's own directory " +
+           root + "/bad1"},
+      {"working_dir", "/tmp",
+       "working_dir: /tmp is outside the job's own directory " + root + "/bad2"},
       {"working_dir", "../../x", "working_dir: '../../x' must not contain '..'"},
   };
   int n = 0;
