@@ -205,8 +205,8 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   subs->create->add_option("--ttl", f->token_ttl,
                            "lifetime: 90s, 15m, 1h, 30d; 0 never (default 30d, "
                            "join tokens 1h)");
-  subs->create->add_option("--uses", f->token_uses,
-                           "join tokens: how many workers may use it (default 1)")
+  subs->create
+      ->add_option("--uses", f->token_uses, "join tokens: how many workers may use it (default 1)")
       ->check(CLI::Range(1, 1000000));
   subs->list = token->add_subcommand("list", "tokens without their secrets");
   state_dir(subs->list);
