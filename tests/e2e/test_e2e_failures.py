@@ -32,10 +32,11 @@ def first_record_time(c, job, attempt):
 
 def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     c = make_cluster(workers=2)
-    ckpt = os.path.join(c.job_root, "ckpt")  # checkpoints live under the job root (issue 12)
-    job = c.submit(trainer_spec(max_steps=300, max_restarts=2, checkpoint_dir=ckpt,
+    # Checkpoints live in the job's own directory (issues 12 and 28): "ckpt" is relative to it.
+    job = c.submit(trainer_spec(max_steps=300, max_restarts=2, checkpoint_dir="ckpt",
                                 trainer={"model": "fmnist-cnn", "epochs": 1, "batch_size": 32,
                                          "max_steps": 300, "checkpoint_every": 25}))
+    ckpt = os.path.join(c.job_dir(job), "ckpt")
     c.wait_state(job, "RUNNING", timeout=60)
     # Wait until a checkpoint exists, then kill rank 1.
     wait_for(lambda: os.path.isdir(ckpt) and any(f.endswith(".pt") for f in os.listdir(ckpt)),
