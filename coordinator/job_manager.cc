@@ -40,6 +40,11 @@ const JobManager::JobRecord* JobManager::Find(const std::string& id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+JobManager::JobRecord* JobManager::FindAttemptOf(const std::string& id, const std::string& uid) {
+  JobRecord* r = Find(id);
+  return r != nullptr && SameUid(uid, r->job.uid()) ? r : nullptr;
+}
+
 v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
   if (r.job.attempts_size() == 0) return nullptr;
   v1::Attempt* last = r.job.mutable_attempts(r.job.attempts_size() - 1);
@@ -799,6 +804,7 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   if (!Transition(r, v1::RENDEZVOUS, "reserving the master port on " + master).ok()) return true;
   v1::CoordinatorMessage msg;
   msg.mutable_reserve_port()->set_job_id(r.job.id());
+  msg.mutable_reserve_port()->set_job_uid(r.job.uid());
   msg.mutable_reserve_port()->set_attempt(attempt);
   if (!channel_.Send(master, msg)) {
     ReportFailure(r, FailureFor(r, 0, master));
@@ -856,6 +862,7 @@ void JobManager::SendKill(JobRecord& r, const std::string& reason, bool preempt)
     v1::CoordinatorMessage msg;
     v1::Kill* kill = msg.mutable_kill();
     kill->set_job_id(r.job.id());
+    kill->set_job_uid(r.job.uid());
     kill->set_attempt(rt.attempt);
     kill->set_grace_ms(static_cast<int32_t>(grace));
     kill->set_reason(reason);

@@ -344,6 +344,14 @@ class JobManager {
   AttemptRuntime NewRuntime() const;
   JobRecord* Find(const std::string& id);
   const JobRecord* Find(const std::string& id) const;
+  // Job `id` when a worker's report of it, naming uid `uid`, is of this job (and not of
+  // another with the same id); null otherwise.
+  JobRecord* FindAttemptOf(const std::string& id, const std::string& uid);
+  // A uid a worker reported matches the job's: equal, or either empty (from before
+  // identities).
+  static bool SameUid(const std::string& reported, const std::string& job_uid) {
+    return reported.empty() || job_uid.empty() || reported == job_uid;
+  }
   v1::Attempt* CurrentAttempt(JobRecord& r);
 
   // Persists the job with a new state and event, then updates memory and tells watchers.

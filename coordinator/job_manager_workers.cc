@@ -49,7 +49,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
                reg.attempts_size());
 
   for (const v1::AttemptStatus& as : reg.attempts()) {
-    JobRecord* r = Find(as.job_id());
+    JobRecord* r = FindAttemptOf(as.job_id(), as.job_uid());
     const bool current = r != nullptr && r->rt.attempt == as.attempt() && !r->rt.released;
     bool any_running = false;
     for (const v1::RankStatus& rs : as.ranks()) any_running = any_running || rs.running();
@@ -63,6 +63,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
         } else {
           v1::ProcessExited exited;
           exited.set_job_id(as.job_id());
+          exited.set_job_uid(as.job_uid());
           exited.set_attempt(as.attempt());
           exited.set_rank(rs.rank());
           exited.set_local_rank(rs.local_rank());
@@ -79,6 +80,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
       v1::CoordinatorMessage msg;
       v1::Kill* kill = msg.mutable_kill();
       kill->set_job_id(as.job_id());
+      kill->set_job_uid(as.job_uid());
       kill->set_attempt(as.attempt());
       kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
       kill->set_reason("stale attempt");
@@ -102,7 +104,9 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
     }
     const v1::AttemptStatus* reported = nullptr;
     for (const v1::AttemptStatus& as : reg.attempts()) {
-      if (as.job_id() == id && as.attempt() == r.rt.attempt) reported = &as;
+      if (as.job_id() == id && SameUid(as.job_uid(), r.job.uid()) && as.attempt() == r.rt.attempt) {
+        reported = &as;
+      }
     }
     for (int rank : r.rt.ranks_by_worker[reg.name()]) {
       RankRuntime& rr = r.rt.ranks[rank];
@@ -161,6 +165,7 @@ void JobManager::MaybeRendezvousAgain(JobRecord& r, const std::string& worker) {
     }
     v1::CoordinatorMessage msg;
     msg.mutable_reserve_port()->set_job_id(r.job.id());
+    msg.mutable_reserve_port()->set_job_uid(r.job.uid());
     msg.mutable_reserve_port()->set_attempt(r.rt.attempt);
     channel_.Send(worker, msg);
   }
@@ -169,6 +174,33 @@ void JobManager::MaybeRendezvousAgain(JobRecord& r, const std::string& worker) {
 
 void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
   workers_.OnHeard(worker);
+  // What a worker says of an attempt names its job by id and uid: of another job with the
+  // same id (one that ran there for another cluster, or for this one before a fresh state
+  // directory) it is not this job's, and is dropped.
+  const std::pair<const std::string*, const std::string*> about = [&]() {
+    switch (msg.msg_case()) {
+      case v1::WorkerMessage::kPortReserved:
+        return std::make_pair(&msg.port_reserved().job_id(), &msg.port_reserved().job_uid());
+      case v1::WorkerMessage::kProcessStarted:
+        return std::make_pair(&msg.process_started().job_id(), &msg.process_started().job_uid());
+      case v1::WorkerMessage::kLaunchFailed:
+        return std::make_pair(&msg.launch_failed().job_id(), &msg.launch_failed().job_uid());
+      case v1::WorkerMessage::kProcessExited:
+        return std::make_pair(&msg.process_exited().job_id(), &msg.process_exited().job_uid());
+      case v1::WorkerMessage::kMetrics:
+        return std::make_pair(&msg.metrics().job_id(), &msg.metrics().job_uid());
+      default:
+        return std::make_pair<const std::string*, const std::string*>(nullptr, nullptr);
+    }
+  }();
+  if (about.first != nullptr && Find(*about.first) != nullptr &&
+      FindAttemptOf(*about.first, *about.second) == nullptr) {
+    spdlog::warn(
+        "worker {}: ignored a report of another job with the id {} (uid {}; this "
+        "cluster's is {})",
+        worker, *about.first, *about.second, Find(*about.first)->job.uid());
+    return;
+  }
   switch (msg.msg_case()) {
     case v1::WorkerMessage::kHeartbeat:
       OnHeartbeat(worker, msg.heartbeat());
@@ -383,6 +415,7 @@ void JobManager::MaybeDecideFailure(JobRecord& r) {
 void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat) {
   std::set<std::tuple<std::string, int, int>> stopped;
   for (const v1::StoppedRank& s : heartbeat.stopped()) {
+    if (FindAttemptOf(s.job_id(), s.job_uid()) == nullptr) continue;  // another job's
     stopped.insert({s.job_id(), s.attempt(), s.rank()});
   }
   auto held = worker_jobs_.find(worker);

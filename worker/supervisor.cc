@@ -371,7 +371,7 @@ void Supervisor::Run() {
                                          &records);
           records_dropped_total_.fetch_add(t.attempt->metrics->dropped() - dropped_before,
                                            std::memory_order_relaxed);
-          AddRecords({t.attempt->job_id, t.attempt->attempt}, &records);
+          AddRecords({t.attempt->job_id, t.attempt->attempt, t.attempt->job_uid}, &records);
         }
       }
       if (fds[0].revents & POLLIN) {
@@ -439,9 +439,10 @@ void Supervisor::Handle(const Command& cmd) {
       break;
     case v1::CoordinatorMessage::kKill: {
       const v1::Kill& kill = msg.kill();
-      auto it = attempts_.find({kill.job_id(), kill.attempt()});
+      const Key key{kill.job_id(), kill.attempt(), kill.job_uid()};
+      auto it = attempts_.find(key);
       if (it == attempts_.end()) {  // never launched here: nothing runs, its port goes
-        auto held = held_ports_.find({kill.job_id(), kill.attempt()});
+        auto held = held_ports_.find(key);
         if (held != held_ports_.end()) {
           close(held->second.fd);
           held_ports_.erase(held);
@@ -463,7 +464,8 @@ void Supervisor::Handle(const Command& cmd) {
       ReadLogs(msg.read_logs());
       break;
     case v1::CoordinatorMessage::kForgetAttempt: {
-      auto it = attempts_.find({msg.forget_attempt().job_id(), msg.forget_attempt().attempt()});
+      const v1::ForgetAttempt& forget = msg.forget_attempt();
+      auto it = attempts_.find({forget.job_id(), forget.attempt(), forget.job_uid()});
       if (it != attempts_.end()) it->second.forgotten = true;
       snapshot_dirty_ = true;
       break;
@@ -494,6 +496,7 @@ void Supervisor::Resync(const Command& cmd) {
           v1::WorkerMessage out;
           v1::LaunchFailed* f = out.mutable_launch_failed();
           f->set_job_id(a.job_id);
+          f->set_job_uid(a.job_uid);
           f->set_attempt(a.attempt);
           f->set_rank(r->rank);
           f->set_error(r->launch_error);
@@ -525,6 +528,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     v1::WorkerMessage out;
     v1::LaunchFailed* f = out.mutable_launch_failed();
     f->set_job_id(launch.job_id());
+    f->set_job_uid(launch.job_uid());
     f->set_attempt(launch.attempt());
     f->set_rank(rank);
     f->set_error(why);
@@ -567,15 +571,18 @@ void Supervisor::Launch(const v1::Launch& launch) {
       return;
     }
   }
-  const Key key{launch.job_id(), launch.attempt()};
-  auto held = attempts_.find(key);
-  if (held != attempts_.end()) {
+  const Key key{launch.job_id(), launch.attempt(), launch.job_uid()};
+  if (attempts_.count(key) > 0) {
+    spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
+                 launch.job_id(), launch.attempt());
+    return;
+  }
+  // The same attempt of another job with the same id (its uid differs) still here: its
+  // attempt directory, ports and metrics socket are named by the id and attempt.
+  auto held = attempts_.lower_bound(Key{launch.job_id(), launch.attempt(), ""});
+  if (held != attempts_.end() && held->first.job_id == launch.job_id() &&
+      held->first.attempt == launch.attempt()) {
     Attempt& other = held->second;
-    if (other.job_uid == launch.job_uid() || other.job_uid.empty() || launch.job_uid().empty()) {
-      spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
-                   launch.job_id(), launch.attempt());
-      return;
-    }
     // Another job with the same id (another cluster's, or this one's after a fresh state
     // directory: ids restart at j-000001): it is never taken for this one.
     if (other.AnyRunning()) {
@@ -846,6 +853,7 @@ void Supervisor::SendStarted(const Attempt& a, const Rank& r) {
   v1::WorkerMessage out;
   v1::ProcessStarted* s = out.mutable_process_started();
   s->set_job_id(a.job_id);
+  s->set_job_uid(a.job_uid);
   s->set_attempt(a.attempt);
   s->set_rank(r.rank);
   s->set_local_rank(r.local_rank);
@@ -857,6 +865,7 @@ void Supervisor::SendExited(const Attempt& a, const Rank& r) {
   v1::WorkerMessage out;
   v1::ProcessExited* e = out.mutable_process_exited();
   e->set_job_id(a.job_id);
+  e->set_job_uid(a.job_uid);
   e->set_attempt(a.attempt);
   e->set_rank(r.rank);
   e->set_local_rank(r.local_rank);
@@ -960,7 +969,7 @@ void Supervisor::CloseMetrics(Attempt& a) {
   a.metrics->Drain(RankOfPeer(a), clock_.NowUnixMs(), &records);
   records_dropped_total_.fetch_add(a.metrics->dropped() - dropped_before,
                                    std::memory_order_relaxed);
-  AddRecords({a.job_id, a.attempt}, &records);
+  AddRecords({a.job_id, a.attempt, a.job_uid}, &records);
   a.metrics.reset();  // closes and removes the socket file
   FlushMetrics(true);
 }
@@ -988,6 +997,7 @@ void Supervisor::Timers() {
         if (r->running && r->pid > 0 && launcher_.IsStopped(r->pid)) {
           v1::StoppedRank* s = hb.mutable_heartbeat()->add_stopped();
           s->set_job_id(a.job_id);
+          s->set_job_uid(a.job_uid);
           s->set_attempt(a.attempt);
           s->set_rank(r->rank);
         }

@@ -37,6 +37,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -199,7 +200,20 @@ class Supervisor {
   };
   // Who a metrics-socket peer is: a rank's pid, or a process in a group a rank leads.
   static MetricsSocket::RankOf RankOfPeer(const Attempt& a);
-  using Key = std::pair<std::string, int>;
+  // An attempt here: its job's id and uid (another job of the same id, another cluster's or
+  // this one's after a fresh state directory, is another key) and its number. Every message
+  // about an attempt names all three.
+  struct Key {
+    std::string job_id;
+    int attempt = 0;
+    std::string job_uid;
+    bool operator<(const Key& o) const {
+      return std::tie(job_id, attempt, job_uid) < std::tie(o.job_id, o.attempt, o.job_uid);
+    }
+    bool operator==(const Key& o) const {
+      return std::tie(job_id, attempt, job_uid) == std::tie(o.job_id, o.attempt, o.job_uid);
+    }
+  };
   struct Command {
     bool resync = false;  // false: `msg` from the coordinator
     v1::CoordinatorMessage msg;
@@ -249,9 +263,14 @@ class Supervisor {
   void JobFinished(const v1::JobFinished& req);
   // Removes the snapshots of finished jobs whose ranks here have all exited (each turn).
   void RemoveFinishedJobsSnapshots();
-  // The snapshot keys of job `id`: its attempts' here (never another cluster's job of the
-  // same id).
-  std::set<std::string> SnapshotKeysOf(const std::string& id) const;
+  // The snapshot keys of job `id` of uid `uid`: its attempts' here (never another job's of the
+  // same id; an empty uid, from an older coordinator, matches the id alone).
+  std::set<std::string> SnapshotKeysOf(const std::string& id, const std::string& uid) const;
+  // True when attempt `key` is one of job `id` of uid `uid` (an empty uid on either side,
+  // from before identities, matches the id alone).
+  static bool SameJob(const Key& key, const std::string& id, const std::string& uid) {
+    return key.job_id == id && (uid.empty() || key.job_uid.empty() || key.job_uid == uid);
+  }
   // Removes the snapshot directories of `keys` that no attempt here uses (RegisterAck).
   void RemoveStaleSnapshots(const std::vector<std::string>& keys);
   // Writes the attempt's CONVOY_PREEMPT_FILE (its ranks are asked to save and stop).

@@ -33,9 +33,9 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   // ranks the coordinator has just told it to kill).
   std::set<std::string> keep;
   for (auto& [key, a] : attempts_) {
-    if (key.first != id) continue;
+    if (!SameJob(key, id, req.job_uid())) continue;
     if (a.AnyRunning()) {
-      keep.insert("attempt-" + std::to_string(key.second));
+      keep.insert("attempt-" + std::to_string(key.attempt));
     } else {
       a.forgotten = true;  // nothing to report of it any more (Timers drops it)
       snapshot_dirty_ = true;
@@ -49,7 +49,7 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   int64_t removed = 0;
   if (keep.empty()) {
     if (!config_.snapshot_root.empty()) {
-      std::set<std::string> keys = SnapshotKeysOf(id);
+      std::set<std::string> keys = SnapshotKeysOf(id, req.job_uid());
       // By its identity too: a worker that restarted since the job ran here has no attempt
       // of it to name the directory.
       keys.insert(SnapshotKey(id, req.cluster_id(), req.job_uid()));
@@ -109,7 +109,7 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
 void Supervisor::JobFinished(const v1::JobFinished& req) {
   if (config_.snapshot_root.empty() || !IsValidName(req.job_id())) return;
   std::set<std::string>& keys = finished_jobs_with_snapshots_[req.job_id()];
-  for (const std::string& k : SnapshotKeysOf(req.job_id())) keys.insert(k);
+  for (const std::string& k : SnapshotKeysOf(req.job_id(), req.job_uid())) keys.insert(k);
   keys.insert(SnapshotKey(req.job_id(), req.cluster_id(), req.job_uid()));
   RemoveFinishedJobsSnapshots();
 }
@@ -141,10 +141,11 @@ void Supervisor::RemoveStaleSnapshots(const std::vector<std::string>& keys) {
   }
 }
 
-std::set<std::string> Supervisor::SnapshotKeysOf(const std::string& id) const {
+std::set<std::string> Supervisor::SnapshotKeysOf(const std::string& id,
+                                                 const std::string& uid) const {
   std::set<std::string> keys;
   for (const auto& [key, a] : attempts_) {
-    if (key.first == id && !a.snapshot_key.empty()) keys.insert(a.snapshot_key);
+    if (SameJob(key, id, uid) && !a.snapshot_key.empty()) keys.insert(a.snapshot_key);
   }
   return keys;
 }
@@ -154,7 +155,7 @@ void Supervisor::RemoveFinishedJobsSnapshots() {
        it != finished_jobs_with_snapshots_.end();) {
     bool running = false;
     for (const auto& [key, a] : attempts_)
-      running = running || (key.first == it->first && a.AnyRunning());
+      running = running || (it->second.count(a.snapshot_key) > 0 && a.AnyRunning());
     if (running) {
       ++it;
       continue;
@@ -192,7 +193,7 @@ void Supervisor::ExpireSnapshots(int64_t now_ms) {
   std::set<std::string> keep;
   for (const auto& [key, a] : attempts_) {
     if (a.AnyRunning() || a.ended_ms == 0 || now_ms - a.ended_ms < kSnapshotIdleMs) {
-      keep.insert(key.first);
+      keep.insert(key.job_id);
       keep.insert(a.snapshot_key);
     }
   }

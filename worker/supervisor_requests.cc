@@ -97,6 +97,7 @@ void Supervisor::PublishSnapshot() {
     if (a.forgotten && !a.AnyRunning()) continue;
     v1::AttemptStatus& as = snap->attempts.emplace_back();
     as.set_job_id(a.job_id);
+    as.set_job_uid(a.job_uid);
     as.set_attempt(a.attempt);
     for (const auto& r : a.ranks) {
       v1::RankStatus* rs = as.add_ranks();
@@ -115,6 +116,7 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
   v1::WorkerMessage out;
   v1::PortReserved* p = out.mutable_port_reserved();
   p->set_job_id(req.job_id());
+  p->set_job_uid(req.job_uid());
   p->set_attempt(req.attempt());
   // The advertised address first (the port must be free where peers dial), any address if
   // that is not an IPv4 address of this machine (a name, NAT).
@@ -124,7 +126,7 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
   // outgoing connection, so two jobs starting together never get the same one, and rank 0's
   // store can still listen on it, since it sets SO_REUSEADDR as torch's TCPStore does (a
   // bound socket that is not listening does not conflict with one that is).
-  const Key key{req.job_id(), req.attempt()};
+  const Key key{req.job_id(), req.attempt(), req.job_uid()};
   auto held = held_ports_.find(key);
   if (held != held_ports_.end()) {  // a repeated request: the same port again
     p->set_port(held->second.port);
@@ -192,7 +194,7 @@ void Supervisor::ReadLogs(const v1::ReadLogs& req) {
 
 bool Supervisor::LogsWouldWait(const v1::ReadLogs& req) const {
   if (req.offset() < 0) return false;  // a tail: answer with what is there
-  auto it = attempts_.find({req.job_id(), req.attempt()});
+  auto it = attempts_.find({req.job_id(), req.attempt(), req.job_uid()});
   if (it == attempts_.end()) return false;
   for (const auto& r : it->second.ranks) {
     if (r->rank != req.rank()) continue;
@@ -222,7 +224,7 @@ void Supervisor::AnswerLogs(const v1::ReadLogs& req) {
   v1::WorkerMessage out;
   v1::LogData* d = out.mutable_log_data();
   d->set_request_id(req.request_id());
-  auto it = attempts_.find({req.job_id(), req.attempt()});
+  auto it = attempts_.find({req.job_id(), req.attempt(), req.job_uid()});
   std::string path;
   bool running = false;
   if (it != attempts_.end()) {
@@ -295,7 +297,7 @@ void Supervisor::AddRecords(const Key& key, std::vector<v1::MetricRecord>* recor
   records_received_total_.fetch_add(static_cast<int64_t>(records->size()),
                                     std::memory_order_relaxed);
   for (v1::MetricRecord& rec : *records) {
-    rec.set_attempt(key.second);
+    rec.set_attempt(key.attempt);
     pending_.push_back({key, std::move(rec)});
   }
   if (pending_.size() > kMaxPendingRecords) {
@@ -319,8 +321,9 @@ void Supervisor::FlushMetrics(bool force) {
     v1::WorkerMessage out;
     v1::MetricBatch* b = out.mutable_metrics();
     const Key key = pending_.front().key;
-    b->set_job_id(key.first);
-    b->set_attempt(key.second);
+    b->set_job_id(key.job_id);
+    b->set_job_uid(key.job_uid);
+    b->set_attempt(key.attempt);
     size_t n = 0;
     while (n < pending_.size() && n < kRecordsPerBatch && pending_[n].key == key) {
       *b->add_records() = pending_[n].record;

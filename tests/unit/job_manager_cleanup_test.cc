@@ -197,6 +197,80 @@ TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
   EXPECT_EQ(jm_->List().size(), 1u);
 }
 
+// What a worker says of an attempt is this job's only when it names the job's uid: a report
+// of another job with the same id (it ran there for another cluster, or for this one before
+// a fresh state directory) changes nothing, and the coordinator's own messages name the uid.
+TEST_F(JobCleanupTest, AWorkersReportOfAnotherJobWithTheSameIdIsIgnored) {
+  Register("w1");
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("true");
+  auto id = jm_->Submit(spec);
+  ASSERT_TRUE(id.ok());
+  const std::string uid = jm_->Get(*id)->uid();
+  ASSERT_EQ(uid.size(), 32u);
+  const std::string other(32, 'f');
+  int reserves = 0;
+  for (auto& [w, m] : channel_.sent) {
+    if (!m.has_reserve_port()) continue;
+    ++reserves;
+    EXPECT_EQ(m.reserve_port().job_uid(), uid);
+  }
+  ASSERT_EQ(reserves, 1);
+  auto launches = [&]() {
+    int n = 0;
+    for (auto& [w, m] : channel_.sent) n += m.has_launch() ? 1 : 0;
+    return n;
+  };
+  auto report = [&](const std::string& job_uid, auto set) {
+    v1::WorkerMessage msg;
+    set(msg);
+    if (msg.has_port_reserved()) msg.mutable_port_reserved()->set_job_uid(job_uid);
+    if (msg.has_process_started()) msg.mutable_process_started()->set_job_uid(job_uid);
+    if (msg.has_process_exited()) msg.mutable_process_exited()->set_job_uid(job_uid);
+    if (msg.has_launch_failed()) msg.mutable_launch_failed()->set_job_uid(job_uid);
+    jm_->OnWorkerMessage("w1", msg);
+    jm_->Tick();
+  };
+  auto port = [&](v1::WorkerMessage& m) {
+    m.mutable_port_reserved()->set_job_id(*id);
+    m.mutable_port_reserved()->set_port(40000);
+  };
+  report(other, port);
+  EXPECT_EQ(launches(), 0);
+  EXPECT_EQ(jm_->Get(*id)->state(), v1::RENDEZVOUS);
+  report(uid, port);
+  EXPECT_EQ(launches(), 1);
+  auto started = [&](v1::WorkerMessage& m) {
+    m.mutable_process_started()->set_job_id(*id);
+    m.mutable_process_started()->set_pid(7);
+  };
+  report(uid, started);
+  ASSERT_EQ(jm_->Get(*id)->state(), v1::RUNNING);
+  // Another job's failure and launch failure: this one keeps running.
+  report(other, [&](v1::WorkerMessage& m) {
+    m.mutable_process_exited()->set_job_id(*id);
+    m.mutable_process_exited()->mutable_exit()->set_exit_code(1);
+  });
+  report(other, [&](v1::WorkerMessage& m) {
+    m.mutable_launch_failed()->set_job_id(*id);
+    m.mutable_launch_failed()->set_error("no such file");
+  });
+  EXPECT_EQ(jm_->Get(*id)->state(), v1::RUNNING);
+  // Its Kill names its uid.
+  channel_.sent.clear();
+  ASSERT_TRUE(jm_->Cancel(*id, "").ok());
+  int kills = 0;
+  for (auto& [w, m] : channel_.sent) {
+    if (!m.has_kill()) continue;
+    ++kills;
+    EXPECT_EQ(m.kill().job_uid(), uid);
+  }
+  EXPECT_EQ(kills, 1);
+}
+
 TEST_F(JobCleanupTest, EachJobHoldsAnIdentityUntilItsFilesAreDeleted) {
   Register("w1");
   const std::string a = RunToSuccess();

@@ -456,6 +456,65 @@ TEST_F(SupervisorTest, ALaunchOfAnotherJobWithTheSameIdNeverLandsOnItsAttempt) {
   EXPECT_EQ(launcher_.requests().size(), 2u);
 }
 
+TEST_F(SupervisorTest, AnAttemptIsKeyedByItsJobUidInEveryMessage) {
+  Start();
+  Connect();
+  const std::string a(32, 'a'), b(32, 'b');
+  v1::CoordinatorMessage launch = LaunchMsg("j-000001", 0, 0, 1, {"x"});
+  launch.mutable_launch()->set_job_uid(a);
+  sup_->Post(launch);
+  auto started = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessStarted));
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->process_started().job_uid(), a);
+  const pid_t pid = started->process_started().pid();
+  auto reg = sup_->BuildRegister();
+  ASSERT_EQ(reg.attempts_size(), 1);
+  EXPECT_EQ(reg.attempts(0).job_uid(), a);
+
+  // Another job's Kill and ForgetAttempt with the same id and attempt touch nothing here.
+  v1::CoordinatorMessage kill = KillMsg("j-000001", 0, 1000);
+  kill.mutable_kill()->set_job_uid(b);
+  sup_->Post(kill);
+  v1::CoordinatorMessage forget;
+  forget.mutable_forget_attempt()->set_job_id("j-000001");
+  forget.mutable_forget_attempt()->set_attempt(0);
+  forget.mutable_forget_attempt()->set_job_uid(b);
+  sup_->Post(forget);
+  // Its port request is its own: another port, answered with its uid.
+  auto reserve = [](const std::string& uid) {
+    v1::CoordinatorMessage m;
+    m.mutable_reserve_port()->set_job_id("j-000001");
+    m.mutable_reserve_port()->set_attempt(0);
+    m.mutable_reserve_port()->set_job_uid(uid);
+    return m;
+  };
+  sup_->Post(reserve(b));
+  auto port_b = outbox_.WaitFor(Is(v1::WorkerMessage::kPortReserved));
+  ASSERT_TRUE(port_b.has_value());
+  EXPECT_EQ(port_b->port_reserved().job_uid(), b);
+  sup_->Post(reserve(a));
+  auto port_a = outbox_.WaitFor(Is(v1::WorkerMessage::kPortReserved));
+  ASSERT_TRUE(port_a.has_value());
+  EXPECT_EQ(port_a->port_reserved().job_uid(), a);
+  EXPECT_NE(port_a->port_reserved().port(), port_b->port_reserved().port());
+  EXPECT_EQ(launcher_.CountSignals(pid, SIGTERM), 0);
+
+  // Its own Kill stops it; its exit names its uid and it is still reported (not forgotten).
+  kill.mutable_kill()->set_job_uid(a);
+  sup_->Post(kill);
+  for (int i = 0; i < 5000 && launcher_.CountSignals(pid, SIGTERM) == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(launcher_.CountSignals(pid, SIGTERM), 1);
+  launcher_.Exit(pid, SIGTERM);
+  auto exited = outbox_.WaitFor(Is(v1::WorkerMessage::kProcessExited));
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().job_uid(), a);
+  reg = sup_->BuildRegister();
+  ASSERT_EQ(reg.attempts_size(), 1);
+  EXPECT_EQ(reg.attempts(0).job_uid(), a);
+}
+
 TEST_F(SupervisorTest, ExecFailureIsReportedAndRemembered) {
   Start();
   Connect();
