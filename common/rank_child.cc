@@ -20,6 +20,14 @@ void FailRankChild(int report_fd, int stage) {
 }
 
 void SetUpRankChild(const RankChildSetup& s) {
+  // Into its cgroup first, while still root: a limit holds from the rank's first allocation.
+  for (const char* const* file = s.cgroup_join_files; file != nullptr && *file != nullptr; ++file) {
+    const int fd = open(*file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) FailRankChild(s.report_fd, kRankChildCgroup);
+    const bool joined = write(fd, "0\n", 2) == 2;
+    close(fd);
+    if (!joined) FailRankChild(s.report_fd, kRankChildCgroup);
+  }
   setpgid(0, 0);
   const int devnull = open("/dev/null", O_RDONLY);
   if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(s.stdout_fd, 1) < 0 || dup2(s.stderr_fd, 2) < 0) {
@@ -101,6 +109,8 @@ std::string RankChildFailureWhat(int stage, const std::string& program,
              ") failed";
     case kRankChildProcView:
       return "showing the rank's arguments and environment in /proc";
+    case kRankChildCgroup:
+      return "joining the rank's cgroup";
     case kRankChildExec:
     default:
       return "exec " + program;

@@ -25,6 +25,7 @@ enum RankChildStage : int {
   kRankChildDrop = 5,      // setgroups, setgid or setuid failed, or did not take
   kRankChildRegain = 6,    // root could be regained after dropping it
   kRankChildProcView = 7,  // the warm trainer could not show the rank's argv/env in /proc
+  kRankChildCgroup = 8,    // joining the rank's cgroup (writing "0" into a cgroup.procs)
 };
 
 struct RankChildSetup {
@@ -43,11 +44,16 @@ struct RankChildSetup {
   pid_t parent = 0;
   // Null or empty: the working directory stays.
   const char* working_dir = nullptr;
+  // Null, or a null-terminated array of files the child writes "0\n" into, as root and before
+  // anything else it does, to join the rank's cgroup (Cgroup::JoinFiles): every process the
+  // rank starts is then in it too.
+  const char* const* cgroup_join_files = nullptr;
   // Highest descriptor closed one by one when close_range(2) is missing (kernel < 5.9).
   int max_fd = 65536;
 };
 
-// In the child, right after fork, in this order: a process group of its own; stdin from
+// In the child, right after fork, in this order: the rank's cgroup joined (each of
+// `cgroup_join_files`); a process group of its own; stdin from
 // /dev/null, stdout and stderr from the setup; the report descriptor moved to 3; with
 // `drop`, supplementary groups dropped (only the gid is kept), then the gid, then the uid,
 // verified (real and effective ids, and that root cannot be regained); dumpable again, as

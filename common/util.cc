@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -119,6 +121,23 @@ std::string UtcIso8601(int64_t unix_s) {
   gmtime_r(&t, &tm);
   char buf[32];
   strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0 || std::fabs(v - std::round(v)) < 0.05) {
+    snprintf(buf, sizeof(buf), "%.0f %s", v, kUnits[u]);
+  } else {
+    snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  }
   return buf;
 }
 

@@ -26,6 +26,9 @@ bool IsLoopbackHost(const std::string& host);
 // "SIGKILL" for 9, "signal 64" for an unknown number.
 std::string SignalName(int signal);
 
+// "64 GiB", "512 MiB", "1.5 TiB": a size in binary units, for logs and messages.
+std::string HumanBytes(int64_t bytes);
+
 // True when `name` is a valid job or worker name: [A-Za-z0-9._-], 1..63 characters, not
 // starting with '.' or '-'.
 bool IsValidName(const std::string& name);

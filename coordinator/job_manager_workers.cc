@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/process_exit.h"
 #include "common/util.h"
 #include "coordinator/failure_attribution.h"
 #include "coordinator/job_manager.h"
@@ -14,19 +15,6 @@
 
 namespace convoy {
 namespace {
-
-std::string DescribeExit(const v1::ProcessExit& e) {
-  std::string raised;  // from its TORCHELASTIC_ERROR_FILE (torch's @record)
-  if (!e.error_type().empty() || !e.error_message().empty()) {
-    raised = ": raised " + (e.error_type().empty() ? std::string("an exception") : e.error_type());
-    if (!e.error_message().empty()) raised += ": " + e.error_message();
-  }
-  if (e.signal() != 0) {
-    return "killed by " + (e.signal_name().empty() ? SignalName(e.signal()) : e.signal_name()) +
-           raised;
-  }
-  return "exited with code " + std::to_string(e.exit_code()) + raised;
-}
 
 bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a test run leaves behind (issue 26, "nothing is left behind"): entries under
 # /dev/shm/convoy-*, /tmp/convoy-*, the daemons' default paths (/var/lib/convoy,
-# /var/lib/convoy-worker) and Convoy processes.
+# /var/lib/convoy-worker), workers' cgroups (convoy-* under /sys/fs/cgroup) and Convoy
+# processes.
 #   scripts/leftovers.sh list          prints them, one a line (sorted)
 #   scripts/leftovers.sh check BEFORE  fails, naming them, when there is any not in BEFORE
 #                                      (a file written by `list` before the run)
@@ -13,6 +14,14 @@ list() {
   for p in /dev/shm/convoy-* /tmp/convoy-* /var/lib/convoy /var/lib/convoy-worker; do
     [ -e "$p" ] && echo "path $p"
   done
+  # Workers' cgroups (convoy-NAME-HASH under the cgroup a worker started in), any controller.
+  local d
+  for d in /sys/fs/cgroup/memory /sys/fs/cgroup/cpu /sys/fs/cgroup/pids /sys/fs/cgroup/unified; do
+    [ -d "$d" ] || continue
+    find "$d" -maxdepth 6 -type d -name 'convoy-*' -prune -printf 'cgroup %p\n' 2>/dev/null || true
+  done
+  [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+    { find /sys/fs/cgroup -maxdepth 6 -type d -name 'convoy-*' -prune -printf 'cgroup %p\n' 2>/dev/null || true; }
   # Processes by executable name (comm is cut at 15 characters).
   ps -eo pid=,comm= | awk '$2 ~ /^convoy(-coordina|-worker|-trainer|-forkserv)?/ {print "process " $2}' |
     sort -u

@@ -76,6 +76,7 @@ std::string EncodeSpawn(const SpawnRequest& r) {
   PutU32(&out, r.drop ? 1 : 0);
   PutU32(&out, r.uid);
   PutU32(&out, r.gid);
+  PutStrings(&out, r.cgroup_join_files);
   return out;
 }
 
@@ -84,7 +85,8 @@ bool DecodeSpawn(const std::string& bytes, SpawnRequest* r) {
   uint32_t magic = 0, drop = 0;
   return in.U32(&magic) && magic == kMagic && in.Strings(&r->argv) && !r->argv.empty() &&
          in.Strings(&r->env) && in.String(&r->working_dir) && in.U32(&drop) && in.U32(&r->uid) &&
-         in.U32(&r->gid) && in.Done() && ((r->drop = drop != 0), true);
+         in.U32(&r->gid) && in.Strings(&r->cgroup_join_files) && in.Done() &&
+         ((r->drop = drop != 0), true);
 }
 
 std::string EncodeReply(const Reply& r) {
@@ -379,6 +381,10 @@ ProcView g_view;
   setup.gid = req.gid;
   setup.parent = zygote;
   setup.working_dir = req.working_dir.c_str();
+  std::vector<const char*> join_files;
+  for (const auto& f : req.cgroup_join_files) join_files.push_back(f.c_str());
+  join_files.push_back(nullptr);
+  setup.cgroup_join_files = join_files.data();
   SetUpRankChild(setup);  // the report descriptor is 3 from here on
   // The zygote is single-threaded: allocating after the fork is safe here.
   clearenv();

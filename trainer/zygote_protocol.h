@@ -30,6 +30,8 @@ struct SpawnRequest {
   bool drop = false;             // drop to uid/gid after the fork (the zygote is root)
   uint32_t uid = 0;
   uint32_t gid = 0;
+  // The rank's cgroup: files the child writes "0" into first (RankChildSetup).
+  std::vector<std::string> cgroup_join_files;
 };
 
 struct Reply {

@@ -11,6 +11,7 @@
 #include "common/config_file.h"
 #include "common/job_paths.h"
 #include "common/pki.h"
+#include "worker/cgroups.h"
 #include "worker/credentials.h"
 #include "worker/job_identity.h"
 #include "worker/job_root.h"
@@ -227,6 +228,24 @@ void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes
     notes->push_back("offers " + (memory > 0 ? HumanBytes(memory) : std::string("unknown")) +
                      " of memory, " + std::to_string(gpus->devices.size()) + " GPU(s) (" +
                      gpus->source + "); labels: " + (labels.empty() ? "none" : labels));
+  }
+  // Enforced limits: made and removed under a probe's name (never the running worker's base).
+  if (flags.cgroups == "off") {
+    notes->push_back(
+        "--cgroups off: limits are not enforced, and jobs that set memory_per_proc or "
+        "cpus_per_proc are refused");
+  } else {
+    auto probe = Cgroups::OpenSystem("convoy-check-" + std::to_string(getpid()));
+    if (probe.ok()) {
+      notes->push_back("limits enforced: each rank in a cgroup of its own: " +
+                       (*probe)->Describe());
+      (void)(*probe)->RemoveBase();
+    } else if (flags.cgroups == "required") {
+      errors->push_back("--cgroups required: " + probe.status().message());
+    } else {
+      notes->push_back("limits are not enforced (" + probe.status().message() +
+                       "): jobs that set memory_per_proc or cpus_per_proc are refused");
+    }
   }
   std::error_code ec;
   for (const std::string& p : flags.data_paths) {

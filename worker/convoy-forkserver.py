@@ -45,7 +45,8 @@ MAX_PACKET = 192 << 10
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 # Stages, as common/rank_child.h numbers them.
-STAGE_PRCTL, STAGE_STDIO, STAGE_CHDIR, STAGE_EXEC, STAGE_DROP, STAGE_REGAIN, STAGE_VIEW = range(1, 8)
+(STAGE_PRCTL, STAGE_STDIO, STAGE_CHDIR, STAGE_EXEC, STAGE_DROP, STAGE_REGAIN, STAGE_VIEW,
+ STAGE_CGROUP) = range(1, 9)
 # What the forkserver imports before serving: torch and what a DDP script uses of it.
 PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "torch.utils.data",
            "torch.distributed.elastic.multiprocessing.errors")
@@ -96,9 +97,10 @@ def decode_spawn(data):
         raise ValueError("magic")
     argv, env, cwd = r.strings(), r.strings(), r.string()
     drop, uid, gid = r.u32(), r.u32(), r.u32()
+    join = r.strings()
     if not argv or r.pos != len(data):
         raise ValueError("shape")
-    return argv, env, cwd, bool(drop), uid, gid
+    return argv, env, cwd, bool(drop), uid, gid, join
 
 
 # ---- Where /proc shows this process's argv and environment (zygote_protocol.cc: ProcView).
@@ -133,8 +135,18 @@ def prctl(option, value):
 
 def set_up(req, fds, report, server_pid, view):
     """The rank's set-up, step by step as common/rank_child.cc does it. Raises SetupFailed."""
-    argv, env, cwd, drop, uid, gid = req
+    argv, env, cwd, drop, uid, gid, join = req
     out_fd, err_fd = fds
+    # Into the rank's cgroup first, while still root.
+    for path in join:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"0\n")
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise SetupFailed(STAGE_CGROUP, e.errno or errno.EIO, "joining the rank's cgroup")
     try:
         os.setpgid(0, 0)
         devnull = os.open("/dev/null", os.O_RDONLY)

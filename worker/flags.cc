@@ -58,6 +58,18 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
   app.add_flag("--allow-root-jobs", f->allow_root_jobs, "let --run-as name root (uid 0)");
   app.add_option("--job-root", f->job_root,
                  "directory of the jobs' own directories (default WORK_DIR/job-root)");
+  app.add_option("--cgroups", f->cgroups,
+                 "enforced limits: auto (each rank in a cgroup of its own with its job's "
+                 "memory_per_proc, cpus_per_proc and --pids-per-rank, when the host has a usable "
+                 "hierarchy), required (refuse to start without one) or off; without cgroups, "
+                 "jobs that set limits are refused")
+      ->check(CLI::IsMember({"auto", "required", "off"}))
+      ->capture_default_str();
+  app.add_option("--pids-per-rank", f->pids_per_rank,
+                 "processes and threads one rank may have at once (its cgroup's pids.max; 0: "
+                 "no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--snapshot-dir", f->snapshot_dir,
                  "host memory for the ranks' snapshots (default /dev/shm/convoy-NAME; none: off)");
   app.add_option("--data-path", f->data_paths,

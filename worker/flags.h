@@ -60,6 +60,13 @@ struct WorkerFlags {
   // holds or lies in its own directories, or that its ranks cannot reach
   // (worker/job_root.h).
   std::string job_root;
+  // Enforced limits (worker/cgroups.h): "auto" runs each rank in a cgroup of its own when
+  // the host has a usable hierarchy (and says at start, when not, that limits are not
+  // enforced); "required" refuses to start without one; "off" never uses cgroups. Without
+  // them, a job that sets memory_per_proc or cpus_per_proc is refused.
+  std::string cgroups = "auto";
+  // Processes and threads one rank may have at once (its cgroup's pids.max; 0: no limit).
+  int64_t pids_per_rank = 8192;
   // Host memory for the ranks' snapshots (worker/snapshot_dir.h): empty is
   // /dev/shm/convoy-<name> (else <work_dir>/snapshots); "none" gives the ranks none.
   std::string snapshot_dir;

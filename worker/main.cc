@@ -18,6 +18,7 @@
 #include "common/config_file.h"
 #include "common/fd_limit.h"
 #include "common/job_paths.h"
+#include "common/pki.h"
 #include "common/signals.h"
 #include "worker/attempt_dir_retention.h"
 #include "worker/check_config.h"
@@ -196,6 +197,41 @@ int main(int argc, char** argv) {
     config.shared_paths.push_back(*root);
   }
 
+  // Enforced limits (issue 27): each rank in a cgroup of its own under the worker's, named by
+  // its work dir too, so that two workers of one name on a host (two clusters) never share
+  // one; a restarted worker finds its predecessor's groups there and removes them.
+  if (flags.cgroups != "off") {
+    const std::string base = "convoy-" + flags.name + "-" + Sha256Hex(config.work_dir).substr(0, 8);
+    auto opened = Cgroups::OpenSystem(base);
+    if (opened.ok()) {
+      config.cgroups = std::move(*opened);
+      config.pids_per_rank = flags.pids_per_rank;
+      spdlog::info("limits enforced: each rank in a cgroup of its own: {}",
+                   config.cgroups->Describe());
+      for (const std::string& left : config.cgroups->Leftovers()) {
+        Status st = config.cgroups->RemoveLeftover(left);
+        if (st.ok()) {
+          spdlog::info("removed cgroup {} of an earlier worker process, and what ran in it", left);
+        } else {
+          spdlog::warn("cgroup {} of an earlier worker process stays: {}", left, st.message());
+        }
+      }
+    } else if (flags.cgroups == "required") {
+      spdlog::error("--cgroups required: {}", opened.status().message());
+      return 2;
+    } else {
+      config.cgroups_missing = opened.status().message();
+    }
+  } else {
+    config.cgroups_missing = "--cgroups off";
+  }
+  if (config.cgroups == nullptr) {
+    spdlog::warn(
+        "limits are not enforced ({}): a rank can take any memory and cores of this host, and "
+        "jobs that set memory_per_proc or cpus_per_proc are refused",
+        config.cgroups_missing);
+  }
+
   SystemClock clock;
   CredentialOptions cred_options;
   cred_options.coordinator = flags.coordinator;
@@ -292,6 +328,10 @@ int main(int argc, char** argv) {
   supervisor.Stop();  // reports the exits while the stream is still up
   connection.Shutdown();
   conn.join();
+  if (config.cgroups != nullptr) {
+    Status st = config.cgroups->RemoveBase();
+    if (!st.ok()) spdlog::warn("the worker's cgroups stay: {}", st.message());
+  }
   spdlog::info("stopped");
   return 0;
 }

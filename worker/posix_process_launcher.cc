@@ -117,6 +117,9 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
   argv.push_back(nullptr);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  std::vector<const char*> join_files;
+  for (const auto& f : req.cgroup_join_files) join_files.push_back(f.c_str());
+  join_files.push_back(nullptr);
 
   // Highest descriptor to close in the child when close_range(2) is missing (kernel < 5.9).
   const long open_max = sysconf(_SC_OPEN_MAX);
@@ -143,6 +146,7 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
   setup.gid = gid;
   setup.parent = getpid();
   setup.working_dir = req.working_dir.c_str();
+  setup.cgroup_join_files = join_files.data();
   setup.max_fd = max_fd;
   const pid_t pid = fork();
   if (pid < 0) {

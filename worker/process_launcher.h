@@ -43,6 +43,9 @@ struct LaunchRequest {
   // worker must be root), and HOME, USER and LOGNAME are the user's. Unset: the child runs
   // as the worker does, with the environment as given.
   std::optional<RunAsUser> user;
+  // The rank's cgroup (Cgroup::JoinFiles): the child joins it right after the fork, as root,
+  // before anything else (common/rank_child.h). Empty: it stays in the worker's.
+  std::vector<std::string> cgroup_join_files;
 };
 
 struct LaunchedProcess {

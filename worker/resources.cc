@@ -276,23 +276,6 @@ StatusOr<std::map<std::string, std::string>> ParseLabels(const std::vector<std::
   return out;
 }
 
-std::string HumanBytes(int64_t bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0 || std::fabs(v - std::round(v)) < 0.05) {
-    snprintf(buf, sizeof(buf), "%.0f %s", v, kUnits[u]);
-  } else {
-    snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
-  }
-  return buf;
-}
-
 std::string FirstNonLoopbackIpv4() {
   ifaddrs* list = nullptr;
   std::string found;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/util.h"  // HumanBytes
 #include "worker/nvml.h"
 
 namespace convoy {
@@ -66,9 +67,6 @@ StatusOr<OfferedGpus> DiscoverGpus(const GpuSources& sources);
 // --label KEY=VALUE (repeatable) as a map, each checked as a Kubernetes-style label
 // (IsValidLabelKey/IsValidLabelValue); an error names the flag and the bad label.
 StatusOr<std::map<std::string, std::string>> ParseLabels(const std::vector<std::string>& labels);
-
-// "64 GiB", "512 MiB", "1.5 TiB": a size in binary units, for logs.
-std::string HumanBytes(int64_t bytes);
 
 // The first non-loopback IPv4 address of an interface that is up, else "127.0.0.1".
 std::string FirstNonLoopbackIpv4();

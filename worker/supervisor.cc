@@ -22,6 +22,7 @@
 
 #include "common/code_archive.h"
 #include "common/job_paths.h"
+#include "common/process_exit.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
 #include "worker/data_cache_dir.h"
@@ -48,11 +49,6 @@ WorkerConfig WithDefaults(WorkerConfig c) {
   auto root = PrepareRoot("job root", c.job_root);  // main made --job-root already
   if (root.ok()) c.job_root = *root;
   return c;
-}
-
-std::string DescribeExit(const v1::ProcessExit& e) {
-  return e.signal() != 0 ? "killed by " + e.signal_name()
-                         : "exited with code " + std::to_string(e.exit_code());
 }
 
 // The worker's own directories: 0700, or 0711 when ranks run as another user and must reach
@@ -571,6 +567,19 @@ void Supervisor::Launch(const v1::Launch& launch) {
       return;
     }
   }
+  // Limits are enforced or the job does not run: never accounted and silently exceeded.
+  if (config_.cgroups == nullptr) {
+    for (const v1::RankResources& res : launch.resources()) {
+      if (res.memory_bytes() > 0 || res.cpus() > 0) {
+        refuse(first_rank,
+               std::string(res.memory_bytes() > 0 ? "memory_per_proc" : "cpus_per_proc") +
+                   ": worker " + config_.name + " cannot enforce limits (" +
+                   config_.cgroups_missing +
+                   "); run the job where workers have cgroups, or drop the limit");
+        return;
+      }
+    }
+  }
   const Key key{launch.job_id(), launch.attempt(), launch.job_uid()};
   if (attempts_.count(key) > 0) {
     spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
@@ -819,7 +828,28 @@ void Supervisor::Launch(const v1::Launch& launch) {
     if (!cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = cache_dir;
     req.working_dir = dirs->working_dir;
     req.user = user;
-    auto started = launcher_.Launch(req);
+    if (config_.cgroups != nullptr) {
+      // Its own group, with what its job asked: a rank past its memory is killed by the
+      // kernel there, and never takes a neighbour job's memory.
+      CgroupLimits limits;
+      if (l < launch.resources_size()) {
+        limits.memory_bytes = launch.resources(l).memory_bytes();
+        limits.cpus = launch.resources(l).cpus();
+      }
+      limits.pids = config_.pids_per_rank;
+      auto group = config_.cgroups->Create(
+          dir_name + "/attempt-" + std::to_string(a.attempt) + "/rank-" + std::to_string(r->rank),
+          limits);
+      if (group.ok()) {
+        r->cgroup = std::move(*group);
+        req.cgroup_join_files = r->cgroup->JoinFiles();
+      }
+      if (!group.ok()) r->cgroup_error = group.status().message();
+    }
+    auto started = r->cgroup_error.empty() ? launcher_.Launch(req)
+                                           : StatusOr<LaunchedProcess>(Status::FailedPrecondition(
+                                                 "no cgroup for the rank: " + r->cgroup_error));
+    if (!started.ok()) RemoveCgroup(*r, label);
     r->start_seq = ++seq_;
     snapshot_dirty_ = true;
     if (!started.ok()) {
@@ -948,6 +978,13 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
   r.exit.set_killed_by_worker(r.signalled);
   for (const auto& line : r.log->StderrTail()) r.exit.add_stderr_tail(line);
   const bool failed = r.exit.signal() != 0 || r.exit.exit_code() != 0;
+  // The kernel killed a process of its group at its memory limit: that is why it failed
+  // (the rank itself, SIGKILL, or a child it could not do without).
+  if (r.cgroup != nullptr && r.cgroup->OomKills() > 0 && failed) {
+    r.exit.set_oom_killed(true);
+    r.exit.set_memory_limit_bytes(r.cgroup->MemoryLimit());
+  }
+  RemoveCgroup(r, "job " + a.job_id + " attempt " + std::to_string(a.attempt));
   if (failed && !r.error_file.empty() && ReadTorchErrorFile(r.error_file, &r.exit)) {
     spdlog::info("job {} attempt {}: rank {} raised {}: {}", a.job_id, a.attempt, r.rank,
                  r.exit.error_type(), r.exit.error_message());
@@ -960,6 +997,18 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
     CloseMetrics(a);  // reads what the ranks wrote before they went
   }
   SendExited(a, r);
+}
+
+void Supervisor::RemoveCgroup(Rank& r, const std::string& label) {
+  if (r.cgroup == nullptr) return;
+  // What the rank left in it (a daemon it started in another process group) goes with it.
+  if (!r.cgroup->Pids().empty()) r.cgroup->KillAll();
+  Status st = r.cgroup->Remove();
+  if (!st.ok()) {
+    spdlog::warn("{}: rank {}'s cgroup stays: {}; the next worker start removes it", label, r.rank,
+                 st.message());
+  }
+  r.cgroup.reset();
 }
 
 void Supervisor::CloseMetrics(Attempt& a) {

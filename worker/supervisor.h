@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "convoy/v1/worker.pb.h"
+#include "worker/cgroups.h"
 #include "worker/job_identity.h"
 #include "worker/metrics_server.h"
 #include "worker/nvml.h"
@@ -90,6 +91,14 @@ struct WorkerConfig {
   // Where each job's snapshot directory is made (worker/snapshot_dir.h), passed as
   // CONVOY_SNAPSHOT_DIR; empty: none.
   std::string snapshot_root;
+  // Set: each rank runs in a cgroup of its own under the worker's subtree
+  // (<job dir name>/attempt-N/rank-R), limited to what its job asked (Launch.resources:
+  // memory_per_proc, cpus_per_proc) and to `pids_per_rank`; an OOM kill there is reported
+  // as such (ProcessExit.oom_killed). Unset: limits cannot be enforced (`cgroups_missing`
+  // says why) and a Launch that asks for them is refused.
+  std::shared_ptr<Cgroups> cgroups;
+  std::string cgroups_missing;
+  int64_t pids_per_rank = 8192;
 };
 
 // Where the supervisor's reports go (the coordinator connection).
@@ -176,8 +185,11 @@ class Supervisor {
     bool signalled = false;  // the worker sent it SIGTERM/SIGKILL
     int64_t kill_at_ms = 0;  // when SIGKILL is due (monotonic), 0: none
     v1::ProcessExit exit;    // set once it is not running
-    std::string error_file;  // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
-    uint64_t start_seq = 0;  // event numbers of its start (or launch failure) and its exit
+    // Its cgroup (WorkerConfig::cgroups), removed once it ended; null without cgroups.
+    std::unique_ptr<Cgroup> cgroup;
+    std::string cgroup_error;  // why it could not be made
+    std::string error_file;    // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
+    uint64_t start_seq = 0;    // event numbers of its start (or launch failure) and its exit
     uint64_t exit_seq = 0;
   };
   struct Attempt {
@@ -285,6 +297,9 @@ class Supervisor {
   void Reap();
   void OnExit(Attempt& a, Rank& r, int wait_status);
   void CloseMetrics(Attempt& a);
+  // Kills what is left in the rank's cgroup and removes it (a rank that ended, or that could
+  // not start).
+  void RemoveCgroup(Rank& r, const std::string& label);
   void AddRecords(const Key& key, std::vector<v1::MetricRecord>* records);
   void FlushMetrics(bool force);
   void Timers();

@@ -390,6 +390,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::SpawnOn(Server& s, const LaunchRe
   }
   for (const auto& [k, v] : WithUser(request.env, request.user)) req.env.push_back(k + "=" + v);
   req.working_dir = request.working_dir;
+  req.cgroup_join_files = request.cgroup_join_files;
   if (zygote::ProcBytes(req.argv) > zygote::kArgRoom ||
       zygote::ProcBytes(req.env) > zygote::kEnvRoom) {
     close(out[0]);

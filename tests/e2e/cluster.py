@@ -78,6 +78,54 @@ def wait_for(predicate, timeout, what, interval=0.1):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def worker_cgroup_dirs(name, work_dir):
+    """The cgroup directories (per controller) that a worker named `name` with `work_dir`
+    makes for its ranks: convoy-NAME-<8 hex of sha256(its canonical work dir)> under the
+    cgroup it was started in (this process's: workers are its children)."""
+    import hashlib
+    base = f"convoy-{name}-" + hashlib.sha256(
+        os.path.realpath(work_dir).encode()).hexdigest()[:8]
+    dirs = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return dirs
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        roots = ["/sys/fs/cgroup"] if controllers == "" else \
+            [os.path.join("/sys/fs/cgroup", c) for c in controllers.split(",")]
+        for root in roots:
+            d = os.path.join(root, path.lstrip("/"), base)
+            if os.path.isdir(d) and os.path.realpath(d) not in map(os.path.realpath, dirs):
+                dirs.append(d)
+    return dirs
+
+
+def remove_worker_cgroups(name, work_dir, timeout=10):
+    """Removes what a worker killed with SIGKILL left of its cgroups (a worker that stops
+    cleanly removes them itself): the processes still in them are killed, then every group
+    is removed, deepest first."""
+    deadline = time.time() + timeout
+    for top in worker_cgroup_dirs(name, work_dir):
+        while os.path.isdir(top):
+            for d, _, _ in os.walk(top, topdown=False):
+                try:
+                    with open(os.path.join(d, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except OSError:
+                                pass
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            if os.path.isdir(top):
+                if time.time() > deadline:
+                    raise AssertionError(f"cannot remove the cgroups of worker {name}: {top}")
+                time.sleep(0.05)
+
+
 class Cluster:
     def __init__(self, workers=2, slots=1, worker_timeout=10, kill_grace_ms=3000, secure=False,
                  coordinator_extra=(), worker_extra=()):
@@ -279,6 +327,13 @@ class Cluster:
         for job in self.jobs:  # nothing may survive its worker either
             for pid in self.job_pids(job):
                 os.kill(pid, signal.SIGKILL)
+        # The workers' cgroups (killed with SIGKILL, they could not remove them).
+        for name in self.procs:
+            if name != "coordinator":
+                try:
+                    remove_worker_cgroups(name, os.path.join(self.dir, name))
+                except AssertionError as e:
+                    leftovers["cgroups of " + name] = str(e)
         # Nothing of the cluster stays on the machine: its directory (state, work dirs, job
         # root, logs) and its snapshots. Logs a failed test prints are read before close().
         shutil.rmtree(self.shm_dir, ignore_errors=True)

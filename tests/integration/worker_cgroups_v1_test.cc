@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "worker/cgroups.h"
+#include "worker/posix_process_launcher.h"
 
 namespace convoy {
 namespace {
@@ -274,4 +275,41 @@ TEST_F(CgroupsRealV1Test, AForgottenGroupIsALeftoverAtTheNextOpen) {
 }
 
 }  // namespace
+// The worker's launcher puts a rank into its group before it runs (RankChildSetup's join
+// files, written as root right after the fork); a group it cannot join fails the launch,
+// naming the stage, and nothing runs.
+TEST_F(CgroupsRealV1Test, ALaunchedRankRunsInItsGroupFromItsStart) {
+  CgroupLimits limits;
+  limits.memory_bytes = 64 << 20;
+  auto group = cgroups_->Create("job-1/attempt-0/rank-0", limits);
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.argv = {"/bin/sleep", "30"};
+  req.env = {{"PATH", "/usr/bin:/bin"}};
+  req.cgroup_join_files = (*group)->JoinFiles();
+  auto started = launcher.Launch(req);
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  EXPECT_EQ((*group)->Pids(), std::vector<pid_t>{started->pid});
+  const std::string self = Read("/proc/" + std::to_string(started->pid) + "/cgroup");
+  EXPECT_NE(self.find("/" + base_name_ + "/job-1/attempt-0/rank-0\n"), std::string::npos) << self;
+
+  LaunchRequest bad = req;
+  bad.cgroup_join_files = {base_dirs_[0] + "/no-such-group/cgroup.procs"};
+  auto refused = launcher.Launch(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("joining the rank's cgroup: No such file or directory"));
+
+  launcher.SignalGroup(started->pid, SIGKILL);
+  for (int i = 0; i < 500 && launcher.PollExits().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  close(started->stdout_fd);
+  close(started->stderr_fd);
+  EXPECT_TRUE((*group)->Pids().empty());
+  Status removed = (*group)->Remove();
+  EXPECT_TRUE(removed.ok()) << removed.message();
+}
+
 }  // namespace convoy

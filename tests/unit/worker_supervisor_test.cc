@@ -515,6 +515,30 @@ TEST_F(SupervisorTest, AnAttemptIsKeyedByItsJobUidInEveryMessage) {
   EXPECT_EQ(reg.attempts(0).job_uid(), a);
 }
 
+// Limits are enforced or the job does not run: a worker without cgroups refuses a rank that
+// asks for memory or cores, naming the field and why, and starts nothing.
+TEST_F(SupervisorTest, WithoutCgroupsALaunchThatSetsLimitsIsRefused) {
+  config_.cgroups_missing = "no cgroup hierarchy";
+  Start();
+  Connect();
+  for (const bool memory : {true, false}) {
+    v1::CoordinatorMessage launch = LaunchMsg("j-" + std::to_string(memory), 0, 0, 1, {"x"});
+    v1::RankResources* res = launch.mutable_launch()->add_resources();
+    if (memory) res->set_memory_bytes(int64_t{256} << 20);
+    if (!memory) res->set_cpus(2);
+    sup_->Post(launch);
+    auto refused = outbox_.WaitFor(Is(v1::WorkerMessage::kLaunchFailed));
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->launch_failed().error().rfind(
+                  std::string(memory ? "memory_per_proc" : "cpus_per_proc") +
+                      ": worker w1 cannot enforce limits (no cgroup hierarchy)",
+                  0),
+              0u)
+        << refused->launch_failed().error();
+  }
+  EXPECT_TRUE(launcher_.requests().empty());
+}
+
 TEST_F(SupervisorTest, ExecFailureIsReportedAndRemembered) {
   Start();
   Connect();
