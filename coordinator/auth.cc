@@ -190,21 +190,36 @@ Status Authorizer::CheckOwner(const Principal& who, const v1::Job& job, Right ri
                                   "' needs its owner or an admin; you are " + who.Describe());
 }
 
+namespace {
+
+bool SeesEverything(const Principal& who, const std::string& owner) {
+  return who.admin() || (who.kind == Principal::Kind::kUser && owner == who.name);
+}
+
+// What a failed process wrote (stderr, its exception's text) is its owner's.
+void Strip(v1::ProcessExit* e) {
+  e->clear_stderr_tail();
+  e->clear_error_message();
+  e->clear_error_traceback();
+}
+
+}  // namespace
+
 void Authorizer::Redact(const Principal& who, v1::Job* job) {
-  if (who.admin() || (who.kind == Principal::Kind::kUser && job->owner() == who.name)) return;
+  if (SeesEverything(who, job->owner())) return;
   for (auto& [name, value] : *job->mutable_spec()->mutable_env()) value = "(redacted)";
-  auto strip = [](v1::ProcessExit* e) {
-    e->clear_stderr_tail();
-    e->clear_error_message();
-    e->clear_error_traceback();
-  };
   for (v1::Attempt& a : *job->mutable_attempts()) {
-    if (a.has_failure()) strip(a.mutable_failure()->mutable_exit());
-    for (v1::ProcessExited& x : *a.mutable_exits()) strip(x.mutable_exit());
+    if (a.has_failure()) Strip(a.mutable_failure()->mutable_exit());
+    for (v1::ProcessExited& x : *a.mutable_exits()) Strip(x.mutable_exit());
   }
   for (v1::JobEvent& e : *job->mutable_events()) {
-    if (e.has_failure()) strip(e.mutable_failure()->mutable_exit());
+    if (e.has_failure()) Strip(e.mutable_failure()->mutable_exit());
   }
+}
+
+void Authorizer::Redact(const Principal& who, const std::string& owner, v1::JobEvent* event) {
+  if (SeesEverything(who, owner) || !event->has_failure()) return;
+  Strip(event->mutable_failure()->mutable_exit());
 }
 
 StatusOr<std::shared_ptr<void>> Authorizer::AcquireStream(const Principal& who) {

@@ -100,6 +100,8 @@ class Authorizer {
   // spec's env values are replaced by "(redacted)" (the names stay) and the failures' stderr
   // tails, exception messages and tracebacks are dropped (GetLogs is owner-only too).
   static void Redact(const Principal& who, v1::Job* job);
+  // The same for one event of a job of `owner` (a watch's update between two job states).
+  static void Redact(const Principal& who, const std::string& owner, v1::JobEvent* event);
 
   // One stream (watch, logs) of `who` for as long as the returned handle lives;
   // RESOURCE_EXHAUSTED past the cap.

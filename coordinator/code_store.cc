@@ -29,8 +29,36 @@ bool CodeStore::Has(const std::string& sha256) {
   return access(PathOf(sha256).c_str(), R_OK) == 0;
 }
 
+bool CodeStore::OwnedBy(const std::string& sha256, const std::string& user) {
+  if (!IsSha256Hex(sha256)) return false;
+  MutexLock lock(mu_);
+  return access(PathOf(sha256).c_str(), R_OK) == 0 && OwnedByLocked(sha256, user);
+}
+
+bool CodeStore::OwnedByLocked(const std::string& sha256, const std::string& user) {
+  std::ifstream in(OwnersOf(sha256));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == user) return true;
+  }
+  return false;
+}
+
+Status CodeStore::AddOwnerLocked(const std::string& sha256, const std::string& user) {
+  if (OwnedByLocked(sha256, user)) return Status::Ok();
+  const std::string path = OwnersOf(sha256);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const std::string line = user + "\n";
+  const bool ok =
+      fd >= 0 && write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) close(fd);
+  if (!ok) return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
 StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64_t total_size,
-                                                int64_t offset, const std::string& data) {
+                                                int64_t offset, const std::string& data,
+                                                const std::string& uploader) {
   if (!IsSha256Hex(sha256)) {
     return Status::InvalidArgument("sha256: want 64 lower-case hex digits");
   }
@@ -38,10 +66,14 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
     return Status::InvalidArgument("total_size: " + std::to_string(total_size) +
                                    " bytes; a code archive is at most 100 MB");
   }
+  if (uploader.find('\n') != std::string::npos) {
+    return Status::InvalidArgument("uploader: a name has no line break");
+  }
   MutexLock lock(mu_);
   const std::string done = PathOf(sha256);
-  if (access(done.c_str(), R_OK) == 0) return Progress{total_size, true};
-  const std::string part = dir_ + "/" + sha256 + ".part";
+  const bool stored = access(done.c_str(), R_OK) == 0;
+  if (stored && OwnedByLocked(sha256, uploader)) return Progress{total_size, true};
+  const std::string part = dir_ + "/" + sha256 + "." + Sha256Hex(uploader).substr(0, 16) + ".part";
   struct stat st {};
   const int64_t have = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
   if (offset != 0 && offset != have) {
@@ -72,9 +104,12 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
     unlink(part.c_str());
     return Status::InvalidArgument("the archive's bytes do not hash to " + sha256);
   }
-  if (rename(part.c_str(), done.c_str()) != 0) {
+  if (stored) {
+    unlink(part.c_str());  // the same bytes are there: they proved they have them
+  } else if (rename(part.c_str(), done.c_str()) != 0) {
     return Status::Internal("cannot store " + done + ": " + std::strerror(errno));
   }
+  CONVOY_RETURN_IF_ERROR(AddOwnerLocked(sha256, uploader));
   return Progress{total_size, true};
 }
 

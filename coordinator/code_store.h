@@ -1,8 +1,13 @@
 // The coordinator's store of job code archives (JobService.UploadCode, WorkerService.FetchCode),
 // one file per archive, `<dir>/<sha256>.tar.gz`, mode 0600, in a 0700 directory under the
-// state dir. An archive is stored once: a second upload of the same hash is answered
-// complete at once. Uploads in progress are `<sha256>.part`; a hash is only ever visible
-// once its bytes were checked against it.
+// state dir, with the users who uploaded it in `<sha256>.owners` (a name a line). A job may
+// name only code its owner uploaded (issue 28): knowing a hash (GetJob shows it) is not
+// having the code. An archive is stored once: a second upload of the same hash by one of its
+// owners is answered complete at once; anyone else sends the bytes again, which are checked
+// against the hash (proof of possession) and make them an owner. Uploads in progress are
+// `<sha256>.<uploader>.part` (the uploader's name hashed), one per uploader, so that no
+// upload can write into another's; a hash is only ever visible once its bytes were checked
+// against it.
 //
 // Threading: every method may be called from any thread (gRPC's callback threads); a
 // mutex of its own serialises them. It never touches the coordinator's state lock.
@@ -28,10 +33,13 @@ class CodeStore {
   };
   // Appends one chunk of the archive `sha256` (see UploadCodeRequest). Offset 0 starts over;
   // another offset must equal what was received so far. The last chunk checks the hash.
+  // `uploader`: who sends it (the principal's name; empty on an --insecure coordinator).
   StatusOr<Progress> Append(const std::string& sha256, int64_t total_size, int64_t offset,
-                            const std::string& data);
+                            const std::string& data, const std::string& uploader);
   // Whether the archive is stored (complete and checked).
   bool Has(const std::string& sha256);
+  // Whether `user` uploaded the stored archive (a job of theirs may name it).
+  bool OwnedBy(const std::string& sha256, const std::string& user);
   // Up to `max_bytes` of a stored archive from `offset`, and its total size.
   StatusOr<std::string> Read(const std::string& sha256, int64_t offset, int64_t max_bytes,
                              int64_t* total_size);
@@ -39,6 +47,9 @@ class CodeStore {
  private:
   explicit CodeStore(std::string dir) : dir_(std::move(dir)) {}
   std::string PathOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".tar.gz"; }
+  std::string OwnersOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".owners"; }
+  bool OwnedByLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
+  Status AddOwnerLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
 
   const std::string dir_;
   Mutex mu_;  // serialises file operations

@@ -335,11 +335,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
         copy = given;
         Authorizer::Redact(who, copy.mutable_job());
       } else if (redacted) {
-        v1::Job shown;
-        shown.set_owner(*owner);
-        *shown.add_events() = given.event();
-        Authorizer::Redact(who, &shown);
-        *copy.mutable_event() = shown.events(0);
+        copy = given;
+        Authorizer::Redact(who, *owner, copy.mutable_event());
       }
       const v1::WatchJobResponse& update = redacted ? copy : given;
       if (out->Enqueue(update) == Out::Push::kOverflow) {
@@ -532,6 +529,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
     return FinishNow(context, Status::FailedPrecondition(
                                   "code_sha256: no code archive " + req->spec().code_sha256() +
                                   " is stored; upload it with UploadCode first"));
+  }
+  // Code its owner uploaded (admins: any). Knowing a hash is not having the code.
+  if (!req->spec().code_sha256().empty() && !who->admin() &&
+      !code_->OwnedBy(req->spec().code_sha256(), who->name)) {
+    return FinishNow(
+        context,
+        Status::PermissionDenied("code_sha256: code archive " + req->spec().code_sha256() +
+                                 " was not uploaded by " + who->Describe() +
+                                 "; a job names only its owner's code (upload it: submit --code)"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const bool user = who->kind == Principal::Kind::kUser;
@@ -810,7 +816,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext
     return FinishNow(context, Status::InvalidArgument("data: a chunk is at most 4 MiB"));
   }
   // File I/O on a callback thread: bounded by the chunk size; never under the state lock.
-  auto progress = code_->Append(req->sha256(), req->total_size(), req->offset(), req->data());
+  auto progress =
+      code_->Append(req->sha256(), req->total_size(), req->offset(), req->data(), who->name);
   if (progress.ok()) {
     resp->set_received(progress->received);
     resp->set_complete(progress->complete);

@@ -82,10 +82,9 @@ void JobManager::OnJobFilesDeleted(const std::string& worker, const v1::JobFiles
   const std::string uid = it->second.job_uid;
   w->second.erase(it);
   if (w->second.empty()) file_deletions_.erase(w);
-  // Unless it is a job's that still exists (not deleted: an attempt's files only).
-  bool live = false;
-  for (const auto& [id, r] : jobs_) live = live || r.job.uid() == uid;
-  if (!live) ReleaseIdentityOf(uid);
+  // Unless the job still exists (not deleted: an attempt's files only): by id, then uid.
+  const JobRecord* r = Find(msg.job_id());
+  if (r == nullptr || r->job.uid() != uid) ReleaseIdentityOf(uid);
 }
 
 void JobManager::SendFileDeletions(const std::string& worker, bool all) {

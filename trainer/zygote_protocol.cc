@@ -1,6 +1,7 @@
 #include "trainer/zygote_protocol.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -166,7 +167,7 @@ int RecvPacket(int sock, std::string* bytes, std::vector<int>* fds) {
 }
 
 bool Start(const std::vector<std::string>& command, const std::vector<std::string>& env,
-           Process* out, std::string* error) {
+           Process* out, std::string* error, const RunAs* run_as) {
   if (command.empty()) {
     *error = "no command";
     return false;
@@ -193,6 +194,9 @@ bool Start(const std::vector<std::string>& command, const std::vector<std::strin
   for (const auto& e : env_pads) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const pid_t parent = getpid();
+  const bool drop = run_as != nullptr;
+  const uid_t uid = drop ? run_as->uid : 0;
+  const gid_t gid = drop ? run_as->gid : 0;
   const pid_t pid = fork();
   if (pid < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
@@ -202,6 +206,13 @@ bool Start(const std::vector<std::string>& command, const std::vector<std::strin
   }
   if (pid == 0) {
     setpgid(0, 0);
+    if (drop) {  // groups, gid, then uid (which ends root); verified
+      if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0 || getuid() != uid ||
+          geteuid() != uid || getgid() != gid || getegid() != gid || (uid != 0 && setuid(0) == 0)) {
+        _exit(127);
+      }
+    }
+    // After the drop, which clears it.
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     const int devnull = open("/dev/null", O_RDWR);
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(sv[1], 3) < 0) _exit(127);

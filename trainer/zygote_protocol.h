@@ -82,9 +82,15 @@ struct Process {
 // kArgRoom), the socket as its fd 3, the environment `env` (plus padding), stdin /dev/null, in
 // its own process group, with PR_SET_PDEATHSIG(SIGKILL). False with `error` set when it
 // cannot. Safe to call from a multi-threaded process (the child only calls async-signal-safe
-// functions before exec).
+// functions before exec). With `run_as` (the caller is root), the server itself runs as that
+// uid and gid (supplementary groups dropped, verified, root not regainable): a warm Python
+// for a job identity is never root (its ranks then need no drop: SpawnRequest.drop false).
+struct RunAs {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
 bool Start(const std::vector<std::string>& command, const std::vector<std::string>& env,
-           Process* out, std::string* error);
+           Process* out, std::string* error, const RunAs* run_as = nullptr);
 // The warm trainer: Start({trainer, "--zygote", "3"}, ...).
 inline bool Start(const std::string& trainer, const std::vector<std::string>& env, Process* out,
                   std::string* error) {

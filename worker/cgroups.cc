@@ -473,7 +473,7 @@ StatusOr<std::unique_ptr<Cgroups>> Cgroups::OpenV2(const std::string& fs_root,
 }
 
 Status Cgroups::MakeDir(const std::string& dir, bool exist_ok) const {
-  if (mkdir(dir.c_str(), 0755) != 0) {
+  if (mkdir(dir.c_str(), 0711) != 0) {
     const int err = errno;
     if (err == EEXIST) {
       if (exist_ok && IsDir(dir)) return Status::Ok();
@@ -484,6 +484,11 @@ Status Cgroups::MakeDir(const std::string& dir, bool exist_ok) const {
       return Status::FailedPrecondition(msg + "; " + kDelegateHint);
     }
     return Status::Internal(msg);
+  }
+  // Whatever the worker's umask: a rank's user passes through to its own group's
+  // cgroup.procs (a warm Python's child joins as that user); nobody lists the groups.
+  if (chmod(dir.c_str(), 0711) != 0) {
+    return Status::Internal("cannot chmod cgroup " + dir + ": " + ErrnoText(errno));
   }
   if (made_dir_) made_dir_(dir);
   return Status::Ok();

@@ -179,8 +179,7 @@ void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes
       if (free.ok()) {
         notes->push_back("ranks run as an identity of their own per job: uids and gids " +
                          flags.run_as_pool + ", which no account or group uses");
-        user = std::optional<RunAsUser>(
-            RunAsUser{pool->first, pool->first, "a job identity of --run-as-pool", ""});
+        user = std::optional<RunAsUser>(PoolRepresentative(*pool));
       } else {
         user = free;
       }

@@ -1,8 +1,10 @@
 """convoy-forkserver: a warm Python for the ranks of Convoy `command:` jobs.
 
-A convoy-worker started with `--warm-python PYTHON` runs `PYTHON convoy-forkserver.py 3
-<padding>` (fd 3: a SOCK_SEQPACKET socket to the worker). It imports torch once, then forks
-a rank for each request, so that a Python rank skips the seconds of `import torch`. It speaks
+A convoy-worker started with `--warm-python PYTHON` runs `PYTHON -I -u convoy-forkserver.py 3
+<padding>` (fd 3: a SOCK_SEQPACKET socket to the worker) as the user its ranks run as, never
+root, isolated (-I: no PYTHON* variable, no user site) with HOME=/nonexistent, so that
+nothing a job plants in a home directory runs in it. It imports torch once, then forks a rank
+for each request, so that a Python rank skips the seconds of `import torch`. It speaks
 the warm trainer's protocol (trainer/zygote_protocol.h): Spawn requests (argv, environment,
 working directory, uid/gid, the rank's stdout and stderr as SCM_RIGHTS) in; 'R' ready, 'S'
 started, 'F' failed, 'X' exited out.
@@ -426,7 +428,8 @@ def child(buf, n, fds, report, server_pid, view):
     try:
         set_up(req, fds, report, server_pid, view)
     except SetupFailed as e:
-        fail(3 if e.stage != STAGE_STDIO else report, e.stage, e.err, e.what)
+        # (descriptor 3 is the report only once stdio is set up)
+        fail(report if e.stage in (STAGE_CGROUP, STAGE_STDIO) else 3, e.stage, e.err, e.what)
     except OSError as e:
         fail(3, STAGE_EXEC, e.errno or errno.EIO, "setting up the rank")
     return req[0]
@@ -485,12 +488,14 @@ def main():
         sys.stderr.write("usage: python3 convoy-forkserver.py FD (started by convoy-worker)\n")
         return 2
     sock_fd = int(sys.argv[1])
-    # Nothing is imported from this file's directory (a rank gets its own sys.path[0]); the
-    # padding is not ours to keep.
-    del sys.path[0]
+    # Nothing is imported from this file's directory (a rank gets its own sys.path[0]; the
+    # worker runs it isolated, -I, which leaves the directory out already); the padding is not
+    # ours to keep.
+    if not sys.flags.isolated:
+        del sys.path[0]
     for name in [k for k in os.environ if k.startswith("CONVOY_ZYGOTE_PAD")]:
         del os.environ[name]
-    sys.dont_write_bytecode = True  # the forkserver (root) writes no .pyc files
+    sys.dont_write_bytecode = True  # the forkserver writes no .pyc files
     try:
         preload()
     except Exception as e:  # noqa: BLE001

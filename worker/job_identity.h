@@ -41,6 +41,12 @@ struct UidRange {
 // `flag` otherwise.
 StatusOr<UidRange> ParseUidRange(const std::string& flag, const std::string& text);
 
+// A user that stands for every job identity of `pool` in the checks of what ranks can reach
+// (each is only "another user" to the worker's directories): its first uid and gid.
+inline RunAsUser PoolRepresentative(const UidRange& pool) {
+  return RunAsUser{pool.first, pool.first, "a job identity of --run-as-pool", ""};
+}
+
 // OK when no account of the password database has a uid in `range` and no group of the group
 // database a gid in it; else FAILED_PRECONDITION naming the first such account or group and
 // `flag` (the pool would hand out an identity that is someone's).

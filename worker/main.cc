@@ -150,8 +150,7 @@ int main(int argc, char** argv) {
     }
     config.identities = std::move(*pool);
     config.run_as.reset();
-    const uid_t first = config.identities->range().first;
-    ranks_user = RunAsUser{first, first, "a job identity of --run-as-pool", ""};
+    ranks_user = PoolRepresentative(config.identities->range());
   }
   if (flags.snapshot_dir != "none") {
     config.snapshot_root =
@@ -197,6 +196,28 @@ int main(int argc, char** argv) {
     config.shared_paths.push_back(*root);
   }
 
+  SystemClock clock;
+  CredentialOptions cred_options;
+  cred_options.coordinator = flags.coordinator;
+  cred_options.name = flags.name;
+  cred_options.work_dir = config.work_dir;
+  cred_options.insecure = flags.insecure;
+  cred_options.join_token = flags.join_token;
+  cred_options.ca_fingerprint = flags.ca_fingerprint;
+  cred_options.tls_cert = flags.tls_cert;
+  cred_options.tls_key = flags.tls_key;
+  cred_options.tls_ca = flags.tls_ca;
+  auto credentials = WorkerCredentials::Create(cred_options, clock);
+  if (!credentials.ok()) {
+    spdlog::error("{}", credentials.status().message());
+    return credentials.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  (*credentials)->StartRenewal();
+  CoordinatorConnection connection(flags.coordinator,
+                                   flags.insecure ? nullptr : credentials->get());
+  // Opened after everything that may refuse to start (the credentials above), so that a
+  // worker that does not start leaves no group behind.
+  std::shared_ptr<void> remove_cgroups;
   // Enforced limits (issue 27): each rank in a cgroup of its own under the worker's, named by
   // its work dir too, so that two workers of one name on a host (two clusters) never share
   // one; a restarted worker finds its predecessor's groups there and removes them.
@@ -205,6 +226,11 @@ int main(int argc, char** argv) {
     auto opened = Cgroups::OpenSystem(base);
     if (opened.ok()) {
       config.cgroups = std::move(*opened);
+      // Removed at every exit from here on (a clean stop, a failed start alike).
+      remove_cgroups = std::shared_ptr<void>(nullptr, [&config](void*) {
+        Status st = config.cgroups->RemoveBase();
+        if (!st.ok()) spdlog::warn("the worker's cgroups stay: {}", st.message());
+      });
       config.pids_per_rank = flags.pids_per_rank;
       spdlog::info("limits enforced: each rank in a cgroup of its own: {}",
                    config.cgroups->Describe());
@@ -232,25 +258,6 @@ int main(int argc, char** argv) {
         config.cgroups_missing);
   }
 
-  SystemClock clock;
-  CredentialOptions cred_options;
-  cred_options.coordinator = flags.coordinator;
-  cred_options.name = flags.name;
-  cred_options.work_dir = config.work_dir;
-  cred_options.insecure = flags.insecure;
-  cred_options.join_token = flags.join_token;
-  cred_options.ca_fingerprint = flags.ca_fingerprint;
-  cred_options.tls_cert = flags.tls_cert;
-  cred_options.tls_key = flags.tls_key;
-  cred_options.tls_ca = flags.tls_ca;
-  auto credentials = WorkerCredentials::Create(cred_options, clock);
-  if (!credentials.ok()) {
-    spdlog::error("{}", credentials.status().message());
-    return credentials.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  (*credentials)->StartRenewal();
-  CoordinatorConnection connection(flags.coordinator,
-                                   flags.insecure ? nullptr : credentials->get());
   PosixProcessLauncher cold_launcher;
   // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
   WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
@@ -328,10 +335,6 @@ int main(int argc, char** argv) {
   supervisor.Stop();  // reports the exits while the stream is still up
   connection.Shutdown();
   conn.join();
-  if (config.cgroups != nullptr) {
-    Status st = config.cgroups->RemoveBase();
-    if (!st.ok()) spdlog::warn("the worker's cgroups stay: {}", st.message());
-  }
   spdlog::info("stopped");
   return 0;
 }

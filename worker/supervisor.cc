@@ -182,7 +182,7 @@ void Supervisor::Start() {
   std::optional<RunAsUser> u = config_.run_as;
   if (config_.identities != nullptr) {
     const UidRange& pool = config_.identities->range();
-    u = RunAsUser{pool.first, pool.first, "a job identity", ""};
+    u = PoolRepresentative(pool);
     spdlog::info(
         "ranks run as an identity of their own per job: a uid and gid from the pool {}-{} ({} "
         "held by jobs here); job directories under {}",
@@ -843,6 +843,14 @@ void Supervisor::Launch(const v1::Launch& launch) {
       if (group.ok()) {
         r->cgroup = std::move(*group);
         req.cgroup_join_files = r->cgroup->JoinFiles();
+        // The rank's user may move its own processes in (a warm Python runs as that user);
+        // v1 lets a process of that uid write them, v2 wants root's common ancestor too.
+        for (const std::string& f : req.cgroup_join_files) {
+          if (user && chown(f.c_str(), user->uid, user->gid) != 0) {
+            spdlog::warn("{}: cannot give {} to uid {}: {}", label, f, user->uid, strerror(errno));
+          }
+        }
+        req.cgroup_join_needs_root = config_.cgroups->version() == 2;
       }
       if (!group.ok()) r->cgroup_error = group.status().message();
     }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "worker/posix_process_launcher.h"
 
@@ -38,7 +39,8 @@ bool ReadAtLoad(const std::string& name) {
 // CUDA_VISIBLE_DEVICES when CUDA initialises, which the forkserver never does.
 bool ReadAtPythonLoad(const std::string& name) {
   if (name == "OMP_NUM_THREADS" || name == "CUDA_VISIBLE_DEVICES") return false;
-  return ReadAtLoad(name) || name == "HOME" || name == "LANG" ||
+  // Not HOME: the forkserver runs isolated (-I: no user site), with a HOME of its own.
+  return ReadAtLoad(name) || name == "LANG" ||
          HasPrefix(name, {"PYTHON", "PYTORCH_", "TORCH_", "LC_"});
 }
 
@@ -136,11 +138,22 @@ bool WarmTrainerLauncher::StartPython(const std::string& python, const std::stri
   if (!slot) {
     slot = std::make_unique<Server>();
     slot->what = "warm Python" + (user ? " for " + user->name : std::string());
-    slot->command = {python_, forkserver_, "3"};
+    // Isolated (-I: PYTHON* variables and the user site ignored, the script's directory not
+    // on sys.path) and unbuffered (-u, what PYTHONUNBUFFERED=1 gives every rank).
+    slot->command = {python_, "-I", "-u", forkserver_, "3"};
     std::map<std::string, std::string> env = WithUser(env_, user);
-    env["PYTHONUNBUFFERED"] = "1";  // as every rank has it (rank_env.cc)
+    // A home no job can write: nothing planted in a home directory runs in it.
+    env["HOME"] = "/nonexistent";
+    // What -I ignores is not the forkserver's: a rank that sets one starts cold.
+    for (auto it = env.begin(); it != env.end();) {
+      it = it->first.rfind("PYTHON", 0) == 0 ? env.erase(it) : std::next(it);
+    }
+    env["PYTHONUNBUFFERED"] = "1";  // as every rank has it (rank_env.cc), and -u does
     env.erase("OMP_NUM_THREADS");   // each rank's own is applied after the fork
     slot->env = env;
+    // Never root: a root worker starts it as the user its ranks run as.
+    if (user && geteuid() == 0 && user->uid != 0)
+      slot->run_as = zygote::RunAs{user->uid, user->gid};
     slot->watched = {python_, forkserver_};
   }
   return StartServer(*slot);
@@ -194,7 +207,7 @@ bool WarmTrainerLauncher::StartServer(Server& s) {
   std::vector<std::string> env;
   for (const auto& [k, v] : s.env) env.push_back(k + "=" + v);
   std::string error;
-  if (!zygote::Start(s.command, env, &s.z, &error)) {
+  if (!zygote::Start(s.command, env, &s.z, &error, s.run_as ? &*s.run_as : nullptr)) {
     spdlog::warn("{}: cannot start {}: {}; ranks start cold", s.what, s.command[0], error);
     s.z = {};
     return false;
@@ -319,6 +332,10 @@ WarmTrainerLauncher::Server* WarmTrainerLauncher::PythonFor(const LaunchRequest&
     return nullptr;
   }
   Server& s = *slot;
+  if (s.run_as && request.cgroup_join_needs_root) {
+    *why = "its cgroup can be joined only by root (cgroup v2), and the warm Python is not root";
+    return nullptr;
+  }
   Revive(s);
   if (s.z.pid > 0 && !s.ready) DrainServer(s);
   if (s.z.pid <= 0) {
@@ -383,7 +400,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::SpawnOn(Server& s, const LaunchRe
   }
   zygote::SpawnRequest req;
   req.argv = request.argv;
-  if (request.user) {  // as the POSIX launcher does
+  if (request.user && !s.run_as) {  // as the POSIX launcher does (a server as the user: done)
     req.drop = true;
     req.uid = request.user->uid;
     req.gid = request.user->gid;

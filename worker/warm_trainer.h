@@ -15,12 +15,16 @@
 //    virtualenv's python is another interpreter) and unchanged, and the rank's environment
 //    agrees with the forkserver's on every variable read while the interpreter and torch load
 //    (those above but CUDA_VISIBLE_DEVICES, plus PYTHON*, PYTORCH_*, TORCH_*, LANG, LC_*,
-//    HOME). There is one per run-as user (uid, gid, home), started with that user's HOME,
-//    USER and LOGNAME, never shared between users. `-c`, other options, another interpreter
-//    or program, and anything it cannot show in /proc start cold.
+//    but HOME). There is one per run-as user (uid, gid, home), never shared between users,
+//    and it runs as that user, never as root: `PYTHON -I -u convoy-forkserver.py` (isolated:
+//    no PYTHON* variable, no user site, nothing on sys.path a job can write) with HOME set
+//    to /nonexistent, so that nothing a job plants in a home directory (a .pth, a
+//    sitecustomize) runs in it; each rank gets its own HOME, USER and LOGNAME after the fork.
+//    `-c`, other options, another interpreter or program, a PYTHON* variable the forkserver
+//    does not have, and anything it cannot show in /proc start cold.
 //
-// Each server runs as the worker and never touches a GPU; each rank drops to the request's
-// user after the fork (common/rank_child.h, or its Python twin), as a cold rank does. A
+// The warm trainer runs as the worker and never touches a GPU; its ranks drop to the
+// request's user after the fork (common/rank_child.h), as a cold rank does. A
 // server is the parent of the ranks it forks (they die with it, and it with the worker:
 // PR_SET_PDEATHSIG); one serves every slot (a fork server is not used up). Until it has
 // loaded, ranks start cold (nothing waits for it). When it dies, its ranks are reported as
@@ -97,6 +101,9 @@ class WarmTrainerLauncher : public ProcessLauncher {
     bool broken = false;
     std::set<pid_t> warm_pids;  // ranks it forked that have not been reported ended
     int launches = 0;
+    // Set: the server itself runs as this user (a warm Python of a run-as user, started by a
+    // root worker), so its ranks need no drop; unset: as the worker.
+    std::optional<zygote::RunAs> run_as;
   };
 
   bool StartServer(Server& s);

@@ -154,6 +154,10 @@ def test_a_forked_python_rank_is_set_up_as_a_cold_one(make_cluster, tmp_path):
         # Each process draws its own random numbers, warm or cold.
         for key in ("numpy_random", "random"):
             w.pop(key), k.pop(key)
+        # The forkserver runs isolated (-I): sys.flags says so in a warm rank, and only there
+        # (no_user_site, ignore_environment, isolated, safe_path).
+        wf, kf = w.pop("flags"), k.pop("flags")
+        assert [i for i in range(len(wf)) if wf[i] != kf[i]] == [5, 7, 12, 16], (wf, kf)
         assert w == k, {key: (w[key], k.get(key)) for key in w if w[key] != k.get(key)}
     assert warm[0]["uid"] == run_as_uid() and warm[0]["own_group"]
     assert warm[0]["threads"] == 1  # OMP_NUM_THREADS, applied after the fork

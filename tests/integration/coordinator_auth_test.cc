@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
 #include "coordinator/auth.h"
 #include "tests/support/test_cluster.h"
@@ -492,6 +493,47 @@ TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {
   get.set_job_id(id);
   EXPECT_EQ(admin->GetJob(&get_ctx, get, &job).error_code(), StatusCode::NOT_FOUND);
   EXPECT_EQ(Delete(*alice, id).error_code(), StatusCode::NOT_FOUND);
+}
+
+// Issue 28: a job names only code its owner uploaded. Bob knows the hash of alice's code
+// (GetJob shows it) but not the bytes: his job naming it is refused, naming the field; an
+// admin's is not; bob uploading the same bytes himself makes it his too.
+TEST_F(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
+  auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
+  auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
+  const std::string code = "alice's code archive";
+  const std::string sha = Sha256Hex(code);
+  auto upload = [&](v1::JobService::Stub& stub, const std::string& data) {
+    grpc::ClientContext ctx;
+    v1::UploadCodeRequest req;
+    req.set_sha256(sha);
+    req.set_total_size(static_cast<int64_t>(code.size()));
+    req.set_data(data);
+    v1::UploadCodeResponse resp;
+    grpc::Status st = stub.UploadCode(&ctx, req, &resp);
+    return st.ok() && resp.complete();
+  };
+  auto submit = [&](v1::JobService::Stub& stub) {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec("with-code");
+    req.mutable_spec()->set_code_sha256(sha);
+    v1::SubmitJobResponse resp;
+    return stub.SubmitJob(&ctx, req, &resp);
+  };
+  ASSERT_TRUE(upload(*alice, code));
+  ASSERT_TRUE(submit(*alice).ok());
+  EXPECT_FALSE(upload(*bob, ""));  // naming the hash is not having the bytes
+  grpc::Status st = submit(*bob);
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(
+      st.error_message().find("code_sha256: code archive " + sha + " was not uploaded by bob"),
+      std::string::npos)
+      << st.error_message();
+  EXPECT_TRUE(submit(*admin).ok());
+  ASSERT_TRUE(upload(*bob, code));
+  EXPECT_TRUE(submit(*bob).ok());
 }
 
 TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -233,6 +234,72 @@ TEST_F(WarmPythonTest, EachRunAsUserHasItsOwnForkserver) {
   ASSERT_TRUE(WaitReady(*daemon));
   EXPECT_NE(warm_->python_pid(*daemon), warm_->python_pid(nobody));
   EXPECT_EQ(ParentOfLaunch(as(*daemon)), warm_->python_pid(*daemon));
+}
+
+// What a process runs as (the real, effective, saved and file-system uids of
+// /proc/PID/status) and its command line, NULs as spaces.
+std::string UidsOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) == 0) return line.substr(4);
+  }
+  return "";
+}
+std::string CmdlineOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : s) c = c == '\0' ? ' ' : c;
+  return s;
+}
+
+// Issue 27, warm Python without root: a forkserver runs as its user, never root, isolated
+// (-I) with a home no job can write; a .pth a job planted in the user's home directory (its
+// user site, which a forkserver run as root with that HOME used to execute at start) does
+// not run in it at all. Its ranks fork warm as that user.
+TEST_F(WarmPythonTest, AForkserverRunsAsItsUserIsolatedAndRunsNoPlantedPth) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run the forkserver as another user";
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  const std::filesystem::path home = dir_ / "home";
+  const std::filesystem::path marks = dir_ / "marks";
+  std::filesystem::create_directories(marks);
+  std::filesystem::permissions(marks, std::filesystem::perms::all);
+  for (int minor = 9; minor <= 13; ++minor) {  // the user site of whichever python3 this is
+    const std::filesystem::path site =
+        home / ".local/lib" / ("python3." + std::to_string(minor)) / "site-packages";
+    std::filesystem::create_directories(site);
+    std::ofstream(site / "planted.pth")
+        << "import os; open('" << marks.string() << "/ran-as-%d' % os.getuid(), 'w').close()\n";
+  }
+  std::filesystem::permissions(dir_ / "home", std::filesystem::perms::all);
+  const RunAsUser nobody{65534, 65534, "nobody", home.string()};
+  // The planted file runs where the user site is on: a cold `python3 -c pass` as root with
+  // that HOME proves the file would be executed.
+  ASSERT_EQ(std::system(("HOME=" + home.string() + " /usr/bin/python3 -c pass").c_str()), 0);
+  ASSERT_TRUE(std::filesystem::exists(marks / "ran-as-0")) << "the planted .pth is not valid";
+  std::filesystem::remove(marks / "ran-as-0");
+
+  ASSERT_TRUE(warm_->StartPython(kPython, script, nobody));
+  ASSERT_TRUE(WaitReady(nobody));
+  const pid_t server = warm_->python_pid(nobody);
+  EXPECT_EQ(UidsOf(server), "\t65534\t65534\t65534\t65534");
+  EXPECT_NE(CmdlineOf(server).find(" -I -u "), std::string::npos) << CmdlineOf(server);
+  auto r = Request({"python3", "s.py"});
+  r.user = nobody;
+  auto p = warm_->Launch(r);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  running_.insert(p->pid);
+  close(p->stdout_fd);
+  close(p->stderr_fd);
+  EXPECT_EQ(ParentOf(p->pid), server);
+  for (int i = 0; i < 500 && !running_.empty(); ++i) Reap(10);
+  ASSERT_EQ(exits_.count(p->pid), 1u);
+  EXPECT_EQ(exits_[p->pid], 0);
+  std::vector<std::string> ran;
+  for (const auto& e : std::filesystem::directory_iterator(marks)) {
+    ran.push_back(e.path().filename().string());
+  }
+  EXPECT_TRUE(ran.empty()) << "the planted .pth ran in the warm Python: " << ran[0];
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ void TestCluster::StartCoordinator() {
     security.ca.fingerprint = pki_.ca_fingerprint;
     security.auth = options_.auth;
   }
+  if (!code_) {  // code archives (UploadCode, FetchCode), in the state dir as main's are
+    auto code = CodeStore::Open(dir_ / "code");
+    ASSERT_TRUE(code.ok()) << code.status().message();
+    code_ = std::move(*code);
+  }
+  security.code = code_.get();
   auto server = GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_),
                                   std::move(security), options_.limits);
   ASSERT_TRUE(server.ok()) << server.status().message();

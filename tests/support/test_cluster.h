@@ -20,6 +20,7 @@
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
 #include "coordinator/cluster_pki.h"
+#include "coordinator/code_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/sqlite_job_store.h"
@@ -147,6 +148,7 @@ class TestCluster {
   int port_ = 0;
   SystemClock clock_;
   std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<CodeStore> code_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<GrpcServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
