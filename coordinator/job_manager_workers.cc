@@ -283,6 +283,7 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
         PlanLaunch(r->job.id(), r->rt.attempt, r->job.spec(), nodes, n.group_rank(), msg.port());
     out.mutable_launch()->set_job_uid(r->job.uid());
     out.mutable_launch()->set_identity(r->job.identity());
+    out.mutable_launch()->set_owner(r->job.owner());
     if (r->job.has_resume_source()) {
       *out.mutable_launch()->mutable_resume_source() = r->job.resume_source();
     }

@@ -186,11 +186,16 @@ void CheckWorkerConfig(const WorkerFlags& flags, std::vector<std::string>* notes
     } else {
       user = pool.status();
     }
-  } else if (flags.run_as != "pool") {
+  } else if (flags.run_as == "owner" && geteuid() == 0) {
+    notes->push_back(
+        "ranks run as their job owner's account (--run-as owner; never root): jobs of "
+        "different owners are isolated from each other, one owner's jobs are not");
+    user = std::optional<RunAsUser>(OwnerRepresentative());
+  } else if (flags.run_as != "pool" && flags.run_as != "owner") {
     user = ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
   }
   if (!fail(user.status())) {
-    if (flags.run_as != "pool" && *user) {
+    if (flags.run_as != "pool" && flags.run_as != "owner" && *user) {
       notes->push_back("ranks run as " + flags.run_as +
                        ", every job as that one user: jobs are not isolated from each other "
                        "(any job can read, write and signal another's); --run-as pool gives "

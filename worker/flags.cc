@@ -48,8 +48,9 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
   app.add_option("--work-dir", f->work_dir, "directory for logs, sockets, checkpoints")->required();
   app.add_option("--run-as", f->run_as,
                  "who the ranks run as when the worker is root: pool (a uid and gid of its own "
-                 "per job, from --run-as-pool) or USER (every job as that one user: jobs are "
-                 "not isolated from each other)")
+                 "per job, from --run-as-pool), owner (each job as the Unix account named as "
+                 "its owner; never root) or USER (every job as that one user: jobs are not "
+                 "isolated from each other)")
       ->capture_default_str();
   app.add_option("--run-as-pool", f->run_as_pool,
                  "FIRST-LAST: the uids and gids --run-as pool gives jobs (no account or group "

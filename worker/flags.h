@@ -45,8 +45,9 @@ struct WorkerFlags {
   std::string work_dir;
   // When the worker is root, who the ranks run as (a job must never get root because the
   // worker has it): "pool" (the default), an identity of its own per job from
-  // `run_as_pool` (worker/job_identity.h); or USER, every job's ranks as that one account
-  // (jobs not isolated from each other: for single-tenant clusters).
+  // `run_as_pool` (worker/job_identity.h); "owner", each job as the Unix account named as its
+  // owner (a site that maps Convoy users to accounts; never root); or USER, every job's ranks
+  // as that one account (jobs not isolated from each other: for single-tenant clusters).
   std::string run_as = "pool";
   // FIRST-LAST: the uids (and gids) --run-as pool gives jobs; no account or group may use
   // them (checked at start). systemd's DynamicUser range by default.

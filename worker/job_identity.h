@@ -46,6 +46,10 @@ StatusOr<UidRange> ParseUidRange(const std::string& flag, const std::string& tex
 inline RunAsUser PoolRepresentative(const UidRange& pool) {
   return RunAsUser{pool.first, pool.first, "a job identity of --run-as-pool", ""};
 }
+// The same for --run-as owner: an account that is not the worker's (nobody's uid and gid).
+inline RunAsUser OwnerRepresentative() {
+  return RunAsUser{65534, 65534, "a job owner's account", ""};
+}
 
 // OK when no account of the password database has a uid in `range` and no group of the group
 // database a gid in it; else FAILED_PRECONDITION naming the first such account or group and

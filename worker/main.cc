@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   config.log_max_bytes = flags.log_max_bytes;
   config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
   // Jobs never run as root because the worker does (issue 12): refuse to start instead.
-  auto rank_user = flags.run_as == "pool"
+  auto rank_user = flags.run_as == "pool" || flags.run_as == "owner"
                        ? StatusOr<std::optional<RunAsUser>>(std::optional<RunAsUser>())
                        : ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
   if (!rank_user.ok()) {
@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
     config.identities = std::move(*pool);
     config.run_as.reset();
     ranks_user = PoolRepresentative(config.identities->range());
+  } else if (flags.run_as == "owner" && geteuid() == 0) {
+    // Each job as its owner's account (a site that maps Convoy users to Unix accounts).
+    config.run_as_owner = true;
+    ranks_user = OwnerRepresentative();
   }
   if (flags.snapshot_dir != "none") {
     config.snapshot_root =

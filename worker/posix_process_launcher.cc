@@ -56,6 +56,31 @@ StatusOr<RunAsUser> LookupUser(const std::string& name) {
   return RunAsUser{pw.pw_uid, pw.pw_gid, pw.pw_name, pw.pw_dir != nullptr ? pw.pw_dir : "/"};
 }
 
+StatusOr<RunAsUser> OwnerAccount(const std::string& owner, const std::string& worker) {
+  if (owner.empty()) {
+    return Status::FailedPrecondition(
+        "--run-as owner: the job has no owner (its coordinator is --insecure); run such jobs "
+        "on a worker with --run-as pool");
+  }
+  if (owner.find_first_not_of("0123456789") == std::string::npos) {
+    return Status::FailedPrecondition("--run-as owner: job owner '" + owner +
+                                      "' is a number, never taken for a uid");
+  }
+  auto user = LookupUser(owner);
+  if (!user.ok()) {
+    return Status::FailedPrecondition("--run-as owner: job owner '" + owner +
+                                      "' has no account on worker " + worker +
+                                      " (create it, e.g. `useradd " + owner +
+                                      "`, or run the job where workers use --run-as pool)");
+  }
+  if (user->uid == 0 || user->gid == 0) {
+    return Status::FailedPrecondition("--run-as owner: job owner '" + owner + "' maps to uid " +
+                                      std::to_string(user->uid) + ", gid " +
+                                      std::to_string(user->gid) + ": jobs never run as root");
+  }
+  return user;
+}
+
 void GiveToUser(const std::optional<RunAsUser>& user, const std::string& path,
                 bool parent_searchable) {
   if (!user) return;

@@ -47,6 +47,11 @@ std::string ResolveProgram(const std::string& program, const std::string& path_e
 // is none.
 StatusOr<RunAsUser> LookupUser(const std::string& name);
 
+// --run-as owner: the Unix account of a job's owner (a Convoy user name). Refused, saying
+// why: no owner (an --insecure coordinator), a name that is all digits (never taken for a
+// uid), no such account on this worker, or an account with uid or gid 0.
+StatusOr<RunAsUser> OwnerAccount(const std::string& owner, const std::string& worker);
+
 // Gives `path`, a file the worker made for a rank (its log, its metrics socket), to `user`
 // without following a symlink; with `parent_searchable`, also lets everyone search its
 // parent directory when the worker owns it (a socket is reached through it). Nothing

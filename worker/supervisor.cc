@@ -180,7 +180,13 @@ void Supervisor::Start() {
   // Who the ranks are, for the checks below: a job identity stands for them all (each is
   // only "other" to the worker's directories).
   std::optional<RunAsUser> u = config_.run_as;
-  if (config_.identities != nullptr) {
+  if (config_.run_as_owner) {
+    spdlog::info(
+        "ranks run as their job owner's account (--run-as owner): jobs of different owners are "
+        "isolated from each other, one owner's jobs are not; job directories under {}",
+        config_.job_root);
+    u = OwnerRepresentative();
+  } else if (config_.identities != nullptr) {
     const UidRange& pool = config_.identities->range();
     u = PoolRepresentative(pool);
     spdlog::info(
@@ -658,6 +664,13 @@ void Supervisor::Launch(const v1::Launch& launch) {
       return;
     }
     user = *id;
+  } else if (config_.run_as_owner) {
+    auto account = OwnerAccount(launch.owner(), config_.name);
+    if (!account.ok()) {
+      refuse(first_rank, account.status().message());
+      return;
+    }
+    user = *account;
   }
   const int64_t uid = user ? int64_t{user->uid} : -1;
   const int64_t gid = user ? int64_t{user->gid} : -1;
@@ -788,7 +801,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   // The data cache: the worker's one, or with identities per job, the job's own (a cache
   // shared between jobs would let one job plant data another trains on).
   std::string cache_dir = config_.data_cache_dir;
-  if (config_.identities != nullptr && given.has_trainer()) {
+  if ((config_.identities != nullptr || config_.run_as_owner) && given.has_trainer()) {
     auto made = PrepareDataCacheDir(config_.work_dir, user);
     cache_dir = made.ok() ? *made : "";
     if (!made.ok()) spdlog::warn("{}: no data cache ({})", label, made.status().message());

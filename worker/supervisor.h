@@ -71,6 +71,9 @@ struct WorkerConfig {
   // Set (a root worker, --run-as pool): each job's ranks run as an identity of their own from
   // this pool (worker/job_identity.h), and `run_as` is unused.
   std::shared_ptr<JobIdentities> identities;
+  // Set (a root worker, --run-as owner): each job's ranks run as the Unix account named as
+  // its owner (Launch.owner; never root), and `run_as` is unused.
+  bool run_as_owner = false;
   std::string trainer_path;
   int cores = 1;
   int slots = 1;

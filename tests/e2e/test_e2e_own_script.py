@@ -60,17 +60,20 @@ def test_python_example_shipped_with_code_runs_on_two_nodes(make_cluster, code_d
         assert f.read() == "shipped\n"
     assert not os.path.exists(os.path.join(job_dir, "junk.log"))  # .convoyignore
     assert not os.path.exists(os.path.join(job_dir, "secret"))
-    # Stored once on the coordinator, by hash, readable by its owner only.
-    stored = os.listdir(os.path.join(c.dir, "state", "code"))
-    assert len(stored) == 1 and stored[0].endswith(".tar.gz"), stored
-    assert stat.S_IMODE(os.stat(os.path.join(c.dir, "state", "code", stored[0])).st_mode) == 0o600
+    # Stored once on the coordinator, by hash, readable by its owner only, with who uploaded
+    # it (a job names only its owner's code).
+    stored = sorted(os.listdir(os.path.join(c.dir, "state", "code")))
+    assert len(stored) == 2 and stored[0].endswith(".owners") and \
+        stored[1] == stored[0][:-len(".owners")] + ".tar.gz", stored
+    for name in stored:
+        assert stat.S_IMODE(os.stat(os.path.join(c.dir, "state", "code", name)).st_mode) == 0o600
     # The same code again: nothing new stored.
     job2 = json.loads(c.cli("submit", "--code", code_dir, "--nodes", "1", "--output", "json",
                             "--", "sh", "-c", "ls pkg").stdout)["job_id"]
     c.jobs.append(job2)
     assert c.wait_state(job2, {"SUCCEEDED", "FAILED"}, timeout=60)["state"] == "SUCCEEDED"
     assert c.logs(job2, 0) == "data.txt\n"
-    assert len(os.listdir(os.path.join(c.dir, "state", "code"))) == 1
+    assert sorted(os.listdir(os.path.join(c.dir, "state", "code"))) == stored
 
 
 def test_submit_without_a_spec_file_and_from_stdin(make_cluster):

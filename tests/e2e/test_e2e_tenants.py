@@ -151,3 +151,78 @@ def test_others_see_a_job_without_its_env_values_or_stderr(make_cluster, tmp_pat
         st = json.loads(seen(token, "status", job, "--output", "json"))
         assert st["spec"]["env"] == {"API_KEY": "(redacted)"}, st["spec"]
         assert "exited with code 3" in json.dumps(st)  # the cause itself is not hidden
+
+
+def test_a_work_dir_the_job_identities_cannot_reach_is_refused_at_start():
+    """Issue 27, no silent degradation: a worker whose --work-dir lies under a directory its
+    job identities cannot pass (their metrics sockets and data cache would be unreachable, and
+    jobs would run with no progress, top or plot) refuses to start, naming the path and the
+    fix; --check-config says the same."""
+    if os.geteuid() != 0:
+        pytest.skip("identities per job need a root worker; this test is not root")
+    import shutil
+    import subprocess
+    import tempfile
+    from cluster import BIN
+    base = tempfile.mkdtemp(prefix="convoy-e2e-")
+    try:
+        os.chmod(base, 0o711)
+        locked = os.path.join(base, "locked")
+        os.mkdir(locked, 0o700)
+        os.chmod(locked, 0o700)
+        argv = [os.path.join(BIN, "convoy-worker"), "--coordinator", "127.0.0.1:9",
+                "--insecure", "--name", "w1", "--work-dir", os.path.join(locked, "work"),
+                "--job-root", os.path.join(base, "jobs"), "--snapshot-dir", "none"]
+        for extra in ([], ["--check-config"]):
+            r = subprocess.run(argv + extra, capture_output=True, text=True, timeout=60)
+            out = r.stdout + r.stderr
+            assert r.returncode != 0, out
+            assert (f"--work-dir {locked}/work: the ranks (user a job identity of "
+                    "--run-as-pool") in out, out
+            assert f"{locked} (owner 0, mode 0700) is not searchable" in out, out
+            assert "chmod o+x" in out, out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_run_as_owner_runs_each_job_as_its_owners_account(make_cluster):
+    """Issue 27, --run-as owner: where a site maps Convoy users to Unix accounts, a job runs
+    as its owner's account (its files are that account's); an owner without an account on the
+    worker is refused, naming the owner."""
+    if os.geteuid() != 0:
+        pytest.skip("running jobs as another account needs a root worker")
+    import pwd
+    import subprocess
+    name = f"cvyowner{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    "--user-group", name], check=True, capture_output=True)
+    try:
+        account = pwd.getpwnam(name)
+        c = make_cluster(workers=1, secure=True, worker_extra=["--run-as", "owner"])
+        assert "ranks run as their job owner's account" in c.logs_of("w1")
+        owner = c.make_token("user", user=name)
+        stranger = c.make_token("user", user="nobodyhere")
+
+        def submit(token, job_name):
+            path = os.path.join(c.dir, f"{job_name}.json")
+            with open(path, "w") as f:
+                json.dump({"name": job_name, "nodes": 1, "procs_per_node": 1, "max_restarts": 0,
+                           "command": ["sh", "-c", "echo uid=$(id -u) gid=$(id -g); "
+                                       "stat -c owner=%u . "]}, f)
+            job = json.loads(c.cli("submit", path, "--output", "json",
+                                   token=token).stdout)["job_id"]
+            c.jobs.append(job)
+            return job
+        mine = submit(owner, "mine")
+        st = c.wait_state(mine, {"SUCCEEDED", "FAILED"}, timeout=60)
+        assert st["state"] == "SUCCEEDED", st["message"]
+        log = c.cli("logs", mine, "--rank", "0", token=owner).stdout
+        assert f"uid={account.pw_uid} gid={account.pw_gid}" in log, log
+        assert f"owner={account.pw_uid}" in log, log  # its job directory is the account's
+        theirs = submit(stranger, "theirs")
+        st = c.wait_state(theirs, {"SUCCEEDED", "FAILED"}, timeout=60)
+        assert st["state"] == "FAILED"
+        assert "--run-as owner: job owner 'nobodyhere' has no account on worker w1" in \
+            st["message"], st["message"]
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
