@@ -32,14 +32,18 @@ class JobCleanupTest : public ::testing::Test {
     jm_->OnRegister(reg);
     jm_->Tick();
   }
-  // Submits a 1-node job and, when a worker is free, runs it to SUCCEEDED on it.
-  std::string RunToSuccess() {
+  // A job of one process on one node.
+  static v1::JobSpec OneProcess() {
     v1::JobSpec spec;
     spec.set_name("job");
     spec.set_nodes(1);
     spec.set_procs_per_node(1);
     spec.add_command("true");
-    auto id = jm_->Submit(spec);
+    return spec;
+  }
+  // Submits a 1-node job and, when a worker is free, runs it to SUCCEEDED on it.
+  std::string RunToSuccess() {
+    auto id = jm_->Submit(OneProcess());
     EXPECT_TRUE(id.ok());
     std::string worker;
     for (auto& [w, m] : channel_.sent) {
@@ -202,12 +206,7 @@ TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
 // a fresh state directory) changes nothing, and the coordinator's own messages name the uid.
 TEST_F(JobCleanupTest, AWorkersReportOfAnotherJobWithTheSameIdIsIgnored) {
   Register("w1");
-  v1::JobSpec spec;
-  spec.set_name("job");
-  spec.set_nodes(1);
-  spec.set_procs_per_node(1);
-  spec.add_command("true");
-  auto id = jm_->Submit(spec);
+  auto id = jm_->Submit(OneProcess());
   ASSERT_TRUE(id.ok());
   const std::string uid = jm_->Get(*id)->uid();
   ASSERT_EQ(uid.size(), 32u);
