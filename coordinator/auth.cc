@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/util.h"
+
 namespace convoy {
 
 const char* RightName(Right right) {
@@ -251,6 +253,29 @@ Status Authorizer::CheckPriority(const Principal& who, int priority) const {
                                   " is above the ceiling for users (" +
                                   std::to_string(options_.max_user_priority) +
                                   ", --max-user-priority); an admin may submit it");
+}
+
+Status Authorizer::TakeUpload(const Principal& who, int64_t bytes) {
+  if (who.kind != Principal::Kind::kUser || who.admin() || options_.upload_bytes_per_day <= 0) {
+    return Status::Ok();
+  }
+  const double day = static_cast<double>(options_.upload_bytes_per_day);
+  const double per_ms = day / 86'400'000.0;
+  const int64_t now = options_.clock->NowMonotonicMs();
+  MutexLock lock(mu_);
+  Uploads& u = uploads_[who.name];
+  u.bytes = u.bytes < 0 ? day : std::min(day, u.bytes + (now - u.refilled_ms) * per_ms);
+  u.refilled_ms = now;
+  if (static_cast<double>(bytes) > u.bytes) {
+    const double wait_s = std::ceil((static_cast<double>(bytes) - u.bytes) / per_ms / 1000.0);
+    return Status::ResourceExhausted(
+        "upload quota: " + who.name + " may upload " + HumanBytes(options_.upload_bytes_per_day) +
+        " a day (--upload-bytes-per-day) and has " + HumanBytes(static_cast<int64_t>(u.bytes)) +
+        " left; this chunk needs " + HumanBytes(bytes) + ": retry in " +
+        std::to_string(static_cast<int64_t>(wait_s)) + " s, or ask an admin");
+  }
+  u.bytes -= static_cast<double>(bytes);
+  return Status::Ok();
 }
 
 Status Authorizer::TakeSubmit(const Principal& who) {

@@ -82,6 +82,9 @@ struct AuthOptions {
   // Submits: a bucket of `submit_burst`, refilled at `submits_per_minute`.
   double submits_per_minute = 60;
   double submit_burst = 20;
+  // Code uploads: each user (not admins) may send this many bytes a day (a bucket of a day's
+  // bytes, refilled continuously); 0: no limit.
+  int64_t upload_bytes_per_day = int64_t{2} << 30;
   // The highest job priority a user may ask for; admins may ask any.
   int max_user_priority = 0;
 };
@@ -113,6 +116,9 @@ class Authorizer {
 
   // Takes one submit from `who`'s bucket; RESOURCE_EXHAUSTED with the wait otherwise.
   Status TakeSubmit(const Principal& who) EXCLUDES(mu_);
+  // Takes `bytes` of `who`'s daily upload quota (a user's, by name: every token of theirs);
+  // RESOURCE_EXHAUSTED saying what is left and when more is, otherwise. Admins: no limit.
+  Status TakeUpload(const Principal& who, int64_t bytes) EXCLUDES(mu_);
 
   // The name in a verified client certificate of the cluster CA; empty when there is none.
   static std::string PeerCertificateName(const grpc::ServerContextBase& context);
@@ -133,6 +139,11 @@ class Authorizer {
   const AuthOptions options_;
   Mutex mu_;
   std::map<std::string, Quota> quotas_ GUARDED_BY(mu_);  // by token id (or "local")
+  struct Uploads {
+    double bytes = -1;  // left in the bucket; -1: full (never used)
+    int64_t refilled_ms = 0;
+  };
+  std::map<std::string, Uploads> uploads_ GUARDED_BY(mu_);  // by user name
 };
 
 }  // namespace convoy

@@ -111,6 +111,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   app.add_option("--submits-per-minute", f->submits_per_minute, "submit rate per token")
       ->check(CLI::Range(0.1, 1e6))
       ->capture_default_str();
+  app.add_option("--upload-bytes-per-day", f->upload_bytes_per_day,
+                 "bytes of code each user (not admins) may upload a day (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--worker-timeout", f->worker_timeout_s,
                  "seconds without heartbeat before a worker is lost")
       ->check(CLI::Range(0.5, 3600.0))

@@ -56,6 +56,8 @@ struct CoordinatorFlags {
   // Per-token limits.
   int max_streams_per_token = 32;
   double submits_per_minute = 60;
+  // Bytes of code each user (not admins) may upload a day; 0: no limit.
+  int64_t upload_bytes_per_day = int64_t{2} << 30;
 
   // A worker not heard from for this long is lost and its ranks count as gone. Heartbeats
   // come every second; 10 s rides out a GC pause or a busy machine without leaving a

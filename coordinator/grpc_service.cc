@@ -815,6 +815,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext
   if (static_cast<int64_t>(req->data().size()) > kCodeChunkBytes) {
     return FinishNow(context, Status::InvalidArgument("data: a chunk is at most 4 MiB"));
   }
+  Status quota = auth_.TakeUpload(*who, static_cast<int64_t>(req->data().size()));
+  if (!quota.ok()) return FinishNow(context, quota);
   // File I/O on a callback thread: bounded by the chunk size; never under the state lock.
   auto progress =
       code_->Append(req->sha256(), req->total_size(), req->offset(), req->data(), who->name);

@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
     security.ca.worker_cert_ttl_s = *ParseDuration(flags.worker_cert_ttl, "--worker-cert-ttl");
     security.auth.max_streams_per_token = flags.max_streams_per_token;
     security.auth.submits_per_minute = flags.submits_per_minute;
+    security.auth.upload_bytes_per_day = flags.upload_bytes_per_day;
   }
   security.auth.max_user_priority = flags.max_user_priority;
   auto store = SqliteJobStore::Open(db_path);

@@ -105,6 +105,7 @@ class CoordinatorAuthTest : public ::testing::Test {
     o.auth.max_streams_per_token = 2;
     o.auth.submit_burst = 3;
     o.auth.submits_per_minute = 1;
+    o.auth.upload_bytes_per_day = 100;
     return o;
   }
   std::unique_ptr<v1::JobService::Stub> Jobs(const std::string& token) {
@@ -534,6 +535,35 @@ TEST_F(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
   EXPECT_TRUE(submit(*admin).ok());
   ASSERT_TRUE(upload(*bob, code));
   EXPECT_TRUE(submit(*bob).ok());
+}
+
+// Issue 28, bounded uploads: each user may upload --upload-bytes-per-day (100 bytes here),
+// whatever token they use; past it RESOURCE_EXHAUSTED says what is left and when; another
+// user's quota is their own and admins have none.
+TEST_F(CoordinatorAuthTest, UploadsAreBoundedPerUserADay) {
+  auto upload = [](v1::JobService::Stub& stub, const std::string& data) {
+    grpc::ClientContext ctx;
+    v1::UploadCodeRequest req;
+    req.set_sha256(Sha256Hex(data));
+    req.set_total_size(static_cast<int64_t>(data.size()));
+    req.set_data(data);
+    v1::UploadCodeResponse resp;
+    return stub.UploadCode(&ctx, req, &resp);
+  };
+  auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  auto alice2 = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  EXPECT_TRUE(upload(*alice, std::string(60, 'a')).ok());
+  grpc::Status st = upload(*alice2, std::string(60, 'b'));  // her other token: the same quota
+  EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("upload quota: alice may upload 100 B a day"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_NE(st.error_message().find("retry in"), std::string::npos) << st.error_message();
+  EXPECT_TRUE(upload(*alice2, std::string(40, 'c')).ok());  // what is left still goes
+  auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
+  EXPECT_TRUE(upload(*bob, std::string(60, 'b')).ok());
+  auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
+  EXPECT_TRUE(upload(*admin, std::string(200, 'd')).ok());
 }
 
 TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {
