@@ -841,35 +841,12 @@ void Supervisor::Launch(const v1::Launch& launch) {
     if (!cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = cache_dir;
     req.working_dir = dirs->working_dir;
     req.user = user;
-    if (config_.cgroups != nullptr) {
-      // Its own group, with what its job asked: a rank past its memory is killed by the
-      // kernel there, and never takes a neighbour job's memory.
-      CgroupLimits limits;
-      if (l < launch.resources_size()) {
-        limits.memory_bytes = launch.resources(l).memory_bytes();
-        limits.cpus = launch.resources(l).cpus();
-      }
-      limits.pids = config_.pids_per_rank;
-      auto group = config_.cgroups->Create(
-          dir_name + "/attempt-" + std::to_string(a.attempt) + "/rank-" + std::to_string(r->rank),
-          limits);
-      if (group.ok()) {
-        r->cgroup = std::move(*group);
-        req.cgroup_join_files = r->cgroup->JoinFiles();
-        // The rank's user may move its own processes in (a warm Python runs as that user);
-        // v1 lets a process of that uid write them, v2 wants root's common ancestor too.
-        for (const std::string& f : req.cgroup_join_files) {
-          if (user && chown(f.c_str(), user->uid, user->gid) != 0) {
-            spdlog::warn("{}: cannot give {} to uid {}: {}", label, f, user->uid, strerror(errno));
-          }
-        }
-        req.cgroup_join_needs_root = config_.cgroups->version() == 2;
-      }
-      if (!group.ok()) r->cgroup_error = group.status().message();
-    }
-    auto started = r->cgroup_error.empty() ? launcher_.Launch(req)
-                                           : StatusOr<LaunchedProcess>(Status::FailedPrecondition(
-                                                 "no cgroup for the rank: " + r->cgroup_error));
+    const Status grouped = PrepareRankCgroup(
+        *r, dir_name + "/attempt-" + std::to_string(a.attempt) + "/rank-" + std::to_string(r->rank),
+        l < launch.resources_size() ? launch.resources(l) : v1::RankResources(), user, label, &req);
+    auto started = grouped.ok() ? launcher_.Launch(req)
+                                : StatusOr<LaunchedProcess>(Status::FailedPrecondition(
+                                      "no cgroup for the rank: " + grouped.message()));
     if (!started.ok()) RemoveCgroup(*r, label);
     r->start_seq = ++seq_;
     snapshot_dirty_ = true;
@@ -1018,6 +995,32 @@ void Supervisor::OnExit(Attempt& a, Rank& r, int wait_status) {
     CloseMetrics(a);  // reads what the ranks wrote before they went
   }
   SendExited(a, r);
+}
+
+Status Supervisor::PrepareRankCgroup(Rank& r, const std::string& name,
+                                     const v1::RankResources& resources,
+                                     const std::optional<RunAsUser>& user, const std::string& label,
+                                     LaunchRequest* req) {
+  if (config_.cgroups == nullptr) return Status::Ok();
+  // Its own group, with what its job asked: a rank past its memory is killed by the kernel
+  // there, and never takes a neighbour job's memory.
+  CgroupLimits limits;
+  limits.memory_bytes = resources.memory_bytes();
+  limits.cpus = resources.cpus();
+  limits.pids = config_.pids_per_rank;
+  auto group = config_.cgroups->Create(name, limits);
+  if (!group.ok()) return group.status();
+  r.cgroup = std::move(*group);
+  req->cgroup_join_files = r.cgroup->JoinFiles();
+  // The rank's user may move its own processes in (a warm Python runs as that user); v1 lets
+  // a process of that uid write them, v2 wants root's common ancestor too.
+  for (const std::string& f : req->cgroup_join_files) {
+    if (user && chown(f.c_str(), user->uid, user->gid) != 0) {
+      spdlog::warn("{}: cannot give {} to uid {}: {}", label, f, user->uid, strerror(errno));
+    }
+  }
+  req->cgroup_join_needs_root = config_.cgroups->version() == 2;
+  return Status::Ok();
 }
 
 void Supervisor::RemoveCgroup(Rank& r, const std::string& label) {

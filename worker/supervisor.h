@@ -190,9 +190,8 @@ class Supervisor {
     v1::ProcessExit exit;    // set once it is not running
     // Its cgroup (WorkerConfig::cgroups), removed once it ended; null without cgroups.
     std::unique_ptr<Cgroup> cgroup;
-    std::string cgroup_error;  // why it could not be made
-    std::string error_file;    // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
-    uint64_t start_seq = 0;    // event numbers of its start (or launch failure) and its exit
+    std::string error_file;  // its TORCHELASTIC_ERROR_FILE (in the attempt's dir)
+    uint64_t start_seq = 0;  // event numbers of its start (or launch failure) and its exit
     uint64_t exit_seq = 0;
   };
   struct Attempt {
@@ -303,6 +302,11 @@ class Supervisor {
   // Kills what is left in the rank's cgroup and removes it (a rank that ended, or that could
   // not start).
   void RemoveCgroup(Rank& r, const std::string& label);
+  // With cgroups, makes the rank's group `name` (its job's `resources` and --pids-per-rank)
+  // and sets `req`'s join files, given to `user`; the error when it cannot. Nothing without.
+  Status PrepareRankCgroup(Rank& r, const std::string& name, const v1::RankResources& resources,
+                           const std::optional<RunAsUser>& user, const std::string& label,
+                           LaunchRequest* req);
   void AddRecords(const Key& key, std::vector<v1::MetricRecord>* records);
   void FlushMetrics(bool force);
   void Timers();
