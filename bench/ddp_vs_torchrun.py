@@ -18,7 +18,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINER = os.environ.get("CONVOY_TRAINER", os.path.join(ROOT, "build/bin/convoy-trainer"))
-PY = "/usr/bin/python3"
+PY = os.environ.get("CONVOY_BENCH_PYTHON", "/usr/bin/python3")  # the GPU machine: python3
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_output import parse_accuracy, summaries  # noqa: E402
 

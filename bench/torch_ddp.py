@@ -63,6 +63,11 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: the rank's GPU (LOCAL_RANK), NCCL, and DDP at any world size "
+                        "(bench/gpu_vs_torchrun)")
+    p.add_argument("--amp", default="off", choices=["off", "bf16"],
+                   help="bf16: torch.autocast of forward and loss on the GPU")
     p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16", "powersgd"],
                    help="a DDP communication hook (bench/ddp_shaped_link): fp16_compress_hook, "
                         "bf16_compress_hook, or PowerSGDState + powerSGD_hook")
@@ -82,15 +87,23 @@ def main():
         torch.set_num_threads(a.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    cuda = a.device == "cuda"
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else None
+    if cuda:
+        torch.cuda.set_device(dev)
+    to = (lambda t: t.to(dev)) if cuda else (lambda t: t)
     x, y = load(a.data_dir, "train")
     tx, ty = load(a.data_dir, "t10k")
     startup["data_unix"] = time.time()
     torch.manual_seed(a.seed)
     model = Cnn()
+    if cuda:
+        model = model.to(dev)
     startup["model_unix"] = time.time()
-    if world > 1:
-        dist.init_process_group("gloo")
-        model = nn.parallel.DistributedDataParallel(model)
+    ddp = world > 1 or cuda
+    if ddp:
+        dist.init_process_group("nccl" if cuda else "gloo")
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if cuda else None)
         if a.hook != "none":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
             if a.hook == "powersgd":
@@ -118,7 +131,7 @@ def main():
         # What a torchrun user writes: every rank loads rank 0's last checkpoint (one machine
         # here, so one file system) and continues from its step.
         state = torch.load(ckpt)
-        (model.module if world > 1 else model).load_state_dict(state["model"])
+        (model.module if ddp else model).load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
         print(f"RESUMED {restart} {rank} {step}", flush=True)
@@ -134,7 +147,11 @@ def main():
             if epoch * steps_per_epoch + b < step:
                 continue  # done before the restart
             sel = idx[b * a.batch_size:(b + 1) * a.batch_size]
-            loss = F.cross_entropy(model(x[sel]), y[sel])
+            if a.amp == "bf16":
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = F.cross_entropy(model(to(x[sel])), to(y[sel]))
+            else:
+                loss = F.cross_entropy(model(to(x[sel])), to(y[sel]))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -142,7 +159,7 @@ def main():
             samples += a.batch_size
             if ckpt and rank == 0 and step % a.checkpoint_every == 0:
                 os.makedirs(a.checkpoint_dir, exist_ok=True)
-                torch.save({"model": (model.module if world > 1 else model).state_dict(),
+                torch.save({"model": (model.module if ddp else model).state_dict(),
                             "optimizer": opt.state_dict(), "step": step}, ckpt + ".tmp")
                 os.replace(ckpt + ".tmp", ckpt)
             if a.print_steps:
@@ -156,21 +173,25 @@ def main():
         if not a.no_eval:
             with torch.no_grad():
                 mine = torch.arange(rank, len(ty), world)
-                correct = sum(int((model(tx[mine[i:i + 200]]).argmax(1) == ty[mine[i:i + 200]]).sum())
+                correct = sum(int((model(to(tx[mine[i:i + 200]])).argmax(1).cpu()
+                                   == ty[mine[i:i + 200]]).sum())
                               for i in range(0, len(mine), 200))
-                t = torch.tensor([float(correct), float(len(mine))])
-                if world > 1:
+                t = to(torch.tensor([float(correct), float(len(mine))]))
+                if ddp:
                     dist.all_reduce(t)
+                t = t.cpu()
                 acc = float(t[0] / t[1])
                 print(f"rank {rank} epoch {epoch}: test accuracy {acc * 100:.2f}% at "
                       f"{age0 + time.monotonic() - t_main:.1f} s", flush=True)
+    if cuda:
+        torch.cuda.synchronize()
     secs = time.monotonic() - t_train
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print("summary " + json.dumps({
         "rank": rank, "world": world, "steps": step, "samples_per_s": samples / secs,
         "first_step_s": first_step_s, "peak_rss_mb": peak, "test_accuracy": acc,
         "train_seconds": secs}), flush=True)
-    if world > 1:
+    if ddp:
         dist.destroy_process_group()
 
 

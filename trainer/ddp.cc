@@ -12,7 +12,7 @@ namespace convoy::trainer {
 std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
                                        Dist& dist, double bucket_mb,
                                        const CompressionOptions& compression) {
-  if (kind == "reducer" && dist.world() > 1) {
+  if (kind == "reducer" && dist.collective()) {
     if (compression.kind != "none") {
       throw std::invalid_argument("--compression " + compression.kind + ": needs --ddp hooks");
     }
@@ -78,7 +78,7 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
     control_offset_ = last.flat.numel();
     last.flat = torch::cat({last.flat, torch::zeros({kControlFloats}, last.flat.options())});
   }
-  if (dist_.world() == 1) return;  // nothing to synchronise
+  if (!dist_.collective()) return;  // nothing to synchronise
   compressor_ = MakeCompressor(compression, dist_);
   if (compressor_ != nullptr) executor_ = std::make_unique<SerialExecutor>();
   int64_t total = kControlFloats;
@@ -110,7 +110,7 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
 }
 
 void HookGradSync::BeforeForward(bool sync) {
-  sync_ = sync && dist_.world() > 1;
+  sync_ = sync && dist_.collective();
   next_launch_ = 0;
   for (Bucket& b : buckets_) {
     b.ready = 0;
@@ -120,7 +120,7 @@ void HookGradSync::BeforeForward(bool sync) {
 
 void HookGradSync::SetControl(const std::array<float, kControlFloats>& values) {
   control_ = values;  // what a world of one sums to
-  if (dist_.world() == 1) return;
+  if (!dist_.collective()) return;
   torch::NoGradGuard no_grad;
   Bucket& last = buckets_.back();
   last.flat.narrow(0, control_offset_, kControlFloats)
@@ -217,7 +217,7 @@ void HookGradSync::Finish() {
 }
 
 bool HookGradSync::Overlap(double* window_s, double* exposed_s) const {
-  if (dist_.world() == 1) return false;
+  if (!dist_.collective()) return false;
   *window_s = window_s_;
   *exposed_s = exposed_s_;
   return true;

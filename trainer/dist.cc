@@ -7,9 +7,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <thread>
+#include <type_traits>
 
 #include "trainer/shm_allreduce.h"
 
@@ -128,6 +130,7 @@ class SingleProcess : public Dist {
  public:
   int rank() const override { return 0; }
   int world() const override { return 1; }
+  bool collective() const override { return false; }
   std::string allreduce_path() const override { return "none"; }
   void Broadcast(std::vector<torch::Tensor>&, int) override {}
   std::unique_ptr<GradSync> NewReducer(std::vector<torch::Tensor>, double) override {
@@ -164,6 +167,23 @@ std::string LocalAddressTowards(const std::string& master) {
   return out;
 }
 
+// An NCCL group of LibTorch 2.x is shut down before it is destroyed (its destructor warns,
+// and may wait on its watchdog, otherwise); Gloo and LibTorch 1.13 need nothing.
+template <typename PG>
+auto ShutDownNccl(PG* pg, int) -> decltype(pg->shutdown(), void()) {
+#ifdef USE_C10D_NCCL
+  if constexpr (std::is_same_v<PG, c10d::ProcessGroupNCCL>) {
+    try {
+      pg->shutdown();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "convoy-trainer: shutting NCCL down: %s\n", e.what());
+    }
+  }
+#endif
+}
+template <typename PG>
+void ShutDownNccl(PG*, long) {}
+
 template <typename PG>
 class Group : public Dist {
  public:
@@ -175,6 +195,7 @@ class Group : public Dist {
         store_(std::move(store)),
         path_(std::move(path)),
         shm_(std::move(shm)) {}
+  ~Group() override { ShutDownNccl(pg_.get(), 0); }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   std::string allreduce_path() const override { return path_; }
@@ -235,7 +256,7 @@ std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& maste
                                    int master_port, const std::string& backend,
                                    std::chrono::seconds timeout, const std::string& allreduce,
                                    int64_t shm_capacity_floats) {
-  if (world == 1) return std::make_unique<SingleProcess>();
+  if (world == 1 && backend != "nccl") return std::make_unique<SingleProcess>();
   if (rank != 0) {
     // A TCPStore client that dials before rank 0's server listens backs off for about a
     // second: wait until the port accepts connections, then connect at once.

@@ -36,8 +36,9 @@ class FuturePending : public Pending {
 class Dist {
  public:
   virtual ~Dist() = default;
-  // world == 1: a no-op backend. Otherwise rank 0 serves a TCPStore on master_port and every
-  // rank joins the process group. `backend`: "gloo" or "nccl" ("auto" resolved by caller).
+  // world == 1 with Gloo: a no-op backend. Otherwise (NCCL at any world size, as PyTorch's
+  // DDP forms a one-rank group) rank 0 serves a TCPStore on master_port and every rank joins
+  // the process group. `backend`: "gloo" or "nccl" ("auto" resolved by caller).
   // `allreduce` (Gloo only): "shm" sums float32 tensors through shared memory (every rank on
   // one host, else an error), "gloo" never does, "auto" does when every rank can.
   static std::unique_ptr<Dist> Create(int rank, int world, const std::string& master_addr,
@@ -48,6 +49,9 @@ class Dist {
 
   virtual int rank() const = 0;
   virtual int world() const = 0;
+  // False for the no-op backend of a one-rank Gloo job: nothing to all-reduce. A one-rank
+  // NCCL group all-reduces its gradients on the GPU as torchrun's DDP does.
+  virtual bool collective() const { return true; }
   // How float32 CPU all-reduces travel, for the log: "none", "gloo", "nccl", "shared memory".
   virtual std::string allreduce_path() const = 0;
   // In place, from `root`.

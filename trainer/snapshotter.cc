@@ -13,6 +13,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "trainer/train_helpers.h"
+
 namespace convoy::trainer {
 namespace {
 
@@ -26,20 +28,6 @@ double ThreadCpuMillis() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-// The key an optimiser's state map files a parameter under: the address of its TensorImpl, as
-// text in LibTorch 1.x (c10::guts::to_string streams the pointer), as the pointer in 2.x.
-template <typename Map>
-typename Map::key_type StateKey(const Map&, const torch::Tensor& p) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream s;
-    s << p.unsafeGetTensorImpl();
-    return s.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
 }
 
 // `src` copied into `dst` when it fits (no allocation), else a fresh copy in host memory.

@@ -21,6 +21,52 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Options& o, double 
                                              torch::optim::SGDOptions(lr).momentum(o.momentum));
 }
 
+namespace {
+
+bool FusedSgdStep(torch::optim::SGD& sgd) {
+  auto& state = sgd.state();
+  struct Group {
+    std::vector<torch::Tensor> params, grads, buffers;
+    double lr = 0, momentum = 0;
+  };
+  std::vector<Group> groups;
+  for (auto& group : sgd.param_groups()) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    if (o.momentum() == 0 || o.weight_decay() != 0 || o.dampening() != 0 || o.nesterov()) {
+      return false;
+    }
+    Group g;
+    g.lr = o.lr();
+    g.momentum = o.momentum();
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto it = state.find(StateKey(state, p));
+      if (it == state.end()) return false;  // the optimiser's own first step makes the buffer
+      g.params.push_back(p);
+      g.grads.push_back(p.grad());
+      g.buffers.push_back(
+          static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+    }
+    groups.push_back(std::move(g));
+  }
+  torch::NoGradGuard no_grad;
+  for (Group& g : groups) {
+    if (g.params.empty()) continue;
+    // SGD::step: buf.mul_(momentum).add_(grad, 1 - dampening); p.add_(buf, -lr).
+    at::_foreach_mul_(g.buffers, g.momentum);
+    at::_foreach_add_(g.buffers, g.grads, 1.0);
+    at::_foreach_add_(g.params, g.buffers, -1 * g.lr);
+  }
+  return true;
+}
+
+}  // namespace
+
+void OptimizerStep(torch::optim::Optimizer& opt) {
+  auto* sgd = dynamic_cast<torch::optim::SGD*>(&opt);
+  if (sgd == nullptr || !FusedSgdStep(*sgd)) opt.step();
+}
+
 void SetLr(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }

@@ -6,7 +6,9 @@
 
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "trainer/dist.h"
@@ -20,6 +22,25 @@ namespace convoy::trainer {
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Options& o, double lr,
                                                        std::vector<torch::Tensor> params);
 void SetLr(torch::optim::Optimizer& opt, double lr);
+// One optimiser step. SGD with momentum (no weight decay, dampening or Nesterov) steps every
+// parameter of a group at once with foreach ops once each has its momentum buffer: three
+// launches on a GPU instead of three per parameter, and the same arithmetic as
+// torch::optim::SGD::step(), bit for bit. Anything else is the optimiser's own step.
+void OptimizerStep(torch::optim::Optimizer& opt);
+
+// The key an optimiser's state map files a parameter under: the address of its TensorImpl, as
+// text in LibTorch 1.x (c10::guts::to_string streams the pointer), as the pointer in 2.x.
+template <typename Map>
+typename Map::key_type StateKey(const Map&, const torch::Tensor& p) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
 
 // The learning rate at `progress` (the fraction of the training done, in [0, 1]) of epoch
 // `epoch`: `base` for "none"; "step" divides by 10 every epochs/3 epochs; "cosine" anneals to 0

@@ -65,7 +65,9 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
   const int64_t count = StepSamples(n, pos_.sample, shape);
   SetLr(*optimizer_, ScheduledLr(o_, base_lr_, pos_.epoch, Progress()));
   if (!sync_->CarriesControl()) StartControlAllReduce();
-  double loss_sum = 0;
+  // Each micro-batch's mean loss and size, read once the step's collectives are done: reading
+  // a GPU's loss mid-step would wait for its forward before the backward is even queued.
+  std::vector<std::pair<torch::Tensor, int64_t>> losses;
   int64_t mine = 0;
   for (int a = 0; a < o_.accumulate; ++a) {
     torch::Tensor x, y;
@@ -90,7 +92,7 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
       scaled = count == shape.full()
                    ? loss / o_.accumulate
                    : loss * (static_cast<double>(nb) * o_.world_size / static_cast<double>(count));
-      loss_sum += loss.item<double>() * static_cast<double>(nb);
+      losses.emplace_back(loss.detach(), nb);
       mine += nb;
     } else {
       // No sample left for this rank in the epoch's last step: it still joins the gradient
@@ -118,10 +120,12 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
     stop = FinishControlAllReduce();
     watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
   }
+  double loss_sum = 0;
+  for (const auto& [loss, nb] : losses) loss_sum += loss.item<double>() * static_cast<double>(nb);
   if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
   {
     std::lock_guard<std::mutex> state(watchdog_->state_mutex());
-    optimizer_->step();
+    OptimizerStep(*optimizer_);
     counts_.AddStep(perm, pos_.sample, shape);
     pos_.sample += count;
     ++pos_.global_step;
