@@ -44,8 +44,7 @@ bool FusedSgdStep(torch::optim::SGD& sgd) {
       if (it == state.end()) return false;  // the optimiser's own first step makes the buffer
       g.params.push_back(p);
       g.grads.push_back(p.grad());
-      g.buffers.push_back(
-          static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+      g.buffers.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
     }
     groups.push_back(std::move(g));
   }
