@@ -105,15 +105,17 @@ int Token(const CoordinatorFlags& f) {
     }
     auto ttl = ParseDuration(f.token_ttl, "--ttl");
     TokenRecord made;
-    auto token = (*store)->Create(f.token_user, *role, *ttl * 1000, f.token_uses, now_ms, &made);
+    auto token = (*store)->Create(f.token_user, *role, *ttl * 1000, f.token_uses, now_ms, &made,
+                                  f.token_name);
     if (!token.ok()) {
       std::fprintf(stderr, "convoy-coordinator token create: %s\n",
                    token.status().message().c_str());
       return 1;
     }
     std::fprintf(
-        stderr, "token %s for %s (%s), expires %s%s. It is shown only now:\n", made.id.c_str(),
+        stderr, "token %s for %s (%s%s), expires %s%s. It is shown only now:\n", made.id.c_str(),
         made.user.c_str(), RoleName(made.role),
+        made.name.empty() ? "" : (", joins only as " + made.name).c_str(),
         made.expires_ms ? When(made.expires_ms).c_str() : "never",
         made.uses_left > 0 ? (", " + std::to_string(made.uses_left) + " uses").c_str() : "");
     std::printf("%s\n", token->c_str());
@@ -125,17 +127,18 @@ int Token(const CoordinatorFlags& f) {
       std::fprintf(stderr, "convoy-coordinator token list: %s\n", list.status().message().c_str());
       return 1;
     }
-    std::printf("%-16s  %-16s  %-6s  %-17s  %-17s  %-17s  %-5s  %s\n", "ID", "USER", "ROLE",
-                "CREATED", "EXPIRES", "LAST USED", "USES", "STATE");
+    std::printf("%-16s  %-16s  %-6s  %-17s  %-17s  %-17s  %-5s  %-7s  %s\n", "ID", "USER", "ROLE",
+                "CREATED", "EXPIRES", "LAST USED", "USES", "STATE", "NAME");
     for (const TokenRecord& t : *list) {
       const char* state = t.revoked                                       ? "revoked"
                           : (t.expires_ms != 0 && now_ms >= t.expires_ms) ? "expired"
                           : t.uses_left == 0                              ? "used up"
                                                                           : "valid";
-      std::printf("%-16s  %-16s  %-6s  %-17s  %-17s  %-17s  %-5s  %s\n", t.id.c_str(),
+      std::printf("%-16s  %-16s  %-6s  %-17s  %-17s  %-17s  %-5s  %-7s  %s\n", t.id.c_str(),
                   t.user.c_str(), RoleName(t.role), When(t.created_ms).c_str(),
                   When(t.expires_ms).c_str(), When(t.last_used_ms).c_str(),
-                  t.uses_left < 0 ? "-" : std::to_string(t.uses_left).c_str(), state);
+                  t.uses_left < 0 ? "-" : std::to_string(t.uses_left).c_str(), state,
+                  t.name.empty() ? "-" : t.name.c_str());
     }
     return 0;
   }

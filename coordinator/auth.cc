@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <vector>
 
 #include "common/util.h"
 
@@ -237,14 +239,61 @@ StatusOr<std::shared_ptr<void>> Authorizer::AcquireStream(const Principal& who) 
     ++q.streams;
   }
   const std::string key = who.token_id;
-  return std::shared_ptr<void>(reinterpret_cast<void*>(1),
-                               [this, key](void*) { ReleaseStream(key); });
+  // A byte of its own: the slot's address names the stream.
+  auto* slot = new char(0);
+  {
+    MutexLock lock(mu_);
+    open_streams_[slot] = OpenStream{key, nullptr};
+  }
+  return std::shared_ptr<void>(slot, [this, key](void* p) {
+    ReleaseStream(key, p);
+    delete static_cast<char*>(p);
+  });
 }
 
-void Authorizer::ReleaseStream(const std::string& key) {
+void Authorizer::ReleaseStream(const std::string& key, const void* slot) {
   MutexLock lock(mu_);
+  open_streams_.erase(slot);
   auto it = quotas_.find(key);
   if (it != quotas_.end() && it->second.streams > 0) --it->second.streams;
+}
+
+void Authorizer::OnRevoked(const std::shared_ptr<void>& slot, std::function<void()> close) {
+  if (slot == nullptr) return;
+  MutexLock lock(mu_);
+  auto it = open_streams_.find(slot.get());
+  if (it != open_streams_.end()) it->second.close = std::move(close);
+}
+
+void Authorizer::CloseRevokedStreams() {
+  if (options_.tokens == nullptr) return;
+  std::set<std::string> ids;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [slot, open] : open_streams_) ids.insert(open.token_id);
+  }
+  // The token store's own lock and file, never under mu_.
+  std::set<std::string> dead;
+  const int64_t now = options_.clock->NowUnixMs();
+  for (const std::string& id : ids) {
+    if (!options_.tokens->StillValid(id, now)) dead.insert(id);
+  }
+  if (dead.empty()) return;
+  std::vector<std::function<void()>> close;
+  {
+    MutexLock lock(mu_);
+    for (auto& [slot, open] : open_streams_) {
+      if (dead.count(open.token_id) != 0 && open.close) {
+        close.push_back(std::move(open.close));
+        open.close = nullptr;
+      }
+    }
+  }
+  if (!close.empty()) {
+    spdlog::info("closing {} open stream(s) of {} revoked or expired token(s)", close.size(),
+                 dead.size());
+  }
+  for (auto& f : close) f();
 }
 
 Status Authorizer::CheckPriority(const Principal& who, int priority) const {

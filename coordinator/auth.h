@@ -25,6 +25,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -109,6 +110,15 @@ class Authorizer {
   // One stream (watch, logs) of `who` for as long as the returned handle lives;
   // RESOURCE_EXHAUSTED past the cap.
   StatusOr<std::shared_ptr<void>> AcquireStream(const Principal& who) EXCLUDES(mu_);
+  // `close` ends the stream held by `slot` (from AcquireStream) once its token is revoked or
+  // expires: CloseRevokedStreams calls it, at most once, on its own thread. No-op for an
+  // empty slot (callers without a token).
+  void OnRevoked(const std::shared_ptr<void>& slot, std::function<void()> close) EXCLUDES(mu_);
+  // Closes the open streams of every token that may no longer be used. GrpcServer calls it
+  // every kRevocationCheckMs, so that a revoked token's `logs -f` or watch ends within a
+  // second.
+  void CloseRevokedStreams() EXCLUDES(mu_);
+  static constexpr int kRevocationCheckMs = 250;
 
   // A spec's `priority` above --max-user-priority: PERMISSION_DENIED naming the field,
   // unless `who` is an admin.
@@ -134,11 +144,16 @@ class Authorizer {
     double submits = -1;  // tokens in the bucket; -1: full (never used)
     int64_t refilled_ms = 0;
   };
-  void ReleaseStream(const std::string& key) EXCLUDES(mu_);
+  void ReleaseStream(const std::string& key, const void* slot) EXCLUDES(mu_);
 
   const AuthOptions options_;
   Mutex mu_;
   std::map<std::string, Quota> quotas_ GUARDED_BY(mu_);  // by token id (or "local")
+  struct OpenStream {
+    std::string token_id;
+    std::function<void()> close;  // empty until OnRevoked, and once called
+  };
+  std::map<const void*, OpenStream> open_streams_ GUARDED_BY(mu_);  // by slot
   struct Uploads {
     double bytes = -1;  // left in the bucket; -1: full (never used)
     int64_t refilled_ms = 0;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,45 @@ StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::Internal("code store " + dir + ": " + ec.message());
   chmod(dir.c_str(), 0700);
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0) {
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
   return std::unique_ptr<CodeStore>(new CodeStore(dir));
+}
+
+std::vector<std::string> CodeStore::Collect(const std::set<std::string>& referenced,
+                                            int64_t grace_s) {
+  std::vector<std::string> removed;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  auto old = [&](const std::filesystem::path& p) {
+    std::error_code ec;
+    const auto t = std::filesystem::last_write_time(p, ec);
+    return !ec && now - t > std::chrono::seconds(grace_s);
+  };
+  MutexLock lock(mu_);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string suffix = ".tar.gz";
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0) {
+      if (old(e.path())) std::filesystem::remove(e.path(), ec);
+      continue;
+    }
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string sha = name.substr(0, name.size() - suffix.size());
+    if (!IsSha256Hex(sha) || referenced.count(sha) != 0 || !old(e.path())) continue;
+    // The owners file goes first: an archive without owners is one nobody may name.
+    std::filesystem::remove(OwnersOf(sha), ec);
+    std::filesystem::remove(e.path(), ec);
+    removed.push_back(sha);
+  }
+  return removed;
 }
 
 bool CodeStore::Has(const std::string& sha256) {
@@ -72,7 +111,10 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
   MutexLock lock(mu_);
   const std::string done = PathOf(sha256);
   const bool stored = access(done.c_str(), R_OK) == 0;
-  if (stored && OwnedByLocked(sha256, uploader)) return Progress{total_size, true};
+  if (stored && OwnedByLocked(sha256, uploader)) {
+    utimensat(AT_FDCWD, done.c_str(), nullptr, 0);  // uploaded again now: Collect's grace anew
+    return Progress{total_size, true};
+  }
   const std::string part = dir_ + "/" + sha256 + "." + Sha256Hex(uploader).substr(0, 16) + ".part";
   struct stat st {};
   const int64_t have = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
@@ -106,6 +148,7 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
   }
   if (stored) {
     unlink(part.c_str());  // the same bytes are there: they proved they have them
+    utimensat(AT_FDCWD, done.c_str(), nullptr, 0);
   } else if (rename(part.c_str(), done.c_str()) != 0) {
     return Status::Internal("cannot store " + done + ": " + std::strerror(errno));
   }

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -24,7 +26,8 @@ namespace convoy {
 
 class CodeStore {
  public:
-  // Creates `dir` (0700) when missing.
+  // Creates `dir` (0700) when missing, and removes the `.part` files of uploads that were in
+  // progress when the last coordinator stopped (their clients start over).
   static StatusOr<std::unique_ptr<CodeStore>> Open(const std::string& dir);
 
   struct Progress {
@@ -43,6 +46,12 @@ class CodeStore {
   // Up to `max_bytes` of a stored archive from `offset`, and its total size.
   StatusOr<std::string> Read(const std::string& sha256, int64_t offset, int64_t max_bytes,
                              int64_t* total_size);
+  // Removes the stored archives (and their owners) that no job names (`referenced`) and
+  // that were stored or uploaded again more than `grace_s` ago (an upload is followed by its
+  // submit: the grace keeps it until then), and `.part` files untouched for as long. The
+  // coordinator calls it every minute with the jobs it keeps (a deleted job's code goes
+  // once its grace is over). Returns the archives removed.
+  std::vector<std::string> Collect(const std::set<std::string>& referenced, int64_t grace_s);
 
  private:
   explicit CodeStore(std::string dir) : dir_(std::move(dir)) {}

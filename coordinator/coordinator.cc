@@ -315,6 +315,11 @@ JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
   return jobs_.ListPage(query);
 }
 
+std::set<std::string> Coordinator::ReferencedCode() {
+  MutexLock lock(mu_);
+  return jobs_.ReferencedCode();
+}
+
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
   MutexLock lock(mu_);
   return jobs_.ListWorkers();
@@ -427,6 +432,11 @@ void Coordinator::OnStreamClosed(const std::string& worker, const WorkerStream* 
 size_t Coordinator::ConnectedWorkers() {
   MutexLock lock(mu_);
   return streams_.size();
+}
+
+bool Coordinator::WorkerConnected(const std::string& name) {
+  MutexLock lock(mu_);
+  return streams_.count(name) > 0;
 }
 
 }  // namespace convoy

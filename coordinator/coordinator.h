@@ -118,6 +118,8 @@ class Coordinator {
   // One page of jobs / workers (JobManager::ListPage, ListWorkersPage).
   JobManager::JobPage ListPage(const JobQuery& query) EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
+  // JobManager::ReferencedCode.
+  std::set<std::string> ReferencedCode() EXCLUDES(mu_);
   JobManager::WorkerPage ListWorkersPage(const WorkerQuery& query) EXCLUDES(mu_);
   // JobManager::SetDrained; `done` runs once the change is durable.
   void SetDrained(const std::string& worker, bool drained, const std::string& by, bool now,
@@ -153,6 +155,8 @@ class Coordinator {
   void OnStreamClosed(const std::string& worker, const WorkerStream* stream) EXCLUDES(mu_);
   // Open streams (for logs and tests).
   size_t ConnectedWorkers() EXCLUDES(mu_);
+  // Whether a worker of this name has its stream open now.
+  bool WorkerConnected(const std::string& name) EXCLUDES(mu_);
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);

@@ -212,6 +212,9 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   subs->create
       ->add_option("--uses", f->token_uses, "join tokens: how many workers may use it (default 1)")
       ->check(CLI::Range(1, 1000000));
+  subs->create->add_option("--name", f->token_name,
+                           "join tokens: bind it to this worker name, which it may join even "
+                           "while a worker holds it (replacing that machine)");
   subs->list = token->add_subcommand("list", "tokens without their secrets");
   state_dir(subs->list);
   subs->revoke = token->add_subcommand("revoke", "revoke a token (by id) or every token of a user");
@@ -248,6 +251,13 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
     if (f->token_uses > 0 && f->token_role != "worker") {
       problems.push_back(
           Status::InvalidArgument("--uses applies to join tokens (--role worker) only"));
+    }
+    if (!f->token_name.empty() && f->token_role != "worker") {
+      problems.push_back(
+          Status::InvalidArgument("--name applies to join tokens (--role worker) only"));
+    } else if (!f->token_name.empty() && !IsValidName(f->token_name)) {
+      problems.push_back(Status::InvalidArgument("--name: '" + f->token_name +
+                                                 "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
     }
     // A join token is single-use unless --uses says otherwise: a leaked one joins no more.
     if (f->token_role == "worker" && f->token_uses == 0) f->token_uses = 1;

@@ -103,8 +103,9 @@ struct CoordinatorFlags {
   // token create / revoke.
   std::string token_user;
   std::string token_role;
-  std::string token_ttl;  // empty: 30d for people, 1h for join tokens
-  int token_uses = 0;     // join tokens: uses (0 given: 1, single-use)
+  std::string token_ttl;   // empty: 30d for people, 1h for join tokens
+  int token_uses = 0;      // join tokens: uses (0 given: 1, single-use)
+  std::string token_name;  // join tokens: the one worker name it joins (may take it over)
   std::string revoke;
 };
 

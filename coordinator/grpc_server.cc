@@ -43,8 +43,10 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   s->listener_ = std::move(*listener);
   s->worker_service_ = std::make_unique<WorkerServiceImpl>(coordinator, *s->auth_, limits);
   s->job_service_ = std::make_unique<JobServiceImpl>(coordinator, *s->auth_, limits);
-  s->join_service_ = std::make_unique<JoinServiceImpl>(*s->auth_, sec.insecure ? nullptr : &sec.ca,
-                                                       sec.tokens, s->clock_);
+  s->join_service_ = std::make_unique<JoinServiceImpl>(
+      *s->auth_, sec.insecure ? nullptr : &sec.ca, sec.tokens, s->clock_,
+      [&coordinator](const std::string& name) { return coordinator.WorkerConnected(name); });
+  s->job_service_->SetTokenStore(sec.insecure ? nullptr : sec.tokens);
   s->worker_service_->SetCodeStore(sec.code);
   s->job_service_->SetCodeStore(sec.code);
 
@@ -91,6 +93,20 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   if (health != nullptr) health->SetServingStatus(false);
   s->listener_->Start(std::move(acceptor));
   if (health != nullptr) health->SetServingStatus(true);
+  if (!sec.insecure) {
+    GrpcServer* self = s.get();
+    s->revocation_ = std::thread([self] {
+      std::unique_lock<std::mutex> lock(self->revocation_mu_);
+      while (!self->revocation_stop_) {
+        self->revocation_cv_.wait_for(lock,
+                                      std::chrono::milliseconds(Authorizer::kRevocationCheckMs));
+        if (self->revocation_stop_) break;
+        lock.unlock();
+        self->auth_->CloseRevokedStreams();
+        lock.lock();
+      }
+    });
+  }
   return s;
 }
 
@@ -117,6 +133,14 @@ GrpcServer::~GrpcServer() { Shutdown(0); }
 void GrpcServer::Shutdown(int grace_ms) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (revocation_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(revocation_mu_);
+      revocation_stop_ = true;
+    }
+    revocation_cv_.notify_all();
+    revocation_.join();
+  }
   for (grpc::Server* server : {server_.get(), health_server_.get()}) {
     if (server == nullptr) continue;
     if (auto* health = server->GetHealthCheckService(); health != nullptr) {

@@ -6,8 +6,11 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -71,6 +74,12 @@ class GrpcServer {
   std::unique_ptr<grpc::CallbackGenericService> health_generic_;  // ServeHealthPlaintext
   std::unique_ptr<grpc::Server> health_server_;
   bool shut_down_ = false;
+  // With tokens: every Authorizer::kRevocationCheckMs, the open streams of revoked tokens
+  // are closed (Authorizer::CloseRevokedStreams).
+  std::thread revocation_;
+  std::mutex revocation_mu_;
+  std::condition_variable revocation_cv_;
+  bool revocation_stop_ = false;
 };
 
 }  // namespace convoy

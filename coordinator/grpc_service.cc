@@ -316,12 +316,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
  public:
   using Out = Outbound<v1::WatchJobResponse, WatchReactor>;
 
-  WatchReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
+  WatchReactor(Coordinator& coordinator, Authorizer& auth, grpc::CallbackServerContext* context,
                const std::string& job_id, size_t limit, std::shared_ptr<void> slot,
                const Principal& who)
       : coordinator_(coordinator),
         out_(std::make_shared<Out>(this, context, limit)),
         slot_(std::move(slot)) {
+    auth.OnRevoked(slot_, Closer(who.token_id));
     std::shared_ptr<Out> out = out_;
     // Updates come one at a time from the commit thread; the job (the first update, and
     // every state change) says whose it is, for the events between.
@@ -349,6 +350,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
     } else {
       watch_id_ = *id;
     }
+  }
+
+  // Ends the watch when its token is revoked (Authorizer::OnRevoked); safe after OnDone.
+  std::function<void()> Closer(const std::string& token_id) {
+    std::weak_ptr<Out> weak = out_;
+    return [weak, token_id] {
+      if (auto out = weak.lock()) {
+        out->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 "token " + token_id + " was revoked or expired"));
+      }
+    };
   }
 
   void OnWriteDone(bool ok) override { out_->WriteDone(ok); }
@@ -484,10 +496,22 @@ class LogsCall : public std::enable_shared_from_this<LogsCall> {
 
 class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogsReactor(Coordinator& coordinator, grpc::CallbackServerContext* context,
-              const v1::GetLogsRequest& req, std::shared_ptr<void> slot)
+  LogsReactor(Coordinator& coordinator, Authorizer& auth, grpc::CallbackServerContext* context,
+              const v1::GetLogsRequest& req, std::shared_ptr<void> slot,
+              const std::string& token_id)
       : call_(std::make_shared<LogsCall>(coordinator, this, context, req)), slot_(std::move(slot)) {
+    auth.OnRevoked(slot_, Closer(token_id));
     call_->Request(false);
+  }
+  // Ends the stream when its token is revoked (Authorizer::OnRevoked); safe after OnDone.
+  std::function<void()> Closer(const std::string& token_id) {
+    std::weak_ptr<LogsCall> weak = call_;
+    return [weak, token_id] {
+      if (auto call = weak.lock()) {
+        call->out().Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                        "token " + token_id + " was revoked or expired"));
+      }
+    };
   }
   void OnWriteDone(bool ok) override { call_->WriteDone(ok); }
   void OnCancel() override {
@@ -683,15 +707,29 @@ grpc::ServerUnaryReactor* JobServiceImpl::ForgetWorker(grpc::CallbackServerConte
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  TokenStore* tokens = tokens_;
+  const std::string name = req->name();
   coordinator_.ForgetWorker(
-      req->name(), by, [reactor, resp](const StatusOr<JobManager::ForgottenWorker>& forgotten) {
+      name, by,
+      [reactor, resp, tokens, name](const StatusOr<JobManager::ForgottenWorker>& forgotten) {
+        Status st = forgotten.status();
         if (forgotten.ok()) {
           *resp->mutable_worker() = forgotten->worker;
           for (const std::string& id : forgotten->abandoned_file_deletions) {
             resp->add_abandoned_file_deletions(id);
           }
         }
-        reactor->Finish(ToGrpc(forgotten.status()));
+        // The name's certificate record goes too, so that a join token may take the name again:
+        // also for a worker that joined but never registered (NOT_FOUND above).
+        if (tokens != nullptr && (st.ok() || st.code() == StatusCode::kNotFound)) {
+          auto had = tokens->ForgetCertificate(name);
+          if (!had.ok()) {
+            st = had.status();
+          } else if (*had && !st.ok()) {
+            st = Status::Ok();
+          }
+        }
+        reactor->Finish(ToGrpc(st));
       });
   return reactor;
 }
@@ -702,7 +740,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(
   if (!who.ok()) return new RefusedWrite<v1::WatchJobResponse>(who.status());
   auto slot = auth_.AcquireStream(*who);
   if (!slot.ok()) return new RefusedWrite<v1::WatchJobResponse>(slot.status());
-  return new WatchReactor(coordinator_, context, req->job_id(), limits_.watch_queue,
+  return new WatchReactor(coordinator_, auth_, context, req->job_id(), limits_.watch_queue,
                           std::move(*slot), *who);
 }
 
@@ -718,7 +756,7 @@ grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetLogs(
   }
   auto slot = auth_.AcquireStream(*who);
   if (!slot.ok()) return new RefusedWrite<v1::LogChunk>(slot.status());
-  return new LogsReactor(coordinator_, context, *req, std::move(*slot));
+  return new LogsReactor(coordinator_, auth_, context, *req, std::move(*slot), who->token_id);
 }
 
 // ---- JoinService
@@ -773,19 +811,53 @@ grpc::ServerUnaryReactor* JoinServiceImpl::Join(grpc::CallbackServerContext* con
                      Status::InvalidArgument("name: '" + req->name() +
                                              "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
   }
-  if (tokens_ != nullptr) {
-    // The use is taken only now that the request is known to be well formed.
-    bool malformed = false;
-    auto used =
-        tokens_->Check(Authorizer::BearerToken(*context, &malformed), clock_.NowUnixMs(), true);
-    if (!used.ok()) return FinishNow(context, used.status());
+  if (tokens_ == nullptr) return FinishNow(context, Issue(req->name(), req->csr_pem(), resp));
+  bool malformed = false;
+  const std::string token = Authorizer::BearerToken(*context, &malformed);
+  MutexLock lock(join_mu_);
+  auto record = tokens_->Check(token, clock_.NowUnixMs(), false);
+  if (!record.ok()) return FinishNow(context, record.status());
+  if (!record->name.empty() && record->name != req->name()) {
+    return FinishNow(
+        context, Status::PermissionDenied("name: join token " + record->id + " joins only as '" +
+                                          record->name + "', not '" + req->name() + "'"));
   }
+  if (record->name.empty()) {
+    // An unbound token takes only a free name: a leaked one cannot replace a live worker.
+    auto holder = Holder(req->name());
+    if (!holder.ok()) return FinishNow(context, holder.status());
+    if (!holder->empty()) {
+      return FinishNow(
+          context, Status::AlreadyExists(
+                       "name: '" + req->name() + "' is held by " + *holder +
+                       "; join it with a token bound to it (convoy-coordinator token create --role "
+                       "worker --name " +
+                       req->name() + "), or have an admin run `convoy worker forget " +
+                       req->name() + "` once that worker is gone"));
+    }
+  }
+  // The use is taken only now that the request is known to be well formed and allowed.
+  auto used = tokens_->Check(token, clock_.NowUnixMs(), true);
+  if (!used.ok()) return FinishNow(context, used.status());
   Status issued = Issue(req->name(), req->csr_pem(), resp);
   if (issued.ok()) {
-    spdlog::info("worker {} joined from {} with join token {}", req->name(), context->peer(),
-                 who->token_id);
+    issued = tokens_->RecordCertificate(req->name(), resp->not_after_unix_s());
+  }
+  if (issued.ok()) {
+    spdlog::info("worker {} joined from {} with join token {}{}", req->name(), context->peer(),
+                 who->token_id, record->name.empty() ? "" : " (bound to the name)");
   }
   return FinishNow(context, issued);
+}
+
+StatusOr<std::string> JoinServiceImpl::Holder(const std::string& name) {
+  if (connected_ && connected_(name)) return std::string("a connected worker");
+  auto not_after = tokens_->CertificateNotAfter(name);
+  if (!not_after.ok()) return not_after.status();
+  if (*not_after > clock_.NowUnixMs() / 1000) {
+    return "a worker certificate valid until " + UtcIso8601(*not_after);
+  }
+  return std::string();
 }
 
 grpc::ServerUnaryReactor* JoinServiceImpl::Renew(grpc::CallbackServerContext* context,
@@ -798,6 +870,9 @@ grpc::ServerUnaryReactor* JoinServiceImpl::Renew(grpc::CallbackServerContext* co
                                   "renewal needs the worker's current client certificate"));
   }
   Status issued = Issue(who->name, req->csr_pem(), resp);
+  if (issued.ok() && tokens_ != nullptr) {
+    issued = tokens_->RecordCertificate(who->name, resp->not_after_unix_s());
+  }
   if (issued.ok()) spdlog::info("worker {} renewed its certificate", who->name);
   return FinishNow(context, issued);
 }

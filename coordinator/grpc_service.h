@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstddef>
+#include <functional>
 
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
@@ -99,12 +100,16 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // Where code archives are kept (not owned; null: UploadCode answers FAILED_PRECONDITION
   // and a spec naming code_sha256 is refused). Before the server starts.
   void SetCodeStore(CodeStore* code) { code_ = code; }
+  // ForgetWorker also drops the name's certificate record (so that a join token may take the
+  // name again). Before the server starts; null: --insecure.
+  void SetTokenStore(TokenStore* tokens) { tokens_ = tokens; }
 
  private:
   Coordinator& coordinator_;
   Authorizer& auth_;
   const StreamLimits limits_;
   CodeStore* code_ = nullptr;
+  TokenStore* tokens_ = nullptr;
 };
 
 // The cluster's certificate authority as the coordinator holds it.
@@ -123,9 +128,11 @@ struct ClusterCa {
 // certificate for a join token, a renewed one for a worker's current certificate.
 class JoinServiceImpl final : public v1::JoinService::CallbackService {
  public:
-  // `ca` null: --insecure, nothing to hand out.
-  JoinServiceImpl(Authorizer& auth, const ClusterCa* ca, TokenStore* tokens, const Clock& clock)
-      : auth_(auth), ca_(ca), tokens_(tokens), clock_(clock) {}
+  // `ca` null: --insecure, nothing to hand out. `connected(name)`: a worker of that name has
+  // its stream open.
+  JoinServiceImpl(Authorizer& auth, const ClusterCa* ca, TokenStore* tokens, const Clock& clock,
+                  std::function<bool(const std::string&)> connected)
+      : auth_(auth), ca_(ca), tokens_(tokens), clock_(clock), connected_(std::move(connected)) {}
 
   grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
                                            const v1::GetClusterInfoRequest* req,
@@ -137,11 +144,18 @@ class JoinServiceImpl final : public v1::JoinService::CallbackService {
 
  private:
   Status Issue(const std::string& name, const std::string& csr_pem, v1::JoinResponse* resp);
+  // Who holds `name` now ("a connected worker", "a certificate valid until ..."); empty:
+  // nobody, a join token may take it.
+  StatusOr<std::string> Holder(const std::string& name);
 
   Authorizer& auth_;
   const ClusterCa* const ca_;
   TokenStore* const tokens_;
   const Clock& clock_;
+  const std::function<bool(const std::string&)> connected_;
+  // One Join at a time: the check that a name is free and the record of its new certificate
+  // are one step (Joins are rare; only they wait on it, never the state lock).
+  Mutex join_mu_;
 };
 
 }  // namespace convoy

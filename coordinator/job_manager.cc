@@ -332,6 +332,14 @@ JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
   return page;
 }
 
+std::set<std::string> JobManager::ReferencedCode() const {
+  std::set<std::string> out;
+  for (const auto& [id, r] : jobs_) {
+    if (!r.job.spec().code_sha256().empty()) out.insert(r.job.spec().code_sha256());
+  }
+  return out;
+}
+
 std::vector<v1::Job> JobManager::ListActive() const {
   std::vector<v1::Job> out;
   for (const std::string& id : active_) out.push_back(Summary(jobs_.at(id).job));

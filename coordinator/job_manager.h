@@ -155,6 +155,9 @@ class JobManager {
   // Summaries of the jobs that are not finished, oldest first: O(active jobs), for the
   // metrics exporter.
   std::vector<v1::Job> ListActive() const;
+  // The code archives (code_sha256) that jobs kept here name, finished ones included: what
+  // the code store may not collect.
+  std::set<std::string> ReferencedCode() const;
 
   // Counts kept as things change (O(1) to read): what the exporter and `convoy workers`
   // summarise.

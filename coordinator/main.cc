@@ -235,15 +235,24 @@ int main(int argc, char** argv) {
   spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
                flags.insecure ? "PLAIN TEXT" : "TLS", db_path);
 
-  // Tokens' last use is written in batches.
+  // Tokens' last use is written in batches; every minute, code archives that no kept job
+  // names (and that were stored over 10 minutes ago) are removed (CodeStore::Collect).
   std::mutex flush_mu;
   std::condition_variable flush_cv;
   bool stopping = false;
+  CodeStore* code = code_store->get();
   std::thread flusher([&] {
     std::unique_lock<std::mutex> lock(flush_mu);
-    while (!stopping) {
+    for (int round = 1; !stopping; ++round) {
       flush_cv.wait_for(lock, std::chrono::seconds(10));
       if (tokens) tokens->Flush();
+      if (round % 6 == 0) {
+        lock.unlock();
+        for (const std::string& sha : code->Collect(coordinator.ReferencedCode(), 600)) {
+          spdlog::info("code archive {} removed: no job names it", sha);
+        }
+        lock.lock();
+      }
     }
   });
 

@@ -18,7 +18,12 @@ CREATE TABLE IF NOT EXISTS tokens (
   expires_ms INTEGER NOT NULL,
   last_used_ms INTEGER NOT NULL DEFAULT 0,
   uses_left INTEGER NOT NULL DEFAULT -1,
-  revoked INTEGER NOT NULL DEFAULT 0
+  revoked INTEGER NOT NULL DEFAULT 0,
+  name TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS worker_certs (
+  name TEXT PRIMARY KEY,
+  not_after_s INTEGER NOT NULL
 );
 )sql";
 
@@ -89,6 +94,16 @@ StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_pat
   MutexLock lock(store->mu_);
   CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   CONVOY_RETURN_IF_ERROR(store->Exec(kSchema));
+  {
+    // A tokens.db made before join tokens could be bound to a name gets the column.
+    bool has_name = false;
+    Stmt cols(db, "PRAGMA table_info(tokens)");
+    while (sqlite3_step(cols.s) == SQLITE_ROW) has_name = has_name || cols.Col(1) == "name";
+    if (!has_name) {
+      CONVOY_RETURN_IF_ERROR(
+          store->Exec("ALTER TABLE tokens ADD COLUMN name TEXT NOT NULL DEFAULT ''"));
+    }
+  }
   CONVOY_RETURN_IF_ERROR(store->ReloadIfChanged());
   return store;
 }
@@ -117,7 +132,7 @@ Status TokenStore::ReloadIfChanged() {
   if (version == data_version_ && version != -1) return Status::Ok();
   Stmt q(db_,
          "SELECT id, user, role, salt, hash, created_ms, expires_ms, last_used_ms, uses_left, "
-         "revoked FROM tokens");
+         "revoked, name FROM tokens");
   if (q.s == nullptr) return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
   std::map<std::string, Row> rows;
   int rc;
@@ -135,6 +150,7 @@ Status TokenStore::ReloadIfChanged() {
     row.record.last_used_ms = sqlite3_column_int64(q.s, 7);
     row.record.uses_left = static_cast<int>(sqlite3_column_int64(q.s, 8));
     row.record.revoked = sqlite3_column_int64(q.s, 9) != 0;
+    row.record.name = q.Col(10);
     auto used = used_.find(row.record.id);
     if (used != used_.end()) row.record.last_used_ms = used->second;
     rows.emplace(row.record.id, std::move(row));
@@ -146,7 +162,8 @@ Status TokenStore::ReloadIfChanged() {
 }
 
 StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int64_t ttl_ms,
-                                         int uses, int64_t now_ms, TokenRecord* made) {
+                                         int uses, int64_t now_ms, TokenRecord* made,
+                                         const std::string& name) {
   Row row;
   row.record.id = RandomHex(8);
   row.record.user = user;
@@ -154,13 +171,14 @@ StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int
   row.record.created_ms = now_ms;
   row.record.expires_ms = ttl_ms > 0 ? now_ms + ttl_ms : 0;
   row.record.uses_left = uses > 0 ? uses : -1;
+  row.record.name = name;
   const std::string secret = RandomHex(32);
   row.salt = RandomHex(16);
   row.hash = Sha256Hex(row.salt + secret);
   MutexLock lock(mu_);
   Stmt ins(db_,
-           "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+           "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left, "
+           "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.Text(1, row.record.id)
       .Text(2, user)
       .Text(3, RoleName(role))
@@ -168,7 +186,8 @@ StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int
       .Text(5, row.hash)
       .Int(6, now_ms)
       .Int(7, row.record.expires_ms)
-      .Int(8, row.record.uses_left);
+      .Int(8, row.record.uses_left)
+      .Text(9, name);
   if (sqlite3_step(ins.s) != SQLITE_DONE) {
     return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
   }
@@ -243,6 +262,47 @@ StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms
   row.record.last_used_ms = now_ms;
   used_[id] = now_ms;
   return row.record;
+}
+
+bool TokenStore::StillValid(const std::string& id, int64_t now_ms) {
+  MutexLock lock(mu_);
+  if (!ReloadIfChanged().ok()) return true;  // unreadable for now: decided on the next look
+  auto it = rows_.find(id);
+  if (it == rows_.end()) return false;
+  const TokenRecord& r = it->second.record;
+  return !r.revoked && (r.expires_ms == 0 || now_ms < r.expires_ms);
+}
+
+Status TokenStore::RecordCertificate(const std::string& name, int64_t not_after_s) {
+  MutexLock lock(mu_);
+  Stmt up(db_,
+          "INSERT INTO worker_certs (name, not_after_s) VALUES (?, ?) "
+          "ON CONFLICT(name) DO UPDATE SET not_after_s = excluded.not_after_s");
+  up.Text(1, name).Int(2, not_after_s);
+  if (sqlite3_step(up.s) != SQLITE_DONE) {
+    return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> TokenStore::CertificateNotAfter(const std::string& name) {
+  MutexLock lock(mu_);
+  Stmt q(db_, "SELECT not_after_s FROM worker_certs WHERE name = ?");
+  q.Text(1, name);
+  const int rc = sqlite3_step(q.s);
+  if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(q.s, 0));
+  if (rc == SQLITE_DONE) return int64_t{0};
+  return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
+}
+
+StatusOr<bool> TokenStore::ForgetCertificate(const std::string& name) {
+  MutexLock lock(mu_);
+  Stmt del(db_, "DELETE FROM worker_certs WHERE name = ?");
+  del.Text(1, name);
+  if (sqlite3_step(del.s) != SQLITE_DONE) {
+    return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
+  }
+  return sqlite3_changes(db_) > 0;
 }
 
 void TokenStore::Flush() {

@@ -40,6 +40,9 @@ struct TokenRecord {
   int64_t last_used_ms = 0;
   int uses_left = -1;  // join tokens: -1 unlimited
   bool revoked = false;
+  // Join tokens: the one worker name it joins (`token create --role worker --name w1`), which
+  // it may join even while that name is held; empty: any name not held.
+  std::string name;
 };
 
 class TokenStore {
@@ -49,7 +52,8 @@ class TokenStore {
 
   // Makes a token; returns the whole token text, which is not stored anywhere.
   StatusOr<std::string> Create(const std::string& user, Role role, int64_t ttl_ms, int uses,
-                               int64_t now_ms, TokenRecord* made = nullptr) EXCLUDES(mu_);
+                               int64_t now_ms, TokenRecord* made = nullptr,
+                               const std::string& name = "") EXCLUDES(mu_);
 
   // Every token, newest first, without secrets.
   StatusOr<std::vector<TokenRecord>> List() EXCLUDES(mu_);
@@ -64,6 +68,18 @@ class TokenStore {
 
   // Writes the last-use times noted since the previous flush (one transaction).
   void Flush() EXCLUDES(mu_);
+
+  // Whether the token with this id may still be used (known, not revoked, not expired):
+  // open streams of one that may not are closed (Authorizer::CloseRevokedStreams).
+  bool StillValid(const std::string& id, int64_t now_ms) EXCLUDES(mu_);
+
+  // Worker names that hold a certificate the cluster CA issued (Join, Renew), table
+  // `worker_certs`: a Join for a name whose certificate has not expired is refused unless its
+  // token is bound to that name. 0: none recorded.
+  Status RecordCertificate(const std::string& name, int64_t not_after_s) EXCLUDES(mu_);
+  StatusOr<int64_t> CertificateNotAfter(const std::string& name) EXCLUDES(mu_);
+  // Drops the name's record (ForgetWorker); whether there was one.
+  StatusOr<bool> ForgetCertificate(const std::string& name) EXCLUDES(mu_);
 
  private:
   struct Row {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -69,7 +70,7 @@ std::vector<std::pair<int64_t, std::string>> ListSnapshots(const std::string& di
   return all;
 }
 
-// A temporary ".snap-<step>.<pid>.tmp" whose writer is gone (or that is older than 10
+// A temporary ".snap-<step>.<seq>.<pid>.tmp" whose writer is gone (or that is older than 10
 // minutes: a pid can be reused).
 bool StaleTemporary(const fs::directory_entry& e) {
   const std::string name = e.path().filename().string();
@@ -126,8 +127,12 @@ std::string WriteSnapshotFile(const std::string& dir, const SnapshotMeta& meta,
     }
   }
   const std::string path = SnapshotPath(dir, meta.step);
-  const std::string tmp =
-      dir + "/.snap-" + std::to_string(meta.step) + "." + std::to_string(getpid()) + ".tmp";
+  // The writer's own name: the periodic writer and a last will may write the same step at
+  // once (the pid stays last, for StaleTemporary).
+  static std::atomic<uint64_t> sequence{0};
+  const std::string tmp = dir + "/.snap-" + std::to_string(meta.step) + "." +
+                          std::to_string(sequence.fetch_add(1)) + "." + std::to_string(getpid()) +
+                          ".tmp";
   const std::string body = HeaderBody(meta, payload.size());
   char sum[64];
   std::snprintf(sum, sizeof(sum), "checksum %016llx\n\n",

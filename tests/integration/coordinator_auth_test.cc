@@ -608,5 +608,99 @@ TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint)
   w2->Finish();
 }
 
+// Issue 28: a join token takes only a free name. A connected worker's name, or one with an
+// unexpired certificate, needs a token bound to it (replacing that machine), or an admin's
+// `workers forget` first; a bound token joins as its name and nothing else.
+TEST_F(CoordinatorAuthTest, AJoinTokenTakesOnlyAFreeNameUnlessBoundToIt) {
+  auto join = [&](const std::string& token, const std::string& name) {
+    auto key = NewPrivateKey();
+    auto stub = v1::JoinService::NewStub(cluster_.SecureChannel(token));
+    grpc::ClientContext ctx;
+    v1::JoinRequest req;
+    req.set_name(name);
+    req.set_csr_pem(*NewCertificateRequest(*key, name));
+    v1::JoinResponse resp;
+    return stub->Join(&ctx, req, &resp);
+  };
+  auto bound = [&](const std::string& name) {
+    return cluster_.MakeToken("join", Role::kWorker, 3600'000, 1, name);
+  };
+  const std::string two = cluster_.MakeToken("join", Role::kWorker, 3600'000, 2);
+  ASSERT_TRUE(join(two, "w7").ok());
+  // w7 holds an unexpired certificate: a leaked token cannot take it, and is not used up.
+  grpc::Status st = join(two, "w7");
+  EXPECT_EQ(st.error_code(), StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(st.error_message().find("certificate valid until"), std::string::npos)
+      << st.error_message();
+  EXPECT_NE(st.error_message().find("--name w7"), std::string::npos) << st.error_message();
+  // A connected worker's name, the same.
+  auto w1 = cluster_.ConnectScripted("w1");
+  st = join(two, "w1");
+  EXPECT_EQ(st.error_code(), StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(st.error_message().find("a connected worker"), std::string::npos) << st.error_message();
+  EXPECT_TRUE(join(two, "w8").ok());  // its second use, on a free name
+
+  // A token bound to w7 joins as w7 (the machine is replaced), once, and as nothing else.
+  const std::string for_w7 = bound("w7");
+  st = join(for_w7, "w9");
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("joins only as 'w7'"), std::string::npos) << st.error_message();
+  EXPECT_TRUE(join(for_w7, "w7").ok());
+  EXPECT_EQ(join(for_w7, "w7").error_code(), StatusCode::UNAUTHENTICATED);  // used up
+  EXPECT_TRUE(join(bound("w1"), "w1").ok());                                // even while connected
+
+  // Forgetting a name frees it: only an admin may, and only once its worker is gone.
+  auto forget = [](v1::JobService::Stub& stub, const std::string& name) {
+    grpc::ClientContext ctx;
+    v1::ForgetWorkerRequest req;
+    req.set_name(name);
+    v1::ForgetWorkerResponse resp;
+    return stub.ForgetWorker(&ctx, req, &resp);
+  };
+  auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
+  EXPECT_EQ(forget(*alice, "w8").error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(forget(*admin, "w1").error_code(), StatusCode::FAILED_PRECONDITION);  // connected
+  const std::string fresh = cluster_.MakeToken("join", Role::kWorker, 3600'000, 1);
+  EXPECT_EQ(join(fresh, "w8").error_code(), StatusCode::ALREADY_EXISTS);
+  ASSERT_TRUE(forget(*admin, "w8").ok());  // joined, never registered: its certificate record
+  EXPECT_TRUE(join(fresh, "w8").ok());
+  EXPECT_EQ(forget(*admin, "nobody").error_code(), StatusCode::NOT_FOUND);
+}
+
+// Issue 28: revoking a token ends its open streams (a watch here, `logs -f` alike) at the
+// next revocation check, with UNAUTHENTICATED; another token's stream stays open.
+TEST_F(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
+  const std::string alice_token = cluster_.MakeToken("alice", Role::kUser);
+  auto alice = Jobs(alice_token);
+  auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
+  std::string id;
+  ASSERT_TRUE(Submit(*alice, "watched", &id).ok());
+  v1::WatchJobRequest req;
+  req.set_job_id(id);
+  grpc::ClientContext ca, cb;
+  // Deadlines far beyond the check period: the stream must end by revocation, not by them.
+  ca.set_deadline(std::chrono::system_clock::now() + 30s);
+  cb.set_deadline(std::chrono::system_clock::now() + 30s);
+  v1::WatchJobResponse update;
+  auto wa = alice->WatchJob(&ca, req);
+  ASSERT_TRUE(wa->Read(&update));
+  auto wb = bob->WatchJob(&cb, req);
+  ASSERT_TRUE(wb->Read(&update));
+  std::string token_id, secret;
+  ASSERT_TRUE(SplitToken(alice_token, &token_id, &secret));
+  ASSERT_TRUE(cluster_.tokens().Revoke(token_id).ok());
+  while (wa->Read(&update)) {
+  }
+  grpc::Status st = wa->Finish();
+  EXPECT_EQ(st.error_code(), StatusCode::UNAUTHENTICATED) << st.error_message();
+  EXPECT_NE(st.error_message().find("revoked"), std::string::npos) << st.error_message();
+  // Bob's stream is still open: a cancel ends it, not the revocation.
+  cb.TryCancel();
+  while (wb->Read(&update)) {
+  }
+  EXPECT_EQ(wb->Finish().error_code(), StatusCode::CANCELLED);
+}
+
 }  // namespace
 }  // namespace convoy

@@ -115,8 +115,9 @@ void TestCluster::StopCoordinator() {
 
 std::string TestCluster::address() const { return "127.0.0.1:" + std::to_string(port_); }
 
-std::string TestCluster::MakeToken(const std::string& user, Role role, int64_t ttl_ms, int uses) {
-  auto token = tokens_->Create(user, role, ttl_ms, uses, clock_.NowUnixMs());
+std::string TestCluster::MakeToken(const std::string& user, Role role, int64_t ttl_ms, int uses,
+                                   const std::string& name) {
+  auto token = tokens_->Create(user, role, ttl_ms, uses, clock_.NowUnixMs(), nullptr, name);
   EXPECT_TRUE(token.ok()) << token.status().message();
   return token.ok() ? *token : "";
 }

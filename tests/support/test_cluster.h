@@ -121,7 +121,9 @@ class TestCluster {
   const ClusterPki& pki() const { return pki_; }
   TokenStore& tokens() { return *tokens_; }
   // A token for `user` with `role` (expiring after `ttl_ms`, 0: never).
-  std::string MakeToken(const std::string& user, Role role, int64_t ttl_ms = 0, int uses = 0);
+  // `name`: a join token bound to that worker name.
+  std::string MakeToken(const std::string& user, Role role, int64_t ttl_ms = 0, int uses = 0,
+                        const std::string& name = "");
   // A channel that verifies the coordinator with the cluster CA and sends `token` (if any)
   // and the client certificate `key_cert` (if any).
   std::shared_ptr<grpc::Channel> SecureChannel(const std::string& token,

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
+#include <vector>
 
 #include "common/pki.h"
 #include "tests/support/temp_dir.h"
@@ -101,6 +103,60 @@ TEST(CodeStoreTest, AnArchiveIsItsUploadersAndAnotherUserMustProveTheBytes) {
   for (const auto& e : std::filesystem::directory_iterator(dir.path() / "code")) {
     EXPECT_NE(e.path().extension(), ".part") << e.path();
   }
+}
+
+// Issue 28: archives no kept job names are collected once their grace is over; a named one,
+// or one stored within the grace, stays; abandoned uploads go at the next start.
+TEST(CodeStoreTest, ArchivesNoJobNamesAreCollectedAndPartsGoAtStart) {
+  testing::TempDir dir;
+  const std::string code = (dir.path() / "code").string();
+  auto store = CodeStore::Open(code);
+  ASSERT_TRUE(store.ok());
+  auto put = [&](const std::string& data) {
+    const std::string sha = Sha256Hex(data);
+    auto p = (*store)->Append(sha, static_cast<int64_t>(data.size()), 0, data, "alice");
+    EXPECT_TRUE(p.ok() && p->complete);
+    return sha;
+  };
+  const std::string named = put("named by a job");
+  const std::string orphan = put("named by nothing");
+  const std::string fresh = put("just uploaded");
+  // An upload that never finished.
+  const std::string partial = Sha256Hex("never finished");
+  ASSERT_TRUE((*store)->Append(partial, 100, 0, "never", "alice").ok());
+  auto age = [&](const std::string& sha) {
+    const auto p = std::filesystem::path(code) / (sha + ".tar.gz");
+    std::filesystem::last_write_time(
+        p, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  };
+  age(named);
+  age(orphan);
+  const auto removed = (*store)->Collect({named}, 3600);
+  EXPECT_EQ(removed, std::vector<std::string>{orphan});
+  EXPECT_TRUE((*store)->Has(named));
+  EXPECT_TRUE((*store)->OwnedBy(named, "alice"));
+  EXPECT_FALSE((*store)->Has(orphan));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(code) / (orphan + ".owners")));
+  EXPECT_TRUE((*store)->Has(fresh));  // within its grace
+  // Uploading it again starts the grace anew.
+  age(fresh);
+  put("just uploaded");
+  EXPECT_TRUE((*store)->Collect({named}, 3600).empty());
+  EXPECT_TRUE((*store)->Has(fresh));
+
+  auto parts = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(code)) {
+      n += e.path().extension() == ".part";
+    }
+    return n;
+  };
+  EXPECT_EQ(parts(), 1);  // within its grace
+  store->reset();
+  store = CodeStore::Open(code);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(parts(), 0);
+  EXPECT_TRUE((*store)->Has(fresh));
 }
 
 }  // namespace
