@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 namespace convoy {
@@ -96,35 +98,117 @@ StatusOr<std::string> Gzip(const std::string& in) {
   return out;
 }
 
-StatusOr<std::string> Gunzip(const std::string& in, int64_t max_bytes) {
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 16) != Z_OK) return Status::Internal("zlib: inflateInit2 failed");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  char buf[1 << 16];
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof(buf);
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) {
-      inflateEnd(&z);
-      return Status::InvalidArgument("code archive: not a valid gzip stream");
-    }
-    out.append(buf, sizeof(buf) - z.avail_out);
-    if (static_cast<int64_t>(out.size()) > max_bytes) {
-      inflateEnd(&z);
-      return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes));
-    }
-    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
-      inflateEnd(&z);
-      return Status::InvalidArgument("code archive: truncated");
-    }
+// The tar stream inside a .tar.gz, decompressed a bounded buffer at a time from `fill`
+// (which puts up to `cap` compressed bytes in `buf` and returns how many: 0 at the end, -1 on
+// an error): memory stays at two 64 KiB buffers whatever the archive.
+class TarStream {
+ public:
+  using Fill = std::function<ssize_t(char* buf, size_t cap)>;
+  TarStream(Fill fill, int64_t max_bytes) : fill_(std::move(fill)), max_bytes_(max_bytes) {}
+  ~TarStream() {
+    if (init_) inflateEnd(&z_);
   }
-  inflateEnd(&z);
-  return out;
-}
+  TarStream(const TarStream&) = delete;
+  TarStream& operator=(const TarStream&) = delete;
+
+  // Exactly `n` bytes into `out`. `*clean_end` (when given) is set, with OK, when the stream
+  // ended before the first of them.
+  Status Read(char* out, size_t n, bool* clean_end = nullptr) {
+    if (!init_) {
+      if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::Internal("zlib: inflateInit2 failed");
+      init_ = true;
+    }
+    size_t got = 0;
+    while (got < n) {
+      if (stream_end_) {
+        if (got == 0 && clean_end != nullptr) {
+          *clean_end = true;
+          return Status::Ok();
+        }
+        return Status::InvalidArgument("code archive: truncated");
+      }
+      if (z_.avail_in == 0 && !in_eof_) {
+        const ssize_t r = fill_(in_, sizeof(in_));
+        if (r < 0) return Status::Internal("code archive: cannot read it");
+        if (r == 0) in_eof_ = true;
+        z_.next_in = reinterpret_cast<Bytef*>(in_);
+        z_.avail_in = static_cast<uInt>(r);
+      }
+      z_.next_out = reinterpret_cast<Bytef*>(out + got);
+      z_.avail_out = static_cast<uInt>(n - got);
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      const size_t produced = (n - got) - z_.avail_out;
+      got += produced;
+      total_ += static_cast<int64_t>(produced);
+      if (total_ > max_bytes_) {
+        return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes_));
+      }
+      if (rc == Z_STREAM_END) {
+        stream_end_ = true;
+      } else if (rc == Z_BUF_ERROR && in_eof_ && z_.avail_in == 0) {
+        return Status::InvalidArgument("code archive: truncated");
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return Status::InvalidArgument("code archive: not a valid gzip stream");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Reads to the end of the gzip stream (its CRC checked), dropping what it holds.
+  Status Drain() {
+    bool end = false;
+    while (!end) {
+      if (stream_end_) return Status::Ok();
+      // One byte asked at a time would be slow: ask for what the stream still holds, a
+      // buffer at a time, accepting a short last one.
+      if (z_.avail_in == 0 && !in_eof_) {
+        const ssize_t r = fill_(in_, sizeof(in_));
+        if (r < 0) return Status::Internal("code archive: cannot read it");
+        if (r == 0) in_eof_ = true;
+        z_.next_in = reinterpret_cast<Bytef*>(in_);
+        z_.avail_in = static_cast<uInt>(r);
+      }
+      z_.next_out = reinterpret_cast<Bytef*>(out_);
+      z_.avail_out = sizeof(out_);
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      total_ += static_cast<int64_t>(sizeof(out_) - z_.avail_out);
+      if (total_ > max_bytes_) {
+        return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes_));
+      }
+      if (rc == Z_STREAM_END) {
+        end = true;
+      } else if (rc == Z_BUF_ERROR && in_eof_ && z_.avail_in == 0) {
+        return Status::InvalidArgument("code archive: truncated");
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return Status::InvalidArgument("code archive: not a valid gzip stream");
+      }
+    }
+    stream_end_ = true;
+    return Status::Ok();
+  }
+
+  // Reads and drops `n` bytes, or hands them to `sink` a buffer at a time.
+  Status Copy(uint64_t n, const std::function<bool(const char*, size_t)>& sink) {
+    while (n > 0) {
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof(out_)));
+      CONVOY_RETURN_IF_ERROR(Read(out_, chunk));
+      if (sink && !sink(out_, chunk)) return Status::Internal("write failed");
+      n -= chunk;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Fill fill_;
+  const int64_t max_bytes_;
+  z_stream z_{};
+  bool init_ = false;
+  bool in_eof_ = false;
+  bool stream_end_ = false;
+  int64_t total_ = 0;
+  char in_[1 << 16];
+  char out_[1 << 16];
+};
 
 std::string ReadIfThere(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -273,57 +357,64 @@ StatusOr<PackedCode> PackCodeDirectory(const std::string& dir, int64_t max_bytes
   return packed;
 }
 
-StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::string& dest,
-                                    int64_t uid, int64_t gid, int64_t max_bytes) {
-  auto tar = Gunzip(archive, max_bytes);
-  if (!tar.ok()) return tar.status();
-  const int root = open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return Status::Internal("cannot open " + dest + ": " + Errno());
+namespace {
+
+// One pass over the archive from `fill`. `dest_fd` < 0: checks it only (the gzip stream, the
+// size, every name and type) and writes nothing; else unpacks into the directory `dest_fd`.
+StatusOr<int64_t> UnpackPass(const TarStream::Fill& fill, int dest_fd, const std::string& dest,
+                             int64_t uid, int64_t gid, int64_t max_bytes) {
+  auto stream = std::make_unique<TarStream>(fill, max_bytes);
+  const bool writing = dest_fd >= 0;
   auto give = [&](int fd, mode_t mode) {
     if (fchmod(fd, mode) != 0) return false;
     return uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0;
   };
   int64_t files = 0;
-  size_t pos = 0;
-  Status result = Status::Ok();
-  while (pos + kBlock <= tar->size()) {
-    const char* h = tar->data() + pos;
-    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;
-    if (std::memcmp(h + 257, "ustar", 5) != 0) {
-      result = Status::InvalidArgument("code archive: not a ustar archive");
+  char h[kBlock];
+  while (true) {
+    bool end = false;
+    CONVOY_RETURN_IF_ERROR(stream->Read(h, kBlock, &end));
+    if (end) break;  // no end-of-archive blocks: what came is whole
+    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) {
+      // The check reads on to the gzip stream's end: its CRC and the size limit hold for
+      // all of it, whatever follows the end-of-archive block.
+      if (!writing) CONVOY_RETURN_IF_ERROR(stream->Drain());
       break;
+    }
+    if (std::memcmp(h + 257, "ustar", 5) != 0) {
+      return Status::InvalidArgument("code archive: not a ustar archive");
     }
     std::string name(h, strnlen(h, 100));
     const std::string prefix(h + 345, strnlen(h + 345, 155));
     if (!prefix.empty()) name = prefix + "/" + name;
     const uint64_t size = GetOctal(h + 124, 12);
     const char type = h[156];
-    pos += kBlock;
-    if (size > tar->size() - pos) {
-      result = Status::InvalidArgument("code archive: truncated at " + name);
-      break;
-    }
-    const std::string data = tar->substr(pos, size);
-    pos += (size + kBlock - 1) / kBlock * kBlock;
+    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
     const std::vector<std::string> parts = Split(name);
     if (name.empty() || name[0] == '/' || parts.empty()) {
-      result =
-          Status::InvalidArgument("code archive: refused absolute or empty name '" + name + "'");
-      break;
+      return Status::InvalidArgument("code archive: refused absolute or empty name '" + name + "'");
     }
     if (std::find(parts.begin(), parts.end(), "..") != parts.end()) {
-      result = Status::InvalidArgument("code archive: refused '..' in '" + name + "'");
-      break;
+      return Status::InvalidArgument("code archive: refused '..' in '" + name + "'");
     }
     const bool is_dir = type == '5';
     if (!is_dir && type != '0' && type != '\0') {
-      result = Status::InvalidArgument("code archive: refused '" + name +
-                                       "': only files and directories (no links)");
-      break;
+      return Status::InvalidArgument("code archive: refused '" + name +
+                                     "': only files and directories (no links)");
+    }
+    if (!writing) {
+      Status skipped = stream->Copy(padded, nullptr);
+      if (!skipped.ok() && skipped.message() == "code archive: truncated") {
+        return Status::InvalidArgument("code archive: truncated at " + name);
+      }
+      CONVOY_RETURN_IF_ERROR(skipped);
+      if (!is_dir) ++files;
+      continue;
     }
     // Walk down from dest, creating directories, never following a link.
-    int fd = dup(root);
+    int fd = dup(dest_fd);
     const size_t ndirs = is_dir ? parts.size() : parts.size() - 1;
+    Status result = Status::Ok();
     for (size_t i = 0; i < ndirs && result.ok(); ++i) {
       const bool created = mkdirat(fd, parts[i].c_str(), 0750) == 0;
       const int next =
@@ -338,46 +429,108 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
                                   Errno());
       }
     }
-    if (!result.ok()) break;
-    if (!is_dir) {
-      const std::string& base = parts.back();
-      struct stat st {};
-      if (fstatat(fd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        result = Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
-        break;
+    if (!result.ok()) {
+      if (fd >= 0) close(fd);
+      return result;
+    }
+    if (is_dir) {
+      close(fd);
+      CONVOY_RETURN_IF_ERROR(stream->Copy(padded, nullptr));
+      continue;
+    }
+    const std::string& base = parts.back();
+    struct stat st {};
+    if (fstatat(fd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+      close(fd);
+      return Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
+    }
+    // Written under a name of its own, then renamed over `base` in one step: whoever
+    // else unpacks into the same directory at the same time (two workers sharing a job
+    // root) never sees a half-written file nor finds `base` taken (issue 32). A symlink
+    // at `base` is replaced, never followed.
+    const std::string temp = "." + base.substr(0, 200) + ".convoy-unpack-" + RandomSuffix();
+    const mode_t mode = (GetOctal(h + 100, 8) & 0100) != 0 ? 0750 : 0640;
+    const int out =
+        openat(fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    bool ok = out >= 0 && give(out, mode);
+    std::string why;
+    if (ok) {
+      uint64_t left = size;
+      Status copied = stream->Copy(padded, [&](const char* data, size_t n) {
+        const size_t mine = static_cast<size_t>(std::min<uint64_t>(left, n));
+        left -= mine;
+        for (size_t off = 0; off < mine;) {
+          const ssize_t w = write(out, data + off, mine - off);
+          if (w <= 0) return false;
+          off += static_cast<size_t>(w);
+        }
+        return true;
+      });
+      if (!copied.ok()) {
+        ok = false;
+        why = copied.message();
       }
-      // Written under a name of its own, then renamed over `base` in one step: whoever
-      // else unpacks into the same directory at the same time (two workers sharing a job
-      // root) never sees a half-written file nor finds `base` taken (issue 32). A symlink
-      // at `base` is replaced, never followed.
-      const std::string temp = "." + base.substr(0, 200) + ".convoy-unpack-" + RandomSuffix();
-      const mode_t mode = (GetOctal(h + 100, 8) & 0100) != 0 ? 0750 : 0640;
-      const int out =
-          openat(fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-      bool ok = out >= 0 && give(out, mode);
-      for (size_t off = 0; ok && off < data.size();) {
-        const ssize_t n = write(out, data.data() + off, data.size() - off);
-        if (n <= 0)
-          ok = false;
-        else
-          off += static_cast<size_t>(n);
-      }
-      if (out >= 0) close(out);
-      ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
-      if (!ok) {
-        const std::string why = Errno();
-        if (out >= 0) unlinkat(fd, temp.c_str(), 0);
-        close(fd);
-        result = Status::Internal("cannot write " + dest + "/" + name + ": " + why);
-        break;
-      }
-      ++files;
+    }
+    if (why.empty() && !ok) why = Errno();
+    if (out >= 0) close(out);
+    ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
+    if (!ok) {
+      if (why.empty()) why = Errno();
+      if (out >= 0) unlinkat(fd, temp.c_str(), 0);
+      close(fd);
+      return Status::Internal("cannot write " + dest + "/" + name + ": " + why);
     }
     close(fd);
+    ++files;
   }
+  return files;
+}
+
+StatusOr<int64_t> Unpack(const std::function<TarStream::Fill()>& source, const std::string& dest,
+                         int64_t uid, int64_t gid, int64_t max_bytes) {
+  // First the whole archive is checked, writing nothing: a bomb, a bad name or a truncated
+  // stream is refused before any file lands. Then it is unpacked, a buffer at a time.
+  CONVOY_RETURN_IF_ERROR(UnpackPass(source(), -1, dest, uid, gid, max_bytes).status());
+  const int root = open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return Status::Internal("cannot open " + dest + ": " + Errno());
+  auto files = UnpackPass(source(), root, dest, uid, gid, max_bytes);
   close(root);
-  if (!result.ok()) return result;
+  return files;
+}
+
+}  // namespace
+
+StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::string& dest,
+                                    int64_t uid, int64_t gid, int64_t max_bytes) {
+  return Unpack(
+      [&archive] {
+        auto pos = std::make_shared<size_t>(0);
+        return [&archive, pos](char* buf, size_t cap) -> ssize_t {
+          const size_t n = std::min(cap, archive.size() - *pos);
+          std::memcpy(buf, archive.data() + *pos, n);
+          *pos += n;
+          return static_cast<ssize_t>(n);
+        };
+      },
+      dest, uid, gid, max_bytes);
+}
+
+StatusOr<int64_t> UnpackCodeArchiveFile(const std::string& path, const std::string& dest,
+                                        int64_t uid, int64_t gid, int64_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("cannot open " + path + ": " + Errno());
+  auto files = Unpack(
+      [fd] {
+        lseek(fd, 0, SEEK_SET);
+        return [fd](char* buf, size_t cap) -> ssize_t {
+          while (true) {
+            const ssize_t n = read(fd, buf, cap);
+            if (n >= 0 || errno != EINTR) return n;
+          }
+        };
+      },
+      dest, uid, gid, max_bytes);
+  close(fd);
   return files;
 }
 

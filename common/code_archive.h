@@ -67,6 +67,14 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
                                     int64_t uid, int64_t gid,
                                     int64_t max_bytes = 4 * kMaxCodeArchiveBytes);
 
+// The same, reading the archive from the file `path` (NOT_FOUND when it cannot be opened).
+// Both read the archive twice, a buffer at a time: once to check all of it (the gzip stream,
+// the size, every name and type) before anything is written, then to unpack; memory stays
+// under a megabyte whatever the archive (a decompression bomb included).
+StatusOr<int64_t> UnpackCodeArchiveFile(const std::string& path, const std::string& dest,
+                                        int64_t uid, int64_t gid,
+                                        int64_t max_bytes = 4 * kMaxCodeArchiveBytes);
+
 // Where a worker caches the archive `sha256`: <work_dir>/code/<sha256>.tar.gz.
 std::string CodeArchivePath(const std::string& work_dir, const std::string& sha256);
 

@@ -304,6 +304,16 @@ Status Authorizer::CheckPriority(const Principal& who, int priority) const {
                                   ", --max-user-priority); an admin may submit it");
 }
 
+Status Authorizer::CheckArchivesKept(const Principal& who, int kept) const {
+  const int limit = ArchiveLimitFor(who);
+  if (limit <= 0 || kept < limit) return Status::Ok();
+  return Status::ResourceExhausted(
+      "upload quota: " + who.name + " keeps " + std::to_string(kept) + " code archives, the most " +
+      "a user may (--max-archives-per-user " + std::to_string(limit) +
+      "); an archive no kept job names is removed 10 minutes after its last upload: delete "
+      "finished jobs, then retry");
+}
+
 Status Authorizer::TakeUpload(const Principal& who, int64_t bytes) {
   if (who.kind != Principal::Kind::kUser || who.admin() || options_.upload_bytes_per_day <= 0) {
     return Status::Ok();

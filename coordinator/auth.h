@@ -86,6 +86,9 @@ struct AuthOptions {
   // Code uploads: each user (not admins) may send this many bytes a day (a bucket of a day's
   // bytes, refilled continuously); 0: no limit.
   int64_t upload_bytes_per_day = int64_t{2} << 30;
+  // Code archives each user (not admins) may keep stored (CodeStore::CountOwnedBy); 0: no
+  // limit. A new upload past it is RESOURCE_EXHAUSTED.
+  int max_archives_per_user = 100;
   // The highest job priority a user may ask for; admins may ask any.
   int max_user_priority = 0;
 };
@@ -129,6 +132,13 @@ class Authorizer {
   // Takes `bytes` of `who`'s daily upload quota (a user's, by name: every token of theirs);
   // RESOURCE_EXHAUSTED saying what is left and when more is, otherwise. Admins: no limit.
   Status TakeUpload(const Principal& who, int64_t bytes) EXCLUDES(mu_);
+  // Whether `who` (keeping `kept` archives) may start storing another; RESOURCE_EXHAUSTED
+  // naming the flag otherwise. Admins: no limit.
+  Status CheckArchivesKept(const Principal& who, int kept) const;
+  // The limit CheckArchivesKept applies to `who`; 0: none (callers skip counting).
+  int ArchiveLimitFor(const Principal& who) const {
+    return who.kind != Principal::Kind::kUser || who.admin() ? 0 : options_.max_archives_per_user;
+  }
 
   // The name in a verified client certificate of the cluster CA; empty when there is none.
   static std::string PeerCertificateName(const grpc::ServerContextBase& context);

@@ -74,6 +74,23 @@ bool CodeStore::OwnedBy(const std::string& sha256, const std::string& user) {
   return access(PathOf(sha256).c_str(), R_OK) == 0 && OwnedByLocked(sha256, user);
 }
 
+int CodeStore::CountOwnedBy(const std::string& user) {
+  MutexLock lock(mu_);
+  int n = 0;
+  std::error_code ec;
+  const std::string suffix = ".tar.gz";
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string sha = name.substr(0, name.size() - suffix.size());
+    if (IsSha256Hex(sha) && OwnedByLocked(sha, user)) ++n;
+  }
+  return n;
+}
+
 bool CodeStore::OwnedByLocked(const std::string& sha256, const std::string& user) {
   std::ifstream in(OwnersOf(sha256));
   std::string line;

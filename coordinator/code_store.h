@@ -43,6 +43,8 @@ class CodeStore {
   bool Has(const std::string& sha256);
   // Whether `user` uploaded the stored archive (a job of theirs may name it).
   bool OwnedBy(const std::string& sha256, const std::string& user);
+  // How many stored archives `user` owns (the per-user limit on archives kept).
+  int CountOwnedBy(const std::string& user);
   // Up to `max_bytes` of a stored archive from `offset`, and its total size.
   StatusOr<std::string> Read(const std::string& sha256, int64_t offset, int64_t max_bytes,
                              int64_t* total_size);

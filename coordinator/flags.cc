@@ -115,6 +115,11 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
                  "bytes of code each user (not admins) may upload a day (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--max-archives-per-user", f->max_archives_per_user,
+                 "code archives each user (not admins) may keep stored; archives no kept job "
+                 "names are removed after 10 minutes (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--worker-timeout", f->worker_timeout_s,
                  "seconds without heartbeat before a worker is lost")
       ->check(CLI::Range(0.5, 3600.0))

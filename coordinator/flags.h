@@ -58,6 +58,8 @@ struct CoordinatorFlags {
   double submits_per_minute = 60;
   // Bytes of code each user (not admins) may upload a day; 0: no limit.
   int64_t upload_bytes_per_day = int64_t{2} << 30;
+  // Code archives each user (not admins) may keep stored; 0: no limit.
+  int max_archives_per_user = 100;
 
   // A worker not heard from for this long is lost and its ranks count as gone. Heartbeats
   // come every second; 10 s rides out a GC pause or a busy machine without leaving a

@@ -890,6 +890,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext
   if (static_cast<int64_t>(req->data().size()) > kCodeChunkBytes) {
     return FinishNow(context, Status::InvalidArgument("data: a chunk is at most 4 MiB"));
   }
+  // A new archive's first chunk: within the archives its uploader may keep.
+  if (req->offset() == 0 && auth_.ArchiveLimitFor(*who) > 0 &&
+      !code_->OwnedBy(req->sha256(), who->name)) {
+    Status kept = auth_.CheckArchivesKept(*who, code_->CountOwnedBy(who->name));
+    if (!kept.ok()) return FinishNow(context, kept);
+  }
   Status quota = auth_.TakeUpload(*who, static_cast<int64_t>(req->data().size()));
   if (!quota.ok()) return FinishNow(context, quota);
   // File I/O on a callback thread: bounded by the chunk size; never under the state lock.

@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     security.auth.max_streams_per_token = flags.max_streams_per_token;
     security.auth.submits_per_minute = flags.submits_per_minute;
     security.auth.upload_bytes_per_day = flags.upload_bytes_per_day;
+    security.auth.max_archives_per_user = flags.max_archives_per_user;
   }
   security.auth.max_user_priority = flags.max_user_priority;
   auto store = SqliteJobStore::Open(db_path);

@@ -17,7 +17,10 @@ Status FetchCodeArchive(v1::WorkerService::Stub& stub, const std::string& work_d
                         const std::string& sha256) {
   if (!IsSha256Hex(sha256)) return Status::InvalidArgument("code_sha256: not a SHA-256");
   const std::string path = CodeArchivePath(work_dir, sha256);
-  if (access(path.c_str(), R_OK) == 0) return Status::Ok();
+  if (access(path.c_str(), R_OK) == 0) {
+    utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: kept another idle period
+    return Status::Ok();
+  }
   const std::string dir = work_dir + "/code";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -51,7 +54,29 @@ Status FetchCodeArchive(v1::WorkerService::Stub& stub, const std::string& work_d
   if (std::fclose(f) != 0 || !ok || std::rename(part.c_str(), path.c_str()) != 0) {
     return Status::Internal("cannot write " + path);
   }
+  CollectCodeCache(work_dir, kCodeCacheIdleS, false);
   return Status::Ok();
+}
+
+int CollectCodeCache(const std::string& work_dir, int64_t max_idle_s, bool at_start) {
+  namespace fs = std::filesystem;
+  const auto now = fs::file_time_type::clock::now();
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(work_dir + "/code", ec)) {
+    const std::string name = e.path().filename().string();
+    const bool part = name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0;
+    const bool archive = name.size() > 7 && name.compare(name.size() - 7, 7, ".tar.gz") == 0;
+    if (!part && !archive) continue;
+    std::error_code tec;
+    const auto t = fs::last_write_time(e.path(), tec);
+    const bool idle = !tec && now - t > std::chrono::seconds(max_idle_s);
+    if ((part && (at_start || idle)) || (archive && idle)) {
+      std::error_code rec;
+      if (fs::remove(e.path(), rec) && archive) ++removed;
+    }
+  }
+  return removed;
 }
 
 }  // namespace convoy

@@ -19,4 +19,12 @@ namespace convoy {
 Status FetchCodeArchive(v1::WorkerService::Stub& stub, const std::string& work_dir,
                         const std::string& sha256);
 
+// The cache keeps an archive for kCodeCacheIdleS after its last use (each Launch naming it
+// uses it; the job's directory has it unpacked, and a later attempt fetches it again if it
+// is gone). Removes the archives idle for longer, and `.part` files (every one when
+// `at_start`: a fetch in progress died with the last worker). Returns the archives removed.
+// FetchCodeArchive calls it after each fetch, the worker at its start.
+constexpr int64_t kCodeCacheIdleS = 3600;
+int CollectCodeCache(const std::string& work_dir, int64_t max_idle_s, bool at_start);
+
 }  // namespace convoy

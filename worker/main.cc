@@ -22,6 +22,7 @@
 #include "common/signals.h"
 #include "worker/attempt_dir_retention.h"
 #include "worker/check_config.h"
+#include "worker/code_fetch.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
 #include "worker/data_cache_dir.h"
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.work_dir = *work_dir;
+  // Code archives idle past their hour, and fetches that died with the last worker.
+  if (const int gone = CollectCodeCache(config.work_dir, kCodeCacheIdleS, true); gone > 0) {
+    spdlog::info("removed {} idle code archive(s) from {}/code", gone, config.work_dir);
+  }
   config.trainer_path = flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
   // What this machine offers (issue 16): cores, memory, GPUs (NVML, else the driver's /proc
   // files, else /dev/nvidia<N>), and the operator's labels.

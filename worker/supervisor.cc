@@ -725,16 +725,14 @@ void Supervisor::Launch(const v1::Launch& launch) {
   }
   if (!given.code_sha256().empty()) {
     // The connection fetched it before posting this Launch (worker/code_fetch.h).
+    // Streamed from the cache file, a buffer at a time (bounded memory whatever the archive).
     const std::string archive_path = CodeArchivePath(config_.work_dir, given.code_sha256());
-    std::ifstream in(archive_path, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    if (!in.is_open()) {
+    auto unpacked = UnpackCodeArchiveFile(archive_path, dirs->job_dir, uid, gid);
+    if (!unpacked.ok() && unpacked.status().code() == StatusCode::kNotFound) {
       refuse(first_rank, "the job's code archive " + given.code_sha256() +
                              " could not be fetched from the coordinator");
       return;
     }
-    auto unpacked = UnpackCodeArchive(bytes.str(), dirs->job_dir, uid, gid);
     if (!unpacked.ok()) {
       refuse(first_rank, "unpacking the job's code: " + unpacked.status().message());
       return;

@@ -106,6 +106,7 @@ class CoordinatorAuthTest : public ::testing::Test {
     o.auth.submit_burst = 3;
     o.auth.submits_per_minute = 1;
     o.auth.upload_bytes_per_day = 100;
+    o.auth.max_archives_per_user = 3;
     return o;
   }
   std::unique_ptr<v1::JobService::Stub> Jobs(const std::string& token) {
@@ -700,6 +701,34 @@ TEST_F(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
   while (wb->Read(&update)) {
   }
   EXPECT_EQ(wb->Finish().error_code(), StatusCode::CANCELLED);
+}
+
+// Issue 28: each user keeps at most --max-archives-per-user archives; sending one of theirs
+// again is no new archive; another user's count is their own; admins have no limit.
+TEST_F(CoordinatorAuthTest, ArchivesKeptAreBoundedPerUser) {
+  auto upload = [](v1::JobService::Stub& stub, const std::string& data) {
+    grpc::ClientContext ctx;
+    v1::UploadCodeRequest req;
+    req.set_sha256(Sha256Hex(data));
+    req.set_total_size(static_cast<int64_t>(data.size()));
+    req.set_data(data);
+    v1::UploadCodeResponse resp;
+    return stub.UploadCode(&ctx, req, &resp);
+  };
+  auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
+  for (const char* data : {"archive-1", "archive-2", "archive-3"}) {
+    EXPECT_TRUE(upload(*alice, data).ok()) << data;
+  }
+  grpc::Status st = upload(*alice, "archive-4");
+  EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("--max-archives-per-user 3"), std::string::npos)
+      << st.error_message();
+  EXPECT_TRUE(upload(*alice, "archive-2").ok());  // hers already
+  auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
+  EXPECT_TRUE(upload(*bob, "archive-4").ok());
+  EXPECT_TRUE(upload(*bob, "archive-1").ok());  // the same bytes: now his too
+  auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
+  for (const char* data : {"a-1", "a-2", "a-3", "a-4"}) EXPECT_TRUE(upload(*admin, data).ok());
 }
 
 }  // namespace

@@ -176,5 +176,60 @@ TEST(CodeArchiveTest, IgnoreRules) {
   EXPECT_TRUE(r.Ignored(".git", true));
 }
 
+// Issue 28: a decompression bomb (a 450 MiB file of zeros in half a megabyte) is refused
+// while the unpacking process stays far below 64 MB, and nothing is written: the archive is
+// read a buffer at a time, and checked whole before the first file lands.
+TEST(CodeArchiveTest, ADecompressionBombIsRefusedInBoundedMemory) {
+  TempDir dir, dst;
+  const std::string bomb = (dir.path() / "bomb.tar.gz").string();
+  {
+    // Written a buffer at a time too, so that the test itself stays small.
+    const uint64_t size = uint64_t{450} << 20;
+    std::string header(512, '\0');
+    std::memcpy(header.data(), "zeros.bin", 9);
+    std::snprintf(header.data() + 124, 12, "%011llo", static_cast<unsigned long long>(size));
+    header[156] = '0';
+    std::memcpy(header.data() + 257, "ustar", 6);
+    std::ofstream out(bomb, std::ios::binary);
+    z_stream z{};
+    ASSERT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    std::string zeros(1 << 20, '\0');
+    std::string buf(1 << 16, '\0');
+    auto feed = [&](const std::string& in, int flush) {
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+      z.avail_in = static_cast<uInt>(in.size());
+      do {
+        z.next_out = reinterpret_cast<Bytef*>(buf.data());
+        z.avail_out = static_cast<uInt>(buf.size());
+        deflate(&z, flush);
+        out.write(buf.data(), static_cast<std::streamsize>(buf.size() - z.avail_out));
+      } while (z.avail_out == 0);
+    };
+    feed(header, Z_NO_FLUSH);
+    for (uint64_t done = 0; done < size; done += zeros.size()) feed(zeros, Z_NO_FLUSH);
+    feed(std::string(1024, '\0'), Z_FINISH);
+    deflateEnd(&z);
+  }
+  ASSERT_LT(fs::file_size(bomb), uint64_t{2} << 20);
+  auto files = UnpackCodeArchiveFile(bomb, dst.path().string(), -1, -1);
+  ASSERT_FALSE(files.ok());
+  EXPECT_NE(files.status().message().find("unpacks to more than 400 MB"), std::string::npos)
+      << files.status().message();
+  EXPECT_TRUE(fs::is_empty(dst.path()));
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  long peak_kb = -1;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) peak_kb = std::stol(line.substr(6));
+  }
+  EXPECT_GT(peak_kb, 0);
+  EXPECT_LT(peak_kb, 64 * 1024) << "peak resident memory " << peak_kb << " kB";
+  // A file that is not there is NOT_FOUND (the worker says the fetch failed).
+  EXPECT_EQ(UnpackCodeArchiveFile((dir.path() / "none").string(), dst.path().string(), -1, -1)
+                .status()
+                .code(),
+            StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace convoy
