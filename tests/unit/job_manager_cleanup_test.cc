@@ -315,5 +315,26 @@ TEST_F(JobCleanupTest, EachJobHoldsAnIdentityUntilItsFilesAreDeleted) {
   EXPECT_TRUE(launched);
 }
 
+// Issue 28: the code archives the coordinator may not collect are those its kept jobs name,
+// finished ones included; once a job is deleted, its archive is no longer held by it.
+TEST_F(JobCleanupTest, ReferencedCodeIsWhatKeptJobsName) {
+  Register("w1");
+  const std::string sha_a(64, 'a'), sha_b(64, 'b');
+  v1::JobSpec a = OneProcess();
+  a.set_code_sha256(sha_a);
+  v1::JobSpec b = OneProcess();
+  b.set_nodes(2);  // stays PENDING
+  b.set_code_sha256(sha_b);
+  auto ida = jm_->Submit(a);
+  ASSERT_TRUE(ida.ok()) << ida.status().message();
+  auto idb = jm_->Submit(b);
+  ASSERT_TRUE(idb.ok()) << idb.status().message();
+  EXPECT_EQ(jm_->ReferencedCode(), (std::set<std::string>{sha_a, sha_b}));
+  ASSERT_TRUE(jm_->Cancel(*idb, "").ok());
+  EXPECT_EQ(jm_->ReferencedCode(), (std::set<std::string>{sha_a, sha_b}));  // still kept
+  ASSERT_TRUE(jm_->Delete(*idb).ok());
+  EXPECT_EQ(jm_->ReferencedCode(), std::set<std::string>{sha_a});
+}
+
 }  // namespace
 }  // namespace convoy
