@@ -244,10 +244,11 @@ int main(int argc, char** argv) {
   CodeStore* code = code_store->get();
   std::thread flusher([&] {
     std::unique_lock<std::mutex> lock(flush_mu);
-    for (int round = 1; !stopping; ++round) {
+    int round = 0;
+    while (!stopping) {
       flush_cv.wait_for(lock, std::chrono::seconds(10));
       if (tokens) tokens->Flush();
-      if (round % 6 == 0) {
+      if (++round % 6 == 0) {
         lock.unlock();
         for (const std::string& sha : code->Collect(coordinator.ReferencedCode(), 600)) {
           spdlog::info("code archive {} removed: no job names it", sha);
