@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/job_paths.h"
+#include "common/trainer_limits.h"
 #include "common/util.h"
 
 namespace convoy {
@@ -92,7 +93,7 @@ class Problems {
 // A number as a person writes it: "-1", "0.5", "1e+30", "nan".
 std::string Number(double value) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.6g", value);
+  std::snprintf(text, sizeof(text), "%.12g", value);
   return text;
 }
 
@@ -184,26 +185,33 @@ bool IsJobIdLike(const std::string& s) {
 namespace {
 
 // Each message states the range its check accepts (job_spec_test's RangeMessagesMatchTheRule).
+// The ranges are the trainer's own (common/trainer_limits.h).
 void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
+  namespace lim = trainer_limits;
   if (!t.model().empty())
     CheckOneOf(p, "trainer.model", t.model(), {"fmnist-cnn", "mlp", "resnet"});
   // Fields with a default other than 0 are optional in the proto: absent takes the default,
   // and a written value, 0 included, must be valid.
-  if (t.has_epochs()) CheckRange(p, "trainer.epochs", t.epochs(), 1, 10000);
-  CheckRange<int64_t>(p, "trainer.max_steps", t.max_steps(), 0, int64_t{1} << 40);
-  if (t.has_batch_size()) CheckRange(p, "trainer.batch_size", t.batch_size(), 1, 65536);
-  if (t.has_lr() && !(t.lr() > 0 && t.lr() <= 1000)) {
-    p.Add("trainer.lr", "must be greater than 0 and at most 1000, got " + Number(t.lr()) +
-                            " (omit it for the default, 0.01)");
+  if (t.has_epochs()) {
+    CheckRange<int64_t>(p, "trainer.epochs", t.epochs(), lim::kMinEpochs, lim::kMaxEpochs);
   }
-  if (t.has_momentum() && !(t.momentum() >= 0 && t.momentum() < 1)) {
-    p.Add("trainer.momentum", "must be in [0, 1), got " + Number(t.momentum()));
+  CheckRange<int64_t>(p, "trainer.max_steps", t.max_steps(), 0, lim::kMaxSteps);
+  if (t.has_batch_size()) {
+    CheckRange<int64_t>(p, "trainer.batch_size", t.batch_size(), 1, lim::kMaxBatchSize);
+  }
+  if (t.has_lr() && !(t.lr() > 0 && t.lr() <= lim::kMaxLr)) {
+    p.Add("trainer.lr", "must be greater than 0 and at most " + Number(lim::kMaxLr) + ", got " +
+                            Number(t.lr()) + " (omit it for the default, 0.01)");
+  }
+  if (t.has_momentum() && !(t.momentum() >= 0 && t.momentum() <= lim::kMaxMomentum)) {
+    p.Add("trainer.momentum",
+          "must be between 0 and " + Number(lim::kMaxMomentum) + ", got " + Number(t.momentum()));
   }
   CheckOneOf(p, "trainer.optimizer", t.optimizer(), {"", "sgd", "adam"});
   CheckOneOf(p, "trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"});
-  if (!(t.clip_grad_norm() >= 0 && std::isfinite(t.clip_grad_norm()))) {
-    p.Add("trainer.clip_grad_norm",
-          "must be a finite number >= 0 (0: no clipping), got " + Number(t.clip_grad_norm()));
+  if (!(t.clip_grad_norm() >= 0 && t.clip_grad_norm() <= lim::kMaxClipGradNorm)) {
+    p.Add("trainer.clip_grad_norm", "must be between 0 and " + Number(lim::kMaxClipGradNorm) +
+                                        " (0: no clipping), got " + Number(t.clip_grad_norm()));
   }
   CheckOneOf(p, "trainer.ddp", t.ddp(), {"", "hooks", "reducer"});
   CheckOneOf(p, "trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"});
@@ -214,18 +222,23 @@ void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
     p.Add("trainer.compression",
           "'" + t.compression() + "' needs ddp: hooks (the Reducer path does not compress)");
   }
-  if (t.has_powersgd_rank()) CheckRange(p, "trainer.powersgd_rank", t.powersgd_rank(), 1, 64);
-  CheckRange<int64_t>(p, "trainer.powersgd_start_step", t.powersgd_start_step(), 0,
-                      int64_t{1} << 40);
-  if (t.has_accumulate()) CheckRange(p, "trainer.accumulate", t.accumulate(), 1, 1024);
-  if (t.has_bucket_mb() && !(t.bucket_mb() >= 0.001 && t.bucket_mb() <= 1024)) {
-    p.Add("trainer.bucket_mb", "must be between 0.001 and 1024, got " + Number(t.bucket_mb()) +
+  if (t.has_powersgd_rank()) {
+    CheckRange<int64_t>(p, "trainer.powersgd_rank", t.powersgd_rank(), 1, lim::kMaxPowerSgdRank);
+  }
+  CheckRange<int64_t>(p, "trainer.powersgd_start_step", t.powersgd_start_step(), 0, lim::kMaxSteps);
+  if (t.has_accumulate()) {
+    CheckRange<int64_t>(p, "trainer.accumulate", t.accumulate(), 1, lim::kMaxAccumulate);
+  }
+  if (t.has_bucket_mb() &&
+      !(t.bucket_mb() >= lim::kMinBucketMb && t.bucket_mb() <= lim::kMaxBucketMb)) {
+    p.Add("trainer.bucket_mb", "must be between " + Number(lim::kMinBucketMb) + " and " +
+                                   Number(lim::kMaxBucketMb) + ", got " + Number(t.bucket_mb()) +
                                    " (omit it for the default, 25)");
   }
-  CheckRange<int64_t>(p, "trainer.checkpoint_every", t.checkpoint_every(), 0, int64_t{1} << 40);
-  CheckRange<int64_t>(p, "trainer.snapshot_every", t.snapshot_every(), 0, int64_t{1} << 40);
+  CheckRange<int64_t>(p, "trainer.checkpoint_every", t.checkpoint_every(), 0, lim::kMaxSteps);
+  CheckRange<int64_t>(p, "trainer.snapshot_every", t.snapshot_every(), 0, lim::kMaxSteps);
   CheckPath(p, "trainer.data_dir", t.data_dir());
-  if (t.seed() < 0) p.Add("trainer.seed", "must not be negative, got " + std::to_string(t.seed()));
+  CheckRange<int64_t>(p, "trainer.seed", t.seed(), 0, lim::kMaxSeed);
   if (t.extra_args_size() > kMaxArgs) {
     p.Add("trainer.extra_args", "too many arguments");
   } else {

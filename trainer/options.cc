@@ -6,6 +6,8 @@
 #include <functional>
 #include <map>
 
+#include "common/trainer_limits.h"
+
 namespace convoy::trainer {
 namespace {
 
@@ -69,34 +71,35 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       return "";
     };
   };
+  namespace lim = trainer_limits;
   std::map<std::string, Setter> flags = {
       {"--model", choice(&o->model, {"fmnist-cnn", "mlp", "resnet"})},
-      {"--epochs", int_flag(&o->epochs, 1, 100000)},
-      {"--max-steps", int_flag(&o->max_steps, 0, int64_t{1} << 40)},
-      {"--batch-size", int_flag(&o->batch_size, 1, 65536)},
-      {"--lr", real_flag(&o->lr, 0, 1e3)},
-      {"--momentum", real_flag(&o->momentum, 0, 0.999999)},
+      {"--epochs", int_flag(&o->epochs, lim::kMinEpochs, lim::kMaxEpochs)},
+      {"--max-steps", int_flag(&o->max_steps, 0, lim::kMaxSteps)},
+      {"--batch-size", int_flag(&o->batch_size, 1, lim::kMaxBatchSize)},
+      {"--lr", real_flag(&o->lr, 0, lim::kMaxLr)},
+      {"--momentum", real_flag(&o->momentum, 0, lim::kMaxMomentum)},
       {"--optimizer", choice(&o->optimizer, {"sgd", "adam"})},
       {"--lr-schedule", choice(&o->lr_schedule, {"none", "step", "cosine"})},
-      {"--clip-grad-norm", real_flag(&o->clip_grad_norm, 0, 1e9)},
-      {"--accumulate", int_flag(&o->accumulate, 1, 1024)},
-      {"--bucket-mb", real_flag(&o->bucket_mb, 0.001, 1024)},
-      {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, int64_t{1} << 40)},
+      {"--clip-grad-norm", real_flag(&o->clip_grad_norm, 0, lim::kMaxClipGradNorm)},
+      {"--accumulate", int_flag(&o->accumulate, 1, lim::kMaxAccumulate)},
+      {"--bucket-mb", real_flag(&o->bucket_mb, lim::kMinBucketMb, lim::kMaxBucketMb)},
+      {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, lim::kMaxSteps)},
       {"--checkpoint-dir", text(&o->checkpoint_dir)},
-      {"--snapshot-every", int_flag(&o->snapshot_every, 0, int64_t{1} << 40)},
+      {"--snapshot-every", int_flag(&o->snapshot_every, 0, lim::kMaxSteps)},
       {"--snapshot-dir", text(&o->snapshot_dir)},
       {"--resume-from", text(&o->resume_from)},
       {"--max-world-size", int_flag(&o->max_world_size, 1, 1 << 20)},
       {"--data-dir", text(&o->data_dir)},
       {"--data-cache", text(&o->data_cache)},
-      {"--seed", int_flag(&o->seed, 0, int64_t{1} << 40)},
+      {"--seed", int_flag(&o->seed, 0, lim::kMaxSeed)},
       {"--backend", choice(&o->backend, {"gloo", "nccl", "auto"})},
       {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
       {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
       {"--amp", choice(&o->amp, {"off", "bf16"})},
       {"--compression", choice(&o->compression, {"none", "bf16", "fp16", "powersgd", "auto"})},
-      {"--powersgd-rank", int_flag(&o->powersgd_rank, 1, 64)},
-      {"--powersgd-start-step", int_flag(&o->powersgd_start_step, 0, int64_t{1} << 40)},
+      {"--powersgd-rank", int_flag(&o->powersgd_rank, 1, lim::kMaxPowerSgdRank)},
+      {"--powersgd-start-step", int_flag(&o->powersgd_start_step, 0, lim::kMaxSteps)},
       {"--threads", int_flag(&o->threads, 1, 1024)},
       {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},

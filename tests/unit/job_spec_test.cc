@@ -974,11 +974,13 @@ TEST(ParseJobSpecTest, RangeMessagesMatchTheRule) {
        "must be between 0 and 1099511627776"},
       {"trainer.lr", "1e-09", "1000", "0", "1000.5", "must be greater than 0 and at most 1000"},
       {"trainer.lr", "1e-09", "1000", "-1", "", "must be greater than 0 and at most 1000"},
-      {"trainer.momentum", "0", "0.999", "-0.5", "1", "must be in [0, 1)"},
+      {"trainer.momentum", "0", "0.999999", "-0.5", "0.9999999", "must be between 0 and 0.999999"},
       {"trainer.bucket_mb", "0.001", "1024", "0.0005", "1024.5", "must be between 0.001 and 1024"},
       {"trainer.bucket_mb", "0.001", "1024", "0", "", "must be between 0.001 and 1024"},
-      {"trainer.clip_grad_norm", "0", "1e+300", "-1", "", "must be a finite number >= 0"},
-      {"trainer.seed", "0", "9223372036854775807", "-1", "", "must not be negative"},
+      {"trainer.clip_grad_norm", "0", "1000000000", "-1", "10000000000",
+       "must be between 0 and 1000000000"},
+      {"trainer.seed", "0", "1099511627776", "-1", "2199023255552",
+       "must be between 0 and 1099511627776"},
   };
   for (const Range& r : ranges) {
     for (const std::string& ok : {r.lowest, r.highest}) {
