@@ -41,6 +41,8 @@ class FakeClock : public Clock {
     unix_ms_ += ms;
     mono_ms_ += ms;
   }
+  // The wall clock alone steps (NTP): no time passes.
+  void StepWallMs(int64_t ms) { unix_ms_ += ms; }
 
  private:
   std::atomic<int64_t> unix_ms_;

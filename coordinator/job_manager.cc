@@ -392,8 +392,8 @@ JobManager::Stats JobManager::GetStats() const {
 }
 
 std::vector<JobManager::Duration> JobManager::TakeDurations() {
-  std::vector<Duration> out;
-  out.swap(durations_);
+  std::vector<Duration> out(durations_.begin(), durations_.end());
+  durations_.clear();
   return out;
 }
 
@@ -408,20 +408,33 @@ std::vector<v1::Job> JobManager::TakeFinished() {
 
 void JobManager::Observe(Phase phase, int64_t since_mono_ms) {
   if (since_mono_ms <= 0) return;
-  if (durations_.size() >= kMaxDurations) durations_.erase(durations_.begin());
   const int64_t ms = std::max<int64_t>(0, clock_.NowMonotonicMs() - since_mono_ms);
-  durations_.push_back({phase, static_cast<double>(ms) / 1000.0});
+  Record(phase, static_cast<double>(ms) / 1000.0);
+}
+
+void JobManager::Record(Phase phase, double seconds) {
+  if (durations_.size() >= kMaxDurations) durations_.pop_front();
+  durations_.push_back({phase, seconds});
 }
 
 std::string JobManager::FailureCause(const v1::RankFailure& failure) {
-  const std::string& why = failure.reason();
-  for (const char* lost : {") lost:", "unreachable", "not reachable", "vanished"}) {
-    if (why.find(lost) != std::string::npos) return "worker_lost";
+  switch (failure.cause()) {
+    case v1::FAILURE_RANK_EXIT:
+      return "rank_exit";
+    case v1::FAILURE_SIGNAL:
+      return "signal";
+    case v1::FAILURE_WORKER_LOST:
+      return "worker_lost";
+    case v1::FAILURE_HANG:
+      return "hang";
+    case v1::FAILURE_OTHER:
+      return "other";
+    default:
+      // Recorded before causes were typed: the exit says what it can, never the text.
+      if (failure.exit().signal() != 0) return "signal";
+      if (failure.exit().exit_code() != 0) return "rank_exit";
+      return "other";
   }
-  if (why.rfind("hung", 0) == 0 || why.find("hung:") != std::string::npos) return "hang";
-  if (failure.exit().signal() != 0) return "signal";
-  if (failure.exit().exit_code() != 0) return "rank_exit";
-  return "other";
 }
 
 void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
@@ -442,7 +455,7 @@ void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to
   if (IsTerminal(to)) {
     active_.erase(id);
     if (from != v1::JOB_STATE_UNSPECIFIED) {
-      if (finished_since_.size() >= kMaxDurations) finished_since_.erase(finished_since_.begin());
+      if (finished_since_.size() >= kMaxDurations) finished_since_.pop_front();
       finished_since_.push_back(id);
     }
   } else {
@@ -787,12 +800,13 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   rt.released = false;
   const int64_t now = clock_.NowMonotonicMs();
   rt.placed_mono_ms = now;
+  rt.runtime_from_mono_ms = now;
   ++attempts_started_;
   Observe(Phase::kQueue, waited_since);
   if (attempt == 0) {
     const int64_t since_submit_ms =
         std::max<int64_t>(0, clock_.NowUnixMs() - r.job.created_unix_ms());
-    durations_.push_back({Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0});
+    Record(Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0);
   }
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
   rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
@@ -919,6 +933,7 @@ v1::RankFailure JobManager::FailureFor(const JobRecord& r, int rank,
     f.set_host(w->hostname().empty() ? w->address() : w->hostname() + " (" + w->address() + ")");
   }
   f.set_reason("rank " + std::to_string(rank) + " on worker " + worker + " is not reachable");
+  f.set_cause(v1::FAILURE_WORKER_LOST);
   return f;
 }
 

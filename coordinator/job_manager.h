@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -327,6 +328,9 @@ class JobManager {
     std::set<std::string> awaiting;
     // For the phase durations (monotonic; 0: not known, e.g. after a coordinator restart).
     int64_t placed_mono_ms = 0;
+    // Where max_runtime is timed from (monotonic): the placement, or for an attempt restored
+    // after a coordinator restart its wall-clock start, read once (0: not yet).
+    int64_t runtime_from_mono_ms = 0;
     bool first_record_seen = false;
     // Its ranks were asked to checkpoint and stop (preempted, resized): their exits are no
     // failure.
@@ -464,9 +468,12 @@ class JobManager {
   std::map<std::string, int64_t> attempt_failures_;
   std::map<std::string, int64_t> restarts_by_cause_;
   std::map<std::string, int64_t> preemptions_;
-  std::vector<Duration> durations_;
-  std::vector<std::string> finished_since_;  // for TakeFinished
+  // Bounded queues (kMaxDurations, the oldest dropped in O(1)): without an exporter that
+  // takes them, they stay at their cap instead of growing by a job.
+  std::deque<Duration> durations_;
+  std::deque<std::string> finished_since_;  // for TakeFinished
   void Observe(Phase phase, int64_t since_mono_ms);
+  void Record(Phase phase, double seconds);
   bool schedule_needed_ = false;
   int64_t next_schedule_mono_ms_ = 0;
   // Decays every owner's use and adds what their attached jobs hold now; stops attempts that

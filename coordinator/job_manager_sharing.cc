@@ -281,20 +281,27 @@ void JobManager::AccountAndEnforceRuntime() {
     it->second *= decay;
     it = it->second < 1e-3 ? usage_.erase(it) : std::next(it);
   }
-  const int64_t now_unix = clock_.NowUnixMs();
   std::vector<std::string> overdue;
   for (const std::string& id : attached_) {
-    const JobRecord& r = jobs_.at(id);
+    JobRecord& r = jobs_.at(id);
     if (r.rt.released) continue;
     const double held = static_cast<double>(r.rt.ranks.size() - r.rt.gone_count);
     if (held > 0 && dt_s > 0) usage_[r.job.owner()] += held * dt_s;
     const int64_t limit_s = r.job.spec().max_runtime_s();
     const v1::Attempt* a =
         r.job.attempts_size() > 0 ? &r.job.attempts(r.job.attempts_size() - 1) : nullptr;
-    if (limit_s > 0 && a != nullptr && a->started_unix_ms() > 0 && !r.rt.tearing_down &&
-        !IsTerminal(r.job.state()) && now_unix - a->started_unix_ms() > limit_s * 1000) {
-      overdue.push_back(id);
+    if (limit_s <= 0 || a == nullptr || a->started_unix_ms() <= 0 || r.rt.tearing_down ||
+        IsTerminal(r.job.state())) {
+      continue;
     }
+    // Timed on the monotonic clock from the placement, so that a step of the wall clock
+    // (NTP) neither fails a job early nor lets it overrun. An attempt restored after a
+    // coordinator restart starts from the wall clock once, then runs on the monotonic one.
+    if (r.rt.runtime_from_mono_ms <= 0) {
+      r.rt.runtime_from_mono_ms =
+          now - std::max<int64_t>(0, clock_.NowUnixMs() - a->started_unix_ms());
+    }
+    if (now - r.rt.runtime_from_mono_ms > limit_s * 1000) overdue.push_back(id);
   }
   for (const std::string& id : overdue) {
     JobRecord& r = jobs_.at(id);

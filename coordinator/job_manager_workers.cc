@@ -109,6 +109,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
       v1::RankFailure f = FailureFor(r, rank, reg.name());
       f.set_reason("rank " + std::to_string(rank) + " on worker " + reg.name() +
                    " vanished: the worker came back without it");
+      f.set_cause(v1::FAILURE_WORKER_LOST);
       ReportFailure(r, f);
     }
     if (r.rt.awaiting.empty() && r.rt.recovering) {
@@ -267,6 +268,7 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
   if (msg.port() <= 0 || msg.port() > 65535) {
     v1::RankFailure f = FailureFor(*r, 0, worker);
     f.set_reason("worker " + worker + " could not reserve a master port: " + msg.error());
+    f.set_cause(v1::FAILURE_OTHER);
     ReportFailure(*r, f);
     return;
   }
@@ -328,6 +330,7 @@ void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFaile
   v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
   f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker +
                " could not start: " + msg.error());
+  f.set_cause(v1::FAILURE_OTHER);
   ReportFailure(*r, f);
   MaybeFinishTeardown(*r);
 }
@@ -356,6 +359,8 @@ void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExi
     *f.mutable_exit() = msg.exit();
     f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker + " (" + f.host() +
                  ") " + DescribeExit(msg.exit()));
+    // What the rank said (in the reason) never decides the cause: only how it ended.
+    f.set_cause(msg.exit().signal() != 0 ? v1::FAILURE_SIGNAL : v1::FAILURE_RANK_EXIT);
     ReportFailure(*r, f);
     return;
   }
@@ -391,6 +396,7 @@ void JobManager::MaybeDecideFailure(JobRecord& r) {
       v1::RankFailure f = FailureFor(r, rank, rr.worker);
       f.set_reason("worker " + rr.worker + " (" + f.host() +
                    ") became unreachable while its peers failed");
+      f.set_cause(v1::FAILURE_WORKER_LOST);
       return f;
     }
     return std::nullopt;
@@ -469,6 +475,7 @@ void JobManager::OnWorkerLost(const std::string& worker) {
       v1::RankFailure f = FailureFor(r, first_rank, worker);
       f.set_reason("worker " + worker + " (" + f.host() + ") lost: no heartbeat for " +
                    std::to_string(workers_.worker_timeout_ms() / 1000) + " s");
+      f.set_cause(v1::FAILURE_WORKER_LOST);
       // Decided at once: the peers' errors were caused by this loss, not the other way round.
       FailAttempt(r, r.rt.failures.Decisive(std::move(f)));
     }
@@ -495,6 +502,7 @@ void JobManager::Tick() {
       const int first = missing.empty() ? 0 : missing[0];
       v1::RankFailure f = FailureFor(r, first, rt.ranks[first].worker);
       f.set_reason(RendezvousTimeoutReason(missing));
+      f.set_cause(v1::FAILURE_OTHER);
       FailAttempt(r, f);
     } else if (s == v1::RUNNING && !rt.tearing_down) {
       auto liveness = [&rt] {
@@ -508,6 +516,7 @@ void JobManager::Tick() {
       if (auto hang = rt.failures.CheckHang(liveness, r.job.spec().hang_timeout_s())) {
         v1::RankFailure f = FailureFor(r, hang->rank, rt.ranks[hang->rank].worker);
         f.set_reason(hang->reason);
+        f.set_cause(v1::FAILURE_HANG);
         FailAttempt(r, f);
       }
     }

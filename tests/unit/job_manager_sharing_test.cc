@@ -349,6 +349,37 @@ TEST_F(SharingTest, AnElasticJobShrinksOnALostWorkerAndGrowsBackWhenOneJoins) {
   EXPECT_EQ(Job(id).state(), v1::SUCCEEDED);
 }
 
+// Issue 29: a rank of an elastic job that exits saying "Network is unreachable" is a rank's
+// failure, not a lost worker: it uses a restart (here none is left: FAILED), where the old
+// text match made it a resize, which uses none, so that such a job could restart forever.
+TEST_F(SharingTest, AnElasticRanksOwnWordsNeverMakeItsFailureALostWorker) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::JobSpec spec = Spec(0, 1);
+  spec.set_min_nodes(1);
+  spec.set_max_nodes(2);
+  spec.set_max_restarts(0);
+  const std::string id = SubmitSpec(spec);
+  auto launches = StartAttempt(id);
+  ASSERT_EQ(launches.size(), 2u);
+  v1::WorkerMessage msg;
+  auto* e = msg.mutable_process_exited();
+  e->set_job_id(id);
+  e->set_attempt(0);
+  e->set_rank(0);
+  e->mutable_exit()->set_exit_code(1);
+  e->mutable_exit()->set_error_type("OSError");
+  e->mutable_exit()->set_error_message("[Errno 101] Network is unreachable (worker w2 lost:)");
+  jm_->OnWorkerMessage(launches[0].first, msg);
+  Advance(5000);  // past the failure window
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::FAILED) << job.message();
+  ASSERT_GT(job.attempts_size(), 0);
+  EXPECT_EQ(job.attempts(0).failure().cause(), v1::FAILURE_RANK_EXIT);
+  EXPECT_NE(job.message().find("Network is unreachable"), std::string::npos) << job.message();
+  EXPECT_EQ(job.message().find("no restart used"), std::string::npos) << job.message();
+}
+
 TEST_F(SharingTest, AnElasticJobStartsWithWhatFitsAndWaitsBelowItsMinimum) {
   AddWorker("w1", 1);
   v1::JobSpec spec = Spec(0, 1);

@@ -749,19 +749,29 @@ TEST_F(JobManagerTest, StatsCountAttemptsAndRestartsByCause) {
 }
 
 TEST_F(JobManagerTest, FailureCausesAreClassified) {
+  // Issue 29: by the typed cause, never by the text (which holds what the rank said).
   v1::RankFailure f;
+  f.set_reason(
+      "rank 1 on worker w2 (10.0.0.2) exited with code 3: raised OSError: Network is "
+      "unreachable; worker w2 (host) lost: hung:");
   f.mutable_exit()->set_exit_code(3);
-  f.set_reason("rank 1 on worker w2 (10.0.0.2) exited with code 3");
+  f.set_cause(v1::FAILURE_RANK_EXIT);
+  EXPECT_EQ(JobManager::FailureCause(f), "rank_exit");
+  f.set_cause(v1::FAILURE_SIGNAL);
+  EXPECT_EQ(JobManager::FailureCause(f), "signal");
+  f.set_cause(v1::FAILURE_WORKER_LOST);
+  EXPECT_EQ(JobManager::FailureCause(f), "worker_lost");
+  f.set_cause(v1::FAILURE_HANG);
+  EXPECT_EQ(JobManager::FailureCause(f), "hang");
+  f.set_cause(v1::FAILURE_OTHER);
+  EXPECT_EQ(JobManager::FailureCause(f), "other");
+  // Recorded before causes were typed: the exit alone.
+  f.clear_cause();
   EXPECT_EQ(JobManager::FailureCause(f), "rank_exit");
   f.mutable_exit()->set_exit_code(0);
   f.mutable_exit()->set_signal(9);
   EXPECT_EQ(JobManager::FailureCause(f), "signal");
   f.clear_exit();
-  f.set_reason("worker w2 (host) lost: no heartbeat for 10000 ms");
-  EXPECT_EQ(JobManager::FailureCause(f), "worker_lost");
-  f.set_reason("hung: no progress for 30 s");
-  EXPECT_EQ(JobManager::FailureCause(f), "hang");
-  f.set_reason("rendezvous timed out");
   EXPECT_EQ(JobManager::FailureCause(f), "other");
 }
 
@@ -955,6 +965,30 @@ TEST_F(JobManagerTest, AFinishedJobIsAnnouncedToTheWorkersOfEveryAttempt) {
     told.insert(worker);
   }
   EXPECT_EQ(told, (std::set<std::string>{"w1", "w2"}));
+}
+
+// Issue 29: max_runtime is timed on the monotonic clock: a step of the wall clock (NTP) does
+// not fail a running job early, and the job still ends when its time is up.
+TEST_F(JobManagerTest, MaxRuntimeIsTimedOnTheMonotonicClock) {
+  AddWorker("w1", 1);
+  v1::JobSpec spec;
+  spec.set_name("bounded");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  spec.set_max_runtime_s(60);
+  auto id = jm_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  ASSERT_EQ(StartAttempt(*id).size(), 1u);
+  ASSERT_EQ(Job(*id).state(), v1::RUNNING);
+  clock_.StepWallMs(2 * 3600 * 1000);  // the wall clock jumps two hours ahead
+  Advance(30'000);
+  EXPECT_EQ(Job(*id).state(), v1::RUNNING) << Job(*id).message();
+  clock_.StepWallMs(-2 * 3600 * 1000);  // and back
+  Advance(31'000);
+  const v1::Job job = Job(*id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.message().find("max_runtime of 60 s exceeded"), std::string::npos) << job.message();
 }
 
 }  // namespace
