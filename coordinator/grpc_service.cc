@@ -684,11 +684,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContex
                                                       v1::WorkerInfo* resp) {
   auto who = auth_.Check(*context, "/convoy.v1.JobService/DrainWorker");
   if (!who.ok()) return FinishNow(context, who.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
   if (req->now() && !req->drain()) {
     return FinishNow(context, Status::InvalidArgument("now: only a drain can be --now"));
   }
+  // Taken once the request is known to go ahead: a call's default reactor is taken once
+  // (gRPC asserts on a second DefaultReactor() in builds with assertions, TSAN's included).
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
   coordinator_.SetDrained(req->name(), req->drain(), by, req->now(),
                           [reactor, resp](const StatusOr<v1::WorkerInfo>& info) {
                             if (info.ok()) *resp = *info;
