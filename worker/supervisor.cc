@@ -804,6 +804,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     cache_dir = made.ok() ? *made : "";
     if (!made.ok()) spdlog::warn("{}: no data cache ({})", label, made.status().message());
   }
+  a.data_cache_dir = cache_dir;
   for (int l = 0; l < lws; ++l) {
     auto r = std::make_unique<Rank>();
     r->local_rank = l;
@@ -898,6 +899,20 @@ void Supervisor::SendExited(const Attempt& a, const Rank& r) {
   e->set_pid(r.pid);
   *e->mutable_exit() = r.exit;
   Send(out);
+  // What the rank was writing into the data cache when it died (trainer/data_cache.cc names
+  // its temporaries `<entry>.tmp.<pid>` and `<entry>.meta.tmp.<pid>`): nobody else will.
+  if (!a.data_cache_dir.empty() && r.pid > 0) {
+    const std::string suffix = ".tmp." + std::to_string(r.pid);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(a.data_cache_dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        std::error_code rec;
+        std::filesystem::remove(e.path(), rec);
+      }
+    }
+  }
 }
 
 // ---- Kill, reap

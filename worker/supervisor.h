@@ -204,6 +204,9 @@ class Supervisor {
     // job uid, not by the job id, which repeats across clusters).
     std::string snapshot_key;
     std::string dir;
+    // The ranks' data cache (CONVOY_CACHE_DIR; empty: none): a rank killed while it wrote
+    // an entry leaves `<entry>.tmp.<pid>`, which the worker removes when the rank ends.
+    std::string data_cache_dir;
     // The user its ranks run as (the job's identity, or --run-as); unset: the worker's own.
     std::optional<RunAsUser> user;
     std::vector<std::unique_ptr<Rank>> ranks;
