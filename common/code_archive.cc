@@ -114,10 +114,6 @@ class TarStream {
   // Exactly `n` bytes into `out`. `*clean_end` (when given) is set, with OK, when the stream
   // ended before the first of them.
   Status Read(char* out, size_t n, bool* clean_end = nullptr) {
-    if (!init_) {
-      if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::Internal("zlib: inflateInit2 failed");
-      init_ = true;
-    }
     size_t got = 0;
     while (got < n) {
       if (stream_end_) {
@@ -127,63 +123,19 @@ class TarStream {
         }
         return Status::InvalidArgument("code archive: truncated");
       }
-      if (z_.avail_in == 0 && !in_eof_) {
-        const ssize_t r = fill_(in_, sizeof(in_));
-        if (r < 0) return Status::Internal("code archive: cannot read it");
-        if (r == 0) in_eof_ = true;
-        z_.next_in = reinterpret_cast<Bytef*>(in_);
-        z_.avail_in = static_cast<uInt>(r);
-      }
-      z_.next_out = reinterpret_cast<Bytef*>(out + got);
-      z_.avail_out = static_cast<uInt>(n - got);
-      const int rc = inflate(&z_, Z_NO_FLUSH);
-      const size_t produced = (n - got) - z_.avail_out;
-      got += produced;
-      total_ += static_cast<int64_t>(produced);
-      if (total_ > max_bytes_) {
-        return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes_));
-      }
-      if (rc == Z_STREAM_END) {
-        stream_end_ = true;
-      } else if (rc == Z_BUF_ERROR && in_eof_ && z_.avail_in == 0) {
-        return Status::InvalidArgument("code archive: truncated");
-      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        return Status::InvalidArgument("code archive: not a valid gzip stream");
-      }
+      auto produced = Inflate(out + got, n - got);
+      if (!produced.ok()) return produced.status();
+      got += *produced;
     }
     return Status::Ok();
   }
 
   // Reads to the end of the gzip stream (its CRC checked), dropping what it holds.
   Status Drain() {
-    bool end = false;
-    while (!end) {
-      if (stream_end_) return Status::Ok();
-      // One byte asked at a time would be slow: ask for what the stream still holds, a
-      // buffer at a time, accepting a short last one.
-      if (z_.avail_in == 0 && !in_eof_) {
-        const ssize_t r = fill_(in_, sizeof(in_));
-        if (r < 0) return Status::Internal("code archive: cannot read it");
-        if (r == 0) in_eof_ = true;
-        z_.next_in = reinterpret_cast<Bytef*>(in_);
-        z_.avail_in = static_cast<uInt>(r);
-      }
-      z_.next_out = reinterpret_cast<Bytef*>(out_);
-      z_.avail_out = sizeof(out_);
-      const int rc = inflate(&z_, Z_NO_FLUSH);
-      total_ += static_cast<int64_t>(sizeof(out_) - z_.avail_out);
-      if (total_ > max_bytes_) {
-        return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes_));
-      }
-      if (rc == Z_STREAM_END) {
-        end = true;
-      } else if (rc == Z_BUF_ERROR && in_eof_ && z_.avail_in == 0) {
-        return Status::InvalidArgument("code archive: truncated");
-      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        return Status::InvalidArgument("code archive: not a valid gzip stream");
-      }
+    while (!stream_end_) {
+      auto produced = Inflate(out_, sizeof(out_));
+      if (!produced.ok()) return produced.status();
     }
-    stream_end_ = true;
     return Status::Ok();
   }
 
@@ -199,6 +151,38 @@ class TarStream {
   }
 
  private:
+  // One inflate call into out[0, cap): the bytes it produced. The stream's end sets
+  // stream_end_; a truncated or bad stream, or one past the size limit, is an error.
+  StatusOr<size_t> Inflate(char* out, size_t cap) {
+    if (!init_) {
+      if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::Internal("zlib: inflateInit2 failed");
+      init_ = true;
+    }
+    if (z_.avail_in == 0 && !in_eof_) {
+      const ssize_t r = fill_(in_, sizeof(in_));
+      if (r < 0) return Status::Internal("code archive: cannot read it");
+      if (r == 0) in_eof_ = true;
+      z_.next_in = reinterpret_cast<Bytef*>(in_);
+      z_.avail_in = static_cast<uInt>(r);
+    }
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(cap);
+    const int rc = inflate(&z_, Z_NO_FLUSH);
+    const size_t produced = cap - z_.avail_out;
+    total_ += static_cast<int64_t>(produced);
+    if (total_ > max_bytes_) {
+      return Status::InvalidArgument("code archive: unpacks to more than " + Limit(max_bytes_));
+    }
+    if (rc == Z_STREAM_END) {
+      stream_end_ = true;
+    } else if (rc == Z_BUF_ERROR && in_eof_ && z_.avail_in == 0) {
+      return Status::InvalidArgument("code archive: truncated");
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return Status::InvalidArgument("code archive: not a valid gzip stream");
+    }
+    return produced;
+  }
+
   Fill fill_;
   const int64_t max_bytes_;
   z_stream z_{};

@@ -129,6 +129,16 @@ class CoordinatorAuthTest : public ::testing::Test {
     if (id != nullptr) *id = resp.job_id();
     return st;
   }
+  // One whole archive of `data` in one UploadCode call.
+  static grpc::Status Upload(v1::JobService::Stub& stub, const std::string& data) {
+    grpc::ClientContext ctx;
+    v1::UploadCodeRequest req;
+    req.set_sha256(Sha256Hex(data));
+    req.set_total_size(static_cast<int64_t>(data.size()));
+    req.set_data(data);
+    v1::UploadCodeResponse resp;
+    return stub.UploadCode(&ctx, req, &resp);
+  }
   grpc::Status Cancel(v1::JobService::Stub& stub, const std::string& id) {
     grpc::ClientContext ctx;
     v1::CancelJobRequest req;
@@ -552,29 +562,20 @@ TEST_F(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
 // whatever token they use; past it RESOURCE_EXHAUSTED says what is left and when; another
 // user's quota is their own and admins have none.
 TEST_F(CoordinatorAuthTest, UploadsAreBoundedPerUserADay) {
-  auto upload = [](v1::JobService::Stub& stub, const std::string& data) {
-    grpc::ClientContext ctx;
-    v1::UploadCodeRequest req;
-    req.set_sha256(Sha256Hex(data));
-    req.set_total_size(static_cast<int64_t>(data.size()));
-    req.set_data(data);
-    v1::UploadCodeResponse resp;
-    return stub.UploadCode(&ctx, req, &resp);
-  };
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   auto alice2 = Jobs(cluster_.MakeToken("alice", Role::kUser));
-  EXPECT_TRUE(upload(*alice, std::string(60, 'a')).ok());
-  grpc::Status st = upload(*alice2, std::string(60, 'b'));  // her other token: the same quota
+  EXPECT_TRUE(Upload(*alice, std::string(60, 'a')).ok());
+  grpc::Status st = Upload(*alice2, std::string(60, 'b'));  // her other token: the same quota
   EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(st.error_message().find("upload quota: alice may upload 100 B a day"),
             std::string::npos)
       << st.error_message();
   EXPECT_NE(st.error_message().find("retry in"), std::string::npos) << st.error_message();
-  EXPECT_TRUE(upload(*alice2, std::string(40, 'c')).ok());  // what is left still goes
+  EXPECT_TRUE(Upload(*alice2, std::string(40, 'c')).ok());  // what is left still goes
   auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
-  EXPECT_TRUE(upload(*bob, std::string(60, 'b')).ok());
+  EXPECT_TRUE(Upload(*bob, std::string(60, 'b')).ok());
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
-  EXPECT_TRUE(upload(*admin, std::string(200, 'd')).ok());
+  EXPECT_TRUE(Upload(*admin, std::string(200, 'd')).ok());
 }
 
 TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {
@@ -716,29 +717,20 @@ TEST_F(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
 // Issue 28: each user keeps at most --max-archives-per-user archives; sending one of theirs
 // again is no new archive; another user's count is their own; admins have no limit.
 TEST_F(CoordinatorAuthTest, ArchivesKeptAreBoundedPerUser) {
-  auto upload = [](v1::JobService::Stub& stub, const std::string& data) {
-    grpc::ClientContext ctx;
-    v1::UploadCodeRequest req;
-    req.set_sha256(Sha256Hex(data));
-    req.set_total_size(static_cast<int64_t>(data.size()));
-    req.set_data(data);
-    v1::UploadCodeResponse resp;
-    return stub.UploadCode(&ctx, req, &resp);
-  };
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   for (const char* data : {"archive-1", "archive-2", "archive-3"}) {
-    EXPECT_TRUE(upload(*alice, data).ok()) << data;
+    EXPECT_TRUE(Upload(*alice, data).ok()) << data;
   }
-  grpc::Status st = upload(*alice, "archive-4");
+  grpc::Status st = Upload(*alice, "archive-4");
   EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(st.error_message().find("--max-archives-per-user 3"), std::string::npos)
       << st.error_message();
-  EXPECT_TRUE(upload(*alice, "archive-2").ok());  // hers already
+  EXPECT_TRUE(Upload(*alice, "archive-2").ok());  // hers already
   auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
-  EXPECT_TRUE(upload(*bob, "archive-4").ok());
-  EXPECT_TRUE(upload(*bob, "archive-1").ok());  // the same bytes: now his too
+  EXPECT_TRUE(Upload(*bob, "archive-4").ok());
+  EXPECT_TRUE(Upload(*bob, "archive-1").ok());  // the same bytes: now his too
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
-  for (const char* data : {"a-1", "a-2", "a-3", "a-4"}) EXPECT_TRUE(upload(*admin, data).ok());
+  for (const char* data : {"a-1", "a-2", "a-3", "a-4"}) EXPECT_TRUE(Upload(*admin, data).ok());
 }
 
 }  // namespace
