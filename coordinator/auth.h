@@ -96,6 +96,12 @@ struct AuthOptions {
 class Authorizer {
  public:
   explicit Authorizer(AuthOptions options) : options_(options) {}
+  // Destroyed after the server has shut down, so no stream slot is released
+  // later; taking mu_ orders this after the last release, which ran on a gRPC
+  // thread whose own synchronisation the race detector cannot see.
+  ~Authorizer() EXCLUDES(mu_) { MutexLock lock(mu_); }
+  Authorizer(const Authorizer&) = delete;
+  Authorizer& operator=(const Authorizer&) = delete;
 
   // The caller of `method` when they may call it; otherwise UNAUTHENTICATED or
   // PERMISSION_DENIED (logged with the peer). `method` must be in MethodRights.
