@@ -300,6 +300,8 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
   check(ttl.status());
   if (ttl.ok() && *ttl < 300) {
     problems.push_back(Status::InvalidArgument("--worker-cert-ttl: at least 5m"));
+  } else if (ttl.ok()) {
+    f->worker_cert_ttl_s = *ttl;
   }
   check(ParseJobRetention(f->job_retention, &f->job_retention_ms, &f->job_retention_count));
   return problems;

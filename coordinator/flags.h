@@ -53,6 +53,7 @@ struct CoordinatorFlags {
   // Lifetime of the client certificates issued to workers: a day, renewed at 2/3 of it,
   // bounds how long a stolen worker certificate is good for.
   std::string worker_cert_ttl = "24h";
+  int64_t worker_cert_ttl_s = 24 * 3600;  // parsed from worker_cert_ttl
   // Per-token limits.
   int max_streams_per_token = 32;
   double submits_per_minute = 60;

@@ -102,11 +102,11 @@ class CoordinatorAuthTest : public ::testing::Test {
   static testing::TestCluster::Options Secure() {
     auto o = testing::TestCluster::DefaultOptions();
     o.secure = true;
-    o.auth.max_streams_per_token = 2;
-    o.auth.submit_burst = 3;
-    o.auth.submits_per_minute = 1;
-    o.auth.upload_bytes_per_day = 100;
-    o.auth.max_archives_per_user = 3;
+    o.flags.max_streams_per_token = 2;
+    o.submit_burst = 3;
+    o.flags.submits_per_minute = 1;
+    o.flags.upload_bytes_per_day = 100;
+    o.flags.max_archives_per_user = 3;
     return o;
   }
   std::unique_ptr<v1::JobService::Stub> Jobs(const std::string& token) {
@@ -411,7 +411,7 @@ TEST_F(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
 TEST(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
   auto o = testing::TestCluster::DefaultOptions();
   o.secure = true;
-  o.coordinator.worker_timeout_ms = 300;
+  o.flags.worker_timeout_s = 0.3;
   testing::TestCluster cluster(o);
   const std::string admin_token = cluster.MakeToken("root", Role::kAdmin);
   auto alice =

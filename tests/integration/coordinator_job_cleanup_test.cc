@@ -157,7 +157,8 @@ TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
   FakeClock clock(SystemClock().NowUnixMs());
   auto options = testing::TestCluster::DefaultOptions();
   options.clock = &clock;
-  options.coordinator.jobs.job_retention_ms = 30 * kDay;
+  options.flags.job_retention = "30d";  // --job-retention 30d
+  options.flags.job_retention_ms = 30 * kDay;
   testing::TestCluster cluster(options);
   const std::string victim = (cluster.dir().path() / "victim").string();
   fs::create_directories(victim);

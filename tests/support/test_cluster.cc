@@ -46,9 +46,9 @@ std::string InProcessWorker::job_root() const {
 
 TestCluster::Options TestCluster::DefaultOptions() {
   Options o;
-  o.coordinator.jobs.failure_window_ms = 100;
-  o.coordinator.tick_ms = 20;
-  o.coordinator.worker_timeout_ms = 10000;
+  o.flags.metrics_listen = "127.0.0.1:0";
+  o.tick_ms = 20;
+  o.failure_window_ms = 100;
   return o;
 }
 
@@ -60,43 +60,26 @@ TestCluster::~TestCluster() {
 }
 
 void TestCluster::StartCoordinator() {
-  auto store = SqliteJobStore::Open(dir_ / "convoy.db");
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  store_ = std::move(*store);
-  coordinator_ = std::make_unique<Coordinator>(options_.clock != nullptr ? *options_.clock : clock_,
-                                               *store_, options_.coordinator);
-  Status st = coordinator_->Start();
-  ASSERT_TRUE(st.ok()) << st.message();
-  ServerSecurity security = InsecureForTests();
-  if (options_.secure) {
-    if (!tokens_) {
-      auto pki =
-          EnsureClusterPki(dir_ / "tls", {"127.0.0.1", "localhost"}, clock_.NowUnixMs() / 1000);
-      ASSERT_TRUE(pki.ok()) << pki.status().message();
-      pki_ = *pki;
-      auto tokens = TokenStore::Open(dir_ / "tokens.db");
-      ASSERT_TRUE(tokens.ok()) << tokens.status().message();
-      tokens_ = std::move(*tokens);
-    }
-    security.insecure = false;
-    security.tokens = tokens_.get();
-    security.server_cert_pem = pki_.server.cert_pem;
-    security.server_key_pem = pki_.server.key_pem;
-    security.ca.ca = pki_.ca;
-    security.ca.fingerprint = pki_.ca_fingerprint;
-    security.auth = options_.auth;
-  }
-  if (!code_) {  // code archives (UploadCode, FetchCode), in the state dir as main's are
-    auto code = CodeStore::Open(dir_ / "code");
-    ASSERT_TRUE(code.ok()) << code.status().message();
-    code_ = std::move(*code);
-  }
-  security.code = code_.get();
-  auto server = GrpcServer::Start(*coordinator_, "127.0.0.1:" + std::to_string(port_),
-                                  std::move(security), options_.limits);
+  CoordinatorFlags flags = options_.flags;
+  flags.state_dir = dir_.path().string();
+  flags.listen = "127.0.0.1:" + std::to_string(port_);
+  flags.insecure = !options_.secure;
+  CoordinatorServer::Deps deps;
+  deps.clock = options_.clock;
+  deps.limits = options_.limits;
+  const Options& o = options_;
+  deps.tune_options = [&o](CoordinatorOptions* c) {
+    if (o.tick_ms > 0) c->tick_ms = o.tick_ms;
+    if (o.failure_window_ms > 0) c->jobs.failure_window_ms = o.failure_window_ms;
+  };
+  deps.tune_auth = [&o](AuthOptions* a) {
+    if (o.submit_burst > 0) a->submit_burst = o.submit_burst;
+  };
+  auto server = CoordinatorServer::Create(flags, std::move(deps));
   ASSERT_TRUE(server.ok()) << server.status().message();
   server_ = std::move(*server);
   port_ = server_->port();
+  pki_ = server_->pki();
   if (!channel_) {
     channel_ = options_.secure ? SecureChannel(MakeToken("test-cluster", Role::kAdmin))
                                : grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
@@ -107,17 +90,14 @@ void TestCluster::StartCoordinator() {
 
 void TestCluster::StopCoordinator() {
   if (server_) server_->Shutdown(500);
-  if (coordinator_) coordinator_->Stop();
   server_.reset();
-  coordinator_.reset();
-  store_.reset();
 }
 
 std::string TestCluster::address() const { return "127.0.0.1:" + std::to_string(port_); }
 
 std::string TestCluster::MakeToken(const std::string& user, Role role, int64_t ttl_ms, int uses,
                                    const std::string& name) {
-  auto token = tokens_->Create(user, role, ttl_ms, uses, clock_.NowUnixMs(), nullptr, name);
+  auto token = tokens().Create(user, role, ttl_ms, uses, clock_.NowUnixMs(), nullptr, name);
   EXPECT_TRUE(token.ok()) << token.status().message();
   return token.ok() ? *token : "";
 }
@@ -125,7 +105,7 @@ std::string TestCluster::MakeToken(const std::string& user, Role role, int64_t t
 std::shared_ptr<grpc::Channel> TestCluster::SecureChannel(const std::string& token,
                                                           const KeyAndCert* key_cert) {
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = pki_.ca.cert_pem;
+  ssl.pem_root_certs = pki().ca.cert_pem;
   if (key_cert != nullptr) {
     ssl.pem_private_key = key_cert->key_pem;
     ssl.pem_cert_chain = key_cert->cert_pem;
@@ -149,7 +129,7 @@ KeyAndCert TestCluster::WorkerCertificate(const std::string& name, const KeyAndC
   t.client = true;
   t.not_before_s = not_before_s != 0 ? not_before_s : now - 3600;
   t.not_after_s = not_after_s != 0 ? not_after_s : now + 3600;
-  auto cert = IssueCertificate(ca != nullptr ? *ca : pki_.ca, *key, t);
+  auto cert = IssueCertificate(ca != nullptr ? *ca : pki().ca, *key, t);
   EXPECT_TRUE(cert.ok()) << cert.status().message();
   return {*key, cert.ok() ? *cert : ""};
 }
@@ -218,7 +198,7 @@ InProcessWorker& TestCluster::StartWorker(const std::string& name, int slots) {
   workers_.push_back(std::move(w));
   EXPECT_TRUE(WaitFor(
       [&] {
-        for (const v1::WorkerInfo& info : coordinator_->ListWorkers()) {
+        for (const v1::WorkerInfo& info : coordinator().ListWorkers()) {
           if (info.name() == name && info.state() == v1::WORKER_READY) return true;
         }
         return false;
@@ -252,7 +232,7 @@ bool TestCluster::WaitForState(const std::string& id, v1::JobState state,
                                std::chrono::milliseconds timeout) {
   return WaitFor(
       [&] {
-        auto job = coordinator_->Get(id);
+        auto job = coordinator().Get(id);
         return job.ok() && job->state() == state;
       },
       timeout);

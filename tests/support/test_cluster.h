@@ -1,4 +1,5 @@
-// An in-process test cluster (after Mesos' tests/cluster.hpp): a real Coordinator with a real
+// An in-process test cluster (after Mesos' tests/cluster.hpp): a real coordinator, built by
+// the daemon's own composition root (CoordinatorServer) from production's flags, with a real
 // SQLite file served over real loopback gRPC on a free port, plus workers, each either
 // scripted (the test plays the worker's side of the stream message by message: the network
 // edge) or a real in-process convoy-worker (Supervisor + CoordinatorConnection running real
@@ -20,10 +21,10 @@
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
 #include "coordinator/cluster_pki.h"
-#include "coordinator/code_store.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/coordinator_server.h"
+#include "coordinator/flags.h"
 #include "coordinator/grpc_server.h"
-#include "coordinator/sqlite_job_store.h"
 #include "coordinator/token_store.h"
 #include "tests/support/temp_dir.h"
 
@@ -79,18 +80,25 @@ class InProcessWorker {
 class TestCluster {
  public:
   struct Options {
-    CoordinatorOptions coordinator;
-    StreamLimits limits;
+    // The flags convoy-coordinator is started with: production's defaults (the priority
+    // scheduler, TLS, the code store). The cluster sets --state-dir (its temp dir),
+    // --listen (loopback, a free port, kept over restarts) and, unless `secure`, --insecure.
+    CoordinatorFlags flags;
     // TLS with a CA of the cluster's own in its temp dir, tokens, mutual TLS for workers
     // (as convoy-coordinator serves by default). false: --insecure.
     bool secure = false;
-    AuthOptions auth;  // limits per token when secure
+    // What no flag sets (CoordinatorServer::Deps).
+    StreamLimits limits;
+    int64_t tick_ms = 0;            // 0: production's
+    int64_t failure_window_ms = 0;  // 0: production's
+    int submit_burst = 0;           // 0: production's
     // The coordinator's clock (not owned; must outlive the cluster); null: the system's.
     // A FakeClock here moves only the coordinator's time (retention, timeouts); workers
     // keep the system clock.
     const Clock* clock = nullptr;
   };
-  // Short timeouts that keep tests quick (failure window 100 ms, worker timeout 10 s).
+  // Production's flags with /metrics on a free loopback port, and short timeouts that keep
+  // tests quick (a 20 ms tick, a failure window of 100 ms).
   static Options DefaultOptions();
 
   explicit TestCluster(Options options = DefaultOptions());
@@ -103,7 +111,8 @@ class TestCluster {
 
   // "127.0.0.1:PORT".
   std::string address() const;
-  Coordinator& coordinator() { return *coordinator_; }
+  Coordinator& coordinator() { return server_->coordinator(); }
+  CoordinatorServer& server() { return *server_; }
   v1::JobService::Stub& jobs() { return *job_stub_; }
   const TempDir& dir() const { return dir_; }
   // The state database (SQLite), for tests that look at its rows.
@@ -119,7 +128,7 @@ class TestCluster {
 
   // ---- Secure clusters.
   const ClusterPki& pki() const { return pki_; }
-  TokenStore& tokens() { return *tokens_; }
+  TokenStore& tokens() { return *server_->tokens(); }
   // A token for `user` with `role` (expiring after `ttl_ms`, 0: never).
   // `name`: a join token bound to that worker name.
   std::string MakeToken(const std::string& user, Role role, int64_t ttl_ms = 0, int uses = 0,
@@ -149,16 +158,12 @@ class TestCluster {
   TempDir dir_{"convoy-cluster"};
   int port_ = 0;
   SystemClock clock_;
-  std::unique_ptr<SqliteJobStore> store_;
-  std::unique_ptr<CodeStore> code_;
-  std::unique_ptr<Coordinator> coordinator_;
-  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<CoordinatorServer> server_;
+  ClusterPki pki_;  // the server's, kept while it is stopped
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::JobService::Stub> job_stub_;
   std::unique_ptr<v1::WorkerService::Stub> worker_stub_;
   std::vector<std::unique_ptr<InProcessWorker>> workers_;
-  ClusterPki pki_;
-  std::unique_ptr<TokenStore> tokens_;
 };
 
 }  // namespace testing
