@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <type_traits>
 
 #include "coordinator/job_state_machine.h"
@@ -169,34 +172,7 @@ void Coordinator::CommitLoop() {
     for (Effects& e : batch) {
       for (StoreWrite& w : e.writes) writes.push_back(std::move(w));
     }
-    if (!writes.empty()) {
-      int failures = 0;
-      for (;;) {
-        // Real elapsed time for the store-latency histogram; no decision depends on it.
-        const auto began = std::chrono::steady_clock::now();
-        Status st = durable_.Write(writes);
-        if (st.ok()) {
-          if (on_commit_) {
-            on_commit_(
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
-                writes.size());
-          }
-          break;
-        }
-        if (failures++ % 30 == 0) {
-          spdlog::error(
-              "cannot persist {} change(s): {}; holding their messages and replies, retrying "
-              "every second",
-              writes.size(), st.message());
-        }
-        MutexLock lock(commit_mu_);
-        if (stopping_) {
-          spdlog::error("shutting down with {} change(s) not persisted", writes.size());
-          return;
-        }
-        commit_cv_.WaitFor(commit_mu_, std::chrono::seconds(1));
-      }
-    }
+    if (!writes.empty() && !Persist(writes)) return;
     for (Effects& e : batch) {
       for (auto& [stream, msg] : e.sends) stream->Enqueue(msg);
       for (auto& fn : e.after) fn();
@@ -207,10 +183,64 @@ void Coordinator::CommitLoop() {
   }
 }
 
+bool Coordinator::Persist(std::vector<StoreWrite>& writes) {
+  using Steady = std::chrono::steady_clock;
+  int failures = 0;
+  const Steady::time_point first = Steady::now();
+  for (;;) {
+    // Real elapsed time for the store-latency histogram; no decision depends on it.
+    const Steady::time_point began = Steady::now();
+    Status st = durable_.Write(writes);
+    if (st.ok()) {
+      if (on_commit_) {
+        on_commit_(std::chrono::duration<double>(Steady::now() - began).count(), writes.size());
+      }
+      return true;
+    }
+    const int64_t failing_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - first).count();
+    if (failing_ms >= options_.store_give_up_ms) {
+      const std::string why = fmt::format(
+          "the durable store has failed for {} ms ({} change(s) not persisted): {}; stopping "
+          "the coordinator (crash-only: restarted, it resumes from what was persisted)",
+          failing_ms, writes.size(), st.message());
+      if (!options_.on_store_lost) {
+        spdlog::critical("{}", why);
+        spdlog::default_logger()->flush();
+        std::_Exit(1);
+      }
+      options_.on_store_lost(why);
+      MutexLock lock(commit_mu_);
+      store_lost_ = true;  // Flush returns from here on
+      flushed_cv_.SignalAll();
+      return false;
+    }
+    if (failures++ % 30 == 0) {
+      spdlog::error(
+          "cannot persist {} change(s): {}; holding their messages and replies, retrying "
+          "every second (giving up after {} s)",
+          writes.size(), st.message(), options_.store_give_up_ms / 1000);
+    }
+    MutexLock lock(commit_mu_);
+    if (stopping_) {
+      spdlog::error("shutting down with {} change(s) not persisted", writes.size());
+      return false;
+    }
+    commit_cv_.WaitFor(commit_mu_, std::chrono::milliseconds(std::min<int64_t>(
+                                       1000, options_.store_give_up_ms - failing_ms)));
+  }
+}
+
+bool Coordinator::Settled() {
+  if (!effects_.empty()) return false;
+  MutexLock lock(commit_mu_);
+  return done_ == sealed_;
+}
+
 void Coordinator::Flush() {
   MutexLock lock(commit_mu_);
   const uint64_t target = sealed_;
-  while (done_ < target && !stopping_) flushed_cv_.Wait(commit_mu_);
+  while (done_ < target && !stopping_ && !store_lost_) flushed_cv_.Wait(commit_mu_);
 }
 
 void Coordinator::TickerLoop() {
@@ -300,6 +330,20 @@ StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
   return jobs_.Get(id);
 }
 
+void Coordinator::GetCommitted(const std::string& id, std::function<void(StatusOr<v1::Job>)> done) {
+  std::optional<StatusOr<v1::Job>> now;
+  Locked([&] {
+    mu_.AssertHeld();
+    StatusOr<v1::Job> job = jobs_.Get(id);
+    if (Settled()) {
+      now = std::move(job);
+    } else {
+      Defer([done, job = std::move(job)] { done(job); });
+    }
+  });
+  if (now.has_value()) done(std::move(*now));
+}
+
 StatusOr<v1::JobMetrics> Coordinator::GetMetrics(const std::string& id) {
   MutexLock lock(mu_);
   return jobs_.GetMetrics(id);
@@ -313,6 +357,21 @@ std::vector<v1::Job> Coordinator::List(bool full) {
 JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
   MutexLock lock(mu_);
   return jobs_.ListPage(query);
+}
+
+void Coordinator::ListPageCommitted(const JobQuery& query,
+                                    std::function<void(JobManager::JobPage)> done) {
+  std::optional<JobManager::JobPage> now;
+  Locked([&] {
+    mu_.AssertHeld();
+    JobManager::JobPage page = jobs_.ListPage(query);
+    if (Settled()) {
+      now = std::move(page);
+    } else {
+      Defer([done, page = std::move(page)] { done(page); });
+    }
+  });
+  if (now.has_value()) done(std::move(*now));
 }
 
 std::set<std::string> Coordinator::ReferencedCode() {

@@ -1,7 +1,7 @@
 // The coordinator's core: it owns the state lock, the JobManager and the WorkerRegistry, the
-// open worker streams, the commit thread and the ticker. main.cc and the in-process test
-// cluster (tests/support/test_cluster.h) construct it; the gRPC services
-// (coordinator/grpc_service.h) translate messages and call it. No gRPC types here.
+// open worker streams, the commit thread and the ticker. CoordinatorServer (the daemon's
+// composition root, used by main.cc and the in-process test cluster) constructs it; the gRPC
+// services (coordinator/grpc_service.h) translate messages and call it. No gRPC types here.
 //
 // Threading: decisions under the lock, I/O after it.
 //  - `mu_` (the state lock) guards JobManager, WorkerRegistry, the stream table and the
@@ -20,6 +20,11 @@
 //    Enqueue/Close and never call back into the Coordinator from there.
 //  - When the durable store fails, the commit thread logs it and retries every second; the
 //    messages and replies of the batch wait (nothing is acted on before it is persisted).
+//    A store that keeps failing for `store_give_up_ms` stops the coordinator (crash-only:
+//    `on_store_lost`, by default a critical log line and exit 1, for systemd to restart it
+//    from what was persisted) instead of retrying forever while the queue grows.
+//  - Reads for clients (GetCommitted, ListPageCommitted) answer only with committed state:
+//    when the commit thread still has changes to persist, the answer waits behind them.
 #pragma once
 
 #include <atomic>
@@ -67,6 +72,11 @@ struct CoordinatorOptions {
   int64_t export_interval_ms = 1000;
   // False: no ticker thread (tests with a FakeClock call Tick()).
   bool run_ticker = true;
+  // How long the durable store may keep failing before the coordinator gives up (real time
+  // from the first failure of a batch); then `on_store_lost` runs with what to log, on the
+  // commit thread, which then stops. Empty: log it as critical and exit 1.
+  int64_t store_give_up_ms = 60000;
+  std::function<void(const std::string& why)> on_store_lost;
 };
 
 class Coordinator {
@@ -111,12 +121,22 @@ class Coordinator {
   // deletion is durable.
   void Delete(const std::string& id, const std::string& by,
               std::function<void(StatusOr<std::vector<std::string>>)> done) EXCLUDES(mu_);
+  // The job as the state shows it now, durable or not (tests; checks before an action that
+  // itself waits for its commit).
   StatusOr<v1::Job> Get(const std::string& id) EXCLUDES(mu_);
+  // The job, once every change this read can see is durable: `done` runs at once (no lock
+  // held) when nothing waits for the commit thread, else on it after what is queued. So a
+  // `kill -9` never rolls back what a client was shown.
+  void GetCommitted(const std::string& id, std::function<void(StatusOr<v1::Job>)> done)
+      EXCLUDES(mu_);
   // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
   StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
   std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
   // One page of jobs / workers (JobManager::ListPage, ListWorkersPage).
   JobManager::JobPage ListPage(const JobQuery& query) EXCLUDES(mu_);
+  // ListPage, answered as GetCommitted is.
+  void ListPageCommitted(const JobQuery& query, std::function<void(JobManager::JobPage)> done)
+      EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
   // JobManager::ReferencedCode.
   std::set<std::string> ReferencedCode() EXCLUDES(mu_);
@@ -212,6 +232,11 @@ class Coordinator {
   void Seal() REQUIRES(mu_) EXCLUDES(commit_mu_);
   // Runs `fn` on the commit thread after this section's writes are durable.
   void Defer(std::function<void()> fn) REQUIRES(mu_) { effects_.after.push_back(std::move(fn)); }
+  // Whether everything decided so far is durable and dispatched (nothing queued or pending).
+  bool Settled() REQUIRES(mu_) EXCLUDES(commit_mu_);
+  // Writes `writes`, retrying every second; false once the store has failed for
+  // store_give_up_ms (on_store_lost has run) or the coordinator stops.
+  bool Persist(std::vector<StoreWrite>& writes) EXCLUDES(mu_, commit_mu_);
 
   void CommitLoop() EXCLUDES(mu_, commit_mu_);
   void TickerLoop() EXCLUDES(mu_);
@@ -237,6 +262,7 @@ class Coordinator {
   uint64_t sealed_ GUARDED_BY(commit_mu_) = 0;  // batches queued so far
   uint64_t done_ GUARDED_BY(commit_mu_) = 0;    // batches committed and dispatched so far
   bool stopping_ GUARDED_BY(commit_mu_) = false;
+  bool store_lost_ GUARDED_BY(commit_mu_) = false;  // the commit thread gave up
 
   Mutex ticker_mu_;
   CondVar ticker_cv_;

@@ -583,12 +583,14 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
   auto who = auth_.Check(*context, "/convoy.v1.JobService/GetJob");
   if (!who.ok()) return FinishNow(context, who.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto job = coordinator_.Get(req->job_id());
-  if (job.ok()) {
-    Authorizer::Redact(*who, &*job);
-    *resp = std::move(*job);
-  }
-  reactor->Finish(ToGrpc(job.status()));
+  // Only what is durable: a restart never takes back what this answer showed.
+  coordinator_.GetCommitted(req->job_id(), [reactor, resp, who = *who](StatusOr<v1::Job> job) {
+    if (job.ok()) {
+      Authorizer::Redact(who, &*job);
+      *resp = std::move(*job);
+    }
+    reactor->Finish(ToGrpc(job.status()));
+  });
   return reactor;
 }
 
@@ -611,13 +613,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
   if (!who.ok()) return FinishNow(context, who.status());
   auto query = ParseJobQuery(*req);
   if (!query.ok()) return FinishNow(context, query.status());
-  JobManager::JobPage page = coordinator_.ListPage(*query);
-  for (v1::Job& job : page.jobs) {
-    Authorizer::Redact(*who, &job);
-    *resp->add_jobs() = std::move(job);
-  }
-  resp->set_next_page_token(std::move(page.next_page_token));
-  return FinishNow(context, Status::Ok());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  coordinator_.ListPageCommitted(*query, [reactor, resp, who = *who](JobManager::JobPage page) {
+    for (v1::Job& job : page.jobs) {
+      Authorizer::Redact(who, &job);
+      *resp->add_jobs() = std::move(job);
+    }
+    resp->set_next_page_token(std::move(page.next_page_token));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,

@@ -5,8 +5,7 @@
 namespace convoy {
 
 Status MemoryJobStore::SaveJob(const v1::Job& job, const v1::JobEvent* event) {
-  if (fail_next_write_) {
-    fail_next_write_ = false;
+  if (FailThisWrite()) {
     return Status::Internal("injected write failure");
   }
   v1::Job& stored = jobs_[job.id()];
@@ -24,8 +23,7 @@ StatusOr<std::vector<v1::Job>> MemoryJobStore::LoadJobs() {
 }
 
 Status MemoryJobStore::SaveWorker(const v1::WorkerInfo& worker) {
-  if (fail_next_write_) {
-    fail_next_write_ = false;
+  if (FailThisWrite()) {
     return Status::Internal("injected write failure");
   }
   workers_[worker.name()] = worker;
@@ -39,8 +37,7 @@ StatusOr<std::vector<v1::WorkerInfo>> MemoryJobStore::LoadWorkers() {
 }
 
 Status MemoryJobStore::DeleteWorker(const std::string& name) {
-  if (fail_next_write_) {
-    fail_next_write_ = false;
+  if (FailThisWrite()) {
     return Status::Internal("injected write failure");
   }
   workers_.erase(name);
@@ -51,8 +48,7 @@ Status MemoryJobStore::DeleteWorker(const std::string& name) {
 }
 
 Status MemoryJobStore::SaveJobMetrics(const v1::JobMetrics& job_metrics) {
-  if (fail_next_write_) {
-    fail_next_write_ = false;
+  if (FailThisWrite()) {
     return Status::Internal("injected write failure");
   }
   job_metrics_[job_metrics.job_id()] = job_metrics;
@@ -67,8 +63,7 @@ StatusOr<std::vector<v1::JobMetrics>> MemoryJobStore::LoadJobMetrics() {
 }
 
 Status MemoryJobStore::DeleteJob(const std::string& id) {
-  if (fail_next_write_) {
-    fail_next_write_ = false;
+  if (FailThisWrite()) {
     return Status::Internal("injected write failure");
   }
   jobs_.erase(id);

@@ -1,6 +1,7 @@
 // An in-memory JobStore for unit tests, with injectable write failures.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <string>
@@ -29,9 +30,16 @@ class MemoryJobStore : public JobStore {
   // The next SaveJob, SaveWorker, SaveJobMetrics, DeleteJob or DeleteWorker fails with INTERNAL and
   // stores nothing.
   void FailNextWrite() { fail_next_write_ = true; }
+  // Every write from now on fails (a store that stays broken).
+  void FailEveryWrite() { fail_every_write_ = true; }
 
  private:
-  bool fail_next_write_ = false;
+  bool FailThisWrite() {
+    if (fail_every_write_) return true;
+    return fail_next_write_.exchange(false);
+  }
+  std::atomic<bool> fail_next_write_{false};
+  std::atomic<bool> fail_every_write_{false};
   std::map<std::string, v1::Job> jobs_;  // events kept in Job.events
   std::map<std::string, v1::WorkerInfo> workers_;
   std::map<std::string, v1::JobMetrics> job_metrics_;

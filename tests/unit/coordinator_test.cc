@@ -146,6 +146,80 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
   EXPECT_EQ((*stored)[0].state(), v1::RENDEZVOUS);
 }
 
+// A client's read answers only with committed state: while the submit's write is still
+// failing, a GetJob or ListJobs of it waits; once the write is durable, it answers. With
+// nothing pending, it answers at once.
+TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
+  store_.FailNextWrite();  // the submit's commit fails once; the retry comes a second later
+  std::atomic<bool> replied{false};
+  std::string id;
+  coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
+    ASSERT_TRUE(r.ok());
+    id = *r;
+    replied = true;
+  });
+  // The id is j-000001 (JobManager's first); the in-memory state has it already.
+  ASSERT_TRUE(coordinator_->Get("j-000001").ok());
+  std::atomic<bool> got_job{false};
+  std::atomic<bool> got_page{false};
+  coordinator_->GetCommitted("j-000001", [&](const StatusOr<v1::Job>& job) {
+    EXPECT_TRUE(job.ok());
+    EXPECT_TRUE(replied) << "the read answered before the submit's reply";
+    got_job = true;
+  });
+  coordinator_->ListPageCommitted(JobQuery{}, [&](const JobManager::JobPage& page) {
+    EXPECT_EQ(page.jobs.size(), 1u);
+    got_page = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(got_job) << "a read showed a job whose write had not reached the store";
+  EXPECT_FALSE(got_page);
+  EXPECT_TRUE(store_.LoadJobs()->empty());
+
+  coordinator_->Flush();  // the retry succeeds; the reads answer after it
+  EXPECT_TRUE(got_job);
+  EXPECT_TRUE(got_page);
+  EXPECT_EQ(store_.LoadJobs()->size(), 1u);
+
+  bool inline_answer = false;  // nothing pending: answered before GetCommitted returns
+  coordinator_->GetCommitted(id, [&](const StatusOr<v1::Job>& job) {
+    EXPECT_TRUE(job.ok());
+    inline_answer = true;
+  });
+  EXPECT_TRUE(inline_answer);
+}
+
+// A store that keeps failing does not keep the coordinator retrying forever behind a growing
+// queue: after store_give_up_ms it stops, saying why (crash-only); nothing it could not
+// persist was acknowledged.
+TEST(CoordinatorStoreTest, AStoreThatKeepsFailingStopsTheCoordinatorWithItsReason) {
+  FakeClock clock;
+  MemoryJobStore store;
+  CoordinatorOptions options;
+  options.run_ticker = false;
+  options.store_give_up_ms = 1500;
+  Mutex mu;
+  std::string lost;  // under mu
+  options.on_store_lost = [&](const std::string& why) {
+    MutexLock lock(mu);
+    lost = why;
+  };
+  Coordinator coordinator(clock, store, options);
+  ASSERT_TRUE(coordinator.Start().ok());
+  store.FailEveryWrite();
+  std::atomic<bool> replied{false};
+  coordinator.Submit(OneRank(), "", "", [&](const StatusOr<std::string>&) { replied = true; });
+  coordinator.Flush();  // returns once the commit thread gave up
+  {
+    MutexLock lock(mu);
+    EXPECT_NE(lost.find("the durable store has failed for"), std::string::npos) << lost;
+    EXPECT_NE(lost.find("injected write failure"), std::string::npos) << lost;
+    EXPECT_NE(lost.find("crash-only"), std::string::npos) << lost;
+  }
+  EXPECT_FALSE(replied) << "a submit that was never persisted was acknowledged";
+  coordinator.Stop();
+}
+
 TEST_F(CoordinatorTest, WatchUpdatesComeInOrderFromSnapshotToTheEnd) {
   auto stream = std::make_shared<FakeStream>();
   coordinator_->OnRegister(Registration("w1"), stream);
