@@ -30,8 +30,9 @@ class MemoryJobStore : public JobStore {
   // The next SaveJob, SaveWorker, SaveJobMetrics, DeleteJob or DeleteWorker fails with INTERNAL and
   // stores nothing.
   void FailNextWrite() { fail_next_write_ = true; }
-  // Every write from now on fails (a store that stays broken).
+  // Every write from now on fails (a store that stays broken), until StopFailing.
   void FailEveryWrite() { fail_every_write_ = true; }
+  void StopFailing() { fail_every_write_ = false; }
 
  private:
   bool FailThisWrite() {

@@ -122,7 +122,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
   coordinator_->Flush();
   ASSERT_EQ(stream->Messages().size(), 1u);  // the ack
 
-  store_.FailNextWrite();  // the submit's first commit fails; the commit thread retries
+  store_.FailEveryWrite();  // the submit's commits fail until StopFailing; the thread retries
   std::atomic<bool> replied{false};
   coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
     EXPECT_TRUE(r.ok());
@@ -135,7 +135,8 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
   EXPECT_FALSE(replied);
   EXPECT_EQ(stream->Messages().size(), 1u);
 
-  coordinator_->Flush();  // the retry succeeds
+  store_.StopFailing();
+  coordinator_->Flush();  // a retry succeeds
   EXPECT_TRUE(replied);
   auto got = stream->Messages();
   ASSERT_EQ(got.size(), 2u);
@@ -150,7 +151,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
 // failing, a GetJob or ListJobs of it waits; once the write is durable, it answers. With
 // nothing pending, it answers at once.
 TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
-  store_.FailNextWrite();  // the submit's commit fails once; the retry comes a second later
+  store_.FailEveryWrite();  // the submit's commit fails, and every retry, until StopFailing
   std::atomic<bool> replied{false};
   std::string id;
   coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
@@ -176,7 +177,8 @@ TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
   EXPECT_FALSE(got_page);
   EXPECT_TRUE(store_.LoadJobs()->empty());
 
-  coordinator_->Flush();  // the retry succeeds; the reads answer after it
+  store_.StopFailing();
+  coordinator_->Flush();  // a retry succeeds; the reads answer after it
   EXPECT_TRUE(got_job);
   EXPECT_TRUE(got_page);
   EXPECT_EQ(store_.LoadJobs()->size(), 1u);
