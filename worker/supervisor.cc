@@ -23,6 +23,7 @@
 #include "common/code_archive.h"
 #include "common/job_paths.h"
 #include "common/process_exit.h"
+#include "common/strings.h"
 #include "common/trainer_argv.h"
 #include "common/util.h"
 #include "worker/data_cache_dir.h"
@@ -218,8 +219,7 @@ void Supervisor::Start() {
   if (DIR* d = opendir(run_dir.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
-      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".sock") == 0 &&
-          unlinkat(dirfd(d), e->d_name, 0) == 0) {
+      if (HasSuffix(name, ".sock") && unlinkat(dirfd(d), e->d_name, 0) == 0) {
         ++stale_sockets;
       }
     }
@@ -237,6 +237,7 @@ void Supervisor::Start() {
   for (const std::string& p : config_.data_paths) data += (data.empty() ? "" : ", ") + p;
   spdlog::info("trainer.data_dir may also name: {}", data.empty() ? "nothing else" : data);
   thread_ = std::thread([this] { Run(); });
+  unpacker_ = std::thread([this] { UnpackLoop(); });
 }
 
 void Supervisor::Stop() {
@@ -246,6 +247,12 @@ void Supervisor::Stop() {
   ssize_t ignored = write(wake_fd_[1], &c, 1);
   (void)ignored;
   thread_.join();
+  {
+    MutexLock lock(unpack_mu_);
+    unpack_stop_ = true;
+    unpack_cv_.SignalAll();
+  }
+  if (unpacker_.joinable()) unpacker_.join();
   if (!socket_fallback_dir_.empty()) rmdir(socket_fallback_dir_.c_str());
 }
 
@@ -419,7 +426,9 @@ int Supervisor::PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) con
   }
   if (!connected_ && !orphaned_) at(disconnected_since_ms_ + config_.orphan_timeout_ms + 1);
   for (const auto& [key, held] : held_ports_) {
-    if (attempts_.count(key) == 0) at(held.reserved_ms + kHoldPortMs + 1);
+    if (attempts_.count(key) == 0 && unpacking_.count(key) == 0) {
+      at(held.reserved_ms + kHoldPortMs + 1);
+    }
   }
   for (const HeldLogRead& h : held_logs_) at(h.deadline_ms);
   int64_t wait = due == std::numeric_limits<int64_t>::max() ? -1 : std::max<int64_t>(0, due - now);
@@ -434,6 +443,10 @@ void Supervisor::Handle(const Command& cmd) {
     Resync(cmd);
     return;
   }
+  if (cmd.unpacked) {
+    CodeUnpacked(cmd);
+    return;
+  }
   const v1::CoordinatorMessage& msg = cmd.msg;
   switch (msg.msg_case()) {
     case v1::CoordinatorMessage::kLaunch:
@@ -442,6 +455,10 @@ void Supervisor::Handle(const Command& cmd) {
     case v1::CoordinatorMessage::kKill: {
       const v1::Kill& kill = msg.kill();
       const Key key{kill.job_id(), kill.attempt(), kill.job_uid()};
+      if (unpacking_.erase(key) > 0) {  // nothing started yet: it never will
+        spdlog::info("job {} attempt {}: killed while its code was being unpacked; not started",
+                     kill.job_id(), kill.attempt());
+      }
       auto it = attempts_.find(key);
       if (it == attempts_.end()) {  // never launched here: nothing runs, its port goes
         auto held = held_ports_.find(key);
@@ -524,18 +541,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
   const int64_t first_rank_wide = int64_t{launch.group_rank()} * std::max<int64_t>(lws, 1);
   const int first_rank =
       static_cast<int>(std::clamp<int64_t>(first_rank_wide, 0, int64_t{1} << 30));
-  auto refuse = [&](int rank, const std::string& why) {
-    spdlog::error("job {} attempt {}: cannot launch rank {}: {}", launch.job_id(), launch.attempt(),
-                  rank, why);
-    v1::WorkerMessage out;
-    v1::LaunchFailed* f = out.mutable_launch_failed();
-    f->set_job_id(launch.job_id());
-    f->set_job_uid(launch.job_uid());
-    f->set_attempt(launch.attempt());
-    f->set_rank(rank);
-    f->set_error(why);
-    Send(out);
-  };
+  auto refuse = [&](int rank, const std::string& why) { RefuseLaunch(launch, rank, why); };
   if (!IsValidName(launch.job_id()) || launch.attempt() < 0) {
     refuse(first_rank, "invalid job id '" + launch.job_id() + "' or attempt " +
                            std::to_string(launch.attempt()));
@@ -587,7 +593,7 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
   }
   const Key key{launch.job_id(), launch.attempt(), launch.job_uid()};
-  if (attempts_.count(key) > 0) {
+  if (attempts_.count(key) > 0 || unpacking_.count(key) > 0) {
     spdlog::warn("job {} attempt {}: launched already; the repeated Launch is ignored",
                  launch.job_id(), launch.attempt());
     return;
@@ -681,7 +687,6 @@ void Supervisor::Launch(const v1::Launch& launch) {
     refuse(first_rank, dirs.status().message());
     return;
   }
-  const std::string& checkpoint_dir = dirs->checkpoint_dir;
   // resume_from: the named job's checkpoints (its directory under this job root, where its
   // checkpoint_dir resolved), or a path under this job's directory.
   std::string resume_from;
@@ -723,23 +728,105 @@ void Supervisor::Launch(const v1::Launch& launch) {
     }
     resume_from = *p;
   }
-  if (!given.code_sha256().empty()) {
-    // The connection fetched it before posting this Launch (worker/code_fetch.h).
-    // Streamed from the cache file, a buffer at a time (bounded memory whatever the archive).
-    const std::string archive_path = CodeArchivePath(config_.work_dir, given.code_sha256());
-    auto unpacked = UnpackCodeArchiveFile(archive_path, dirs->job_dir, uid, gid);
-    if (!unpacked.ok() && unpacked.status().code() == StatusCode::kNotFound) {
-      refuse(first_rank, "the job's code archive " + given.code_sha256() +
-                             " could not be fetched from the coordinator");
-      return;
-    }
-    if (!unpacked.ok()) {
-      refuse(first_rank, "unpacking the job's code: " + unpacked.status().message());
-      return;
-    }
-    spdlog::info("job {}: unpacked {} file(s) of code {} into {}", launch.job_id(), *unpacked,
-                 given.code_sha256().substr(0, 12), dirs->job_dir);
+  LaunchPlan plan;
+  plan.launch = launch;
+  plan.first_rank = first_rank;
+  plan.argv = std::move(argv);
+  plan.dirs = std::move(*dirs);
+  plan.dir_name = dir_name;
+  plan.user = user;
+  plan.resume_from = std::move(resume_from);
+  if (given.code_sha256().empty()) {
+    StartAttempt(plan);
+    return;
   }
+  // The connection fetched the archive before posting this Launch (worker/code_fetch.h).
+  UnpackJob job{key, given.code_sha256(), plan.dirs.job_dir, uid, gid};
+  unpacking_.emplace(key, std::move(plan));
+  MutexLock lock(unpack_mu_);
+  unpack_queue_.push_back(std::move(job));
+  unpack_cv_.Signal();
+}
+
+void Supervisor::UnpackLoop() {
+  for (;;) {
+    UnpackJob job;
+    {
+      MutexLock lock(unpack_mu_);
+      while (unpack_queue_.empty() && !unpack_stop_) unpack_cv_.Wait(unpack_mu_);
+      if (unpack_stop_) return;
+      job = std::move(unpack_queue_.front());
+      unpack_queue_.pop_front();
+    }
+    if (config_.before_unpack) config_.before_unpack(job.sha256);
+    // Streamed from the cache file, a buffer at a time (bounded memory whatever the archive).
+    auto unpacked = UnpackCodeArchiveFile(CodeArchivePath(config_.work_dir, job.sha256), job.dest,
+                                          job.uid, job.gid);
+    Command cmd;
+    cmd.unpacked = true;
+    cmd.key = job.key;
+    if (unpacked.ok()) {
+      cmd.unpacked_files = *unpacked;
+    } else {
+      cmd.unpack = unpacked.status();
+    }
+    {
+      MutexLock lock(cmd_mu_);
+      commands_.push_back(std::move(cmd));
+    }
+    char c = 'u';
+    ssize_t ignored = write(wake_fd_[1], &c, 1);
+    (void)ignored;
+  }
+}
+
+void Supervisor::CodeUnpacked(const Command& cmd) {
+  auto it = unpacking_.find(cmd.key);
+  if (it == unpacking_.end()) return;  // killed meanwhile, or the worker is stopping
+  const LaunchPlan plan = std::move(it->second);
+  unpacking_.erase(it);
+  const std::string& sha = plan.launch.spec().code_sha256();
+  if (cmd.unpack.code() == StatusCode::kNotFound) {
+    RefuseLaunch(plan.launch, plan.first_rank,
+                 "the job's code archive " + sha + " could not be fetched from the coordinator");
+    return;
+  }
+  if (!cmd.unpack.ok()) {
+    RefuseLaunch(plan.launch, plan.first_rank, "unpacking the job's code: " + cmd.unpack.message());
+    return;
+  }
+  spdlog::info("job {}: unpacked {} file(s) of code {} into {}", plan.launch.job_id(),
+               cmd.unpacked_files, sha.substr(0, 12), plan.dirs.job_dir);
+  if (stopping_) return;
+  StartAttempt(plan);
+}
+
+void Supervisor::RefuseLaunch(const v1::Launch& launch, int rank, const std::string& why) {
+  spdlog::error("job {} attempt {}: cannot launch rank {}: {}", launch.job_id(), launch.attempt(),
+                rank, why);
+  v1::WorkerMessage out;
+  v1::LaunchFailed* f = out.mutable_launch_failed();
+  f->set_job_id(launch.job_id());
+  f->set_job_uid(launch.job_uid());
+  f->set_attempt(launch.attempt());
+  f->set_rank(rank);
+  f->set_error(why);
+  Send(out);
+}
+
+void Supervisor::StartAttempt(const LaunchPlan& plan) {
+  const v1::Launch& launch = plan.launch;
+  const v1::JobSpec& given = launch.spec();
+  const int64_t lws = launch.local_world_size();
+  const int first_rank = plan.first_rank;
+  auto refuse = [&](int rank, const std::string& why) { RefuseLaunch(launch, rank, why); };
+  const Key key{launch.job_id(), launch.attempt(), launch.job_uid()};
+  const JobDirs* dirs = &plan.dirs;
+  const std::string& dir_name = plan.dir_name;
+  const std::optional<RunAsUser>& user = plan.user;
+  const std::string& resume_from = plan.resume_from;
+  const std::string& checkpoint_dir = plan.dirs.checkpoint_dir;
+  std::vector<std::string> argv = plan.argv;
   if (!dirs->data_dir.empty() && dirs->data_dir != given.trainer().data_dir()) {
     v1::JobSpec spec = given;  // the trainer reads the path that was checked
     spec.mutable_trainer()->set_data_dir(dirs->data_dir);
@@ -906,8 +993,7 @@ void Supervisor::SendExited(const Attempt& a, const Rank& r) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(a.data_cache_dir, ec)) {
       const std::string name = e.path().filename().string();
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (HasSuffix(name, suffix)) {
         std::error_code rec;
         std::filesystem::remove(e.path(), rec);
       }

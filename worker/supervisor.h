@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,7 +42,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/job_paths.h"
 #include "common/mutex.h"
+#include "common/status.h"
 #include "convoy/v1/worker.pb.h"
 #include "worker/cgroups.h"
 #include "worker/job_identity.h"
@@ -102,6 +105,8 @@ struct WorkerConfig {
   std::shared_ptr<Cgroups> cgroups;
   std::string cgroups_missing;
   int64_t pids_per_rank = 8192;
+  // Runs on the unpacking thread before each job's code is unpacked (tests hold it there).
+  std::function<void(const std::string& sha256)> before_unpack;
 };
 
 // Where the supervisor's reports go (the coordinator connection).
@@ -232,8 +237,13 @@ class Supervisor {
     }
   };
   struct Command {
-    bool resync = false;  // false: `msg` from the coordinator
+    bool resync = false;  // false: `msg` from the coordinator, or `unpacked`
     v1::CoordinatorMessage msg;
+    // The code of the launch `key` is unpacked (`unpack` says how it went; UnpackLoop).
+    bool unpacked = false;
+    Key key;
+    Status unpack = Status::Ok();
+    int64_t unpacked_files = 0;
     uint64_t link_gen = 0;    // resync: the connection it belongs to
     uint64_t since_seq = 0;   // resync: the Register reflected events up to this
     int heartbeat_ms = 1000;  // resync: from the RegisterAck
@@ -262,7 +272,27 @@ class Supervisor {
   void PublishSnapshot();
   void Handle(const Command& cmd);
   void Resync(const Command& cmd);
+  // Checks a Launch and prepares its identity and directories; then starts it
+  // (StartAttempt), or, when it ships code, leaves it in `unpacking_` while UnpackLoop
+  // unpacks the archive off this thread (an archive of up to 100 MiB must not hold up
+  // heartbeats, log pumping or kills); CodeUnpacked starts it then.
   void Launch(const v1::Launch& launch);
+  // What a Launch still needs once its code is in place.
+  struct LaunchPlan {
+    v1::Launch launch;
+    int first_rank = 0;
+    std::vector<std::string> argv;
+    JobDirs dirs;
+    std::string dir_name;
+    std::optional<RunAsUser> user;
+    std::string resume_from;
+  };
+  void StartAttempt(const LaunchPlan& plan);
+  void CodeUnpacked(const Command& cmd);
+  // Tells the coordinator that `rank` of `launch` cannot start, and why.
+  void RefuseLaunch(const v1::Launch& launch, int rank, const std::string& why);
+  // The unpacking thread: one archive at a time, each result posted back as a Command.
+  void UnpackLoop();
   void KillAttempt(Attempt& a, int64_t grace_ms);
   void KillEverything(const std::string& why);
   void ReservePort(const v1::ReservePort& req);
@@ -370,7 +400,22 @@ class Supervisor {
   // directories go when the last of those ranks has exited. Job id -> snapshot keys (the
   // JobFinished message's and its attempts').
   std::map<std::string, std::set<std::string>> finished_jobs_with_snapshots_;
+  // Launches whose code UnpackLoop is unpacking (a Kill of one drops it).
+  std::map<Key, LaunchPlan> unpacking_;
   std::thread thread_;
+
+  struct UnpackJob {
+    Key key;
+    std::string sha256;
+    std::string dest;
+    int64_t uid = -1;
+    int64_t gid = -1;
+  };
+  Mutex unpack_mu_;
+  CondVar unpack_cv_;
+  std::deque<UnpackJob> unpack_queue_ GUARDED_BY(unpack_mu_);
+  bool unpack_stop_ GUARDED_BY(unpack_mu_) = false;
+  std::thread unpacker_;
 
   // Totals for counters(): written by the supervisor thread, read by scrapes.
   std::atomic<int64_t> log_bytes_total_{0};

@@ -171,8 +171,10 @@ void Supervisor::ReleaseHeldPorts(bool all) {
   const int64_t now = clock_.NowMonotonicMs();
   for (auto it = held_ports_.begin(); it != held_ports_.end();) {
     auto a = attempts_.find(it->first);
-    const bool over =
-        a != attempts_.end() ? !a->second.AnyRunning() : now - it->second.reserved_ms > kHoldPortMs;
+    // A launch whose code is still being unpacked holds its port as one that runs.
+    const bool over = a != attempts_.end() ? !a->second.AnyRunning()
+                                           : unpacking_.count(it->first) == 0 &&
+                                                 now - it->second.reserved_ms > kHoldPortMs;
     if (all || over) {
       close(it->second.fd);
       it = held_ports_.erase(it);

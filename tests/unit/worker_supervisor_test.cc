@@ -23,7 +23,9 @@
 #include <set>
 #include <thread>
 
+#include "common/code_archive.h"
 #include "common/job_paths.h"
+#include "common/pki.h"
 #include "worker/supervisor.h"
 
 namespace convoy {
@@ -1018,6 +1020,87 @@ TEST_F(SupervisorTest, StopKillsEveryRankAndReportsIt) {
 }
 
 // Issue 12: a job's paths resolve under the job root, or its ranks never start.
+// Holds each unpack of job code (WorkerConfig::before_unpack) until the test releases it.
+struct UnpackGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int entered = 0;
+  int released = 0;
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mu);
+    const int me = ++entered;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released >= me; });
+  }
+  bool WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 5s, [&] { return entered >= n; });
+  }
+  void Release(int n = 1) {
+    std::lock_guard<std::mutex> lock(mu);
+    released += n;
+    cv.notify_all();
+  }
+};
+
+// A job's code archive is unpacked off the supervisor's loop: while it is, the loop still
+// launches other jobs (and sends heartbeats, pumps logs, kills); the job starts once its code
+// is in its directory; a repeated Launch meanwhile is ignored, and a Kill meanwhile means it
+// never starts.
+TEST_F(SupervisorTest, CodeIsUnpackedOffTheLoopAndAKillMeanwhileMeansNoStart) {
+  auto gate = std::make_shared<UnpackGate>();
+  config_.before_unpack = [gate](const std::string&) { gate->Hold(); };
+  const std::string src = dir_.string() + "-src";
+  std::filesystem::create_directories(src);
+  std::ofstream(src + "/train.py") << "print('hello')\n";
+  auto packed = PackCodeDirectory(src);
+  std::filesystem::remove_all(src);
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  const std::string sha = Sha256Hex(packed->archive);
+  const std::string cached = CodeArchivePath(dir_.string(), sha);
+  std::filesystem::create_directories(std::filesystem::path(cached).parent_path());
+  std::ofstream(cached, std::ios::binary) << packed->archive;
+  Start();
+  Connect();
+  auto coded = [&](const std::string& job) {
+    v1::CoordinatorMessage m = LaunchMsg(job, 0, 0, 1, {"python3", "train.py"});
+    m.mutable_launch()->mutable_spec()->set_code_sha256(sha);
+    return m;
+  };
+  auto started = [](const std::string& job) {
+    return [job](const v1::WorkerMessage& m) {
+      return m.has_process_started() && m.process_started().job_id() == job;
+    };
+  };
+  sup_->Post(coded("coded"));
+  ASSERT_TRUE(gate->WaitEntered(1));
+  sup_->Post(coded("coded"));  // repeated while its code is unpacked: ignored
+  // The loop is free: another job starts while the archive is still being unpacked.
+  sup_->Post(LaunchMsg("plain", 0, 0, 1, {"y"}));
+  ASSERT_TRUE(outbox_.WaitFor(started("plain")).has_value()) << "the unpack held up the loop";
+  EXPECT_EQ(outbox_.Count(started("coded")), 0u);
+  gate->Release();
+  ASSERT_TRUE(outbox_.WaitFor(started("coded")).has_value());
+  auto reqs = launcher_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1].argv, (std::vector<std::string>{"python3", "train.py"}));
+  EXPECT_TRUE(std::filesystem::exists(reqs[1].working_dir + "/train.py"))
+      << "the rank started before its code was in " << reqs[1].working_dir;
+
+  sup_->Post(coded("killed"));
+  ASSERT_TRUE(gate->WaitEntered(2));
+  sup_->Post(KillMsg("killed", 0, 0));
+  launcher_.Poke();  // the Kill is handled while the unpack is held
+  sup_->Post(coded("after"));
+  gate->Release(2);
+  // Unpacks finish in order: once "after" started, the killed one's result was handled.
+  ASSERT_TRUE(outbox_.WaitFor(started("after")).has_value());
+  reqs = launcher_.requests();
+  ASSERT_EQ(reqs.size(), 3u) << "a job killed while its code was unpacked started";
+  EXPECT_EQ(std::filesystem::path(reqs[2].working_dir).filename(), "after");
+  gate->Release(100);  // nothing else may wait at teardown
+}
+
 TEST_F(SupervisorTest, JobPathsOutsideTheJobRootFailTheLaunchNamingTheField) {
   config_.run_as = RunAsUser{4321, 4322, "someone", "/home/someone"};
   Start();
