@@ -13,6 +13,7 @@
 
 #include "common/code_archive.h"
 #include "common/pki.h"
+#include "common/strings.h"
 
 namespace convoy {
 
@@ -23,7 +24,7 @@ StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir) {
   chmod(dir.c_str(), 0700);
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0) {
+    if (HasSuffix(name, ".part")) {
       std::filesystem::remove(e.path(), ec);
     }
   }
@@ -44,14 +45,11 @@ std::vector<std::string> CodeStore::Collect(const std::set<std::string>& referen
   for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     const std::string suffix = ".tar.gz";
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0) {
+    if (HasSuffix(name, ".part")) {
       if (old(e.path())) std::filesystem::remove(e.path(), ec);
       continue;
     }
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
+    if (!HasSuffix(name, suffix)) continue;
     const std::string sha = name.substr(0, name.size() - suffix.size());
     if (!IsSha256Hex(sha) || referenced.count(sha) != 0 || !old(e.path())) continue;
     // The owners file goes first: an archive without owners is one nobody may name.
@@ -81,10 +79,7 @@ int CodeStore::CountOwnedBy(const std::string& user) {
   const std::string suffix = ".tar.gz";
   for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
+    if (!HasSuffix(name, suffix)) continue;
     const std::string sha = name.substr(0, name.size() - suffix.size());
     if (IsSha256Hex(sha) && OwnedByLocked(sha, user)) ++n;
   }

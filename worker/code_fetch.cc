@@ -10,6 +10,7 @@
 
 #include "common/code_archive.h"
 #include "common/pki.h"
+#include "common/strings.h"
 
 namespace convoy {
 
@@ -65,8 +66,8 @@ int CollectCodeCache(const std::string& work_dir, int64_t max_idle_s, bool at_st
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(work_dir + "/code", ec)) {
     const std::string name = e.path().filename().string();
-    const bool part = name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0;
-    const bool archive = name.size() > 7 && name.compare(name.size() - 7, 7, ".tar.gz") == 0;
+    const bool part = HasSuffix(name, ".part");
+    const bool archive = HasSuffix(name, ".tar.gz");
     if (!part && !archive) continue;
     std::error_code tec;
     const auto t = fs::last_write_time(e.path(), tec);
