@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "worker/posix_process_launcher.h"
@@ -43,6 +46,31 @@ Status MakePrivateDir(const std::string& path, mode_t mode, uid_t uid, gid_t gid
 }
 
 }  // namespace
+
+int RemoveDeadWritersCacheTemporaries(const std::string& work_dir) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& user_dir : fs::directory_iterator(work_dir + "/data-cache", ec)) {
+    std::error_code tec;
+    if (user_dir.is_symlink(tec) || !user_dir.is_directory(tec)) continue;
+    for (const auto& e : fs::directory_iterator(user_dir.path(), tec)) {
+      const std::string name = e.path().filename().string();
+      const size_t at = name.rfind(".tmp.");
+      if (at == std::string::npos || at == 0) continue;
+      const std::string digits = name.substr(at + 5);
+      if (digits.empty() || digits.size() > 9 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        continue;
+      }
+      const pid_t pid = static_cast<pid_t>(std::stol(digits));
+      if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer lives
+      std::error_code rec;
+      if (fs::remove(e.path(), rec)) ++removed;
+    }
+  }
+  return removed;
+}
 
 StatusOr<std::string> PrepareDataCacheDir(const std::string& work_dir,
                                           const std::optional<RunAsUser>& user) {

@@ -20,6 +20,13 @@ namespace convoy {
 StatusOr<std::string> PrepareDataCacheDir(const std::string& work_dir,
                                           const std::optional<RunAsUser>& user);
 
+// Removes what ranks were writing into the data cache when they died with an earlier run of
+// this worker (`kill -9` of the worker: their own exits were never seen): every
+// `<entry>.tmp.<pid>` and `<entry>.meta.tmp.<pid>` (trainer/data_cache.cc) under
+// `<work_dir>/data-cache/<uid>/` whose writer no longer exists. Returns how many went.
+// Called at start; a writer still alive (the cache filler) keeps its file.
+int RemoveDeadWritersCacheTemporaries(const std::string& work_dir);
+
 // Runs `<trainer_path> --fill-data-cache` once, in the background, as the ranks' user with
 // CONVOY_CACHE_DIR=`cache_dir`, so that the first rank on this host finds the default data
 // set decompressed (a rank that starts meanwhile waits for it on the entry's lock instead

@@ -229,6 +229,13 @@ void Supervisor::Start() {
     spdlog::info("removed {} metrics socket(s) an earlier run of this worker left in {}",
                  stale_sockets, run_dir);
   }
+  // Likewise the data-cache files its ranks were writing when they died with it.
+  if (const int gone = RemoveDeadWritersCacheTemporaries(config_.work_dir); gone > 0) {
+    spdlog::info(
+        "removed {} data-cache temporaries that ranks of an earlier run of this worker "
+        "were writing when they died",
+        gone);
+  }
   for (const std::string& d : {config_.job_root, config_.work_dir + "/run"}) {
     const std::string bad = FirstUnsearchableDir(d, u ? u->uid : geteuid(), u ? u->gid : getegid());
     if (!bad.empty()) spdlog::warn("ranks cannot reach {}: {} is not searchable for them", d, bad);

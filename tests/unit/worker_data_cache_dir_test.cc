@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/support/temp_dir.h"
 
@@ -41,6 +43,34 @@ TEST(DataCacheDirTest, OnePrivateDirectoryPerUser) {
     EXPECT_EQ(Lstat(*other).st_mode & 07777, 0700u);
     EXPECT_NE(*other, *dir);
   }
+}
+
+// A worker killed with -9 never sees its ranks' exits: what they were writing into the cache
+// is removed at its next start, when the writer is gone; a live writer's file stays, and so
+// do the entries.
+TEST(DataCacheDirTest, TemporariesOfDeadWritersGoAtStart) {
+  testing::TempDir work("data-cache-dir");
+  auto dir = PrepareDataCacheDir(work.str(), std::nullopt);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // now a pid that no process has
+  const std::string dead = std::to_string(child);
+  const std::string alive = std::to_string(getpid());
+  for (const std::string& name :
+       {"train.gz.abc.tmp." + dead, "train.gz.abc.meta.tmp." + dead, "test.gz.abc.tmp." + alive,
+        std::string("train.gz.abc"), std::string("train.gz.abc.meta"), std::string("x.tmp.y")}) {
+    std::ofstream(*dir + "/" + name) << "bytes";
+  }
+  EXPECT_EQ(RemoveDeadWritersCacheTemporaries(work.str()), 2);
+  EXPECT_FALSE(std::filesystem::exists(*dir + "/train.gz.abc.tmp." + dead));
+  EXPECT_FALSE(std::filesystem::exists(*dir + "/train.gz.abc.meta.tmp." + dead));
+  EXPECT_TRUE(std::filesystem::exists(*dir + "/test.gz.abc.tmp." + alive)) << "a live writer's";
+  EXPECT_TRUE(std::filesystem::exists(*dir + "/train.gz.abc"));
+  EXPECT_TRUE(std::filesystem::exists(*dir + "/train.gz.abc.meta"));
+  EXPECT_TRUE(std::filesystem::exists(*dir + "/x.tmp.y"));
+  EXPECT_EQ(RemoveDeadWritersCacheTemporaries(work.str() + "/nowhere"), 0);
 }
 
 TEST(DataCacheDirTest, SymlinksAreRefused) {
