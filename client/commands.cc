@@ -51,7 +51,7 @@ std::string Render(const google::protobuf::Message& msg, const CommandOptions& o
 
 // Prints why the call `what` failed and returns its exit code (ExitCodeFor, or
 // ExplainConnectFailure's).
-int RpcFailed(const Coordinator& c, const grpc::Status& st, const std::string& what) {
+int RpcFailed(const CoordinatorClient& c, const grpc::Status& st, const std::string& what) {
   std::cerr << "convoy: " << what << ": ";
   if (auto better = ExplainConnectFailure(c, st)) {
     std::cerr << better->second << "\n";
@@ -107,7 +107,7 @@ constexpr int kPageSize = 1000;
 
 // Every page of `req` from its page_token on (kPageSize at a time), merged into `out` (whose
 // next_page_token is then empty). A job submitted while paging is listed once or not at all.
-grpc::Status ListAllJobs(Coordinator& c, v1::ListJobsRequest req, v1::ListJobsResponse* out) {
+grpc::Status ListAllJobs(CoordinatorClient& c, v1::ListJobsRequest req, v1::ListJobsResponse* out) {
   req.set_limit(kPageSize);
   out->Clear();
   for (;;) {
@@ -122,7 +122,7 @@ grpc::Status ListAllJobs(Coordinator& c, v1::ListJobsRequest req, v1::ListJobsRe
   }
 }
 
-grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* out) {
+grpc::Status GetMetrics(CoordinatorClient& c, const std::string& job, v1::JobMetrics* out) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::GetJobMetricsRequest req;
@@ -132,7 +132,7 @@ grpc::Status GetMetrics(Coordinator& c, const std::string& job, v1::JobMetrics* 
 
 }  // namespace
 
-Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag) {
+CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure_flag) {
   const std::string& target = config.coordinator;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // a Job with a long history
@@ -144,7 +144,7 @@ Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag)
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  Coordinator c;
+  CoordinatorClient c;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (config.insecure) {
     creds = grpc::InsecureChannelCredentials();
@@ -183,7 +183,7 @@ bool Contains(const std::string& s, const char* part) { return s.find(part) != s
 
 }  // namespace
 
-std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinator& c,
+std::optional<std::pair<int, std::string>> ExplainConnectFailure(const CoordinatorClient& c,
                                                                  const grpc::Status& st) {
   if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return std::nullopt;
   const std::string& m = st.error_message();
@@ -285,7 +285,7 @@ namespace {
 // Packs `dir` and stores it on the coordinator (UploadCode, 4 MiB a call), setting `sha_out` to
 // its hash. Returns the exit code: a directory that cannot be packed is a usage error; a
 // refused call exits as any other RPC (7 for a viewer, 6 for a bad token).
-int UploadCodeDir(Coordinator& c, const std::string& dir, std::string* sha_out) {
+int UploadCodeDir(CoordinatorClient& c, const std::string& dir, std::string* sha_out) {
   auto packed = PackCodeDirectory(dir);
   if (!packed.ok()) {
     std::cerr << "convoy: " << packed.status().message() << "\n";
@@ -324,7 +324,7 @@ int UploadCodeDir(Coordinator& c, const std::string& dir, std::string* sha_out) 
 
 }  // namespace
 
-int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
+int SubmitCommand(CoordinatorClient& c, const SubmitArgs& args, bool watch,
                   const CommandOptions& options) {
   auto spec = BuildSubmitSpec(args, std::cin);
   if (!spec.ok()) {
@@ -355,7 +355,7 @@ int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
   return WatchCommand(c, resp.job_id(), options, /*connected=*/true);
 }
 
-int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& options) {
+int ListCommand(CoordinatorClient& c, const ListArgs& args, const CommandOptions& options) {
   v1::ListJobsRequest req;
   auto states = ParseStateFilter(args.states);
   if (!states.ok()) {
@@ -392,7 +392,7 @@ int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& opti
   return kExitOk;
 }
 
-int QueueCommand(Coordinator& c, const CommandOptions& options) {
+int QueueCommand(CoordinatorClient& c, const CommandOptions& options) {
   v1::ListJobsRequest req;  // the jobs that wait: PENDING, and RESTARTING between attempts
   req.add_states(v1::PENDING);
   req.add_states(v1::RESTARTING);
@@ -413,7 +413,7 @@ int QueueCommand(Coordinator& c, const CommandOptions& options) {
   return kExitOk;
 }
 
-int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
+int StatusCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::GetJobRequest req;
@@ -439,14 +439,14 @@ int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   return kExitOk;
 }
 
-int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+int WatchCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
                  bool connected) {
   ProgressView view(std::cout, ViewOptions(options));
   return WatchJob(c.stub.get(), c.channel.get(), job, view, connected, std::cerr,
                   [&c](const grpc::Status& st) { return ExplainConnectFailure(c, st); });
 }
 
-int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
+int LogsCommand(CoordinatorClient& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes) {
   grpc::ClientContext ctx;
   v1::GetLogsRequest req;
@@ -467,7 +467,7 @@ int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, b
   return kExitOk;
 }
 
-int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options) {
+int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::CancelJobRequest req;
@@ -481,7 +481,7 @@ int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   return kExitOk;
 }
 
-int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+int DeleteCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
                   int64_t wait_for_teardown_ms) {
   const auto start = std::chrono::steady_clock::now();
   auto waited_ms = [&start] {
@@ -537,7 +537,7 @@ int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& 
   return kExitOk;
 }
 
-int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
+int WorkersCommand(CoordinatorClient& c, int limit, const std::string& page_token,
                    const CommandOptions& options) {
   v1::ListWorkersRequest req;
   req.set_limit(limit > 0 ? limit : kPageSize);
@@ -562,7 +562,7 @@ int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
   return kExitOk;
 }
 
-int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now,
+int DrainCommand(CoordinatorClient& c, const std::string& worker, bool drain, bool now,
                  const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
@@ -583,7 +583,8 @@ int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now
   return kExitOk;
 }
 
-int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const CommandOptions& options) {
+int ForgetWorkerCommand(CoordinatorClient& c, const std::string& worker,
+                        const CommandOptions& options) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ForgetWorkerRequest req;
@@ -608,8 +609,8 @@ int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const Command
   return kExitOk;
 }
 
-int PlotCommand(Coordinator& c, const std::string& job, const std::string& metric_name, int rank,
-                const std::string& output) {
+int PlotCommand(CoordinatorClient& c, const std::string& job, const std::string& metric_name,
+                int rank, const std::string& output) {
   PlotMetric metric;
   if (!ParsePlotMetric(metric_name, &metric)) {
     std::cerr << "convoy: plot: --metric must be loss, samples_per_second or accuracy\n";
@@ -637,7 +638,7 @@ int PlotCommand(Coordinator& c, const std::string& job, const std::string& metri
   return kExitOk;
 }
 
-int TopCommand(Coordinator& c, bool once, int interval_ms) {
+int TopCommand(CoordinatorClient& c, bool once, int interval_ms) {
   for (;;) {
     v1::ListJobsRequest req;  // the jobs that are not finished
     for (v1::JobState s :
@@ -685,7 +686,7 @@ int LoginCommand(const ClientConfig& config, const std::string& path) {
     std::cerr << "convoy login: --ca FILE or --ca-fingerprint SHA256:... is required\n";
     return kExitUsage;
   }
-  Coordinator c = ConnectToCoordinator(config);
+  CoordinatorClient c = ConnectToCoordinator(config);
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ListJobsRequest one;

@@ -18,7 +18,7 @@ namespace convoy {
 
 // A channel to convoy-coordinator and its JobService stub, and how it was chosen (to
 // explain a failure to connect).
-struct Coordinator {
+struct CoordinatorClient {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::JobService::Stub> stub;
   std::string target;
@@ -33,7 +33,7 @@ struct Coordinator {
 // the token as `authorization: Bearer` on every call, or plain text when `config.insecure`
 // (`insecure_flag`: --insecure asked for it; otherwise it was implied). `config.coordinator`
 // is HOST:PORT (or any gRPC target URI). Connects lazily.
-Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag = false);
+CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure_flag = false);
 
 // A failure to reach the coordinator that has a better explanation than "is it running?",
 // as the exit code and the message (without "convoy: "); nullopt otherwise:
@@ -43,7 +43,7 @@ Coordinator ConnectToCoordinator(const ClientConfig& config, bool insecure_flag 
 //    (asked once, with a short unverified TLS call): 6, "not authenticated: no token";
 //  - --insecure to a coordinator that speaks TLS: 2, "give its CA and a token instead";
 //  - TLS to a coordinator that speaks plain text (an --insecure one): 2, "use --insecure".
-std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinator& c,
+std::optional<std::pair<int, std::string>> ExplainConnectFailure(const CoordinatorClient& c,
                                                                  const grpc::Status& st);
 
 // The cluster CA's certificate, fetched without verifying the coordinator and then checked
@@ -77,7 +77,7 @@ struct SubmitArgs {
 };
 
 // Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.
-int SubmitCommand(Coordinator& c, const SubmitArgs& args, bool watch,
+int SubmitCommand(CoordinatorClient& c, const SubmitArgs& args, bool watch,
                   const CommandOptions& options);
 
 // The spec `convoy submit` would send, before any --code upload. Usage errors as
@@ -93,42 +93,43 @@ struct ListArgs {
   int limit = 0;      // 0: every page
   std::string page_token;
 };
-int ListCommand(Coordinator& c, const ListArgs& args, const CommandOptions& options);
+int ListCommand(CoordinatorClient& c, const ListArgs& args, const CommandOptions& options);
 // The waiting jobs in the order they will start, with why each waits (`convoy queue`).
-int QueueCommand(Coordinator& c, const CommandOptions& options);
-int StatusCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
-int WatchCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+int QueueCommand(CoordinatorClient& c, const CommandOptions& options);
+int StatusCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options);
+int WatchCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
                  bool connected = false);
 // Streams the log of `rank` to stdout as raw bytes; attempt < 0 means the latest.
-int LogsCommand(Coordinator& c, const std::string& job, int rank, int attempt, bool follow,
+int LogsCommand(CoordinatorClient& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes);
-int CancelCommand(Coordinator& c, const std::string& job, const CommandOptions& options);
+int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options);
 // Deletes a finished job (DeleteJob); prints which workers remove its files. A job that is
 // finished but whose ranks are still being stopped (just cancelled) is waited for, up to
 // `wait_for_teardown_ms`, with a line on stderr, then deleted.
-int DeleteCommand(Coordinator& c, const std::string& job, const CommandOptions& options,
+int DeleteCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
                   int64_t wait_for_teardown_ms = 60'000);
 // `convoy workers`: every worker (paged in 1000s), or with `limit` one page from
 // `page_token`.
-int WorkersCommand(Coordinator& c, int limit, const std::string& page_token,
+int WorkersCommand(CoordinatorClient& c, int limit, const std::string& page_token,
                    const CommandOptions& options);
 // Drains (`drain`) or undrains a worker (admins); prints the worker's new line. With `now`
 // the jobs running there are preempted (they checkpoint, stop and wait to run elsewhere).
-int DrainCommand(Coordinator& c, const std::string& worker, bool drain, bool now,
+int DrainCommand(CoordinatorClient& c, const std::string& worker, bool drain, bool now,
                  const CommandOptions& options);
 // `convoy worker forget WORKER` (admins): removes a LOST worker's record for good; prints
 // what was forgotten and which deleted jobs' files stay on its disk.
-int ForgetWorkerCommand(Coordinator& c, const std::string& worker, const CommandOptions& options);
+int ForgetWorkerCommand(CoordinatorClient& c, const std::string& worker,
+                        const CommandOptions& options);
 
 // `convoy plot JOB`: the job's metric history (GetJobMetrics) as a terminal chart, or with
 // `output` "csv" / "json" the series as text. `metric`: loss, samples_per_second or
 // accuracy; `rank` < 0: every rank. The chart is as wide as the terminal (80 when stdout is
 // not one) and coloured on a terminal.
-int PlotCommand(Coordinator& c, const std::string& job, const std::string& metric, int rank,
+int PlotCommand(CoordinatorClient& c, const std::string& job, const std::string& metric, int rank,
                 const std::string& output);
 
 // `convoy top`: every job that is not finished (FormatTop), redrawn in place every
 // `interval_ms` until interrupted (Ctrl-C); with `once`, printed once without escape codes.
-int TopCommand(Coordinator& c, bool once, int interval_ms);
+int TopCommand(CoordinatorClient& c, bool once, int interval_ms);
 
 }  // namespace convoy

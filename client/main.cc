@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   }
   if (login->parsed()) return LoginCommand(config, config_path);
 
-  Coordinator c = ConnectToCoordinator(config, insecure);
+  CoordinatorClient c = ConnectToCoordinator(config, insecure);
   CommandOptions options;
   options.json = output == "json";
   options.yaml = output == "yaml";
