@@ -262,7 +262,16 @@ class Cluster:
                 return sum(w["state"] == "WORKER_READY" for w in self.workers()) >= n
             except AssertionError:
                 return False  # the coordinator is not listening yet
-        wait_for(ready, timeout, f"{n} ready workers")
+        try:
+            wait_for(ready, timeout, f"{n} ready workers")
+        except AssertionError as e:
+            # Say why: what each process printed, and whether it still runs.
+            tails = []
+            for name, proc in self.procs.items():
+                code = proc.poll()
+                tails.append(f"--- {name} ({'running' if code is None else f'exited {code}'}),"
+                             f" the end of its log:\n{self.logs_of(name)[-3000:]}")
+            raise AssertionError(f"{e}\n" + "\n".join(tails)) from None
 
     def submit(self, spec):
         path = os.path.join(self.dir, f"spec-{len(self.jobs)}.json")
