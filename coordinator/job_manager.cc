@@ -24,6 +24,7 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       channel_(channel),
       options_(options),
       scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
+      stats_(clock),
       logs_(clock, options.log_request_timeout_ms) {}
 
 JobManager::AttemptRuntime JobManager::NewRuntime() const {
@@ -384,57 +385,19 @@ JobManager::Stats JobManager::GetStats() const {
   st.slots_total = workers_.ready_slots();
   st.slots_used = used_total_;
   st.jobs_by_owner = jobs_by_owner_;
-  st.attempts_started = attempts_started_;
-  st.attempt_failures = attempt_failures_;
-  st.restarts = restarts_by_cause_;
-  st.preemptions = preemptions_;
+  st.attempts_started = stats_.attempts_started();
+  st.attempt_failures = stats_.attempt_failures();
+  st.restarts = stats_.restarts();
+  st.preemptions = stats_.preemptions();
   return st;
-}
-
-std::vector<JobManager::Duration> JobManager::TakeDurations() {
-  std::vector<Duration> out(durations_.begin(), durations_.end());
-  durations_.clear();
-  return out;
 }
 
 std::vector<v1::Job> JobManager::TakeFinished() {
   std::vector<v1::Job> out;
-  for (const std::string& id : finished_since_) {
+  for (const std::string& id : stats_.TakeFinished()) {
     if (const JobRecord* r = Find(id)) out.push_back(Summary(r->job));
   }
-  finished_since_.clear();
   return out;
-}
-
-void JobManager::Observe(Phase phase, int64_t since_mono_ms) {
-  if (since_mono_ms <= 0) return;
-  const int64_t ms = std::max<int64_t>(0, clock_.NowMonotonicMs() - since_mono_ms);
-  Record(phase, static_cast<double>(ms) / 1000.0);
-}
-
-void JobManager::Record(Phase phase, double seconds) {
-  if (durations_.size() >= kMaxDurations) durations_.pop_front();
-  durations_.push_back({phase, seconds});
-}
-
-std::string JobManager::FailureCause(const v1::RankFailure& failure) {
-  switch (failure.cause()) {
-    case v1::FAILURE_RANK_EXIT:
-      return "rank_exit";
-    case v1::FAILURE_SIGNAL:
-      return "signal";
-    case v1::FAILURE_WORKER_LOST:
-      return "worker_lost";
-    case v1::FAILURE_HANG:
-      return "hang";
-    case v1::FAILURE_OTHER:
-      return "other";
-    default:
-      // Recorded before causes were typed: the exit says what it can, never the text.
-      if (failure.exit().signal() != 0) return "signal";
-      if (failure.exit().exit_code() != 0) return "rank_exit";
-      return "other";
-  }
 }
 
 void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
@@ -455,8 +418,7 @@ void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to
   if (IsTerminal(to)) {
     active_.erase(id);
     if (from != v1::JOB_STATE_UNSPECIFIED) {
-      if (finished_since_.size() >= kMaxDurations) finished_since_.pop_front();
-      finished_since_.push_back(id);
+      stats_.Finished(id);
     }
   } else {
     active_.insert(id);
@@ -512,7 +474,7 @@ void JobManager::MarkStarted(AttemptRuntime& rt, RankRuntime& rr) {
   if (rr.started) return;
   rr.started = true;
   ++rt.started_count;
-  if (rt.started_count == rt.ranks.size()) Observe(Phase::kRendezvous, rt.placed_mono_ms);
+  if (rt.started_count == rt.ranks.size()) stats_.Observe(Phase::kRendezvous, rt.placed_mono_ms);
 }
 
 void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
@@ -544,20 +506,10 @@ StatusOr<uint64_t> JobManager::Watch(const std::string& id, WatchFn fn) {
   *snapshot.mutable_job() = r->job;
   const bool done = IsTerminal(r->job.state());
   fn(snapshot, done);
-  const uint64_t watch_id = next_watch_id_++;
-  if (!done) {
-    r->watchers[watch_id] = std::move(fn);
-    watch_owner_[watch_id] = id;
-  }
-  return watch_id;
+  return done ? watches_.NextId() : watches_.Add(id, std::move(fn));
 }
 
-void JobManager::Unwatch(uint64_t watch_id) {
-  auto it = watch_owner_.find(watch_id);
-  if (it == watch_owner_.end()) return;
-  if (JobRecord* r = Find(it->second)) r->watchers.erase(watch_id);
-  watch_owner_.erase(it);
-}
+void JobManager::Unwatch(uint64_t watch_id) { watches_.Remove(watch_id); }
 
 StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
                                       int max_bytes, int wait_ms, LogFn fn) {
@@ -689,16 +641,12 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
 
   v1::WatchJobResponse ev;
   *ev.mutable_event() = event;
-  Notify(r, ev);
+  watches_.Notify(r.job.id(), ev);
   v1::WatchJobResponse snap;
   *snap.mutable_job() = r.job;
-  Notify(r, snap);
+  watches_.Notify(r.job.id(), snap);
   if (IsTerminal(to)) {
-    for (auto& [id, fn] : r.watchers) {
-      fn(snap, true);
-      watch_owner_.erase(id);
-    }
-    r.watchers.clear();
+    watches_.Close(r.job.id(), snap);
     SendJobFinished(r);
   }
   return Status::Ok();
@@ -739,10 +687,6 @@ void JobManager::SaveNow(JobRecord& r) {
   copy.clear_events();
   Status st = store_.SaveJob(copy, nullptr);
   if (!st.ok()) spdlog::error("job {}: cannot persist: {}", r.job.id(), st.message());
-}
-
-void JobManager::Notify(JobRecord& r, const v1::WatchJobResponse& update) {
-  for (auto& [id, fn] : r.watchers) fn(update, false);
 }
 
 int JobManager::UsedSlots(const std::string& worker) const {
@@ -801,12 +745,12 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
   const int64_t now = clock_.NowMonotonicMs();
   rt.placed_mono_ms = now;
   rt.runtime_from_mono_ms = now;
-  ++attempts_started_;
-  Observe(Phase::kQueue, waited_since);
+  stats_.AttemptStarted();
+  stats_.Observe(Phase::kQueue, waited_since);
   if (attempt == 0) {
     const int64_t since_submit_ms =
         std::max<int64_t>(0, clock_.NowUnixMs() - r.job.created_unix_ms());
-    Record(Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0);
+    stats_.Record(Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0);
   }
   rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
   rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
@@ -842,7 +786,7 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
   }
   const v1::JobSpec& spec = r.job.spec();
   Status st;
-  const bool resize = IsElastic(spec) && FailureCause(cause) == "worker_lost";
+  const bool resize = IsElastic(spec) && cause.cause() == v1::FAILURE_WORKER_LOST;
   if (resize) {
     // An elastic job goes on with the workers it has left (or waits for min_nodes): losing a
     // worker is a resize, not a failure.
@@ -863,9 +807,8 @@ void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
                     cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""), &cause);
   }
   if (!st.ok()) return;
-  const std::string cause_label = FailureCause(cause);  // counted once the decision stands
-  ++attempt_failures_[cause_label];
-  if (r.job.state() == v1::RESTARTING && !resize) ++restarts_by_cause_[cause_label];
+  // Counted once the decision stands.
+  stats_.AttemptFailed(cause, r.job.state() == v1::RESTARTING && !resize);
   SendKill(r, cause.reason());
   MaybeFinishTeardown(r);
 }

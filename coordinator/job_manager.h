@@ -45,6 +45,7 @@
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/failure_attribution.h"
+#include "coordinator/job_stats.h"
 #include "coordinator/job_store.h"
 #include "coordinator/list_query.h"
 #include "coordinator/log_broker.h"
@@ -52,6 +53,7 @@
 #include "coordinator/metric_history.h"
 #include "coordinator/quota.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/watch_hub.h"
 #include "coordinator/worker_registry.h"
 
 namespace convoy {
@@ -181,27 +183,16 @@ class JobManager {
   };
   Stats GetStats() const;
 
-  // How long a job spent in one phase, observed when the phase ended.
-  enum class Phase {
-    kQueue,       // waiting (PENDING or RESTARTING) until placed
-    kSchedule,    // submitted until its first attempt was placed
-    kRendezvous,  // an attempt placed until every rank started
-    kFirstStep,   // an attempt placed until its first metric record
-  };
-  struct Duration {
-    Phase phase;
-    double seconds;
-  };
-  // Durations observed since the last call, oldest first; at most kMaxDurations are kept
-  // between calls (the oldest dropped). O(returned). For the metrics exporter.
-  static constexpr size_t kMaxDurations = 100000;
-  std::vector<Duration> TakeDurations();
+  // How long a job spent in one phase (coordinator/job_stats.h).
+  using Phase = JobStats::Phase;
+  using Duration = JobStats::Duration;
+  // Durations observed since the last call, oldest first; at most JobStats::kMaxQueued are
+  // kept between calls (the oldest dropped). O(returned). For the metrics exporter.
+  std::vector<Duration> TakeDurations() { return stats_.TakeDurations(); }
   // Summaries of the jobs that reached a terminal state since the last call (at most
-  // kMaxDurations kept between calls), so that the exporter sees each job's final state and
-  // last metrics even when it finished between two exports. O(returned).
+  // JobStats::kMaxQueued kept between calls), so that the exporter sees each job's final
+  // state and last metrics even when it finished between two exports. O(returned).
   std::vector<v1::Job> TakeFinished();
-  // Classifies an attempt's root cause for the counters above.
-  static std::string FailureCause(const v1::RankFailure& failure);
   // FAILED_PRECONDITION when the job already finished.
   // `by`: who cancels (recorded in the event); empty with --insecure.
   StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason,
@@ -209,7 +200,7 @@ class JobManager {
 
   // Calls `fn` at once with the job's snapshot, then with every event, metric and new
   // snapshot; with done = true after the job reached a terminal state (no call follows).
-  using WatchFn = std::function<void(const v1::WatchJobResponse& update, bool done)>;
+  using WatchFn = WatchHub::WatchFn;
   StatusOr<uint64_t> Watch(const std::string& id, WatchFn fn);
   void Unwatch(uint64_t watch_id);
 
@@ -340,7 +331,6 @@ class JobManager {
     explicit JobRecord(AttemptRuntime r) : rt(std::move(r)) {}
     v1::Job job;
     AttemptRuntime rt;
-    std::map<uint64_t, WatchFn> watchers;
     MetricBook metrics;  // job.latest, merged
     MetricHistory history{"", MetricHistory::kMaxPointsPerRank};
     int64_t history_saved_mono_ms = 0;  // when the history was last written
@@ -381,7 +371,6 @@ class JobManager {
   void MarkStarted(AttemptRuntime& rt, RankRuntime& rr);
   void MarkGone(AttemptRuntime& rt, RankRuntime& rr);
   static v1::Job Summary(const v1::Job& job);
-  void Notify(JobRecord& r, const v1::WatchJobResponse& update);
 
   // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
   void TrySchedule();
@@ -464,16 +453,7 @@ class JobManager {
   std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
   // For Stats and TakeDurations.
   std::map<std::pair<std::string, v1::JobState>, int> jobs_by_owner_;
-  int64_t attempts_started_ = 0;
-  std::map<std::string, int64_t> attempt_failures_;
-  std::map<std::string, int64_t> restarts_by_cause_;
-  std::map<std::string, int64_t> preemptions_;
-  // Bounded queues (kMaxDurations, the oldest dropped in O(1)): without an exporter that
-  // takes them, they stay at their cap instead of growing by a job.
-  std::deque<Duration> durations_;
-  std::deque<std::string> finished_since_;  // for TakeFinished
-  void Observe(Phase phase, int64_t since_mono_ms);
-  void Record(Phase phase, double seconds);
+  JobStats stats_;  // counters, phase durations, jobs finished since the last export
   bool schedule_needed_ = false;
   int64_t next_schedule_mono_ms_ = 0;
   // Decays every owner's use and adds what their attached jobs hold now; stops attempts that
@@ -488,8 +468,7 @@ class JobManager {
   std::map<int32_t, std::string> identities_;
   int32_t TakeIdentity(const std::string& job_uid);
   void ReleaseIdentityOf(const std::string& job_uid);
-  uint64_t next_watch_id_ = 1;
-  std::map<uint64_t, std::string> watch_owner_;  // watch id -> job id
+  WatchHub watches_;
   LogBroker logs_;
   // Files of deleted jobs that workers are yet to remove: worker -> job id -> the job's uid
   // (which names its directories there) and when to ask again (monotonic ms; 0: asked, no

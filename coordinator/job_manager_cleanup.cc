@@ -45,7 +45,6 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
   if (--jobs_by_state_[state] == 0) jobs_by_state_.erase(state);
   auto owned = jobs_by_owner_.find({r->job.owner(), state});
   if (owned != jobs_by_owner_.end() && --owned->second == 0) jobs_by_owner_.erase(owned);
-  for (const auto& [watch_id, fn] : r->watchers) watch_owner_.erase(watch_id);
   active_.erase(id);
   waiting_.erase(id);
   attached_.erase(id);

@@ -200,7 +200,7 @@ bool JobManager::Preempt(JobRecord& r, const std::string& reason, const std::str
     r.job.set_preemptions(r.job.preemptions() - 1);
     return false;
   }
-  ++preemptions_[kind];
+  stats_.Preempted(kind);
   SendKill(r, reason, /*preempt=*/true);
   MaybeFinishTeardown(r);
   return true;

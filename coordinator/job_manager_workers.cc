@@ -435,12 +435,12 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     if (r->history.Add(rec0, batch.attempt())) history_dirty_.insert(r->job.id());
     if (!r->rt.first_record_seen) {
       r->rt.first_record_seen = true;
-      Observe(Phase::kFirstStep, r->rt.placed_mono_ms);
+      stats_.Observe(Phase::kFirstStep, r->rt.placed_mono_ms);
     }
     const v1::MetricRecord rec = r->metrics.Record(&r->job, rec0, batch.attempt());
     v1::WatchJobResponse update;
     *update.mutable_metric() = rec;
-    Notify(*r, update);
+    watches_.Notify(r->job.id(), update);
   }
 }
 

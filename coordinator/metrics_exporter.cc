@@ -365,7 +365,7 @@ void MetricsExporter::UpdateJob(const v1::Job& job, int64_t now) {
     std::map<std::string, int> failed;  // every cause, at 0 too: the dashboard's annotation
     for (const char* cause : kCauses) failed[cause] = 0;
     for (const v1::Attempt& a : job.attempts()) {
-      if (a.has_failure()) ++failed[JobManager::FailureCause(a.failure())];
+      if (a.has_failure()) ++failed[JobStats::CauseLabel(a.failure())];
     }
     for (const auto& [cause, n] : failed) {
       Set(&series, job_failed_attempts_, {{"cause", cause}, {"job_id", id}}, n);

@@ -748,33 +748,6 @@ TEST_F(JobManagerTest, StatsCountAttemptsAndRestartsByCause) {
   EXPECT_EQ(st.jobs_by_owner.at({"", v1::RESTARTING}), 1);
 }
 
-TEST_F(JobManagerTest, FailureCausesAreClassified) {
-  // Issue 29: by the typed cause, never by the text (which holds what the rank said).
-  v1::RankFailure f;
-  f.set_reason(
-      "rank 1 on worker w2 (10.0.0.2) exited with code 3: raised OSError: Network is "
-      "unreachable; worker w2 (host) lost: hung:");
-  f.mutable_exit()->set_exit_code(3);
-  f.set_cause(v1::FAILURE_RANK_EXIT);
-  EXPECT_EQ(JobManager::FailureCause(f), "rank_exit");
-  f.set_cause(v1::FAILURE_SIGNAL);
-  EXPECT_EQ(JobManager::FailureCause(f), "signal");
-  f.set_cause(v1::FAILURE_WORKER_LOST);
-  EXPECT_EQ(JobManager::FailureCause(f), "worker_lost");
-  f.set_cause(v1::FAILURE_HANG);
-  EXPECT_EQ(JobManager::FailureCause(f), "hang");
-  f.set_cause(v1::FAILURE_OTHER);
-  EXPECT_EQ(JobManager::FailureCause(f), "other");
-  // Recorded before causes were typed: the exit alone.
-  f.clear_cause();
-  EXPECT_EQ(JobManager::FailureCause(f), "rank_exit");
-  f.mutable_exit()->set_exit_code(0);
-  f.mutable_exit()->set_signal(9);
-  EXPECT_EQ(JobManager::FailureCause(f), "signal");
-  f.clear_exit();
-  EXPECT_EQ(JobManager::FailureCause(f), "other");
-}
-
 TEST_F(JobManagerTest, PhaseDurationsAreRecordedOnceEach) {
   AddWorker("w1", 1);
   AddWorker("w2", 1);
