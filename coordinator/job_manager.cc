@@ -383,7 +383,7 @@ JobManager::Stats JobManager::GetStats() const {
   st.jobs = jobs_by_state_;
   st.workers = workers_.counts();
   st.slots_total = workers_.ready_slots();
-  st.slots_used = used_total_;
+  st.slots_used = ledger_.used_slots();
   st.jobs_by_owner = jobs_by_owner_;
   st.attempts_started = stats_.attempts_started();
   st.attempt_failures = stats_.attempt_failures();
@@ -441,7 +441,7 @@ void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
     if (rr.gone) {
       ++rt.gone_count;
     } else {
-      Hold(rr, 1);
+      ledger_.Take(rr.worker, rr.resources);
     }
     worker_jobs_[rr.worker].insert(r.job.id());
   }
@@ -453,7 +453,8 @@ void JobManager::Detach(JobRecord& r) {
   AttemptRuntime& rt = r.rt;
   for (const auto& [worker, ranks] : rt.ranks_by_worker) {
     for (int rank : ranks) {
-      if (!rt.ranks[rank].gone) Hold(rt.ranks[rank], -1);
+      const RankRuntime& rr = rt.ranks[rank];
+      if (!rr.gone) ledger_.Give(rr.worker, rr.resources);
     }
     auto it = worker_jobs_.find(worker);
     if (it != worker_jobs_.end()) {
@@ -481,7 +482,7 @@ void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
   if (rr.gone) return;
   rr.gone = true;
   ++rt.gone_count;
-  Hold(rr, -1);
+  ledger_.Give(rr.worker, rr.resources);
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
@@ -689,11 +690,6 @@ void JobManager::SaveNow(JobRecord& r) {
   if (!st.ok()) spdlog::error("job {}: cannot persist: {}", r.job.id(), st.message());
 }
 
-int JobManager::UsedSlots(const std::string& worker) const {
-  auto it = use_.find(worker);
-  return it == use_.end() ? 0 : it->second.slots;
-}
-
 bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_workers) {
   const std::vector<std::string>* chosen = &chosen_workers;
   const v1::JobSpec& spec = r.job.spec();
@@ -706,12 +702,7 @@ bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_wo
     // order; its cores and memory as asked.
     const int gpp = GpusPerProc(spec);
     if (gpp > 0 || spec.cpus_per_proc() > 0 || spec.memory_per_proc_bytes() > 0) {
-      auto used = use_.find(name);
-      std::vector<int> free;
-      for (int g : w->gpus()) {
-        if (used == use_.end() || used->second.gpus.count(g) == 0) free.push_back(g);
-      }
-      std::sort(free.begin(), free.end());
+      const std::vector<int> free = ledger_.FreeGpus(*w);
       for (int i = 0; i < node.procs; ++i) {
         v1::RankResources res;
         for (int k = 0; k < gpp && static_cast<size_t>(i * gpp + k) < free.size(); ++k) {

@@ -44,6 +44,7 @@
 #include "common/status.h"
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
+#include "coordinator/capacity_ledger.h"
 #include "coordinator/failure_attribution.h"
 #include "coordinator/job_stats.h"
 #include "coordinator/job_store.h"
@@ -292,13 +293,6 @@ class JobManager {
     bool stopped = false;         // its worker's last heartbeat said its process is stopped
     v1::RankResources resources;  // what it holds on its worker until it is gone
   };
-  // What the ranks that are not gone hold on one worker.
-  struct WorkerUse {
-    int slots = 0;
-    int cpus = 0;
-    int64_t memory = 0;
-    std::set<int> gpus;
-  };
   // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
   struct AttemptRuntime {
     explicit AttemptRuntime(FailureAttribution f) : failures(std::move(f)) {}
@@ -377,13 +371,8 @@ class JobManager {
   // Starts a new attempt of `r` on `workers` (node 0 first). False when its transition
   // could not be persisted.
   bool PlaceOn(JobRecord& r, const std::vector<std::string>& workers);
-  int UsedSlots(const std::string& worker) const;
-  // `rank` holds (sign 1) or gives back (sign -1) its resources on its worker.
-  void Hold(const RankRuntime& rank, int sign);
-  // Fills `w` with what ranks use on it.
+  // Fills `w` with what ranks use on it, and the jobs that hold it.
   void AddUse(v1::WorkerInfo& w) const;
-  // The worker's capacity now, for a scheduling pass.
-  WorkerCapacity CapacityOf(const v1::WorkerInfo& w) const;
   // What `r`'s attempt holds, per worker (ranks not gone).
   std::vector<NodeHold> Holds(const JobRecord& r) const;
   // The quota of `r`'s owner.
@@ -447,8 +436,7 @@ class JobManager {
   std::set<std::string, JobIdLess> waiting_;                  // PENDING or RESTARTING: to be placed
   std::set<std::string, JobIdLess> attached_;                 // jobs whose attempt holds slots
   std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
-  std::map<std::string, WorkerUse> use_;  // worker -> what its ranks not gone hold
-  int64_t used_total_ = 0;                // the slots of use_, summed
+  CapacityLedger ledger_;  // what the ranks not gone hold on each worker
   std::set<std::string> dirty_;
   std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
   // For Stats and TakeDurations.

@@ -1,6 +1,5 @@
-// JobManager: sharing the cluster (README "Sharing a cluster"): what ranks hold on each
-// worker (slots, GPUs, cores, memory), the scheduling pass and its preemptions, quotas, fair
-// share and max_runtime, and elastic jobs growing when workers join.
+// JobManager: sharing the cluster (README "Sharing a cluster"): the scheduling pass and its
+// preemptions, quotas, fair share and max_runtime, and elastic jobs growing when workers join.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,50 +12,11 @@
 
 namespace convoy {
 
-void JobManager::Hold(const RankRuntime& rank, int sign) {
-  WorkerUse& u = use_[rank.worker];
-  u.slots += sign;
-  used_total_ += sign;
-  u.cpus += sign * rank.resources.cpus();
-  u.memory += sign * rank.resources.memory_bytes();
-  for (int g : rank.resources.gpus()) {
-    if (sign > 0) {
-      u.gpus.insert(g);
-    } else {
-      u.gpus.erase(g);
-    }
-  }
-  if (u.slots == 0 && u.gpus.empty() && u.cpus == 0 && u.memory == 0) use_.erase(rank.worker);
-}
-
 void JobManager::AddUse(v1::WorkerInfo& w) const {
-  auto it = use_.find(w.name());
-  if (it != use_.end()) {
-    w.set_used_slots(it->second.slots);
-    w.set_used_cpus(it->second.cpus);
-    w.set_used_memory_bytes(it->second.memory);
-    for (int g : it->second.gpus) w.add_used_gpus(g);
-  }
+  ledger_.AddUse(w);
   auto jobs = worker_jobs_.find(w.name());
   if (jobs == worker_jobs_.end()) return;
   for (const std::string& id : jobs->second) w.add_jobs(id);
-}
-
-WorkerCapacity JobManager::CapacityOf(const v1::WorkerInfo& w) const {
-  WorkerCapacity c;
-  c.name = w.name();
-  c.gpus = w.gpus_size();
-  c.labels = &w.labels();
-  auto it = use_.find(w.name());
-  const WorkerUse none;
-  const WorkerUse& u = it == use_.end() ? none : it->second;
-  c.free_slots = w.slots() - u.slots;
-  int free_gpus = 0;
-  for (int g : w.gpus()) free_gpus += u.gpus.count(g) == 0 ? 1 : 0;
-  c.free_gpus = free_gpus;
-  c.free_cpus = std::max(0, w.cores() - u.cpus);
-  c.free_memory = w.memory_bytes() > 0 ? std::max<int64_t>(0, w.memory_bytes() - u.memory) : -1;
-  return c;
 }
 
 std::vector<NodeHold> JobManager::Holds(const JobRecord& r) const {
@@ -119,7 +79,7 @@ void JobManager::TrySchedule() {
   std::vector<WorkerCapacity> capacity;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
     if (w->drained()) continue;
-    capacity.push_back(CapacityOf(*w));
+    capacity.push_back(ledger_.CapacityOf(*w));
   }
   ScheduleContext context;
   context.now_ms = now_unix;
@@ -227,7 +187,7 @@ void JobManager::GrowElasticJobs() {
     std::string joined;
     for (const v1::WorkerInfo* w : ready) {
       if (r.rt.ranks_by_worker.count(w->name()) != 0) continue;
-      const WorkerCapacity c = CapacityOf(*w);
+      const WorkerCapacity c = ledger_.CapacityOf(*w);
       // Same shape: a GPU job grows only onto workers with its nodes' GPU count.
       if (spec.procs_per_node_gpu() && !r.rt.ranks_by_worker.empty() &&
           ProcsPerNode(spec, c.gpus) !=
