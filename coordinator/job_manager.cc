@@ -24,25 +24,16 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       channel_(channel),
       options_(options),
       scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
+      table_(clock),
       stats_(clock),
       logs_(clock, options.log_request_timeout_ms) {}
 
-JobManager::AttemptRuntime JobManager::NewRuntime() const {
+AttemptRuntime JobManager::NewRuntime() const {
   return AttemptRuntime(FailureAttribution(clock_, options_.failure_window_ms));
 }
 
-JobManager::JobRecord* JobManager::Find(const std::string& id) {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : &it->second;
-}
-
-const JobManager::JobRecord* JobManager::Find(const std::string& id) const {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : &it->second;
-}
-
-JobManager::JobRecord* JobManager::FindAttemptOf(const std::string& id, const std::string& uid) {
-  JobRecord* r = Find(id);
+JobRecord* JobManager::FindAttemptOf(const std::string& id, const std::string& uid) {
+  JobRecord* r = table_.Find(id);
   return r != nullptr && SameUid(uid, r->job.uid()) ? r : nullptr;
 }
 
@@ -109,11 +100,12 @@ Status JobManager::Recover() {
   if (!jobs.ok()) return jobs.status();
   const int64_t now = clock_.NowMonotonicMs();
   for (v1::Job& job : *jobs) {
-    JobRecord& r = jobs_.try_emplace(job.id(), NewRuntime()).first->second;
-    r.job = std::move(job);
-    if (r.job.identity() > 0) identities_[r.job.identity()] = r.job.uid();
+    if (job.identity() > 0) identities_[job.identity()] = job.uid();
+    const std::string id = job.id();
+    table_.Insert(std::move(job), NewRuntime());
+    if (table_.waiting().count(id) > 0) schedule_needed_ = true;
   }
-  for (auto& [id, r] : jobs_) {
+  for (auto& [id, r] : table_.records()) {
     if (r.job.uid().empty() || r.job.identity() <= 0) {
       // Stored by a coordinator older than job uids or identities: it gets them now, kept
       // from here on.
@@ -124,13 +116,8 @@ Status JobManager::Recover() {
       Status st = store_.SaveJob(copy, nullptr);
       if (!st.ok()) return st;
     }
-    Track(r.job.id(), v1::JOB_STATE_UNSPECIFIED, r.job.state());
     r.metrics.Rebuild(r.job);
     r.history = MetricHistory(r.job.id(), HistoryPoints(r.job.spec()));
-    int number = 0;
-    if (std::sscanf(r.job.id().c_str(), "j-%d", &number) == 1 && number >= next_job_number_) {
-      next_job_number_ = number + 1;
-    }
     r.rt.released = true;
     if (!HoldsWorkers(r.job.state()) || r.job.attempts_size() == 0) continue;
     AttemptRuntime rt = NewRuntime();
@@ -166,13 +153,13 @@ Status JobManager::Recover() {
   auto histories = store_.LoadJobMetrics();
   if (!histories.ok()) return histories.status();
   for (v1::JobMetrics& m : *histories) {
-    JobRecord* r = Find(m.job_id());
+    JobRecord* r = table_.Find(m.job_id());
     if (r != nullptr) r->history.Restore(std::move(m));
   }
   auto deletions = store_.LoadFileDeletions();
   if (!deletions.ok()) return deletions.status();
   for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = {d.job_uid, 0};
-  spdlog::info("recovered {} jobs and {} workers from the store", jobs_.size(), workers->size());
+  spdlog::info("recovered {} jobs and {} workers from the store", table_.size(), workers->size());
   return Status::Ok();
 }
 
@@ -183,7 +170,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   // may name another job after a restore; its uid never does).
   std::optional<v1::ResumeSource> resume;
   if (IsJobIdLike(spec.resume_from())) {
-    const JobRecord* from = Find(spec.resume_from());
+    const JobRecord* from = table_.Find(spec.resume_from());
     if (from == nullptr) {
       return Status::InvalidArgument("resume_from: no job " + spec.resume_from() +
                                      " (a finished job of yours, or a path under the job's "
@@ -211,7 +198,8 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   const Quota quota = QuotaOf(probe);
   if (quota.queued > 0 && !owner.empty()) {
     int queued = 0;
-    for (const std::string& id : waiting_) queued += jobs_.at(id).job.owner() == owner ? 1 : 0;
+    for (const std::string& id : table_.waiting())
+      queued += table_.at(id).job.owner() == owner ? 1 : 0;
     if (queued >= quota.queued) {
       return Status::ResourceExhausted("quota: " + owner + " has " + std::to_string(queued) +
                                        " jobs waiting, the most " + "a user may (" +
@@ -225,8 +213,8 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
     const int64_t slots = int64_t{MinNodes(spec)} * procs;
     const int64_t gpus = slots * GpusPerProc(spec);
     int64_t used_slots = 0, used_gpus = 0;
-    for (const std::string& id : attached_) {
-      const JobRecord& other = jobs_.at(id);
+    for (const std::string& id : table_.attached()) {
+      const JobRecord& other = table_.at(id);
       if (other.job.owner() != owner || other.rt.tearing_down) continue;
       for (const NodeHold& h : Holds(other)) {
         used_slots += h.slots;
@@ -258,8 +246,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
       }
     }
   }
-  char id[32];
-  std::snprintf(id, sizeof(id), "j-%06lld", static_cast<long long>(next_job_number_));
+  const std::string id = table_.NextId();
   v1::Job job;
   job.set_id(id);
   job.set_uid(RandomHexId());
@@ -285,12 +272,9 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   event.set_reason(submitted);
   Status st = store_.SaveJob(job, &event);
   if (!st.ok()) return Status::Unavailable("cannot persist the job: " + st.message());
-  ++next_job_number_;
   *job.add_events() = event;
-  JobRecord& r = jobs_.try_emplace(id, NewRuntime()).first->second;
-  r.job = std::move(job);
+  JobRecord& r = table_.Insert(std::move(job), NewRuntime());
   r.history = MetricHistory(id, HistoryPoints(spec));
-  Track(id, v1::JOB_STATE_UNSPECIFIED, v1::PENDING);
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(),
                IsElastic(spec)
                    ? std::to_string(spec.min_nodes()) + "-" + std::to_string(spec.max_nodes())
@@ -300,28 +284,29 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
 }
 
 StatusOr<v1::JobMetrics> JobManager::GetMetrics(const std::string& id) const {
-  const JobRecord* r = Find(id);
+  const JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   return r->history.Sorted();
 }
 
 StatusOr<v1::Job> JobManager::Get(const std::string& id) const {
-  const JobRecord* r = Find(id);
+  const JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   return r->job;
 }
 
 std::vector<v1::Job> JobManager::List(bool full) const {
   std::vector<v1::Job> out;
-  out.reserve(jobs_.size());
-  for (const auto& [id, r] : jobs_) out.push_back(full ? r.job : Summary(r.job));
+  out.reserve(table_.size());
+  for (const auto& [id, r] : table_.records()) out.push_back(full ? r.job : Summary(r.job));
   return out;
 }
 
 JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
   JobPage page;
-  auto it = query.after.empty() ? jobs_.begin() : jobs_.upper_bound(query.after);
-  for (; it != jobs_.end(); ++it) {
+  const JobTable::Records& jobs = table_.records();
+  auto it = query.after.empty() ? jobs.begin() : jobs.upper_bound(query.after);
+  for (; it != jobs.end(); ++it) {
     if (!query.Matches(it->second.job)) continue;
     if (page.jobs.size() == static_cast<size_t>(query.limit)) {
       // Another match follows: the page is not the last.
@@ -335,7 +320,7 @@ JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
 
 std::set<std::string> JobManager::ReferencedCode() const {
   std::set<std::string> out;
-  for (const auto& [id, r] : jobs_) {
+  for (const auto& [id, r] : table_.records()) {
     if (!r.job.spec().code_sha256().empty()) out.insert(r.job.spec().code_sha256());
   }
   return out;
@@ -343,7 +328,7 @@ std::set<std::string> JobManager::ReferencedCode() const {
 
 std::vector<v1::Job> JobManager::ListActive() const {
   std::vector<v1::Job> out;
-  for (const std::string& id : active_) out.push_back(Summary(jobs_.at(id).job));
+  for (const std::string& id : table_.active()) out.push_back(Summary(table_.at(id).job));
   return out;
 }
 
@@ -380,11 +365,11 @@ v1::Job JobManager::Summary(const v1::Job& job) {
 
 JobManager::Stats JobManager::GetStats() const {
   Stats st;
-  st.jobs = jobs_by_state_;
+  st.jobs = table_.by_state();
   st.workers = workers_.counts();
   st.slots_total = workers_.ready_slots();
   st.slots_used = ledger_.used_slots();
-  st.jobs_by_owner = jobs_by_owner_;
+  st.jobs_by_owner = table_.by_owner();
   st.attempts_started = stats_.attempts_started();
   st.attempt_failures = stats_.attempt_failures();
   st.restarts = stats_.restarts();
@@ -395,79 +380,29 @@ JobManager::Stats JobManager::GetStats() const {
 std::vector<v1::Job> JobManager::TakeFinished() {
   std::vector<v1::Job> out;
   for (const std::string& id : stats_.TakeFinished()) {
-    if (const JobRecord* r = Find(id)) out.push_back(Summary(r->job));
+    if (const JobRecord* r = table_.Find(id)) out.push_back(Summary(r->job));
   }
   return out;
 }
 
 void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
-  if (from != v1::JOB_STATE_UNSPECIFIED && --jobs_by_state_[from] == 0) jobs_by_state_.erase(from);
-  ++jobs_by_state_[to];
-  auto rec = jobs_.find(id);
-  if (rec != jobs_.end()) {
-    const std::string& owner = rec->second.job.owner();
-    if (from != v1::JOB_STATE_UNSPECIFIED) {
-      auto it = jobs_by_owner_.find({owner, from});
-      if (it != jobs_by_owner_.end() && --it->second == 0) jobs_by_owner_.erase(it);
-    }
-    ++jobs_by_owner_[{owner, to}];
-    if (to == v1::PENDING || to == v1::RESTARTING) {
-      rec->second.waiting_since_mono_ms = clock_.NowMonotonicMs();
-    }
-  }
-  if (IsTerminal(to)) {
-    active_.erase(id);
-    if (from != v1::JOB_STATE_UNSPECIFIED) {
-      stats_.Finished(id);
-    }
-  } else {
-    active_.insert(id);
-  }
-  if (to == v1::PENDING || to == v1::RESTARTING) {
-    waiting_.insert(id);
-    schedule_needed_ = true;
-  } else {
-    waiting_.erase(id);
-  }
+  table_.SetState(id, from, to);
+  if (IsTerminal(to)) stats_.Finished(id);
+  if (to == v1::PENDING || to == v1::RESTARTING) schedule_needed_ = true;
 }
 
 void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
-  rt.ranks_by_worker.clear();
-  rt.started_count = 0;
-  rt.gone_count = 0;
   for (const auto& [rank, rr] : rt.ranks) {
-    rt.ranks_by_worker[rr.worker].push_back(rank);
-    if (rr.started) ++rt.started_count;
-    if (rr.gone) {
-      ++rt.gone_count;
-    } else {
-      ledger_.Take(rr.worker, rr.resources);
-    }
-    worker_jobs_[rr.worker].insert(r.job.id());
+    if (!rr.gone) ledger_.Take(rr.worker, rr.resources);
   }
-  r.rt = std::move(rt);
-  attached_.insert(r.job.id());
+  table_.Attach(r, std::move(rt));
 }
 
 void JobManager::Detach(JobRecord& r) {
-  AttemptRuntime& rt = r.rt;
-  for (const auto& [worker, ranks] : rt.ranks_by_worker) {
-    for (int rank : ranks) {
-      const RankRuntime& rr = rt.ranks[rank];
-      if (!rr.gone) ledger_.Give(rr.worker, rr.resources);
-    }
-    auto it = worker_jobs_.find(worker);
-    if (it != worker_jobs_.end()) {
-      it->second.erase(r.job.id());
-      if (it->second.empty()) worker_jobs_.erase(it);
-    }
+  for (const auto& [rank, rr] : r.rt.ranks) {
+    if (!rr.gone) ledger_.Give(rr.worker, rr.resources);
   }
-  // A finished attempt keeps no per-rank state: nothing later scans it.
-  rt.ranks.clear();
-  rt.ranks_by_worker.clear();
-  rt.awaiting.clear();
-  rt.failures.Clear();
-  attached_.erase(r.job.id());
+  table_.Detach(r);
   schedule_needed_ = true;
 }
 
@@ -487,7 +422,7 @@ void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
                                      const std::string& by) {
-  JobRecord* r = Find(id);
+  JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (IsTerminal(r->job.state())) {
     return Status::FailedPrecondition("job " + id + " already " + StateName(r->job.state()));
@@ -501,7 +436,7 @@ StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& r
 }
 
 StatusOr<uint64_t> JobManager::Watch(const std::string& id, WatchFn fn) {
-  JobRecord* r = Find(id);
+  JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   v1::WatchJobResponse snapshot;
   *snapshot.mutable_job() = r->job;
@@ -514,7 +449,7 @@ void JobManager::Unwatch(uint64_t watch_id) { watches_.Remove(watch_id); }
 
 StatusOr<int> JobManager::RequestLogs(const std::string& id, int rank, int attempt, int64_t offset,
                                       int max_bytes, int wait_ms, LogFn fn) {
-  JobRecord* r = Find(id);
+  JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (attempt < 0) attempt = r->job.attempts_size() == 0 ? -1 : r->job.attempt();
   const v1::Attempt* found = nullptr;
@@ -587,17 +522,14 @@ StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool 
     CONVOY_RETURN_IF_ERROR(store_.SaveWorker(*info));
     spdlog::info("worker {} {} by {}", worker, drained ? "drained" : "undrained",
                  by.empty() ? "local" : by);
-    if (!drained && !waiting_.empty()) schedule_needed_ = true;
+    if (!drained && !table_.waiting().empty()) schedule_needed_ = true;
   }
   if (drained && now) {
     // Preempted whatever their priority: an admin empties the machine (maintenance).
-    std::vector<std::string> held;
-    if (auto wj = worker_jobs_.find(worker); wj != worker_jobs_.end()) {
-      held.assign(wj->second.begin(), wj->second.end());
-    }
+    const std::vector<std::string> held = table_.JobsOn(worker);
     const std::string who = by.empty() ? "local" : by;
     for (const std::string& id : held) {
-      Preempt(jobs_.at(id),
+      Preempt(table_.at(id),
               "worker " + worker + " drained now by " + who +
                   "; its ranks checkpoint and stop, and it waits to run elsewhere",
               "drain");
@@ -632,11 +564,11 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
     return Status::Unavailable("cannot persist the transition: " + st.message());
   }
   // A finished job's history is final: written with its last transition's batch.
-  if (IsTerminal(to) && history_dirty_.erase(r.job.id()) > 0) SaveHistory(r);
+  if (IsTerminal(to) && table_.TakeHistoryDirty(r.job.id())) SaveHistory(r);
   *next.mutable_events() = std::move(*r.job.mutable_events());
   *next.add_events() = event;
   r.job = std::move(next);
-  dirty_.erase(r.job.id());
+  table_.MarkClean(r.job.id());
   Track(r.job.id(), from, to);
   spdlog::info("job {}: {} -> {}: {}", r.job.id(), StateName(from), StateName(to), reason);
 
@@ -655,22 +587,22 @@ Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& 
 
 void JobManager::Persist(JobRecord& r) {
   r.job.set_updated_unix_ms(clock_.NowUnixMs());
-  dirty_.insert(r.job.id());
+  table_.MarkDirty(r.job.id());
 }
 
 void JobManager::FlushDirty() {
-  for (const std::string& id : dirty_) SaveNow(jobs_.at(id));
-  dirty_.clear();
+  for (const std::string& id : table_.TakeDirty()) SaveNow(table_.at(id));
   const int64_t now = clock_.NowMonotonicMs();
-  for (auto it = history_dirty_.begin(); it != history_dirty_.end();) {
-    JobRecord& r = jobs_.at(*it);
+  std::set<std::string>& history_dirty = table_.history_dirty();
+  for (auto it = history_dirty.begin(); it != history_dirty.end();) {
+    JobRecord& r = table_.at(*it);
     if (!IsTerminal(r.job.state()) &&
         now - r.history_saved_mono_ms < options_.history_save_interval_ms) {
       ++it;
       continue;
     }
     SaveHistory(r);
-    it = history_dirty_.erase(it);
+    it = history_dirty.erase(it);
   }
 }
 

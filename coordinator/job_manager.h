@@ -48,6 +48,7 @@
 #include "coordinator/failure_attribution.h"
 #include "coordinator/job_stats.h"
 #include "coordinator/job_store.h"
+#include "coordinator/job_table.h"
 #include "coordinator/list_query.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
@@ -283,58 +284,8 @@ class JobManager {
   void Tick();
 
  private:
-  struct RankRuntime {
-    std::string worker;
-    int local_rank = 0;
-    bool started = false;
-    bool gone = false;  // exited, or its worker was lost
-    int pid = 0;
-    int64_t last_progress_mono_ms = 0;
-    bool stopped = false;         // its worker's last heartbeat said its process is stopped
-    v1::RankResources resources;  // what it holds on its worker until it is gone
-  };
-  // Live bookkeeping of a job's current attempt (not persisted; rebuilt by Recover).
-  struct AttemptRuntime {
-    explicit AttemptRuntime(FailureAttribution f) : failures(std::move(f)) {}
-    int attempt = -1;
-    std::map<int, RankRuntime> ranks;
-    bool launched = false;  // Launch messages sent
-    bool tearing_down = false;
-    bool released = false;         // slots free again
-    bool recovering = false;       // reloaded after a coordinator restart, not yet re-confirmed
-    int64_t deadline_mono_ms = 0;  // of the rendezvous, then of the teardown
-    // The failure window, the rendezvous deadline and the next hang check.
-    FailureAttribution failures;
-    // Ranks by worker, and how many ranks have started / are gone: O(1) checks per event.
-    std::map<std::string, std::vector<int>> ranks_by_worker;
-    size_t started_count = 0;
-    size_t gone_count = 0;
-    // Workers not yet back after a coordinator restart (recovering attempts).
-    std::set<std::string> awaiting;
-    // For the phase durations (monotonic; 0: not known, e.g. after a coordinator restart).
-    int64_t placed_mono_ms = 0;
-    // Where max_runtime is timed from (monotonic): the placement, or for an attempt restored
-    // after a coordinator restart its wall-clock start, read once (0: not yet).
-    int64_t runtime_from_mono_ms = 0;
-    bool first_record_seen = false;
-    // Its ranks were asked to checkpoint and stop (preempted, resized): their exits are no
-    // failure.
-    bool preempting = false;
-  };
-  struct JobRecord {
-    explicit JobRecord(AttemptRuntime r) : rt(std::move(r)) {}
-    v1::Job job;
-    AttemptRuntime rt;
-    MetricBook metrics;  // job.latest, merged
-    MetricHistory history{"", MetricHistory::kMaxPointsPerRank};
-    int64_t history_saved_mono_ms = 0;  // when the history was last written
-    int64_t waiting_since_mono_ms = 0;  // when it last became PENDING or RESTARTING
-  };
-
   // An empty runtime (no attempt) with this manager's clock and failure window.
   AttemptRuntime NewRuntime() const;
-  JobRecord* Find(const std::string& id);
-  const JobRecord* Find(const std::string& id) const;
   // Job `id` when a worker's report of it, naming uid `uid`, is of this job (and not of
   // another with the same id); null otherwise.
   JobRecord* FindAttemptOf(const std::string& id, const std::string& uid);
@@ -356,11 +307,13 @@ class JobManager {
   void FlushDirty();
   // Writes the job's metric history now (no longer dirty). Logs on failure.
   void SaveHistory(JobRecord& r);
-  // Keeps the state indexes (counts, active, waiting) in step with a job's state.
+  // Job `id` went from `from` to `to`: the table's indexes, the statistics, and a scheduling
+  // pass when it now waits.
   void Track(const std::string& id, v1::JobState from, v1::JobState to);
-  // Installs `rt` as the job's attempt runtime: indexes its workers and takes their slots.
+  // Installs `rt` as the job's attempt runtime (JobTable::Attach) and takes its ranks'
+  // resources in the ledger.
   void Attach(JobRecord& r, AttemptRuntime rt);
-  // The attempt's slots are free: drops its ranks from the indexes.
+  // The attempt's resources are free (given back to the ledger, JobTable::Detach).
   void Detach(JobRecord& r);
   void MarkStarted(AttemptRuntime& rt, RankRuntime& rr);
   void MarkGone(AttemptRuntime& rt, RankRuntime& rr);
@@ -428,20 +381,9 @@ class JobManager {
   const FifoScheduler default_scheduler_;
   const Scheduler& scheduler_;
 
-  std::map<std::string, JobRecord, JobIdLess> jobs_;  // by id, in submission order
-  // Indexes, kept by Track/Attach/Detach.
-  std::map<v1::JobState, int> jobs_by_state_;
-  // Ordered as jobs_ (by number, so that j-1000000 follows j-999999): submission order.
-  std::set<std::string, JobIdLess> active_;                   // jobs not in a terminal state
-  std::set<std::string, JobIdLess> waiting_;                  // PENDING or RESTARTING: to be placed
-  std::set<std::string, JobIdLess> attached_;                 // jobs whose attempt holds slots
-  std::map<std::string, std::set<std::string>> worker_jobs_;  // worker -> attached jobs
+  JobTable table_;         // the jobs and every index over them
   CapacityLedger ledger_;  // what the ranks not gone hold on each worker
-  std::set<std::string> dirty_;
-  std::set<std::string> history_dirty_;  // jobs whose history changed since it was written
-  // For Stats and TakeDurations.
-  std::map<std::pair<std::string, v1::JobState>, int> jobs_by_owner_;
-  JobStats stats_;  // counters, phase durations, jobs finished since the last export
+  JobStats stats_;         // counters, phase durations, jobs finished since the last export
   bool schedule_needed_ = false;
   int64_t next_schedule_mono_ms_ = 0;
   // Decays every owner's use and adds what their attached jobs hold now; stops attempts that
@@ -449,7 +391,6 @@ class JobManager {
   void AccountAndEnforceRuntime();
   std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
   int64_t usage_updated_mono_ms_ = 0;
-  int64_t next_job_number_ = 1;
   // Job identities held (Job.identity -> the job's uid): by every job, and by a deleted one
   // until every worker has removed its files (in memory: after a restart a worker that still
   // holds a deleted job's files refuses its uid to another job).

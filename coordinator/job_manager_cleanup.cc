@@ -12,7 +12,7 @@ namespace convoy {
 
 StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
                                                       const std::string& by) {
-  JobRecord* r = Find(id);
+  JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   const v1::JobState state = r->job.state();
   if (!IsTerminal(state)) {
@@ -42,15 +42,7 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
     channel_.Send(w, msg);  // not connected: sent when it registers
   }
   // Out of every index (a finished, released job is in none but these).
-  if (--jobs_by_state_[state] == 0) jobs_by_state_.erase(state);
-  auto owned = jobs_by_owner_.find({r->job.owner(), state});
-  if (owned != jobs_by_owner_.end() && --owned->second == 0) jobs_by_owner_.erase(owned);
-  active_.erase(id);
-  waiting_.erase(id);
-  attached_.erase(id);
-  dirty_.erase(id);
-  history_dirty_.erase(id);
-  jobs_.erase(id);
+  table_.Erase(id);
   ReleaseIdentityOf(uid);  // now, or when the last worker has removed its files
   spdlog::info("job {} ({}) deleted{}; {} worker(s) told to remove its files", id, StateName(state),
                by.empty() ? "" : " by " + by, workers.size());
@@ -82,7 +74,7 @@ void JobManager::OnJobFilesDeleted(const std::string& worker, const v1::JobFiles
   w->second.erase(it);
   if (w->second.empty()) file_deletions_.erase(w);
   // Unless the job still exists (not deleted: an attempt's files only): by id, then uid.
-  const JobRecord* r = Find(msg.job_id());
+  const JobRecord* r = table_.Find(msg.job_id());
   if (r == nullptr || r->job.uid() != uid) ReleaseIdentityOf(uid);
 }
 
@@ -108,8 +100,8 @@ void JobManager::ApplyRetention() {
   if (options_.job_retention_ms <= 0 && options_.job_retention_count <= 0) return;
   // Finished jobs by when they ended (their last event), oldest first.
   std::vector<std::pair<int64_t, std::string>> finished;
-  finished.reserve(jobs_.size() - active_.size());
-  for (const auto& [id, r] : jobs_) {
+  finished.reserve(table_.size() - table_.active().size());
+  for (const auto& [id, r] : table_.records()) {
     if (!IsTerminal(r.job.state())) continue;
     const int64_t ended = r.job.events_size() > 0
                               ? r.job.events(r.job.events_size() - 1).time_unix_ms()
@@ -128,7 +120,7 @@ void JobManager::ApplyRetention() {
     const bool too_old =
         options_.job_retention_ms > 0 && now - finished[i].first > options_.job_retention_ms;
     if (!too_old && i >= over_count) break;  // sorted: every later job is newer
-    const JobRecord* r = Find(finished[i].second);
+    const JobRecord* r = table_.Find(finished[i].second);
     if (r == nullptr || (r->rt.attempt >= 0 && !r->rt.released)) continue;  // stopping
     if (Delete(finished[i].second, "retention").ok()) ++deleted;
   }

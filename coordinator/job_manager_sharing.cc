@@ -14,9 +14,7 @@ namespace convoy {
 
 void JobManager::AddUse(v1::WorkerInfo& w) const {
   ledger_.AddUse(w);
-  auto jobs = worker_jobs_.find(w.name());
-  if (jobs == worker_jobs_.end()) return;
-  for (const std::string& id : jobs->second) w.add_jobs(id);
+  for (const std::string& id : table_.JobsOn(w.name())) w.add_jobs(id);
 }
 
 std::vector<NodeHold> JobManager::Holds(const JobRecord& r) const {
@@ -54,8 +52,8 @@ void JobManager::TrySchedule() {
   const int64_t now_mono = clock_.NowMonotonicMs(), now_unix = clock_.NowUnixMs();
   next_schedule_mono_ms_ = now_mono + options_.reschedule_interval_ms;
   std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
-  for (const std::string& id : waiting_) {
-    const JobRecord& r = jobs_.at(id);
+  for (const std::string& id : table_.waiting()) {
+    const JobRecord& r = table_.at(id);
     const v1::JobState s = r.job.state();
     // A job whose previous attempt is still being stopped (restarting, or preempted back to
     // PENDING) waits for its slots to come back first.
@@ -86,11 +84,11 @@ void JobManager::TrySchedule() {
   context.usage = usage_;
   for (const WaitingJob& w : waiting) {
     if (!w.owner.empty() && context.quotas.count(w.owner) == 0) {
-      context.quotas[w.owner] = QuotaOf(jobs_.at(w.id).job);
+      context.quotas[w.owner] = QuotaOf(table_.at(w.id).job);
     }
   }
-  for (const std::string& id : attached_) {
-    const JobRecord& r = jobs_.at(id);
+  for (const std::string& id : table_.attached()) {
+    const JobRecord& r = table_.at(id);
     RunningJob running;
     running.id = id;
     running.owner = r.job.owner();
@@ -108,8 +106,8 @@ void JobManager::TrySchedule() {
   }
   SchedulePlan plan = scheduler_.Plan(waiting, std::move(capacity), context);
   for (const Preemption& p : plan.preemptions) {
-    JobRecord* victim = Find(p.victim);
-    const JobRecord* for_job = Find(p.for_job);
+    JobRecord* victim = table_.Find(p.victim);
+    const JobRecord* for_job = table_.Find(p.for_job);
     if (victim == nullptr || for_job == nullptr) continue;
     Preempt(*victim,
             "preempted by " + p.for_job + " (priority " +
@@ -120,19 +118,19 @@ void JobManager::TrySchedule() {
   }
   std::set<std::string> placed;
   for (const Placement& p : plan.placements) {
-    JobRecord* r = Find(p.id);
-    if (r == nullptr || !waiting_.count(p.id)) continue;
+    JobRecord* r = table_.Find(p.id);
+    if (r == nullptr || !table_.waiting().count(p.id)) continue;
     if (PlaceOn(*r, p.workers)) placed.insert(p.id);
   }
   for (const std::string& id : placed) {
-    v1::Job& job = jobs_.at(id).job;
+    v1::Job& job = table_.at(id).job;
     job.clear_pending_reason();
     job.clear_queue_position();
     job.clear_estimated_start_unix_ms();
   }
   // Why the others wait: kept in memory (GetJob, `convoy queue`), recomputed by every pass.
   for (const QueueEntry& e : plan.queue) {
-    JobRecord* r = Find(e.id);
+    JobRecord* r = table_.Find(e.id);
     if (r == nullptr || placed.count(e.id)) continue;
     r->job.set_pending_reason(e.reason);
     r->job.set_queue_position(e.position);
@@ -140,7 +138,7 @@ void JobManager::TrySchedule() {
   }
   for (const WaitingJob& w : waiting) {
     if (placed.count(w.id)) continue;
-    JobRecord& r = jobs_.at(w.id);
+    JobRecord& r = table_.at(w.id);
     if (r.job.state() == v1::RESTARTING) {
       const int need = MinNodes(r.job.spec());
       (void)Transition(r, v1::PENDING,
@@ -167,15 +165,15 @@ bool JobManager::Preempt(JobRecord& r, const std::string& reason, const std::str
 }
 
 void JobManager::GrowElasticJobs() {
-  if (!waiting_.empty()) return;  // free workers go to waiting jobs first
+  if (!table_.waiting().empty()) return;  // free workers go to waiting jobs first
   const int64_t now = clock_.NowMonotonicMs();
   std::vector<const v1::WorkerInfo*> ready;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
     if (!w->drained()) ready.push_back(w);
   }
   std::vector<std::string> grow;
-  for (const std::string& id : attached_) {
-    JobRecord& r = jobs_.at(id);
+  for (const std::string& id : table_.attached()) {
+    JobRecord& r = table_.at(id);
     const v1::JobSpec& spec = r.job.spec();
     if (!IsElastic(spec) || r.job.state() != v1::RUNNING || r.rt.tearing_down) continue;
     const int nodes = static_cast<int>(r.rt.ranks_by_worker.size());
@@ -206,7 +204,7 @@ void JobManager::GrowElasticJobs() {
                       (more == 1 ? " is" : " are") + " free");
   }
   for (const std::string& id : grow) {
-    JobRecord& r = jobs_.at(id);
+    JobRecord& r = table_.at(id);
     Preempt(r, r.job.message() + "; its ranks checkpoint and stop, then it restarts larger",
             "resize");
   }
@@ -242,8 +240,8 @@ void JobManager::AccountAndEnforceRuntime() {
     it = it->second < 1e-3 ? usage_.erase(it) : std::next(it);
   }
   std::vector<std::string> overdue;
-  for (const std::string& id : attached_) {
-    JobRecord& r = jobs_.at(id);
+  for (const std::string& id : table_.attached()) {
+    JobRecord& r = table_.at(id);
     if (r.rt.released) continue;
     const double held = static_cast<double>(r.rt.ranks.size() - r.rt.gone_count);
     if (held > 0 && dt_s > 0) usage_[r.job.owner()] += held * dt_s;
@@ -264,7 +262,7 @@ void JobManager::AccountAndEnforceRuntime() {
     if (now - r.rt.runtime_from_mono_ms > limit_s * 1000) overdue.push_back(id);
   }
   for (const std::string& id : overdue) {
-    JobRecord& r = jobs_.at(id);
+    JobRecord& r = table_.at(id);
     const std::string why =
         "max_runtime of " + std::to_string(r.job.spec().max_runtime_s()) + " s exceeded; stopped";
     if (!Transition(r, v1::FAILED, why).ok()) continue;

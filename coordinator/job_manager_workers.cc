@@ -78,12 +78,9 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
 
   // Ranks this worker should run but no longer knows of: they died with a worker restart.
   // Only the jobs that hold this worker are looked at.
-  std::vector<std::string> held;
-  if (auto wj = worker_jobs_.find(reg.name()); wj != worker_jobs_.end()) {
-    held.assign(wj->second.begin(), wj->second.end());
-  }
+  const std::vector<std::string> held = table_.JobsOn(reg.name());
   for (const std::string& id : held) {
-    JobRecord& r = jobs_.at(id);
+    JobRecord& r = table_.at(id);
     r.rt.awaiting.erase(reg.name());
     if (r.rt.released || r.rt.tearing_down || IsTerminal(r.job.state())) continue;
     if (!r.rt.launched) {
@@ -123,16 +120,16 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   SendFileDeletions(reg.name(), true);
   // A worker with free slots: jobs that wait are placed at the next tick (not here: 10,000
   // workers registering must not each run the scheduler).
-  if (!waiting_.empty()) schedule_needed_ = true;
+  if (!table_.waiting().empty()) schedule_needed_ = true;
   v1::RegisterAck ack;
   ack.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   // Snapshots in its host memory that no job of this cluster that may still run owns
   // (another cluster's, a finished job's, or one this coordinator never had): it removes them.
   if (reg.snapshot_keys_size() > 0) {
     std::set<std::string> live;
-    for (const std::string& id : active_) {
+    for (const std::string& id : table_.active()) {
       live.insert(id);  // a key from before identities
-      const std::string& uid = jobs_.at(id).job.uid();
+      const std::string& uid = table_.at(id).job.uid();
       if (!uid.empty() && !options_.cluster_id.empty()) {
         live.insert(options_.cluster_id + "-" + uid);
       }
@@ -182,12 +179,12 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
         return std::make_pair<const std::string*, const std::string*>(nullptr, nullptr);
     }
   }();
-  if (about.first != nullptr && Find(*about.first) != nullptr &&
+  if (about.first != nullptr && table_.Find(*about.first) != nullptr &&
       FindAttemptOf(*about.first, *about.second) == nullptr) {
     spdlog::warn(
         "worker {}: ignored a report of another job with the id {} (uid {}; this "
         "cluster's is {})",
-        worker, *about.first, *about.second, Find(*about.first)->job.uid());
+        worker, *about.first, *about.second, table_.Find(*about.first)->job.uid());
     return;
   }
   switch (msg.msg_case()) {
@@ -258,7 +255,7 @@ StatusOr<JobManager::ForgottenWorker> JobManager::ForgetWorker(const std::string
 }
 
 void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserved& msg) {
-  JobRecord* r = Find(msg.job_id());
+  JobRecord* r = table_.Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt() || r->job.state() != v1::RENDEZVOUS ||
       r->rt.launched || r->rt.tearing_down) {
     return;
@@ -300,7 +297,7 @@ void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserve
 }
 
 void JobManager::OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg) {
-  JobRecord* r = Find(msg.job_id());
+  JobRecord* r = table_.Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
   if (it == r->rt.ranks.end() || it->second.worker != worker) return;
@@ -321,7 +318,7 @@ void JobManager::MaybeRunning(JobRecord& r) {
 }
 
 void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg) {
-  JobRecord* r = Find(msg.job_id());
+  JobRecord* r = table_.Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
   // Only the worker that was given the rank speaks for it (its certificate says who it is).
@@ -336,7 +333,7 @@ void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFaile
 }
 
 void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExited& msg) {
-  JobRecord* r = Find(msg.job_id());
+  JobRecord* r = table_.Find(msg.job_id());
   if (r == nullptr || r->rt.attempt != msg.attempt()) return;
   auto it = r->rt.ranks.find(msg.rank());
   if (it == r->rt.ranks.end() || it->second.worker != worker || it->second.gone) return;
@@ -413,10 +410,8 @@ void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& hea
     if (FindAttemptOf(s.job_id(), s.job_uid()) == nullptr) continue;  // another job's
     stopped.insert({s.job_id(), s.attempt(), s.rank()});
   }
-  auto held = worker_jobs_.find(worker);
-  if (held == worker_jobs_.end()) return;
-  for (const std::string& id : held->second) {
-    JobRecord& r = jobs_.at(id);
+  for (const std::string& id : table_.JobsOn(worker)) {
+    JobRecord& r = table_.at(id);
     for (int rank : r.rt.ranks_by_worker[worker]) {
       r.rt.ranks[rank].stopped = stopped.count({id, r.rt.attempt, rank}) > 0;
     }
@@ -424,7 +419,7 @@ void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& hea
 }
 
 void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& batch) {
-  JobRecord* r = Find(batch.job_id());
+  JobRecord* r = table_.Find(batch.job_id());
   if (r == nullptr || r->rt.attempt != batch.attempt()) return;
   const int64_t now = clock_.NowMonotonicMs();
   for (const v1::MetricRecord& rec0 : batch.records()) {
@@ -432,7 +427,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
     it->second.last_progress_mono_ms = now;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
-    if (r->history.Add(rec0, batch.attempt())) history_dirty_.insert(r->job.id());
+    if (r->history.Add(rec0, batch.attempt())) table_.MarkHistoryDirty(r->job.id());
     if (!r->rt.first_record_seen) {
       r->rt.first_record_seen = true;
       stats_.Observe(Phase::kFirstStep, r->rt.placed_mono_ms);
@@ -455,12 +450,9 @@ void JobManager::OnWorkerLost(const std::string& worker) {
   const v1::WorkerInfo* info = workers_.Find(worker);
   if (info != nullptr) (void)store_.SaveWorker(*info);
   spdlog::warn("worker {} lost: not heard from for {} ms", worker, workers_.worker_timeout_ms());
-  std::vector<std::string> held;
-  if (auto wj = worker_jobs_.find(worker); wj != worker_jobs_.end()) {
-    held.assign(wj->second.begin(), wj->second.end());
-  }
+  const std::vector<std::string> held = table_.JobsOn(worker);
   for (const std::string& id : held) {
-    JobRecord& r = jobs_.at(id);
+    JobRecord& r = table_.at(id);
     if (r.rt.released || r.rt.attempt < 0) continue;
     r.rt.awaiting.erase(worker);
     int first_rank = -1;
@@ -485,9 +477,9 @@ void JobManager::OnWorkerLost(const std::string& worker) {
 
 void JobManager::Tick() {
   for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
-  const std::vector<std::string> attached(attached_.begin(), attached_.end());
+  const std::vector<std::string> attached(table_.attached().begin(), table_.attached().end());
   for (const std::string& id : attached) {
-    JobRecord& r = jobs_.at(id);
+    JobRecord& r = table_.at(id);
     AttemptRuntime& rt = r.rt;
     if (rt.released || rt.attempt < 0) continue;
     const v1::JobState s = r.job.state();
@@ -528,7 +520,7 @@ void JobManager::Tick() {
     AccountAndEnforceRuntime();
     GrowElasticJobs();
   }
-  if (!waiting_.empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
+  if (!table_.waiting().empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
   if (schedule_needed_) TrySchedule();
   FlushDirty();
   ApplyRetention();
