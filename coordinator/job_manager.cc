@@ -26,7 +26,9 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
       table_(clock),
       stats_(clock),
-      logs_(clock, options.log_request_timeout_ms) {}
+      logs_(clock, options.log_request_timeout_ms),
+      deletions_(clock, store, channel, options.cluster_id),
+      retention_(clock, options.job_retention_ms, options.job_retention_count) {}
 
 AttemptRuntime JobManager::NewRuntime() const {
   return AttemptRuntime(FailureAttribution(clock_, options_.failure_window_ms));
@@ -67,28 +69,8 @@ int HistoryPoints(const v1::JobSpec& spec) {
 
 }  // namespace
 
-int32_t JobManager::TakeIdentity(const std::string& job_uid) {
-  int32_t n = 1;
-  for (const auto& [held, uid] : identities_) {  // ascending: the first gap
-    if (held != n) break;
-    ++n;
-  }
-  identities_[n] = job_uid;
-  return n;
-}
-
 void JobManager::ReleaseIdentityOf(const std::string& job_uid) {
-  for (const auto& [worker, jobs] : file_deletions_) {
-    for (const auto& [id, pending] : jobs) {
-      if (pending.job_uid == job_uid) return;  // a worker still holds its files
-    }
-  }
-  for (auto it = identities_.begin(); it != identities_.end(); ++it) {
-    if (it->second == job_uid) {
-      identities_.erase(it);
-      return;
-    }
-  }
+  if (!deletions_.HoldsFilesOf(job_uid)) identities_.Release(job_uid);
 }
 
 Status JobManager::Recover() {
@@ -100,7 +82,7 @@ Status JobManager::Recover() {
   if (!jobs.ok()) return jobs.status();
   const int64_t now = clock_.NowMonotonicMs();
   for (v1::Job& job : *jobs) {
-    if (job.identity() > 0) identities_[job.identity()] = job.uid();
+    if (job.identity() > 0) identities_.Hold(job.identity(), job.uid());
     const std::string id = job.id();
     table_.Insert(std::move(job), NewRuntime());
     if (table_.waiting().count(id) > 0) schedule_needed_ = true;
@@ -110,7 +92,7 @@ Status JobManager::Recover() {
       // Stored by a coordinator older than job uids or identities: it gets them now, kept
       // from here on.
       if (r.job.uid().empty()) r.job.set_uid(RandomHexId());
-      if (r.job.identity() <= 0) r.job.set_identity(TakeIdentity(r.job.uid()));
+      if (r.job.identity() <= 0) r.job.set_identity(identities_.Take(r.job.uid()));
       v1::Job copy = r.job;
       copy.clear_events();
       Status st = store_.SaveJob(copy, nullptr);
@@ -158,7 +140,7 @@ Status JobManager::Recover() {
   }
   auto deletions = store_.LoadFileDeletions();
   if (!deletions.ok()) return deletions.status();
-  for (const FileDeletion& d : *deletions) file_deletions_[d.worker][d.job_id] = {d.job_uid, 0};
+  deletions_.Restore(*deletions);
   spdlog::info("recovered {} jobs and {} workers from the store", table_.size(), workers->size());
   return Status::Ok();
 }
@@ -250,7 +232,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   v1::Job job;
   job.set_id(id);
   job.set_uid(RandomHexId());
-  job.set_identity(TakeIdentity(job.uid()));
+  job.set_identity(identities_.Take(job.uid()));
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
   job.set_created_unix_ms(clock_.NowUnixMs());

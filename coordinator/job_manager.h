@@ -46,6 +46,8 @@
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/capacity_ledger.h"
 #include "coordinator/failure_attribution.h"
+#include "coordinator/file_deletions.h"
+#include "coordinator/identity_pool.h"
 #include "coordinator/job_stats.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_table.h"
@@ -54,19 +56,13 @@
 #include "coordinator/metric_book.h"
 #include "coordinator/metric_history.h"
 #include "coordinator/quota.h"
+#include "coordinator/retention.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/watch_hub.h"
+#include "coordinator/worker_channel.h"
 #include "coordinator/worker_registry.h"
 
 namespace convoy {
-
-// Sends messages to connected workers.
-class WorkerChannel {
- public:
-  virtual ~WorkerChannel() = default;
-  // Queues `msg` for worker `name`. Returns false when no stream to it is open. Never blocks.
-  virtual bool Send(const std::string& name, const v1::CoordinatorMessage& msg) = 0;
-};
 
 struct JobManagerOptions {
   // SIGTERM-to-SIGKILL grace given to workers when an attempt is torn down. Training ranks
@@ -220,16 +216,11 @@ class JobManager {
   // its attempts is told to remove the job's files (DeleteJobFiles): now when connected,
   // else when it next registers. These pending removals are persisted
   // (JobStore::SaveFileDeletion) until the worker answers without error, and asked again
-  // every kFileDeletionRetryMs while it answers with one (an attempt of the job still runs
+  // every FileDeletions::kRetryMs while it answers with one (an attempt of the job still runs
   // there). Returns those workers, by name. NOT_FOUND for an unknown id;
   // FAILED_PRECONDITION while the job is not finished, or while the ranks of its last
   // attempt are still being stopped. `by`: who deletes, for the log ("retention" or empty).
   StatusOr<std::vector<std::string>> Delete(const std::string& id, const std::string& by = "");
-  static constexpr int64_t kFileDeletionRetryMs = 30000;
-  // Retention looks this often, and deletes at most kRetentionBatch jobs a look (then looks
-  // again at the next tick): a coordinator with a long backlog catches up in small batches.
-  static constexpr int64_t kRetentionIntervalMs = 10000;
-  static constexpr size_t kRetentionBatch = 100;
   // Pending file removals (worker, job id) not yet confirmed, by worker then job. O(them).
   std::vector<FileDeletion> PendingFileDeletions() const;
 
@@ -351,10 +342,7 @@ class JobManager {
   void OnLogData(const std::string& worker, const v1::LogData& msg);
   // ---- Deletion and retention (job_manager_cleanup.cc)
   void OnJobFilesDeleted(const std::string& worker, const v1::JobFilesDeleted& msg);
-  // Sends DeleteJobFiles for every pending removal of `worker` that is due (`all`: every
-  // one, as at registration).
-  void SendFileDeletions(const std::string& worker, bool all);
-  // Deletes the finished jobs past the retention (at most kRetentionBatch).
+  // Deletes the finished jobs past the retention (coordinator/retention.h).
   void ApplyRetention();
   void OnWorkerLost(const std::string& worker);
   void MaybeRunning(JobRecord& r);
@@ -391,24 +379,16 @@ class JobManager {
   void AccountAndEnforceRuntime();
   std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
   int64_t usage_updated_mono_ms_ = 0;
-  // Job identities held (Job.identity -> the job's uid): by every job, and by a deleted one
-  // until every worker has removed its files (in memory: after a restart a worker that still
-  // holds a deleted job's files refuses its uid to another job).
-  std::map<int32_t, std::string> identities_;
-  int32_t TakeIdentity(const std::string& job_uid);
+  // Job identities held: by every job, and by a deleted one until every worker has removed
+  // its files (in memory: after a restart a worker that still holds a deleted job's files
+  // refuses its uid to another job).
+  IdentityPool identities_;
+  // Frees the identity of the job with uid `job_uid` unless a worker still holds its files.
   void ReleaseIdentityOf(const std::string& job_uid);
   WatchHub watches_;
   LogBroker logs_;
-  // Files of deleted jobs that workers are yet to remove: worker -> job id -> the job's uid
-  // (which names its directories there) and when to ask again (monotonic ms; 0: asked, no
-  // answer yet).
-  struct PendingFileDeletion {
-    std::string job_uid;
-    int64_t retry_at = 0;
-  };
-  std::map<std::string, std::map<std::string, PendingFileDeletion>> file_deletions_;
-  int64_t next_deletion_retry_mono_ms_ = 0;
-  int64_t next_retention_mono_ms_ = 0;
+  FileDeletions deletions_;  // deleted jobs' files that workers are yet to remove
+  Retention retention_;
 };
 
 }  // namespace convoy

@@ -117,7 +117,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   }
   // Files of jobs deleted while it was away (or not yet confirmed): asked again now, after
   // any Kill above (a worker keeps the files of an attempt that still runs).
-  SendFileDeletions(reg.name(), true);
+  deletions_.SendTo(reg.name(), true);
   // A worker with free slots: jobs that wait are placed at the next tick (not here: 10,000
   // workers registering must not each run the scheduler).
   if (!table_.waiting().empty()) schedule_needed_ = true;
@@ -241,9 +241,12 @@ StatusOr<JobManager::ForgottenWorker> JobManager::ForgetWorker(const std::string
   ForgottenWorker out;
   out.worker = *info;
   AddUse(out.worker);
-  if (auto it = file_deletions_.find(worker); it != file_deletions_.end()) {
-    for (const auto& [id, when] : it->second) out.abandoned_file_deletions.push_back(id);
-    file_deletions_.erase(it);
+  for (const FileDeletion& d : deletions_.Forget(worker)) {
+    out.abandoned_file_deletions.push_back(d.job_id);
+    // Its files stay on a disk no worker of this cluster will read again: unless the job is
+    // still kept, its identity is free once no other worker holds its files.
+    const JobRecord* r = table_.Find(d.job_id);
+    if (r == nullptr || r->job.uid() != d.job_uid) ReleaseIdentityOf(d.job_uid);
   }
   workers_.Forget(worker);
   spdlog::info("worker {} forgotten by {} (it was LOST){}", worker, by.empty() ? "local" : by,
@@ -524,10 +527,7 @@ void JobManager::Tick() {
   if (schedule_needed_) TrySchedule();
   FlushDirty();
   ApplyRetention();
-  if (!file_deletions_.empty() && now >= next_deletion_retry_mono_ms_) {
-    next_deletion_retry_mono_ms_ = now + 1000;
-    for (const auto& [worker, jobs] : file_deletions_) SendFileDeletions(worker, false);
-  }
+  deletions_.Tick();
 }
 
 }  // namespace convoy

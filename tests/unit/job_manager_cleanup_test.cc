@@ -117,7 +117,7 @@ TEST_F(JobCleanupTest, OnlyFinishedJobsAreDeletedAndTheirWorkersToldToRemoveFile
   // Pending until the worker confirms; an error keeps it and asks again later.
   EXPECT_EQ(store_.LoadFileDeletions()->size(), 1u);
   Answer("w1", done, "still running: attempt-0");
-  clock_.AdvanceMs(JobManager::kFileDeletionRetryMs - 1000);
+  clock_.AdvanceMs(FileDeletions::kRetryMs - 1000);
   jm_->Tick();
   EXPECT_TRUE(channel_.TakeDeletions("w1").empty());
   clock_.AdvanceMs(2000);
@@ -182,7 +182,7 @@ TEST_F(JobCleanupTest, RetentionByCountKeepsTheNewestFinished) {
     ids.push_back(RunToSuccess());
     clock_.AdvanceMs(1000);
   }
-  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  clock_.AdvanceMs(Retention::kIntervalMs);
   jm_->Tick();
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(jm_->Get(ids[i]).ok()) << ids[i];
   for (int i = 3; i < 5; ++i) EXPECT_TRUE(jm_->Get(ids[i]).ok()) << ids[i];
@@ -192,11 +192,11 @@ TEST_F(JobCleanupTest, RetentionDeletesInBatches) {
   options_.job_retention_count = 1;
   Restart();
   Register("w1");
-  const size_t n = JobManager::kRetentionBatch + 5;
+  const size_t n = Retention::kBatch + 5;
   for (size_t i = 0; i < n; ++i) RunToSuccess();
-  clock_.AdvanceMs(JobManager::kRetentionIntervalMs);
+  clock_.AdvanceMs(Retention::kIntervalMs);
   jm_->Tick();
-  EXPECT_EQ(jm_->List().size(), n - JobManager::kRetentionBatch);
+  EXPECT_EQ(jm_->List().size(), n - Retention::kBatch);
   jm_->Tick();  // the rest at the next tick, without waiting for the interval
   EXPECT_EQ(jm_->List().size(), 1u);
 }

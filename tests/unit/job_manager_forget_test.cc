@@ -105,5 +105,25 @@ TEST_F(JobManagerForgetTest, OnlyALostWorkerIsForgottenForGoodAndItsJobsGoOn) {
   EXPECT_TRUE(channel_.TakeDeletions("w2").empty());
 }
 
+TEST_F(JobManagerForgetTest, ForgettingTheLastWorkerThatHeldADeletedJobsFilesFreesItsIdentity) {
+  AddWorker("w1", 1);
+  const std::string done = Submit(1, 1);
+  for (const auto& [worker, launch] : StartAttempt(done))
+    Exit(worker, done, 0, launch.group_rank(), 0);
+  ASSERT_EQ(Job(done).state(), v1::SUCCEEDED);
+  const int32_t identity = Job(done).identity();
+  KillWorker("w1");
+  Advance(20000);
+  ASSERT_EQ(registry_->Find("w1")->state(), v1::WORKER_LOST);
+  ASSERT_TRUE(jm_->Delete(done).ok());
+  // w1 still holds its files: the identity is not given to another job.
+  const std::string other = Submit(1, 1);
+  EXPECT_NE(Job(other).identity(), identity);
+  ASSERT_TRUE(jm_->Cancel(other, "").ok());
+  // Forgotten, w1 will never remove them: nothing holds the identity now.
+  ASSERT_TRUE(jm_->ForgetWorker("w1", "root").ok());
+  EXPECT_EQ(Job(Submit(1, 1)).identity(), identity);
+}
+
 }  // namespace
 }  // namespace convoy
