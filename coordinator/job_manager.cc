@@ -28,22 +28,15 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       stats_(clock),
       logs_(clock, options.log_request_timeout_ms),
       deletions_(clock, store, channel, options.cluster_id),
-      retention_(clock, options.job_retention_ms, options.job_retention_count) {}
-
-AttemptRuntime JobManager::NewRuntime() const {
-  return AttemptRuntime(FailureAttribution(clock_, options_.failure_window_ms));
-}
-
-JobRecord* JobManager::FindAttemptOf(const std::string& id, const std::string& uid) {
-  JobRecord* r = table_.Find(id);
-  return r != nullptr && SameUid(uid, r->job.uid()) ? r : nullptr;
-}
-
-v1::Attempt* JobManager::CurrentAttempt(JobRecord& r) {
-  if (r.job.attempts_size() == 0) return nullptr;
-  v1::Attempt* last = r.job.mutable_attempts(r.job.attempts_size() - 1);
-  return last->attempt() == r.rt.attempt ? last : nullptr;
-}
+      retention_(clock, options.job_retention_ms, options.job_retention_count),
+      writer_(
+          clock, store, table_, watches_, stats_, options.history_save_interval_ms,
+          [this](JobRecord& r, v1::JobState from, v1::JobState to) { OnTransition(r, from, to); }),
+      lifecycle_(clock,
+                 {options.kill_grace_ms, options.teardown_slack_ms, options.rendezvous_timeout_ms,
+                  options.failure_window_ms, options.preempt_grace_ms, options.cluster_id},
+                 table_, ledger_, stats_, writer_, workers, channel,
+                 [this] { schedule_needed_ = true; }) {}
 
 namespace {
 
@@ -84,7 +77,7 @@ Status JobManager::Recover() {
   for (v1::Job& job : *jobs) {
     if (job.identity() > 0) identities_.Hold(job.identity(), job.uid());
     const std::string id = job.id();
-    table_.Insert(std::move(job), NewRuntime());
+    table_.Insert(std::move(job), lifecycle_.NewRuntime());
     if (table_.waiting().count(id) > 0) schedule_needed_ = true;
   }
   for (auto& [id, r] : table_.records()) {
@@ -102,7 +95,7 @@ Status JobManager::Recover() {
     r.history = MetricHistory(r.job.id(), HistoryPoints(r.job.spec()));
     r.rt.released = true;
     if (!HoldsWorkers(r.job.state()) || r.job.attempts_size() == 0) continue;
-    AttemptRuntime rt = NewRuntime();
+    AttemptRuntime rt = lifecycle_.NewRuntime();
     const v1::Attempt& a = r.job.attempts(r.job.attempts_size() - 1);
     rt.attempt = a.attempt();
     rt.released = false;
@@ -128,7 +121,7 @@ Status JobManager::Recover() {
     for (const auto& [rank, rr] : rt.ranks) {
       if (!rr.gone) rt.awaiting.insert(rr.worker);
     }
-    Attach(r, std::move(rt));
+    lifecycle_.Restore(r, std::move(rt));
     spdlog::info("recovered job {} in {} (attempt {}); waiting for its workers", r.job.id(),
                  StateName(r.job.state()), r.rt.attempt);
   }
@@ -255,7 +248,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   Status st = store_.SaveJob(job, &event);
   if (!st.ok()) return Status::Unavailable("cannot persist the job: " + st.message());
   *job.add_events() = event;
-  JobRecord& r = table_.Insert(std::move(job), NewRuntime());
+  JobRecord& r = table_.Insert(std::move(job), lifecycle_.NewRuntime());
   r.history = MetricHistory(id, HistoryPoints(spec));
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(),
                IsElastic(spec)
@@ -367,39 +360,9 @@ std::vector<v1::Job> JobManager::TakeFinished() {
   return out;
 }
 
-void JobManager::Track(const std::string& id, v1::JobState from, v1::JobState to) {
-  table_.SetState(id, from, to);
-  if (IsTerminal(to)) stats_.Finished(id);
+void JobManager::OnTransition(JobRecord& r, v1::JobState from, v1::JobState to) {
   if (to == v1::PENDING || to == v1::RESTARTING) schedule_needed_ = true;
-}
-
-void JobManager::Attach(JobRecord& r, AttemptRuntime rt) {
-  for (const auto& [rank, rr] : rt.ranks) {
-    if (!rr.gone) ledger_.Take(rr.worker, rr.resources);
-  }
-  table_.Attach(r, std::move(rt));
-}
-
-void JobManager::Detach(JobRecord& r) {
-  for (const auto& [rank, rr] : r.rt.ranks) {
-    if (!rr.gone) ledger_.Give(rr.worker, rr.resources);
-  }
-  table_.Detach(r);
-  schedule_needed_ = true;
-}
-
-void JobManager::MarkStarted(AttemptRuntime& rt, RankRuntime& rr) {
-  if (rr.started) return;
-  rr.started = true;
-  ++rt.started_count;
-  if (rt.started_count == rt.ranks.size()) stats_.Observe(Phase::kRendezvous, rt.placed_mono_ms);
-}
-
-void JobManager::MarkGone(AttemptRuntime& rt, RankRuntime& rr) {
-  if (rr.gone) return;
-  rr.gone = true;
-  ++rt.gone_count;
-  ledger_.Give(rr.worker, rr.resources);
+  if (IsTerminal(to)) lifecycle_.SendJobFinished(r);
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
@@ -411,9 +374,8 @@ StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& r
   }
   const std::string who = by.empty() ? "cancelled by user" : "cancelled by " + by;
   const std::string why = reason.empty() ? who : who + ": " + reason;
-  CONVOY_RETURN_IF_ERROR(Transition(*r, v1::CANCELLED, why));
-  if (r->rt.attempt >= 0 && !r->rt.released) SendKill(*r, why);
-  MaybeFinishTeardown(*r);
+  CONVOY_RETURN_IF_ERROR(writer_.Transition(*r, v1::CANCELLED, why));
+  lifecycle_.Stop(*r, why);
   return r->job;
 }
 
@@ -511,278 +473,15 @@ StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool 
     const std::vector<std::string> held = table_.JobsOn(worker);
     const std::string who = by.empty() ? "local" : by;
     for (const std::string& id : held) {
-      Preempt(table_.at(id),
-              "worker " + worker + " drained now by " + who +
-                  "; its ranks checkpoint and stop, and it waits to run elsewhere",
-              "drain");
+      lifecycle_.Preempt(table_.at(id),
+                         "worker " + worker + " drained now by " + who +
+                             "; its ranks checkpoint and stop, and it waits to run elsewhere",
+                         "drain");
     }
   }
   v1::WorkerInfo out = *workers_.Find(worker);
   AddUse(out);
   return out;
-}
-
-Status JobManager::Transition(JobRecord& r, v1::JobState to, const std::string& reason,
-                              const v1::RankFailure* failure) {
-  const v1::JobState from = r.job.state();
-  CONVOY_RETURN_IF_ERROR(CheckTransition(from, to));
-  v1::JobEvent event;
-  event.set_time_unix_ms(clock_.NowUnixMs());
-  event.set_from(from);
-  event.set_to(to);
-  event.set_attempt(r.job.attempt());
-  event.set_reason(reason);
-  if (failure != nullptr) *event.mutable_failure() = *failure;
-
-  v1::Job next = r.job;
-  next.set_state(to);
-  next.set_updated_unix_ms(event.time_unix_ms());
-  next.set_message(reason);
-  next.clear_events();
-  Status st = store_.SaveJob(next, &event);
-  if (!st.ok()) {
-    spdlog::error("job {}: cannot persist {} -> {} ({}); not acting on it: {}", r.job.id(),
-                  StateName(from), StateName(to), reason, st.message());
-    return Status::Unavailable("cannot persist the transition: " + st.message());
-  }
-  // A finished job's history is final: written with its last transition's batch.
-  if (IsTerminal(to) && table_.TakeHistoryDirty(r.job.id())) SaveHistory(r);
-  *next.mutable_events() = std::move(*r.job.mutable_events());
-  *next.add_events() = event;
-  r.job = std::move(next);
-  table_.MarkClean(r.job.id());
-  Track(r.job.id(), from, to);
-  spdlog::info("job {}: {} -> {}: {}", r.job.id(), StateName(from), StateName(to), reason);
-
-  v1::WatchJobResponse ev;
-  *ev.mutable_event() = event;
-  watches_.Notify(r.job.id(), ev);
-  v1::WatchJobResponse snap;
-  *snap.mutable_job() = r.job;
-  watches_.Notify(r.job.id(), snap);
-  if (IsTerminal(to)) {
-    watches_.Close(r.job.id(), snap);
-    SendJobFinished(r);
-  }
-  return Status::Ok();
-}
-
-void JobManager::Persist(JobRecord& r) {
-  r.job.set_updated_unix_ms(clock_.NowUnixMs());
-  table_.MarkDirty(r.job.id());
-}
-
-void JobManager::FlushDirty() {
-  for (const std::string& id : table_.TakeDirty()) SaveNow(table_.at(id));
-  const int64_t now = clock_.NowMonotonicMs();
-  std::set<std::string>& history_dirty = table_.history_dirty();
-  for (auto it = history_dirty.begin(); it != history_dirty.end();) {
-    JobRecord& r = table_.at(*it);
-    if (!IsTerminal(r.job.state()) &&
-        now - r.history_saved_mono_ms < options_.history_save_interval_ms) {
-      ++it;
-      continue;
-    }
-    SaveHistory(r);
-    it = history_dirty.erase(it);
-  }
-}
-
-void JobManager::SaveHistory(JobRecord& r) {
-  r.history_saved_mono_ms = clock_.NowMonotonicMs();
-  Status st = store_.SaveJobMetrics(r.history.history());
-  if (!st.ok()) {
-    spdlog::error("job {}: cannot persist its metric history: {}", r.job.id(), st.message());
-  }
-}
-
-void JobManager::SaveNow(JobRecord& r) {
-  r.job.set_updated_unix_ms(clock_.NowUnixMs());
-  v1::Job copy = r.job;
-  copy.clear_events();
-  Status st = store_.SaveJob(copy, nullptr);
-  if (!st.ok()) spdlog::error("job {}: cannot persist: {}", r.job.id(), st.message());
-}
-
-bool JobManager::PlaceOn(JobRecord& r, const std::vector<std::string>& chosen_workers) {
-  const std::vector<std::string>* chosen = &chosen_workers;
-  const v1::JobSpec& spec = r.job.spec();
-  std::vector<PlannedNode> planned;
-  std::string names;
-  for (const std::string& name : *chosen) {
-    const v1::WorkerInfo* w = workers_.Find(name);
-    PlannedNode node{name, w->address(), ProcsPerNode(spec, w->gpus_size()), {}};
-    // Each process's share: the lowest free GPU indices, gpus_per_proc each, in local rank
-    // order; its cores and memory as asked.
-    const int gpp = GpusPerProc(spec);
-    if (gpp > 0 || spec.cpus_per_proc() > 0 || spec.memory_per_proc_bytes() > 0) {
-      const std::vector<int> free = ledger_.FreeGpus(*w);
-      for (int i = 0; i < node.procs; ++i) {
-        v1::RankResources res;
-        for (int k = 0; k < gpp && static_cast<size_t>(i * gpp + k) < free.size(); ++k) {
-          res.add_gpus(free[static_cast<size_t>(i * gpp + k)]);
-        }
-        res.set_cpus(spec.cpus_per_proc());
-        res.set_memory_bytes(spec.memory_per_proc_bytes());
-        node.resources.push_back(std::move(res));
-      }
-    }
-    planned.push_back(std::move(node));
-    names += (names.empty() ? "" : ", ") + name;
-  }
-  const int attempt =
-      r.job.attempts_size() == 0 ? 0 : r.job.attempts(r.job.attempts_size() - 1).attempt() + 1;
-  const v1::Job before = r.job;
-  v1::Attempt* a = r.job.add_attempts();
-  a->set_attempt(attempt);
-  for (auto& n : PlanRanks(planned)) *a->add_nodes() = std::move(n);
-  a->set_started_unix_ms(clock_.NowUnixMs());
-  r.job.set_attempt(attempt);
-  const int64_t waited_since = r.waiting_since_mono_ms;
-  if (!Transition(r, v1::SCHEDULED, "attempt " + std::to_string(attempt) + " placed on " + names)
-           .ok()) {
-    r.job = before;
-    return false;
-  }
-  AttemptRuntime rt = NewRuntime();
-  rt.attempt = attempt;
-  rt.released = false;
-  const int64_t now = clock_.NowMonotonicMs();
-  rt.placed_mono_ms = now;
-  rt.runtime_from_mono_ms = now;
-  stats_.AttemptStarted();
-  stats_.Observe(Phase::kQueue, waited_since);
-  if (attempt == 0) {
-    const int64_t since_submit_ms =
-        std::max<int64_t>(0, clock_.NowUnixMs() - r.job.created_unix_ms());
-    stats_.Record(Phase::kSchedule, static_cast<double>(since_submit_ms) / 1000.0);
-  }
-  rt.deadline_mono_ms = now + options_.rendezvous_timeout_ms;
-  rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
-  // Transition replaced r.job: `a` points into the old copy.
-  a = r.job.mutable_attempts(r.job.attempts_size() - 1);
-  for (const v1::NodeAssignment& n : a->nodes()) {
-    for (int i = 0; i < n.ranks_size(); ++i) {
-      RankRuntime& rr = rt.ranks[n.ranks(i)];
-      rr.worker = n.worker();
-      rr.local_rank = i;
-      rr.last_progress_mono_ms = now;
-      if (i < n.resources_size()) rr.resources = n.resources(i);
-    }
-  }
-  Attach(r, std::move(rt));
-  const std::string& master = (*chosen)[0];
-  if (!Transition(r, v1::RENDEZVOUS, "reserving the master port on " + master).ok()) return true;
-  v1::CoordinatorMessage msg;
-  msg.mutable_reserve_port()->set_job_id(r.job.id());
-  msg.mutable_reserve_port()->set_job_uid(r.job.uid());
-  msg.mutable_reserve_port()->set_attempt(attempt);
-  if (!channel_.Send(master, msg)) {
-    ReportFailure(r, FailureFor(r, 0, master));
-  }
-  return true;
-}
-
-void JobManager::FailAttempt(JobRecord& r, const v1::RankFailure& cause) {
-  if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
-  if (v1::Attempt* a = CurrentAttempt(r)) {
-    *a->mutable_failure() = cause;
-    a->set_ended_unix_ms(clock_.NowUnixMs());
-  }
-  const v1::JobSpec& spec = r.job.spec();
-  Status st;
-  const bool resize = IsElastic(spec) && cause.cause() == v1::FAILURE_WORKER_LOST;
-  if (resize) {
-    // An elastic job goes on with the workers it has left (or waits for min_nodes): losing a
-    // worker is a resize, not a failure.
-    st = Transition(r, v1::RESTARTING,
-                    cause.reason() + "; continuing with the workers left (elastic: " +
-                        std::to_string(spec.min_nodes()) + " to " +
-                        std::to_string(spec.max_nodes()) + " nodes, no restart used)",
-                    &cause);
-  } else if (r.job.restarts() < spec.max_restarts()) {
-    r.job.set_restarts(r.job.restarts() + 1);
-    st = Transition(r, v1::RESTARTING,
-                    cause.reason() + "; restarting (restart " + std::to_string(r.job.restarts()) +
-                        " of " + std::to_string(spec.max_restarts()) + ")",
-                    &cause);
-    if (!st.ok()) r.job.set_restarts(r.job.restarts() - 1);
-  } else {
-    st = Transition(r, v1::FAILED,
-                    cause.reason() + (spec.max_restarts() > 0 ? "; no restarts left" : ""), &cause);
-  }
-  if (!st.ok()) return;
-  // Counted once the decision stands.
-  stats_.AttemptFailed(cause, r.job.state() == v1::RESTARTING && !resize);
-  SendKill(r, cause.reason());
-  MaybeFinishTeardown(r);
-}
-
-void JobManager::SendKill(JobRecord& r, const std::string& reason, bool preempt) {
-  AttemptRuntime& rt = r.rt;
-  rt.tearing_down = true;
-  rt.preempting = preempt;
-  rt.failures.Clear();
-  const int64_t grace = preempt ? options_.preempt_grace_ms : options_.kill_grace_ms;
-  rt.deadline_mono_ms = clock_.NowMonotonicMs() + grace + options_.teardown_slack_ms;
-  for (const auto& [worker, ranks] : rt.ranks_by_worker) {
-    bool any = false;
-    for (int rank : ranks) any = any || !rt.ranks[rank].gone;
-    if (!any) continue;
-    v1::CoordinatorMessage msg;
-    v1::Kill* kill = msg.mutable_kill();
-    kill->set_job_id(r.job.id());
-    kill->set_job_uid(r.job.uid());
-    kill->set_attempt(rt.attempt);
-    kill->set_grace_ms(static_cast<int32_t>(grace));
-    kill->set_reason(reason);
-    kill->set_preempt(preempt);
-    if (!channel_.Send(worker, msg)) {
-      spdlog::warn(
-          "job {}: cannot reach worker {} to kill attempt {}; it kills the ranks "
-          "itself when it reconnects or loses the coordinator",
-          r.job.id(), worker, rt.attempt);
-    }
-  }
-}
-
-void JobManager::MaybeFinishTeardown(JobRecord& r) {
-  AttemptRuntime& rt = r.rt;
-  if (rt.released || rt.attempt < 0) return;
-  // Only a decided attempt is released: one whose failure is still being attributed (the
-  // failure window) must keep its state even when every rank is already gone.
-  if (!rt.tearing_down && !IsTerminal(r.job.state())) return;
-  const bool all_gone = rt.gone_count == rt.ranks.size();
-  const bool expired = rt.tearing_down && clock_.NowMonotonicMs() >= rt.deadline_mono_ms;
-  if (!all_gone && !expired) return;
-  if (!all_gone) {
-    spdlog::warn(
-        "job {}: ranks of attempt {} not reported gone by the teardown deadline; "
-        "releasing their slots",
-        r.job.id(), rt.attempt);
-    for (auto& [rank, rr] : rt.ranks) MarkGone(rt, rr);
-  }
-  rt.released = true;
-  if (v1::Attempt* a = CurrentAttempt(r); a != nullptr && a->ended_unix_ms() == 0) {
-    a->set_ended_unix_ms(clock_.NowUnixMs());
-  }
-  Detach(r);
-  Persist(r);
-}
-
-v1::RankFailure JobManager::FailureFor(const JobRecord& r, int rank,
-                                       const std::string& worker) const {
-  v1::RankFailure f;
-  f.set_rank(rank);
-  auto it = r.rt.ranks.find(rank);
-  if (it != r.rt.ranks.end()) f.set_local_rank(it->second.local_rank);
-  f.set_worker(worker);
-  if (const v1::WorkerInfo* w = workers_.Find(worker)) {
-    f.set_host(w->hostname().empty() ? w->address() : w->hostname() + " (" + w->address() + ")");
-  }
-  f.set_reason("rank " + std::to_string(rank) + " on worker " + worker + " is not reachable");
-  f.set_cause(v1::FAILURE_WORKER_LOST);
-  return f;
 }
 
 }  // namespace convoy

@@ -44,6 +44,7 @@
 #include "common/status.h"
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
+#include "coordinator/attempt_lifecycle.h"
 #include "coordinator/capacity_ledger.h"
 #include "coordinator/failure_attribution.h"
 #include "coordinator/file_deletions.h"
@@ -51,6 +52,7 @@
 #include "coordinator/job_stats.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_table.h"
+#include "coordinator/job_writer.h"
 #include "coordinator/list_query.h"
 #include "coordinator/log_broker.h"
 #include "coordinator/metric_book.h"
@@ -275,91 +277,29 @@ class JobManager {
   void Tick();
 
  private:
-  // An empty runtime (no attempt) with this manager's clock and failure window.
-  AttemptRuntime NewRuntime() const;
-  // Job `id` when a worker's report of it, naming uid `uid`, is of this job (and not of
-  // another with the same id); null otherwise.
-  JobRecord* FindAttemptOf(const std::string& id, const std::string& uid);
-  // A uid a worker reported matches the job's: equal, or either empty (from before
-  // identities).
-  static bool SameUid(const std::string& reported, const std::string& job_uid) {
-    return reported.empty() || job_uid.empty() || reported == job_uid;
-  }
-  v1::Attempt* CurrentAttempt(JobRecord& r);
-
-  // Persists the job with a new state and event, then updates memory and tells watchers.
-  Status Transition(JobRecord& r, v1::JobState to, const std::string& reason,
-                    const v1::RankFailure* failure = nullptr);
-  // Marks the job to be written at the end of the tick (no event).
-  void Persist(JobRecord& r);
-  // Writes the job as it is (no event) now. Logs on failure.
-  void SaveNow(JobRecord& r);
-  // Writes every dirty job once, and every changed history that is due.
-  void FlushDirty();
-  // Writes the job's metric history now (no longer dirty). Logs on failure.
-  void SaveHistory(JobRecord& r);
-  // Job `id` went from `from` to `to`: the table's indexes, the statistics, and a scheduling
-  // pass when it now waits.
-  void Track(const std::string& id, v1::JobState from, v1::JobState to);
-  // Installs `rt` as the job's attempt runtime (JobTable::Attach) and takes its ranks'
-  // resources in the ledger.
-  void Attach(JobRecord& r, AttemptRuntime rt);
-  // The attempt's resources are free (given back to the ledger, JobTable::Detach).
-  void Detach(JobRecord& r);
-  void MarkStarted(AttemptRuntime& rt, RankRuntime& rr);
-  void MarkGone(AttemptRuntime& rt, RankRuntime& rr);
+  // After every transition (JobWriter's hook): a scheduling pass when the job now waits,
+  // JobFinished to its workers when it ended.
+  void OnTransition(JobRecord& r, v1::JobState from, v1::JobState to);
   static v1::Job Summary(const v1::Job& job);
 
   // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
   void TrySchedule();
-  // Starts a new attempt of `r` on `workers` (node 0 first). False when its transition
-  // could not be persisted.
-  bool PlaceOn(JobRecord& r, const std::vector<std::string>& workers);
   // Fills `w` with what ranks use on it, and the jobs that hold it.
   void AddUse(v1::WorkerInfo& w) const;
   // What `r`'s attempt holds, per worker (ranks not gone).
   std::vector<NodeHold> Holds(const JobRecord& r) const;
   // The quota of `r`'s owner.
   Quota QuotaOf(const v1::Job& job) const;
-  // Asks the ranks of `r`'s attempt to checkpoint and stop (Kill with preempt): the job goes
-  // back to PENDING, or for an elastic resize to RESTARTING; neither uses a restart. False
-  // when it could not be persisted, or there is nothing to stop.
-  // `kind`: "priority", "drain" or "resize" (Stats::preemptions).
-  bool Preempt(JobRecord& r, const std::string& reason, const std::string& kind);
   // Grows elastic jobs below max_nodes when workers are free for more nodes and nothing waits
   // (once per resize interval each). From Tick, once a second.
   void GrowElasticJobs();
-  // Decides the failure window of `r`'s attempt when it can be (RootCause).
-  void MaybeDecideFailure(JobRecord& r);
-  // Tells the workers of `r`'s last attempt that the job finished (JobFinished).
-  void SendJobFinished(const JobRecord& r);
-  void OnPortReserved(const std::string& worker, const v1::PortReserved& msg);
-  void OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg);
-  void OnProcessExited(const std::string& worker, const v1::ProcessExited& msg);
-  void OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg);
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
-  void OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat);
   void OnLogData(const std::string& worker, const v1::LogData& msg);
   // ---- Deletion and retention (job_manager_cleanup.cc)
   void OnJobFilesDeleted(const std::string& worker, const v1::JobFilesDeleted& msg);
   // Deletes the finished jobs past the retention (coordinator/retention.h).
   void ApplyRetention();
   void OnWorkerLost(const std::string& worker);
-  void MaybeRunning(JobRecord& r);
-  // After a coordinator restart, node 0's worker is back but the master port was never
-  // recorded: asks it again.
-  void MaybeRendezvousAgain(JobRecord& r, const std::string& worker);
-
-  // A failure observed now; the root cause is chosen when the failure window closes.
-  void ReportFailure(JobRecord& r, v1::RankFailure failure);
-  // Decides the attempt failed with `cause`: RESTARTING or FAILED, then tears it down.
-  void FailAttempt(JobRecord& r, const v1::RankFailure& cause);
-  // `preempt`: the ranks checkpoint and stop (Kill.preempt), with options_.preempt_grace_ms.
-  void SendKill(JobRecord& r, const std::string& reason, bool preempt = false);
-  // Frees the attempt's slots once every rank is gone or the teardown deadline passed, and
-  // moves a RESTARTING job on.
-  void MaybeFinishTeardown(JobRecord& r);
-  v1::RankFailure FailureFor(const JobRecord& r, int rank, const std::string& worker) const;
 
   const Clock& clock_;
   JobStore& store_;
@@ -389,6 +329,8 @@ class JobManager {
   LogBroker logs_;
   FileDeletions deletions_;  // deleted jobs' files that workers are yet to remove
   Retention retention_;
+  JobWriter writer_;            // every durable change of a job's record
+  AttemptLifecycle lifecycle_;  // placement, rendezvous, run and teardown of attempts
 };
 
 }  // namespace convoy

@@ -109,18 +109,18 @@ void JobManager::TrySchedule() {
     JobRecord* victim = table_.Find(p.victim);
     const JobRecord* for_job = table_.Find(p.for_job);
     if (victim == nullptr || for_job == nullptr) continue;
-    Preempt(*victim,
-            "preempted by " + p.for_job + " (priority " +
-                std::to_string(for_job->job.spec().priority()) + " over " +
-                std::to_string(victim->job.spec().priority()) +
-                "); its ranks checkpoint and stop, and it waits to resume",
-            "priority");
+    lifecycle_.Preempt(*victim,
+                       "preempted by " + p.for_job + " (priority " +
+                           std::to_string(for_job->job.spec().priority()) + " over " +
+                           std::to_string(victim->job.spec().priority()) +
+                           "); its ranks checkpoint and stop, and it waits to resume",
+                       "priority");
   }
   std::set<std::string> placed;
   for (const Placement& p : plan.placements) {
     JobRecord* r = table_.Find(p.id);
     if (r == nullptr || !table_.waiting().count(p.id)) continue;
-    if (PlaceOn(*r, p.workers)) placed.insert(p.id);
+    if (lifecycle_.Place(*r, p.workers)) placed.insert(p.id);
   }
   for (const std::string& id : placed) {
     v1::Job& job = table_.at(id).job;
@@ -141,27 +141,11 @@ void JobManager::TrySchedule() {
     JobRecord& r = table_.at(w.id);
     if (r.job.state() == v1::RESTARTING) {
       const int need = MinNodes(r.job.spec());
-      (void)Transition(r, v1::PENDING,
-                       "waiting for " + std::to_string(need) + " worker" + (need == 1 ? "" : "s") +
-                           " with free slots to restart");
+      (void)writer_.Transition(r, v1::PENDING,
+                               "waiting for " + std::to_string(need) + " worker" +
+                                   (need == 1 ? "" : "s") + " with free slots to restart");
     }
   }
-}
-
-bool JobManager::Preempt(JobRecord& r, const std::string& reason, const std::string& kind) {
-  const bool resize = kind == "resize";
-  if (r.rt.released || r.rt.attempt < 0 || r.rt.tearing_down || IsTerminal(r.job.state())) {
-    return false;
-  }
-  r.job.set_preemptions(r.job.preemptions() + 1);
-  if (!Transition(r, resize ? v1::RESTARTING : v1::PENDING, reason).ok()) {
-    r.job.set_preemptions(r.job.preemptions() - 1);
-    return false;
-  }
-  stats_.Preempted(kind);
-  SendKill(r, reason, /*preempt=*/true);
-  MaybeFinishTeardown(r);
-  return true;
 }
 
 void JobManager::GrowElasticJobs() {
@@ -205,24 +189,8 @@ void JobManager::GrowElasticJobs() {
   }
   for (const std::string& id : grow) {
     JobRecord& r = table_.at(id);
-    Preempt(r, r.job.message() + "; its ranks checkpoint and stop, then it restarts larger",
-            "resize");
-  }
-}
-
-void JobManager::SendJobFinished(const JobRecord& r) {
-  if (r.job.attempts_size() == 0) return;
-  v1::CoordinatorMessage msg;
-  msg.mutable_job_finished()->set_job_id(r.job.id());
-  msg.mutable_job_finished()->set_job_uid(r.job.uid());
-  msg.mutable_job_finished()->set_cluster_id(options_.cluster_id);
-  // Every worker that ran an attempt of it may hold its snapshots, not only the last
-  // attempt's (the soak found them left on the others until the idle expiry).
-  std::set<std::string> told;
-  for (const v1::Attempt& a : r.job.attempts()) {
-    for (const v1::NodeAssignment& n : a.nodes()) {
-      if (told.insert(n.worker()).second) channel_.Send(n.worker(), msg);
-    }
+    lifecycle_.Preempt(
+        r, r.job.message() + "; its ranks checkpoint and stop, then it restarts larger", "resize");
   }
 }
 
@@ -265,9 +233,8 @@ void JobManager::AccountAndEnforceRuntime() {
     JobRecord& r = table_.at(id);
     const std::string why =
         "max_runtime of " + std::to_string(r.job.spec().max_runtime_s()) + " s exceeded; stopped";
-    if (!Transition(r, v1::FAILED, why).ok()) continue;
-    SendKill(r, why);
-    MaybeFinishTeardown(r);
+    if (!writer_.Transition(r, v1::FAILED, why).ok()) continue;
+    lifecycle_.Stop(r, why);
   }
 }
 

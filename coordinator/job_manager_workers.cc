@@ -14,17 +14,6 @@
 #include "coordinator/rendezvous_planner.h"
 
 namespace convoy {
-namespace {
-
-bool ExitOk(const v1::ProcessExit& e) { return e.signal() == 0 && e.exit_code() == 0; }
-
-// "all 4 ranks", or "its one rank" for a job of one.
-std::string AllRanks(size_t n) {
-  return n == 1 ? "its one rank" : "all " + std::to_string(n) + " ranks";
-}
-
-}  // namespace
-
 v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   workers_.OnRegister(reg);
   const v1::WorkerInfo* info = workers_.Find(reg.name());
@@ -37,30 +26,11 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
                reg.attempts_size());
 
   for (const v1::AttemptStatus& as : reg.attempts()) {
-    JobRecord* r = FindAttemptOf(as.job_id(), as.job_uid());
+    JobRecord* r = table_.FindAttemptOf(as.job_id(), as.job_uid());
     const bool current = r != nullptr && r->rt.attempt == as.attempt() && !r->rt.released;
     bool any_running = false;
     for (const v1::RankStatus& rs : as.ranks()) any_running = any_running || rs.running();
-    if (current) {
-      for (const v1::RankStatus& rs : as.ranks()) {
-        auto it = r->rt.ranks.find(rs.rank());
-        if (it == r->rt.ranks.end() || it->second.worker != reg.name()) continue;
-        if (rs.running()) {
-          MarkStarted(r->rt, it->second);
-          it->second.pid = rs.pid();
-        } else {
-          v1::ProcessExited exited;
-          exited.set_job_id(as.job_id());
-          exited.set_job_uid(as.job_uid());
-          exited.set_attempt(as.attempt());
-          exited.set_rank(rs.rank());
-          exited.set_local_rank(rs.local_rank());
-          exited.set_pid(rs.pid());
-          *exited.mutable_exit() = rs.exit();
-          OnProcessExited(reg.name(), exited);
-        }
-      }
-    }
+    if (current) lifecycle_.Adopt(*r, reg.name(), as);
     const bool wanted = current && !r->rt.tearing_down && !IsTerminal(r->job.state());
     if (!wanted && any_running) {
       spdlog::info("worker {} still runs attempt {} of job {}, which is no longer wanted: killing",
@@ -81,39 +51,14 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   const std::vector<std::string> held = table_.JobsOn(reg.name());
   for (const std::string& id : held) {
     JobRecord& r = table_.at(id);
-    r.rt.awaiting.erase(reg.name());
-    if (r.rt.released || r.rt.tearing_down || IsTerminal(r.job.state())) continue;
-    if (!r.rt.launched) {
-      MaybeRendezvousAgain(r, reg.name());
-      continue;
-    }
     const v1::AttemptStatus* reported = nullptr;
     for (const v1::AttemptStatus& as : reg.attempts()) {
-      if (as.job_id() == id && SameUid(as.job_uid(), r.job.uid()) && as.attempt() == r.rt.attempt) {
+      if (as.job_id() == id && JobTable::SameUid(as.job_uid(), r.job.uid()) &&
+          as.attempt() == r.rt.attempt) {
         reported = &as;
       }
     }
-    for (int rank : r.rt.ranks_by_worker[reg.name()]) {
-      RankRuntime& rr = r.rt.ranks[rank];
-      if (rr.gone) continue;
-      bool known = false;
-      if (reported != nullptr) {
-        for (const v1::RankStatus& rs : reported->ranks()) known = known || rs.rank() == rank;
-      }
-      if (known) continue;
-      if (!rr.started && !r.rt.recovering) continue;  // its launch may still be in flight
-      MarkGone(r.rt, rr);
-      v1::RankFailure f = FailureFor(r, rank, reg.name());
-      f.set_reason("rank " + std::to_string(rank) + " on worker " + reg.name() +
-                   " vanished: the worker came back without it");
-      f.set_cause(v1::FAILURE_WORKER_LOST);
-      ReportFailure(r, f);
-    }
-    if (r.rt.awaiting.empty() && r.rt.recovering) {
-      r.rt.recovering = false;
-      spdlog::info("job {}: every worker of attempt {} is back", id, r.rt.attempt);
-    }
-    MaybeRunning(r);
+    lifecycle_.OnWorkerBack(r, reg.name(), reported);
   }
   // Files of jobs deleted while it was away (or not yet confirmed): asked again now, after
   // any Kill above (a worker keeps the files of an attempt that still runs).
@@ -141,23 +86,6 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   return ack;
 }
 
-void JobManager::MaybeRendezvousAgain(JobRecord& r, const std::string& worker) {
-  // A rendezvous cut short by a coordinator restart: ask node 0 for its port again.
-  v1::Attempt* a = CurrentAttempt(r);
-  if (r.rt.recovering && a != nullptr && a->nodes_size() > 0 && a->nodes(0).worker() == worker &&
-      !r.rt.failures.collecting()) {
-    if (r.job.state() == v1::SCHEDULED) {
-      (void)Transition(r, v1::RENDEZVOUS, "reserving the master port on " + worker);
-    }
-    v1::CoordinatorMessage msg;
-    msg.mutable_reserve_port()->set_job_id(r.job.id());
-    msg.mutable_reserve_port()->set_job_uid(r.job.uid());
-    msg.mutable_reserve_port()->set_attempt(r.rt.attempt);
-    channel_.Send(worker, msg);
-  }
-  if (r.rt.awaiting.empty() && r.rt.recovering) r.rt.recovering = false;
-}
-
 void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) {
   workers_.OnHeard(worker);
   // What a worker says of an attempt names its job by id and uid: of another job with the
@@ -180,7 +108,7 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
     }
   }();
   if (about.first != nullptr && table_.Find(*about.first) != nullptr &&
-      FindAttemptOf(*about.first, *about.second) == nullptr) {
+      table_.FindAttemptOf(*about.first, *about.second) == nullptr) {
     spdlog::warn(
         "worker {}: ignored a report of another job with the id {} (uid {}; this "
         "cluster's is {})",
@@ -189,19 +117,19 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
   }
   switch (msg.msg_case()) {
     case v1::WorkerMessage::kHeartbeat:
-      OnHeartbeat(worker, msg.heartbeat());
+      lifecycle_.OnHeartbeat(worker, msg.heartbeat());
       break;
     case v1::WorkerMessage::kPortReserved:
-      OnPortReserved(worker, msg.port_reserved());
+      lifecycle_.OnPortReserved(worker, msg.port_reserved());
       break;
     case v1::WorkerMessage::kProcessStarted:
-      OnProcessStarted(worker, msg.process_started());
+      lifecycle_.OnProcessStarted(worker, msg.process_started());
       break;
     case v1::WorkerMessage::kLaunchFailed:
-      OnLaunchFailed(worker, msg.launch_failed());
+      lifecycle_.OnLaunchFailed(worker, msg.launch_failed());
       break;
     case v1::WorkerMessage::kProcessExited:
-      OnProcessExited(worker, msg.process_exited());
+      lifecycle_.OnProcessExited(worker, msg.process_exited());
       break;
     case v1::WorkerMessage::kMetrics:
       OnMetrics(worker, msg.metrics());
@@ -257,170 +185,6 @@ StatusOr<JobManager::ForgottenWorker> JobManager::ForgetWorker(const std::string
   return out;
 }
 
-void JobManager::OnPortReserved(const std::string& worker, const v1::PortReserved& msg) {
-  JobRecord* r = table_.Find(msg.job_id());
-  if (r == nullptr || r->rt.attempt != msg.attempt() || r->job.state() != v1::RENDEZVOUS ||
-      r->rt.launched || r->rt.tearing_down) {
-    return;
-  }
-  v1::Attempt* a = CurrentAttempt(*r);
-  if (a == nullptr || a->nodes_size() == 0 || a->nodes(0).worker() != worker) return;
-  if (msg.port() <= 0 || msg.port() > 65535) {
-    v1::RankFailure f = FailureFor(*r, 0, worker);
-    f.set_reason("worker " + worker + " could not reserve a master port: " + msg.error());
-    f.set_cause(v1::FAILURE_OTHER);
-    ReportFailure(*r, f);
-    return;
-  }
-  a->set_master_addr(a->nodes(0).address());
-  a->set_master_port(msg.port());
-  // Written now, not at the tick: a restarted coordinator must not ask for a second port
-  // while ranks of this one already run.
-  SaveNow(*r);
-  r->rt.launched = true;
-  std::vector<v1::NodeAssignment> nodes(a->nodes().begin(), a->nodes().end());
-  for (const v1::NodeAssignment& n : nodes) {
-    v1::CoordinatorMessage out;
-    *out.mutable_launch() =
-        PlanLaunch(r->job.id(), r->rt.attempt, r->job.spec(), nodes, n.group_rank(), msg.port());
-    out.mutable_launch()->set_job_uid(r->job.uid());
-    out.mutable_launch()->set_identity(r->job.identity());
-    out.mutable_launch()->set_owner(r->job.owner());
-    if (r->job.has_resume_source()) {
-      *out.mutable_launch()->mutable_resume_source() = r->job.resume_source();
-    }
-    out.mutable_launch()->set_cluster_id(options_.cluster_id);
-    if (!channel_.Send(n.worker(), out)) {
-      ReportFailure(*r, FailureFor(*r, n.ranks_size() > 0 ? n.ranks(0) : 0, n.worker()));
-      return;
-    }
-  }
-  spdlog::info("job {}: attempt {} launched, master {}:{}", r->job.id(), r->rt.attempt,
-               a->master_addr(), msg.port());
-}
-
-void JobManager::OnProcessStarted(const std::string& worker, const v1::ProcessStarted& msg) {
-  JobRecord* r = table_.Find(msg.job_id());
-  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
-  auto it = r->rt.ranks.find(msg.rank());
-  if (it == r->rt.ranks.end() || it->second.worker != worker) return;
-  MarkStarted(r->rt, it->second);
-  it->second.pid = msg.pid();
-  it->second.last_progress_mono_ms = clock_.NowMonotonicMs();
-  MaybeRunning(*r);
-}
-
-void JobManager::MaybeRunning(JobRecord& r) {
-  if (r.job.state() != v1::RENDEZVOUS || r.rt.tearing_down) return;
-  if (r.rt.started_count < r.rt.ranks.size()) return;
-  const int64_t now = clock_.NowMonotonicMs();
-  for (auto& [rank, rr] : r.rt.ranks) rr.last_progress_mono_ms = now;
-  (void)Transition(
-      r, v1::RUNNING,
-      AllRanks(r.rt.ranks.size()) + " of attempt " + std::to_string(r.rt.attempt) + " started");
-}
-
-void JobManager::OnLaunchFailed(const std::string& worker, const v1::LaunchFailed& msg) {
-  JobRecord* r = table_.Find(msg.job_id());
-  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
-  auto it = r->rt.ranks.find(msg.rank());
-  // Only the worker that was given the rank speaks for it (its certificate says who it is).
-  if (it == r->rt.ranks.end() || it->second.worker != worker) return;
-  MarkGone(r->rt, it->second);
-  v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
-  f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker +
-               " could not start: " + msg.error());
-  f.set_cause(v1::FAILURE_OTHER);
-  ReportFailure(*r, f);
-  MaybeFinishTeardown(*r);
-}
-
-void JobManager::OnProcessExited(const std::string& worker, const v1::ProcessExited& msg) {
-  JobRecord* r = table_.Find(msg.job_id());
-  if (r == nullptr || r->rt.attempt != msg.attempt()) return;
-  auto it = r->rt.ranks.find(msg.rank());
-  if (it == r->rt.ranks.end() || it->second.worker != worker || it->second.gone) return;
-  RankRuntime& rr = it->second;
-  MarkGone(r->rt, rr);
-  MarkStarted(r->rt, rr);
-  if (v1::Attempt* a = CurrentAttempt(*r)) *a->add_exits() = msg;
-  // A clean exit is the common case (10,000 of them per 10,000-node job): not logged at info.
-  spdlog::log(ExitOk(msg.exit()) ? spdlog::level::debug : spdlog::level::info,
-              "job {}: rank {} on {} {}", r->job.id(), msg.rank(), worker,
-              DescribeExit(msg.exit()));
-
-  if (IsTerminal(r->job.state()) || r->rt.tearing_down) {
-    Persist(*r);
-    MaybeFinishTeardown(*r);
-    return;
-  }
-  if (!ExitOk(msg.exit())) {
-    v1::RankFailure f = FailureFor(*r, msg.rank(), worker);
-    *f.mutable_exit() = msg.exit();
-    f.set_reason("rank " + std::to_string(msg.rank()) + " on worker " + worker + " (" + f.host() +
-                 ") " + DescribeExit(msg.exit()));
-    // What the rank said (in the reason) never decides the cause: only how it ended.
-    f.set_cause(msg.exit().signal() != 0 ? v1::FAILURE_SIGNAL : v1::FAILURE_RANK_EXIT);
-    ReportFailure(*r, f);
-    return;
-  }
-  MaybeRunning(*r);
-  const bool all_ok = r->rt.gone_count == r->rt.ranks.size();
-  if (!all_ok || r->rt.failures.collecting()) {
-    Persist(*r);
-    return;
-  }
-  if (Transition(*r, v1::SUCCEEDED, AllRanks(r->rt.ranks.size()) + " exited with code 0").ok()) {
-    if (v1::Attempt* a = CurrentAttempt(*r)) a->set_ended_unix_ms(clock_.NowUnixMs());
-    MaybeFinishTeardown(*r);
-  }
-}
-
-void JobManager::ReportFailure(JobRecord& r, v1::RankFailure failure) {
-  if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
-  r.rt.failures.Report(std::move(failure));
-  // Decided now when the cause is already certain (a rank killed from outside, or every rank
-  // gone), else when the window closes (Tick): a restart does not wait for a timer it need
-  // not wait for.
-  MaybeDecideFailure(r);
-}
-
-void JobManager::MaybeDecideFailure(JobRecord& r) {
-  AttemptRuntime& rt = r.rt;
-  if (!rt.failures.collecting() || rt.tearing_down || IsTerminal(r.job.state())) return;
-  // No rank killed from outside: a peer whose worker's stream just broke (the worker died
-  // or its link was cut) explains the others' broken collectives.
-  auto unreachable = [&]() -> std::optional<v1::RankFailure> {
-    for (const auto& [rank, rr] : rt.ranks) {
-      if (rr.gone || workers_.IsReady(rr.worker)) continue;
-      v1::RankFailure f = FailureFor(r, rank, rr.worker);
-      f.set_reason("worker " + rr.worker + " (" + f.host() +
-                   ") became unreachable while its peers failed");
-      f.set_cause(v1::FAILURE_WORKER_LOST);
-      return f;
-    }
-    return std::nullopt;
-  };
-  const bool all_reported = rt.gone_count == rt.ranks.size();
-  if (std::optional<v1::RankFailure> cause = rt.failures.RootCause(unreachable, all_reported)) {
-    FailAttempt(r, *cause);
-  }
-}
-
-void JobManager::OnHeartbeat(const std::string& worker, const v1::Heartbeat& heartbeat) {
-  std::set<std::tuple<std::string, int, int>> stopped;
-  for (const v1::StoppedRank& s : heartbeat.stopped()) {
-    if (FindAttemptOf(s.job_id(), s.job_uid()) == nullptr) continue;  // another job's
-    stopped.insert({s.job_id(), s.attempt(), s.rank()});
-  }
-  for (const std::string& id : table_.JobsOn(worker)) {
-    JobRecord& r = table_.at(id);
-    for (int rank : r.rt.ranks_by_worker[worker]) {
-      r.rt.ranks[rank].stopped = stopped.count({id, r.rt.attempt, rank}) > 0;
-    }
-  }
-}
-
 void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& batch) {
   JobRecord* r = table_.Find(batch.job_id());
   if (r == nullptr || r->rt.attempt != batch.attempt()) return;
@@ -454,69 +218,13 @@ void JobManager::OnWorkerLost(const std::string& worker) {
   if (info != nullptr) (void)store_.SaveWorker(*info);
   spdlog::warn("worker {} lost: not heard from for {} ms", worker, workers_.worker_timeout_ms());
   const std::vector<std::string> held = table_.JobsOn(worker);
-  for (const std::string& id : held) {
-    JobRecord& r = table_.at(id);
-    if (r.rt.released || r.rt.attempt < 0) continue;
-    r.rt.awaiting.erase(worker);
-    int first_rank = -1;
-    for (int rank : r.rt.ranks_by_worker[worker]) {
-      RankRuntime& rr = r.rt.ranks[rank];
-      if (rr.gone) continue;
-      MarkGone(r.rt, rr);
-      if (first_rank < 0) first_rank = rank;
-    }
-    if (first_rank < 0) continue;
-    if (!r.rt.tearing_down && !IsTerminal(r.job.state())) {
-      v1::RankFailure f = FailureFor(r, first_rank, worker);
-      f.set_reason("worker " + worker + " (" + f.host() + ") lost: no heartbeat for " +
-                   std::to_string(workers_.worker_timeout_ms() / 1000) + " s");
-      f.set_cause(v1::FAILURE_WORKER_LOST);
-      // Decided at once: the peers' errors were caused by this loss, not the other way round.
-      FailAttempt(r, r.rt.failures.Decisive(std::move(f)));
-    }
-    MaybeFinishTeardown(r);
-  }
+  for (const std::string& id : held) lifecycle_.OnWorkerLost(table_.at(id), worker);
 }
 
 void JobManager::Tick() {
   for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
   const std::vector<std::string> attached(table_.attached().begin(), table_.attached().end());
-  for (const std::string& id : attached) {
-    JobRecord& r = table_.at(id);
-    AttemptRuntime& rt = r.rt;
-    if (rt.released || rt.attempt < 0) continue;
-    const v1::JobState s = r.job.state();
-    if (rt.failures.collecting()) {
-      MaybeDecideFailure(r);
-    } else if ((s == v1::SCHEDULED || s == v1::RENDEZVOUS) && !rt.tearing_down &&
-               rt.failures.RendezvousOverdue()) {
-      std::vector<int> missing;
-      for (const auto& [rank, rr] : rt.ranks) {
-        if (!rr.started) missing.push_back(rank);
-      }
-      const int first = missing.empty() ? 0 : missing[0];
-      v1::RankFailure f = FailureFor(r, first, rt.ranks[first].worker);
-      f.set_reason(RendezvousTimeoutReason(missing));
-      f.set_cause(v1::FAILURE_OTHER);
-      FailAttempt(r, f);
-    } else if (s == v1::RUNNING && !rt.tearing_down) {
-      auto liveness = [&rt] {
-        std::vector<RankLiveness> out;
-        out.reserve(rt.ranks.size());
-        for (const auto& [rank, rr] : rt.ranks) {
-          out.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms});
-        }
-        return out;
-      };
-      if (auto hang = rt.failures.CheckHang(liveness, r.job.spec().hang_timeout_s())) {
-        v1::RankFailure f = FailureFor(r, hang->rank, rt.ranks[hang->rank].worker);
-        f.set_reason(hang->reason);
-        f.set_cause(v1::FAILURE_HANG);
-        FailAttempt(r, f);
-      }
-    }
-    MaybeFinishTeardown(r);
-  }
+  for (const std::string& id : attached) lifecycle_.Check(table_.at(id));
   logs_.Expire();
   const int64_t now = clock_.NowMonotonicMs();
   if (now - usage_updated_mono_ms_ >= 1000) {
@@ -525,7 +233,7 @@ void JobManager::Tick() {
   }
   if (!table_.waiting().empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
   if (schedule_needed_) TrySchedule();
-  FlushDirty();
+  writer_.Flush();
   ApplyRetention();
   deletions_.Tick();
 }

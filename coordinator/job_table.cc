@@ -40,6 +40,11 @@ const JobRecord* JobTable::Find(const std::string& id) const {
   return it == records_.end() ? nullptr : &it->second;
 }
 
+JobRecord* JobTable::FindAttemptOf(const std::string& id, const std::string& uid) {
+  JobRecord* r = Find(id);
+  return r != nullptr && SameUid(uid, r->job.uid()) ? r : nullptr;
+}
+
 void JobTable::SetState(const std::string& id, v1::JobState from, v1::JobState to) {
   JobRecord& r = records_.at(id);
   const std::string& owner = r.job.owner();

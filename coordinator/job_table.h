@@ -90,6 +90,15 @@ class JobTable {
   JobRecord& Insert(v1::Job job, AttemptRuntime rt);
   JobRecord* Find(const std::string& id);
   const JobRecord* Find(const std::string& id) const;
+  // Job `id` when a worker's report of it, naming uid `uid`, is of this job (and not of
+  // another with the same id, from another cluster or an older state directory); null
+  // otherwise.
+  JobRecord* FindAttemptOf(const std::string& id, const std::string& uid);
+  // A uid a worker reported matches the job's: equal, or either empty (from before
+  // identities).
+  static bool SameUid(const std::string& reported, const std::string& job_uid) {
+    return reported.empty() || job_uid.empty() || reported == job_uid;
+  }
   // The job `id`, which must be in the table.
   JobRecord& at(const std::string& id) { return records_.at(id); }
   const JobRecord& at(const std::string& id) const { return records_.at(id); }
