@@ -8,6 +8,11 @@
 // Every decision goes through the JobWriter (durable before any message acting on it); the
 // table's attempt indexes (JobTable::Attach/Detach) and the capacity ledger change here only.
 //
+// Size: about 28 methods, over the house guide's 25: one entry point per worker report and
+// decision of the one attempt state machine, and the steps they share (MarkGone,
+// ReportFailure, SendKill, MaybeFinishTeardown). Split further, those steps would be shared
+// across classes.
+//
 // Threading: none of its own; called with the Coordinator's lock held.
 // Cost: a worker event is O(the ranks it names); Check is O(1) unless a deadline or a hang
 // check is due (FailureAttribution); nothing is O(N^2) in a job's nodes.

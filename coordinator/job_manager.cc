@@ -23,7 +23,6 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       workers_(workers),
       channel_(channel),
       options_(options),
-      scheduler_(options.scheduler != nullptr ? *options.scheduler : default_scheduler_),
       table_(clock),
       stats_(clock),
       logs_(clock, options.log_request_timeout_ms),
@@ -35,8 +34,12 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       lifecycle_(clock,
                  {options.kill_grace_ms, options.teardown_slack_ms, options.rendezvous_timeout_ms,
                   options.failure_window_ms, options.preempt_grace_ms, options.cluster_id},
-                 table_, ledger_, stats_, writer_, workers, channel,
-                 [this] { schedule_needed_ = true; }) {}
+                 table_, ledger_, stats_, writer_, workers, channel, [this] { sched_.Needed(); }),
+      sched_(clock,
+             {options.scheduler, options.reschedule_interval_ms, options.usage_half_life_ms,
+              options.max_queued_per_owner, options.quotas, options.preemptible_below,
+              options.min_resize_interval_ms},
+             table_, ledger_, lifecycle_, writer_, workers) {}
 
 namespace {
 
@@ -78,7 +81,7 @@ Status JobManager::Recover() {
     if (job.identity() > 0) identities_.Hold(job.identity(), job.uid());
     const std::string id = job.id();
     table_.Insert(std::move(job), lifecycle_.NewRuntime());
-    if (table_.waiting().count(id) > 0) schedule_needed_ = true;
+    if (table_.waiting().count(id) > 0) sched_.Needed();
   }
   for (auto& [id, r] : table_.records()) {
     if (r.job.uid().empty() || r.job.identity() <= 0) {
@@ -170,7 +173,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   v1::Job probe;
   probe.set_owner(owner);
   probe.set_owner_role(role);
-  const Quota quota = QuotaOf(probe);
+  const Quota quota = sched_.QuotaOf(probe);
   if (quota.queued > 0 && !owner.empty()) {
     int queued = 0;
     for (const std::string& id : table_.waiting())
@@ -191,7 +194,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
     for (const std::string& id : table_.attached()) {
       const JobRecord& other = table_.at(id);
       if (other.job.owner() != owner || other.rt.tearing_down) continue;
-      for (const NodeHold& h : Holds(other)) {
+      for (const NodeHold& h : SchedulingController::Holds(other)) {
         used_slots += h.slots;
         used_gpus += h.gpus;
       }
@@ -254,7 +257,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
                IsElastic(spec)
                    ? std::to_string(spec.min_nodes()) + "-" + std::to_string(spec.max_nodes())
                    : std::to_string(spec.nodes()));
-  TrySchedule();
+  sched_.Pass();
   return std::string(id);
 }
 
@@ -361,7 +364,7 @@ std::vector<v1::Job> JobManager::TakeFinished() {
 }
 
 void JobManager::OnTransition(JobRecord& r, v1::JobState from, v1::JobState to) {
-  if (to == v1::PENDING || to == v1::RESTARTING) schedule_needed_ = true;
+  if (to == v1::PENDING || to == v1::RESTARTING) sched_.Needed();
   if (IsTerminal(to)) lifecycle_.SendJobFinished(r);
 }
 
@@ -466,7 +469,7 @@ StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool 
     CONVOY_RETURN_IF_ERROR(store_.SaveWorker(*info));
     spdlog::info("worker {} {} by {}", worker, drained ? "drained" : "undrained",
                  by.empty() ? "local" : by);
-    if (!drained && !table_.waiting().empty()) schedule_needed_ = true;
+    if (!drained && !table_.waiting().empty()) sched_.Needed();
   }
   if (drained && now) {
     // Preempted whatever their priority: an admin empties the machine (maintenance).

@@ -1,7 +1,19 @@
-// The job registry and the driver of every job's state machine: placement, rendezvous,
-// launch, failure attribution, teardown, restarts, hang detection, and recovery after a
-// coordinator restart. Plain C++: it speaks to workers through WorkerChannel, to disk
-// through JobStore, and reads time from Clock; no gRPC or SQLite types.
+// The job registry's front: the one API the Coordinator calls (clients' requests, workers'
+// messages, the tick), routed to the controllers that own each concern. It holds no state of
+// its own beyond them:
+//   - JobTable (job_table.h): the jobs and every index over them;
+//   - JobWriter (job_writer.h): every durable change of a job's record;
+//   - AttemptLifecycle (attempt_lifecycle.h): placement, rendezvous, run, failure
+//     attribution, teardown and preemption of attempts;
+//   - SchedulingController (scheduling.h): which waiting job starts where, quotas, fair
+//     share, max_runtime, elastic growth;
+//   - CapacityLedger (capacity_ledger.h): what ranks hold on each worker;
+//   - WatchHub, JobStats, LogBroker: watchers, statistics, log requests;
+//   - FileDeletions, IdentityPool, Retention: deleted jobs' files, job identities, retention.
+// Its methods are that API (about 30, by the Coordinator's needs) and the routing between
+// controllers; a concern with state of its own gets a controller, not methods here.
+// Plain C++: it speaks to workers through WorkerChannel, to disk through JobStore, and reads
+// time from Clock; no gRPC or SQLite types.
 //
 // Threading: not thread-safe. The owner (coordinator/coordinator.h) calls every method with
 // its one state lock held. Callbacks given to Watch and RequestLogs are invoked with that
@@ -60,6 +72,7 @@
 #include "coordinator/quota.h"
 #include "coordinator/retention.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/scheduling.h"
 #include "coordinator/watch_hub.h"
 #include "coordinator/worker_channel.h"
 #include "coordinator/worker_registry.h"
@@ -256,8 +269,6 @@ class JobManager {
   };
   StatusOr<ForgottenWorker> ForgetWorker(const std::string& worker, const std::string& by,
                                          bool connected = false);
-  // Whether a job of higher priority may preempt a job of `spec`.
-  bool IsPreemptible(const v1::JobSpec& spec) const;
 
   // ---- Worker API (the worker's name comes from its stream's Register)
   // A worker (re)registered: reconciles the attempts it reports (adopts the current ones,
@@ -282,17 +293,8 @@ class JobManager {
   void OnTransition(JobRecord& r, v1::JobState from, v1::JobState to);
   static v1::Job Summary(const v1::Job& job);
 
-  // Places every job that waits (PENDING, or RESTARTING whose teardown finished).
-  void TrySchedule();
   // Fills `w` with what ranks use on it, and the jobs that hold it.
   void AddUse(v1::WorkerInfo& w) const;
-  // What `r`'s attempt holds, per worker (ranks not gone).
-  std::vector<NodeHold> Holds(const JobRecord& r) const;
-  // The quota of `r`'s owner.
-  Quota QuotaOf(const v1::Job& job) const;
-  // Grows elastic jobs below max_nodes when workers are free for more nodes and nothing waits
-  // (once per resize interval each). From Tick, once a second.
-  void GrowElasticJobs();
   void OnMetrics(const std::string& worker, const v1::MetricBatch& batch);
   void OnLogData(const std::string& worker, const v1::LogData& msg);
   // ---- Deletion and retention (job_manager_cleanup.cc)
@@ -306,19 +308,10 @@ class JobManager {
   WorkerRegistry& workers_;
   WorkerChannel& channel_;
   const JobManagerOptions options_;
-  const FifoScheduler default_scheduler_;
-  const Scheduler& scheduler_;
 
   JobTable table_;         // the jobs and every index over them
   CapacityLedger ledger_;  // what the ranks not gone hold on each worker
   JobStats stats_;         // counters, phase durations, jobs finished since the last export
-  bool schedule_needed_ = false;
-  int64_t next_schedule_mono_ms_ = 0;
-  // Decays every owner's use and adds what their attached jobs hold now; stops attempts that
-  // outlived their spec's max_runtime. Once a second, from Tick.
-  void AccountAndEnforceRuntime();
-  std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
-  int64_t usage_updated_mono_ms_ = 0;
   // Job identities held: by every job, and by a deleted one until every worker has removed
   // its files (in memory: after a restart a worker that still holds a deleted job's files
   // refuses its uid to another job).
@@ -331,6 +324,7 @@ class JobManager {
   Retention retention_;
   JobWriter writer_;            // every durable change of a job's record
   AttemptLifecycle lifecycle_;  // placement, rendezvous, run and teardown of attempts
+  SchedulingController sched_;  // which waiting job starts where; quotas, fair share
 };
 
 }  // namespace convoy

@@ -65,7 +65,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   deletions_.SendTo(reg.name(), true);
   // A worker with free slots: jobs that wait are placed at the next tick (not here: 10,000
   // workers registering must not each run the scheduler).
-  if (!table_.waiting().empty()) schedule_needed_ = true;
+  if (!table_.waiting().empty()) sched_.Needed();
   v1::RegisterAck ack;
   ack.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   // Snapshots in its host memory that no job of this cluster that may still run owns
@@ -148,6 +148,11 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
 
 void JobManager::OnDisconnect(const std::string& worker) { workers_.OnDisconnect(worker); }
 
+void JobManager::AddUse(v1::WorkerInfo& w) const {
+  ledger_.AddUse(w);
+  for (const std::string& id : table_.JobsOn(w.name())) w.add_jobs(id);
+}
+
 StatusOr<JobManager::ForgottenWorker> JobManager::ForgetWorker(const std::string& worker,
                                                                const std::string& by,
                                                                bool connected) {
@@ -226,13 +231,7 @@ void JobManager::Tick() {
   const std::vector<std::string> attached(table_.attached().begin(), table_.attached().end());
   for (const std::string& id : attached) lifecycle_.Check(table_.at(id));
   logs_.Expire();
-  const int64_t now = clock_.NowMonotonicMs();
-  if (now - usage_updated_mono_ms_ >= 1000) {
-    AccountAndEnforceRuntime();
-    GrowElasticJobs();
-  }
-  if (!table_.waiting().empty() && now >= next_schedule_mono_ms_) schedule_needed_ = true;
-  if (schedule_needed_) TrySchedule();
+  sched_.Tick();
   writer_.Flush();
   ApplyRetention();
   deletions_.Tick();

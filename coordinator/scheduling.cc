@@ -1,5 +1,5 @@
-// JobManager: sharing the cluster (README "Sharing a cluster"): the scheduling pass and its
-// preemptions, quotas, fair share and max_runtime, and elastic jobs growing when workers join.
+#include "coordinator/scheduling.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,17 +7,21 @@
 #include <set>
 
 #include "common/job_spec_validation.h"
-#include "coordinator/job_manager.h"
 #include "coordinator/job_state_machine.h"
 
 namespace convoy {
 
-void JobManager::AddUse(v1::WorkerInfo& w) const {
-  ledger_.AddUse(w);
-  for (const std::string& id : table_.JobsOn(w.name())) w.add_jobs(id);
+void SchedulingController::Tick() {
+  const int64_t now = clock_.NowMonotonicMs();
+  if (now - usage_updated_mono_ms_ >= 1000) {
+    AccountAndEnforceRuntime();
+    GrowElasticJobs();
+  }
+  if (!table_.waiting().empty() && now >= next_pass_mono_ms_) needed_ = true;
+  if (needed_) Pass();
 }
 
-std::vector<NodeHold> JobManager::Holds(const JobRecord& r) const {
+std::vector<NodeHold> SchedulingController::Holds(const JobRecord& r) {
   std::vector<NodeHold> out;
   for (const auto& [worker, ranks] : r.rt.ranks_by_worker) {
     NodeHold h;
@@ -35,7 +39,7 @@ std::vector<NodeHold> JobManager::Holds(const JobRecord& r) const {
   return out;
 }
 
-Quota JobManager::QuotaOf(const v1::Job& job) const {
+Quota SchedulingController::QuotaOf(const v1::Job& job) const {
   Quota q = options_.quotas.For(job.owner(), job.owner_role());
   if (q.queued == 0 && q.queued_source == "--max-queued-per-user" && !job.owner().empty()) {
     q.queued = options_.max_queued_per_owner;
@@ -43,14 +47,14 @@ Quota JobManager::QuotaOf(const v1::Job& job) const {
   return q;
 }
 
-bool JobManager::IsPreemptible(const v1::JobSpec& spec) const {
+bool SchedulingController::IsPreemptible(const v1::JobSpec& spec) const {
   return spec.has_preemptible() ? spec.preemptible() : spec.priority() < options_.preemptible_below;
 }
 
-void JobManager::TrySchedule() {
-  schedule_needed_ = false;
+void SchedulingController::Pass() {
+  needed_ = false;
   const int64_t now_mono = clock_.NowMonotonicMs(), now_unix = clock_.NowUnixMs();
-  next_schedule_mono_ms_ = now_mono + options_.reschedule_interval_ms;
+  next_pass_mono_ms_ = now_mono + options_.reschedule_interval_ms;
   std::vector<WaitingJob> waiting;  // in submission order (ids sort so)
   for (const std::string& id : table_.waiting()) {
     const JobRecord& r = table_.at(id);
@@ -148,7 +152,7 @@ void JobManager::TrySchedule() {
   }
 }
 
-void JobManager::GrowElasticJobs() {
+void SchedulingController::GrowElasticJobs() {
   if (!table_.waiting().empty()) return;  // free workers go to waiting jobs first
   const int64_t now = clock_.NowMonotonicMs();
   std::vector<const v1::WorkerInfo*> ready;
@@ -194,7 +198,7 @@ void JobManager::GrowElasticJobs() {
   }
 }
 
-void JobManager::AccountAndEnforceRuntime() {
+void SchedulingController::AccountAndEnforceRuntime() {
   const int64_t now = clock_.NowMonotonicMs();
   const double dt_s =
       usage_updated_mono_ms_ == 0 ? 0.0 : static_cast<double>(now - usage_updated_mono_ms_) / 1000;

@@ -1,0 +1,118 @@
+// The scheduling controller on its own, with the real table, ledger, writer and lifecycle
+// over the in-memory store: when a pass runs, what it places, why the rest waits, and
+// max_runtime.
+#include "coordinator/scheduling.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/job_manager_fixture.h"
+
+namespace convoy {
+namespace {
+
+class SchedulingTest : public ::testing::Test {
+ protected:
+  void AddWorker(const std::string& name, int slots) {
+    v1::Register reg;
+    reg.set_name(name);
+    reg.set_address("10.0.0." + name.substr(1));
+    reg.set_cores(slots);
+    reg.set_slots(slots);
+    registry_.OnRegister(reg);
+    channel_.connected.insert(name);
+  }
+  JobRecord& Job(int nodes, const std::string& owner = "alice", int max_runtime_s = 0) {
+    v1::Job job;
+    job.set_id(table_.NextId());
+    job.set_uid("uid-" + job.id());
+    job.set_state(v1::PENDING);
+    job.set_owner(owner);
+    job.set_created_unix_ms(clock_.NowUnixMs());
+    job.mutable_spec()->set_nodes(nodes);
+    job.mutable_spec()->set_procs_per_node(1);
+    job.mutable_spec()->set_max_runtime_s(max_runtime_s);
+    return table_.Insert(std::move(job), lifecycle_.NewRuntime());
+  }
+
+  FakeClock clock_;
+  MemoryJobStore store_;
+  WorkerRegistry registry_{clock_, 10000};
+  FakeWorkerChannel channel_;
+  JobTable table_{clock_};
+  CapacityLedger ledger_;
+  JobStats stats_{clock_};
+  WatchHub watches_;
+  JobWriter writer_{clock_,
+                    store_,
+                    table_,
+                    watches_,
+                    stats_,
+                    2000,
+                    [](JobRecord&, v1::JobState, v1::JobState) {}};
+  AttemptLifecycle lifecycle_{
+      clock_,   {3000, 10000, 60000, 100, 30000, ""}, table_, ledger_, stats_, writer_, registry_,
+      channel_, [this] { sched_.Needed(); }};
+  SchedulingController sched_{clock_, {}, table_, ledger_, lifecycle_, writer_, registry_};
+};
+
+TEST_F(SchedulingTest, APassPlacesWhatFitsAndSaysWhyTheRestWaits) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  JobRecord& a = Job(2);
+  JobRecord& b = Job(1);
+  sched_.Pass();
+  EXPECT_EQ(a.job.state(), v1::RENDEZVOUS);
+  EXPECT_EQ(b.job.state(), v1::PENDING);
+  EXPECT_FALSE(b.job.pending_reason().empty());
+  EXPECT_EQ(b.job.queue_position(), 1);
+  EXPECT_EQ(ledger_.used_slots(), 2);
+}
+
+TEST_F(SchedulingTest, APassRunsAtTheTickOnlyWhenNeededOrDue) {
+  JobRecord& a = Job(1);
+  sched_.Pass();  // no worker yet: it waits
+  ASSERT_EQ(a.job.state(), v1::PENDING);
+  AddWorker("w1", 1);
+  sched_.Tick();  // nothing said a pass is needed, and the next is not due
+  EXPECT_EQ(a.job.state(), v1::PENDING);
+  sched_.Needed();  // a worker became ready
+  sched_.Tick();
+  EXPECT_EQ(a.job.state(), v1::RENDEZVOUS);
+  // Without Needed, a pass still runs every reschedule interval while jobs wait.
+  AddWorker("w2", 1);
+  JobRecord& b = Job(1);
+  sched_.Tick();
+  EXPECT_EQ(b.job.state(), v1::PENDING);
+  clock_.AdvanceMs(SchedulingController::Options{}.reschedule_interval_ms);
+  sched_.Tick();
+  EXPECT_EQ(b.job.state(), v1::RENDEZVOUS);
+}
+
+TEST_F(SchedulingTest, AJobPastItsMaxRuntimeIsStoppedOnTheMonotonicClock) {
+  AddWorker("w1", 1);
+  JobRecord& a = Job(1, "alice", /*max_runtime_s=*/60);
+  sched_.Pass();
+  ASSERT_EQ(a.job.state(), v1::RENDEZVOUS);
+  clock_.StepWallMs(2 * 3600 * 1000);  // NTP: no time passed
+  clock_.AdvanceMs(1000);
+  sched_.Tick();
+  EXPECT_EQ(a.job.state(), v1::RENDEZVOUS);
+  clock_.AdvanceMs(60000);
+  sched_.Tick();
+  EXPECT_EQ(a.job.state(), v1::FAILED);
+  EXPECT_NE(a.job.message().find("max_runtime of 60 s exceeded"), std::string::npos);
+  EXPECT_EQ(channel_.Take(v1::CoordinatorMessage::kKill).size(), 1u);
+}
+
+TEST_F(SchedulingTest, PreemptibleIsTheSpecsWordElseAPriorityBelowTheThreshold) {
+  v1::JobSpec spec;
+  spec.set_priority(-1);
+  EXPECT_TRUE(sched_.IsPreemptible(spec));
+  spec.set_priority(0);
+  EXPECT_FALSE(sched_.IsPreemptible(spec));
+  spec.set_preemptible(true);
+  EXPECT_TRUE(sched_.IsPreemptible(spec));
+}
+
+}  // namespace
+}  // namespace convoy
