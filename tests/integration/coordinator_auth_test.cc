@@ -15,7 +15,7 @@
 
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
-#include "coordinator/auth.h"
+#include "coordinator/rpc/auth.h"
 #include "tests/support/test_cluster.h"
 
 namespace convoy {

@@ -8,7 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "coordinator/grpc_server.h"
+#include "coordinator/rpc/grpc_server.h"
 #include "tests/support/memory_job_store.h"
 #include "tests/support/test_cluster.h"
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "coordinator/list_query.h"
+#include "coordinator/state/list_query.h"
 #include "tests/support/test_cluster.h"
 
 namespace convoy {

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "convoy/v1/job.grpc.pb.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/grpc_server.h"
-#include "coordinator/metrics_exporter.h"
+#include "coordinator/control/coordinator.h"
+#include "coordinator/rpc/grpc_server.h"
+#include "coordinator/rpc/metrics_exporter.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {

@@ -1,6 +1,6 @@
 // SqliteJobStore on a real file: round trips, reopening, and a process killed with SIGKILL
 // in the middle of a stream of transitions losing nothing it committed.
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -208,8 +208,11 @@ TEST_F(WarmPythonTest, AForkserverThatCannotLoadIsNotStartedOverAndOver) {
     EXPECT_EQ(warm_->python_pid(std::nullopt), -1);
   }
   // Once the interpreter changes, it is tried again (this one lives: a fake that failed again
-  // could be reaped before it is looked at, under load).
-  std::ofstream(fake) << "#!/bin/sh\ncase \"$1\" in *convoy-forkserver.py) exec sleep 60;; esac\n";
+  // could be reaped before it is looked at, under load). It is started as `fakepython -I -u
+  // .../convoy-forkserver.py FD`: the script is not its first argument.
+  std::ofstream(fake) << "#!/bin/sh\nfor a in \"$@\"; do\n"
+                      << "  case \"$a\" in *convoy-forkserver.py) exec sleep 60;; esac\n"
+                      << "done\nexit 1\n";
   EXPECT_EQ(ParentOfLaunch(Request({fake, "s.py"})), getpid());
   EXPECT_GT(warm_->python_pid(std::nullopt), 0);
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/control/job_manager.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/job_store.h"
+#include "coordinator/store/job_store.h"
 
 namespace convoy {
 

@@ -20,12 +20,12 @@
 #include "common/clock.h"
 #include "convoy/v1/job.grpc.pb.h"
 #include "convoy/v1/worker.grpc.pb.h"
-#include "coordinator/cluster_pki.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/coordinator_server.h"
-#include "coordinator/flags.h"
-#include "coordinator/grpc_server.h"
-#include "coordinator/token_store.h"
+#include "coordinator/control/coordinator.h"
+#include "coordinator/rpc/grpc_server.h"
+#include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/flags.h"
+#include "coordinator/store/cluster_pki.h"
+#include "coordinator/store/token_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace convoy {

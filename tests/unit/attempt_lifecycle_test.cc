@@ -1,7 +1,7 @@
 // The attempt lifecycle on its own: placement, rendezvous, run and teardown of one attempt,
 // with the real table, ledger, statistics and writer over the in-memory store, and a fake
 // worker channel (tests/support/job_manager_fixture.h).
-#include "coordinator/attempt_lifecycle.h"
+#include "coordinator/control/attempt_lifecycle.h"
 
 #include <gtest/gtest.h>
 

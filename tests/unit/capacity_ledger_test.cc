@@ -1,4 +1,4 @@
-#include "coordinator/capacity_ledger.h"
+#include "coordinator/sched/capacity_ledger.h"
 
 #include <gtest/gtest.h>
 

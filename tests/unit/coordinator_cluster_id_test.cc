@@ -1,6 +1,6 @@
 // The cluster's id: made once per state directory, kept across restarts, never silently
 // replaced; a fresh state directory is a new cluster.
-#include "coordinator/cluster_id.h"
+#include "coordinator/store/cluster_id.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

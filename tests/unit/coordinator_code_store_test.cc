@@ -1,5 +1,5 @@
 // coordinator/code_store: archives stored once, by a hash that was checked, 0600.
-#include "coordinator/code_store.h"
+#include "coordinator/store/code_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

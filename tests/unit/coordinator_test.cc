@@ -2,7 +2,7 @@
 // what a locked section decides is durable before any message or reply acting on it goes
 // out; RegisterAck is the first message on a new stream; watch updates come in order; a
 // newer stream replaces an older one.
-#include "coordinator/coordinator.h"
+#include "coordinator/control/coordinator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Root cause and hang detection, table by table, with times given rather than slept.
-#include "coordinator/failure_attribution.h"
+#include "coordinator/state/failure_attribution.h"
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/file_deletions.h"
-#include "coordinator/identity_pool.h"
-#include "coordinator/retention.h"
+#include "coordinator/control/file_deletions.h"
+#include "coordinator/control/retention.h"
+#include "coordinator/state/identity_pool.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {

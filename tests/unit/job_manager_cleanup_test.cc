@@ -7,7 +7,7 @@
 #include <memory>
 #include <set>
 
-#include "coordinator/job_manager.h"
+#include "coordinator/control/job_manager.h"
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {

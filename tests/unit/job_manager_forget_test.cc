@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/job_manager.h"
+#include "coordinator/control/job_manager.h"
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-#include "coordinator/priority_scheduler.h"
+#include "coordinator/sched/priority_scheduler.h"
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {

@@ -1,6 +1,6 @@
 // JobManager with a fake clock, an in-memory store and a fake worker channel: the whole
 // life of jobs, failures, restarts and recovery, without processes or sockets.
-#include "coordinator/job_manager.h"
+#include "coordinator/control/job_manager.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/job_state_machine.h"
+#include "coordinator/state/job_state_machine.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/job_stats.h"
+#include "coordinator/control/job_stats.h"
 
 #include <gtest/gtest.h>
 

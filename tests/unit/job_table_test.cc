@@ -1,4 +1,4 @@
-#include "coordinator/job_table.h"
+#include "coordinator/state/job_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The JobWriter on its own: a transition is durable before memory, the indexes, the
 // statistics and the watchers change; a failed write changes nothing.
-#include "coordinator/job_writer.h"
+#include "coordinator/control/job_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // ListJobs / ListWorkers requests: field checks (table-driven), the submission order of ids,
 // and JobManager's pages with filters (fake clock, in-memory store, no sockets).
-#include "coordinator/list_query.h"
+#include "coordinator/state/list_query.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "coordinator/job_manager.h"
+#include "coordinator/control/job_manager.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {

@@ -1,5 +1,5 @@
 // The log broker: ids, answers, cancellation and deadlines on a fake clock.
-#include "coordinator/log_broker.h"
+#include "coordinator/control/log_broker.h"
 
 #include <gtest/gtest.h>
 

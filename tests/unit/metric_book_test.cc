@@ -1,5 +1,5 @@
 // The metric book: one latest record per rank, merged within an attempt, fresh across them.
-#include "coordinator/metric_book.h"
+#include "coordinator/state/metric_book.h"
 
 #include <gtest/gtest.h>
 

@@ -1,15 +1,15 @@
 // The metric history: bounded downsampling that keeps the whole run covered, evaluations per
 // epoch, the JobManager writing it only when changed (fake clock), and its round trip
 // through the in-memory and the SQLite store.
-#include "coordinator/metric_history.h"
+#include "coordinator/state/metric_history.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <set>
 
-#include "coordinator/job_manager.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/control/job_manager.h"
+#include "coordinator/store/sqlite_job_store.h"
 #include "tests/support/memory_job_store.h"
 #include "tests/support/temp_dir.h"
 

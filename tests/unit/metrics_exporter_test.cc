@@ -1,7 +1,7 @@
 // The coordinator's exporter on a fake clock: per-job and per-rank series, stragglers,
 // counters by cause, phase histograms, bounded RPC labels, and retention (a finished job's
 // series stay for --metrics-retention, then go).
-#include "coordinator/metrics_exporter.h"
+#include "coordinator/rpc/metrics_exporter.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The shared cluster's scheduler (issue 16): priorities, fair share, ageing, the reservation
 // of the first job in line, and backfill around it. Time is the context's (a fake clock).
-#include "coordinator/priority_scheduler.h"
+#include "coordinator/sched/priority_scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// --quota rules (coordinator/quota.h): parsing, and which rule gives each limit.
-#include "coordinator/quota.h"
+// --quota rules (coordinator/sched/quota.h): parsing, and which rule gives each limit.
+#include "coordinator/sched/quota.h"
 
 #include <gtest/gtest.h>
 

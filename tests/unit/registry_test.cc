@@ -1,7 +1,7 @@
-// The worker registry (coordinator/worker_registry.h; not named worker_* because that prefix
+// The worker registry (coordinator/state/worker_registry.h; not named worker_* because that prefix
 // links the worker library) on a fake clock: states, counts kept as they change, expiry in the
 // order workers were last heard from.
-#include "coordinator/worker_registry.h"
+#include "coordinator/state/worker_registry.h"
 
 #include <gtest/gtest.h>
 

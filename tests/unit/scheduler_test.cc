@@ -1,4 +1,4 @@
-#include "coordinator/scheduler.h"
+#include "coordinator/sched/scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "coordinator/rendezvous_planner.h"
+#include "coordinator/sched/rendezvous_planner.h"
 
 namespace convoy {
 namespace {

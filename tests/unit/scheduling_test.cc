@@ -1,7 +1,7 @@
 // The scheduling controller on its own, with the real table, ledger, writer and lifecycle
 // over the in-memory store: when a pass runs, what it places, why the rest waits, and
 // max_runtime.
-#include "coordinator/scheduling.h"
+#include "coordinator/control/scheduling.h"
 
 #include <gtest/gtest.h>
 

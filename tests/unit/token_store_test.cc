@@ -1,4 +1,4 @@
-#include "coordinator/token_store.h"
+#include "coordinator/store/token_store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

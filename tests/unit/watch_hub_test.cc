@@ -1,4 +1,4 @@
-#include "coordinator/watch_hub.h"
+#include "coordinator/control/watch_hub.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,64 @@
+#include "coordinator/server/check_config.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/config_file.h"
+#include "common/pki.h"
+#include "common/util.h"
+#include "coordinator/store/cluster_pki.h"
+
+namespace convoy {
+
+void CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::string>* notes,
+                            std::vector<std::string>* errors) {
+  auto fail = [errors](const Status& s) {
+    if (!s.ok()) errors->push_back(s.message());
+    return !s.ok();
+  };
+  // ParseCoordinatorFlags already checked the addresses, --insecure, the TTLs and ranges.
+  notes->push_back("listen " + flags.listen + (flags.insecure ? " (plain text)" : " (TLS)"));
+  if (!flags.metrics_listen.empty()) notes->push_back("metrics " + flags.metrics_listen);
+  if (!flags.health_listen.empty()) notes->push_back("health " + flags.health_listen);
+  if (fail(CheckWritableDir("--state-dir", flags.state_dir))) return;  // the rest lives there
+  notes->push_back("state dir " + flags.state_dir + " writable");
+  std::error_code ec;
+  for (const char* name : {"convoy.db", "tokens.db"}) {
+    const std::string db = flags.state_dir + "/" + name;
+    if (std::filesystem::exists(db, ec) && access(db.c_str(), R_OK | W_OK) != 0) {
+      errors->push_back("--state-dir: " + db + " is not readable and writable");
+    }
+  }
+  if (flags.insecure) return;
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  if (!flags.tls_cert.empty()) {
+    if (flags.tls_key.empty() || flags.tls_ca.empty()) return;  // the parse said so
+    auto pki = LoadOwnPki(flags.tls_cert, flags.tls_key, flags.tls_ca, now_s);
+    if (fail(pki.status())) return;
+    notes->push_back("TLS files load; CA " + pki->ca_fingerprint);
+    return;
+  }
+  const std::string ca_cert = flags.state_dir + "/tls/ca.crt";
+  const std::string ca_key = flags.state_dir + "/tls/ca.key";
+  if (!std::filesystem::exists(ca_cert, ec)) {
+    notes->push_back("no cluster CA yet: made at first start (or by convoy-coordinator init)");
+    return;
+  }
+  auto cert = ReadWholeFile(ca_cert);
+  auto key = ReadWholeFile(ca_key);
+  const bool unread = fail(cert.status());
+  if (fail(key.status()) || unread) return;
+  if (Status s = KeyMatchesCertificate(*key, *cert); !s.ok()) {
+    errors->push_back(ca_key + " does not belong to " + ca_cert + ": " + s.message());
+    return;
+  }
+  auto fp = CertificateFingerprint(*cert);
+  if (fail(fp.status())) return;
+  notes->push_back("cluster CA " + *fp);
+}
+
+}  // namespace convoy

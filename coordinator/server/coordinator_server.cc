@@ -1,0 +1,201 @@
+#include "coordinator/server/coordinator_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/util.h"
+#include "coordinator/rpc/metrics_exporter.h"
+#include "coordinator/sched/priority_scheduler.h"
+#include "coordinator/sched/scheduler.h"
+#include "coordinator/store/cluster_id.h"
+#include "coordinator/store/code_store.h"
+#include "coordinator/store/sqlite_job_store.h"
+#include "coordinator/store/token_store.h"
+
+namespace convoy {
+
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
+    const CoordinatorFlags& flags, Deps deps) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  if (Status s = server->Build(flags, std::move(deps)); !s.ok()) return s;
+  return server;
+}
+
+Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
+  std::error_code ec;
+  std::filesystem::create_directories(flags.state_dir, ec);
+  if (ec) return Status::Internal("--state-dir " + flags.state_dir + ": " + ec.message());
+  chmod(flags.state_dir.c_str(), 0700);  // tokens' hashes, the CA's key, every job's spec
+  db_path_ = flags.state_dir + "/convoy.db";
+  bool made_cluster_id = false;
+  auto cluster_id = LoadOrMakeClusterId(flags.state_dir, &made_cluster_id);
+  if (!cluster_id.ok()) return cluster_id.status();
+  cluster_id_ = *cluster_id;
+  spdlog::info("cluster id {}{}", cluster_id_, made_cluster_id ? " (made now: a new cluster)" : "");
+
+  // Security first: a coordinator that cannot serve TLS must not start at all.
+  ServerSecurity security;
+  security.insecure = flags.insecure;
+  if (!flags.insecure) {
+    const int64_t now_s = system_clock_.NowUnixMs() / 1000;
+    StatusOr<ClusterPki> pki = Status::Ok();
+    if (!flags.tls_cert.empty()) {
+      pki = LoadOwnPki(flags.tls_cert, flags.tls_key, flags.tls_ca, now_s);
+    } else {
+      auto hp = ParseHostPort(flags.listen, "--listen");
+      if (!hp.ok()) return hp.status();
+      pki =
+          EnsureClusterPki(flags.state_dir + "/tls",
+                           ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
+    }
+    if (!pki.ok()) return Status::Internal("TLS: " + pki.status().message());
+    pki_ = *pki;
+    if (pki_.created_ca) {
+      spdlog::info("made the cluster CA in {}/tls (first start)", flags.state_dir);
+    }
+    spdlog::info("cluster CA fingerprint {}", pki_.ca_fingerprint);
+    auto tokens = TokenStore::Open(flags.state_dir + "/tokens.db");
+    if (!tokens.ok()) return tokens.status();
+    tokens_ = std::move(*tokens);
+    security.tokens = tokens_.get();
+    security.server_cert_pem = pki_.server.cert_pem;
+    security.server_key_pem = pki_.server.key_pem;
+    security.ca.ca = pki_.ca;
+    security.ca.fingerprint = pki_.ca_fingerprint;
+    security.ca.cluster_id = cluster_id_;
+    security.ca.worker_cert_ttl_s = flags.worker_cert_ttl_s;
+    security.auth.max_streams_per_token = flags.max_streams_per_token;
+    security.auth.submits_per_minute = flags.submits_per_minute;
+    security.auth.upload_bytes_per_day = flags.upload_bytes_per_day;
+    security.auth.max_archives_per_user = flags.max_archives_per_user;
+  }
+  security.auth.max_user_priority = flags.max_user_priority;
+  if (deps.tune_auth) deps.tune_auth(&security.auth);
+  auto store = SqliteJobStore::Open(db_path_);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+
+  CoordinatorOptions options;
+  options.jobs.cluster_id = cluster_id_;
+  options.worker_timeout_ms = static_cast<int64_t>(flags.worker_timeout_s * 1000);
+  options.jobs.kill_grace_ms = flags.kill_grace_ms;
+  options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
+  options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
+  options.jobs.max_queued_per_owner = flags.max_queued_per_user;
+  options.jobs.quotas.SetDefaults(flags.max_slots_per_user, flags.max_queued_per_user);
+  for (const std::string& rule : flags.quotas) {
+    if (Status st = options.jobs.quotas.Add(rule); !st.ok()) {
+      return Status::InvalidArgument(st.message());
+    }
+  }
+  options.jobs.refuse_over_quota = flags.over_quota == "refuse";
+  options.jobs.preemptible_below = flags.preemptible_below;
+  options.jobs.preempt_grace_ms = static_cast<int64_t>(flags.preempt_grace_s * 1000);
+  options.jobs.min_resize_interval_ms = static_cast<int64_t>(flags.min_resize_interval_s * 1000);
+  if (flags.scheduler == "fifo") {
+    scheduler_ = std::make_unique<FifoScheduler>();
+  } else {
+    PriorityPolicy policy;
+    policy.ageing_ms = static_cast<int64_t>(flags.priority_ageing_s * 1000);
+    policy.max_slots_per_owner = flags.max_slots_per_user;
+    scheduler_ = std::make_unique<PriorityScheduler>(policy);
+  }
+  options.jobs.scheduler = scheduler_.get();
+  spdlog::info("scheduler: {}{}", flags.scheduler,
+               flags.scheduler == "fifo" ? ""
+                                         : fmt::format(" (ageing: +1 priority per {} s waiting)",
+                                                       flags.priority_ageing_s));
+  options.jobs.job_retention_ms = flags.job_retention_ms;
+  options.jobs.job_retention_count = flags.job_retention_count;
+  if (flags.job_retention != "0") {
+    spdlog::info("finished jobs are deleted {} (--job-retention)",
+                 flags.job_retention_count > 0
+                     ? "beyond the newest " + std::to_string(flags.job_retention_count)
+                     : "after " + flags.job_retention);
+  }
+  if (deps.tune_options) deps.tune_options(&options);
+  const Clock& clock = deps.clock != nullptr ? *deps.clock : system_clock_;
+  coordinator_ = std::make_unique<Coordinator>(clock, *store_, options);
+
+  if (!flags.metrics_listen.empty()) {
+    MetricsExporter::Options metrics;
+    metrics.listen = flags.metrics_listen;
+    metrics.retention_ms = static_cast<int64_t>(flags.metrics_retention_s * 1000);
+    try {
+      exporter_ = std::make_unique<MetricsExporter>(clock, metrics);
+    } catch (const std::exception& e) {
+      return Status::Unavailable("--metrics-listen " + flags.metrics_listen + ": " + e.what());
+    }
+    spdlog::info("serving /metrics on {}", flags.metrics_listen);
+    MetricsExporter* exporter = exporter_.get();
+    coordinator_->set_on_export(
+        [exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
+    coordinator_->set_on_commit(
+        [exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
+  }
+  if (Status started = coordinator_->Start(); !started.ok()) {
+    return Status::Internal("cannot load state from " + db_path_ + ": " + started.message());
+  }
+
+  // Code archives of `convoy submit --code` (issue 18): once each, by hash, 0600 in a 0700 dir.
+  auto code = CodeStore::Open(flags.state_dir + "/code");
+  if (!code.ok()) return code.status();
+  code_ = std::move(*code);
+  security.code = code_.get();
+  auto server = GrpcServer::Start(*coordinator_, flags.listen, std::move(security), deps.limits,
+                                  exporter_.get());
+  if (!server.ok()) return server.status();
+  server_ = std::move(*server);
+  if (!flags.health_listen.empty()) {
+    if (Status h = server_->ServeHealthPlaintext(flags.health_listen); !h.ok()) return h;
+    spdlog::info("serving grpc.health.v1 in plain text on {}", flags.health_listen);
+  }
+  spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
+               flags.insecure ? "PLAIN TEXT" : "TLS", db_path_);
+  housekeeping_ = std::thread([this] { Housekeep(); });
+  return Status::Ok();
+}
+
+void CoordinatorServer::Housekeep() {
+  std::unique_lock<std::mutex> lock(housekeeping_mu_);
+  int round = 0;
+  while (!stopping_) {
+    housekeeping_cv_.wait_for(lock, std::chrono::seconds(10));
+    if (stopping_) break;
+    lock.unlock();
+    if (tokens_) tokens_->Flush();
+    if (++round % 6 == 0) {
+      for (const std::string& sha : code_->Collect(coordinator_->ReferencedCode(), 600)) {
+        spdlog::info("code archive {} removed: no job names it", sha);
+      }
+    }
+    lock.lock();
+  }
+}
+
+void CoordinatorServer::Shutdown(int grace_ms) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (housekeeping_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(housekeeping_mu_);
+      stopping_ = true;
+    }
+    housekeeping_cv_.notify_all();
+    housekeeping_.join();
+  }
+  if (server_) server_->Shutdown(grace_ms);
+  if (coordinator_) coordinator_->Stop();
+  if (tokens_) tokens_->Flush();
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown(0);
+  server_.reset();  // before what it serves
+  coordinator_.reset();
+}
+
+}  // namespace convoy

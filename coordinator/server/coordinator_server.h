@@ -1,0 +1,101 @@
+// The coordinator daemon's one composition root (issue 29): `convoy-coordinator serve` and
+// the test cluster (tests/support/test_cluster.h) both build the daemon here, from the same
+// parsed flags and with the same production defaults: the cluster id, the CA and serving
+// certificate, the token store, the SQLite state, the scheduler the flags name (priority by
+// default), the code store and its collection, the metrics exporter, the gRPC server and its
+// plain-text health port. What is the process's own (signals, the open-file limit, systemd's
+// readiness and watchdog) stays in main.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "coordinator/control/coordinator.h"
+#include "coordinator/rpc/auth.h"
+#include "coordinator/rpc/grpc_server.h"
+#include "coordinator/server/flags.h"
+#include "coordinator/store/cluster_pki.h"
+
+namespace convoy {
+
+class CodeStore;
+class MetricsExporter;
+class PriorityScheduler;
+class FifoScheduler;
+class Scheduler;
+class SqliteJobStore;
+class TokenStore;
+
+class CoordinatorServer {
+ public:
+  // What no flag sets. Production passes none of it.
+  struct Deps {
+    // The coordinator's clock (not owned; outlives the server); null: the system's. The
+    // certificates are always made on the system's: TLS checks them against real time.
+    const Clock* clock = nullptr;
+    StreamLimits limits;
+    // Knobs without a flag, applied after the flags' values (tests shorten the tick and
+    // the failure window, or set a submit burst).
+    std::function<void(CoordinatorOptions*)> tune_options;
+    std::function<void(AuthOptions*)> tune_auth;
+  };
+
+  // Builds and starts everything `flags` (parsed and checked by ParseCoordinatorFlags) asks
+  // for, and serves. An error names what failed; INVALID_ARGUMENT is a usage error (main
+  // exits 2 for it, 1 for the rest).
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Create(const CoordinatorFlags& flags,
+                                                             Deps deps);
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Create(const CoordinatorFlags& flags) {
+    return Create(flags, Deps());
+  }
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  // Stops serving (calls in flight get `grace_ms`), then the coordinator: what is queued is
+  // committed; training keeps running on the workers. Idempotent; the destructor calls it.
+  void Shutdown(int grace_ms = 2000);
+
+  Coordinator& coordinator() { return *coordinator_; }
+  int port() const { return server_->port(); }
+  const std::string& db_path() const { return db_path_; }
+  const std::string& cluster_id() const { return cluster_id_; }
+  // Without --insecure: the tokens and the PKI (the CA's key only when the cluster made it).
+  TokenStore* tokens() { return tokens_.get(); }
+  const ClusterPki& pki() const { return pki_; }
+  CodeStore& code() { return *code_; }
+  // With --metrics-listen, else null.
+  MetricsExporter* exporter() { return exporter_.get(); }
+
+ private:
+  CoordinatorServer() = default;
+  Status Build(const CoordinatorFlags& flags, Deps deps);
+  // Every 10 s, tokens' last use is written; every 6th round, code archives that no kept job
+  // names (stored over 10 minutes ago) are removed (CodeStore::Collect).
+  void Housekeep();
+
+  SystemClock system_clock_;
+  std::string db_path_;
+  std::string cluster_id_;
+  ClusterPki pki_;
+  std::unique_ptr<TokenStore> tokens_;
+  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<const Scheduler> scheduler_;
+  std::unique_ptr<MetricsExporter> exporter_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<CodeStore> code_;
+  std::unique_ptr<GrpcServer> server_;
+  std::mutex housekeeping_mu_;
+  std::condition_variable housekeeping_cv_;
+  bool stopping_ = false;  // guarded by housekeeping_mu_
+  std::thread housekeeping_;
+  bool shut_down_ = false;
+};
+
+}  // namespace convoy

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Checks that each folder includes only what its layer may use (README "Inside the
+coordinator"). Prints every include that breaks a rule, naming the file, the line and the rule,
+and exits 1; exits 0 when there is none.
+
+  python3 tests/check_layers.py [ROOT]
+"""
+import os
+import re
+import sys
+
+# What the sources of each folder may include from this repository (beyond their own folder
+# and common/; proto headers are everyone's). A folder not named here may include anything.
+MAY_USE = {
+    "coordinator/state": set(),
+    "coordinator/store": set(),
+    "coordinator/sched": {"coordinator/state"},
+    "coordinator/control": {"coordinator/state", "coordinator/store", "coordinator/sched"},
+    "coordinator/rpc": {"coordinator/state", "coordinator/store", "coordinator/sched",
+                        "coordinator/control"},
+    "coordinator/server": {"coordinator/state", "coordinator/store", "coordinator/sched",
+                           "coordinator/control", "coordinator/rpc"},
+    "common": set(),
+    "worker": {"trainer"},  # the rank-child and zygote protocol it shares with the trainer
+    "client": set(),
+    "trainer": set(),
+}
+# Folders whose headers are ours (an include of one is checked); anything else is a library.
+OURS = ("coordinator/", "common/", "worker/", "client/", "trainer/")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def folder_of(path):
+    """The most specific folder of MAY_USE that holds `path` (relative, with /)."""
+    best = None
+    for folder in MAY_USE:
+        if path.startswith(folder + "/") and (best is None or len(folder) > len(best)):
+            best = folder
+    return best
+
+
+def check(root):
+    problems = []
+    for top in ("coordinator", "common", "worker", "client", "trainer"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith((".h", ".cc")):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+                mine = folder_of(path)
+                if mine is None:
+                    continue
+                with open(os.path.join(root, path), errors="replace") as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m or not m.group(1).startswith(OURS):
+                            continue
+                        target = folder_of(m.group(1)) or m.group(1).split("/")[0]
+                        if target in (mine, "common") or target in MAY_USE[mine]:
+                            continue
+                        allowed = ", ".join(sorted(MAY_USE[mine] | {"common"})) or "common"
+                        problems.append(f"{path}:{number}: includes {m.group(1)}, but {mine}/ "
+                                        f"may use only {allowed}")
+    return problems
+
+
+def self_test():
+    """The checker can fail: a state/ file including a controller, and a worker file including
+    the coordinator, are both reported; an allowed include is not."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="check-layers-") as root:
+        def write(path, text):
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "w") as f:
+                f.write(text)
+        write("coordinator/state/a.h", '#include "coordinator/control/b.h"\n#include "common/x.h"\n')
+        write("coordinator/control/b.h", '#include "coordinator/state/a.h"\n')
+        write("worker/c.cc", '#include <vector>\n#include "coordinator/control/b.h"\n')
+        problems = check(root)
+        assert len(problems) == 2, problems
+        assert problems[0].startswith("coordinator/state/a.h:1:"), problems
+        assert problems[1].startswith("worker/c.cc:2:"), problems
+    print("self-test: violations are found")
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return 0
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))
+    problems = check(root)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} include(s) break the layering", file=sys.stderr)
+        return 1
+    print("layers: every include is allowed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
