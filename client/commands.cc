@@ -23,8 +23,8 @@
 #include "client/top.h"
 #include "client/watch.h"
 #include "common/code_archive.h"
-#include "common/job_spec.h"
-#include "common/job_spec_validation.h"
+#include "spec/job_spec.h"
+#include "spec/job_spec_validation.h"
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
 

@@ -10,7 +10,8 @@ import re
 import sys
 
 # What the sources of each folder may include from this repository (beyond their own folder
-# and common/; proto headers are everyone's). A folder not named here may include anything.
+# and common/; proto headers are everyone's; spec/, the job spec contract, is everyone's but
+# common/'s). A folder not named here may include anything.
 MAY_USE = {
     "coordinator/state": set(),
     "coordinator/store": set(),
@@ -21,12 +22,13 @@ MAY_USE = {
     "coordinator/server": {"coordinator/state", "coordinator/store", "coordinator/sched",
                            "coordinator/control", "coordinator/rpc"},
     "common": set(),
+    "spec": set(),
     "worker": {"trainer"},  # the rank-child and zygote protocol it shares with the trainer
     "client": set(),
     "trainer": set(),
 }
 # Folders whose headers are ours (an include of one is checked); anything else is a library.
-OURS = ("coordinator/", "common/", "worker/", "client/", "trainer/")
+OURS = ("coordinator/", "common/", "spec/", "worker/", "client/", "trainer/")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -41,7 +43,7 @@ def folder_of(path):
 
 def check(root):
     problems = []
-    for top in ("coordinator", "common", "worker", "client", "trainer"):
+    for top in ("coordinator", "common", "spec", "worker", "client", "trainer"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in files:
                 if not name.endswith((".h", ".cc")):
@@ -58,7 +60,10 @@ def check(root):
                         target = folder_of(m.group(1)) or m.group(1).split("/")[0]
                         if target in (mine, "common") or target in MAY_USE[mine]:
                             continue
-                        allowed = ", ".join(sorted(MAY_USE[mine] | {"common"})) or "common"
+                        if target == "spec" and mine != "common":
+                            continue
+                        allowed = ", ".join(sorted(MAY_USE[mine] | {"common"} |
+                                                   (set() if mine == "common" else {"spec"})))
                         problems.append(f"{path}:{number}: includes {m.group(1)}, but {mine}/ "
                                         f"may use only {allowed}")
     return problems

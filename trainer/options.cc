@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "common/trainer_limits.h"
+#include "spec/trainer_limits.h"
 
 namespace convoy::trainer {
 namespace {

@@ -18,7 +18,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 #include "common/util.h"
 
 namespace convoy {

@@ -24,7 +24,7 @@
 #include "common/job_paths.h"
 #include "common/process_exit.h"
 #include "common/strings.h"
-#include "common/trainer_argv.h"
+#include "spec/trainer_argv.h"
 #include "common/util.h"
 #include "worker/data_cache_dir.h"
 #include "worker/file_removal.h"

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 #include "common/util.h"
 #include "coordinator/sched/rendezvous_planner.h"
 #include "coordinator/sched/scheduler.h"

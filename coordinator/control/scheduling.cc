@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 #include "coordinator/state/job_state_machine.h"
 
 namespace convoy {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 #include "convoy/v1/common.pb.h"
 
 namespace convoy {

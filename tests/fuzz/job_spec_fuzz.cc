@@ -1,5 +1,5 @@
-// libFuzzer target: the job-spec parser (common/job_spec.h) and validation
-// (common/job_spec_validation.h). Besides "no crash, no sanitizer report" it checks:
+// libFuzzer target: the job-spec parser (spec/job_spec.h) and validation
+// (spec/job_spec_validation.h). Besides "no crash, no sanitizer report" it checks:
 //  - every error is INVALID_ARGUMENT and bounded in size; each of its lines (one error a
 //    line) starts with the source name (or the --set to blame), has a reason, and names a
 //    field (or says the text is not YAML/JSON);
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
-#include "common/job_spec_validation.h"
+#include "spec/job_spec.h"
+#include "spec/job_spec_validation.h"
 #include "convoy/v1/common.pb.h"
 
 namespace {

@@ -1,14 +1,14 @@
 // Issue 29: one contract from the spec to the trainer. Every trainer field at either end of
 // the range the spec's validator accepts is accepted by convoy-trainer's own flags too (the
-// argv the worker builds, common/trainer_argv.h), and just past it the validator refuses it:
+// argv the worker builds, spec/trainer_argv.h), and just past it the validator refuses it:
 // a spec accepted at submit never ends with every rank exiting 2.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
-#include "common/trainer_argv.h"
+#include "spec/job_spec.h"
+#include "spec/trainer_argv.h"
 #include "trainer/options.h"
 
 namespace convoy {

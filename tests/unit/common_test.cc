@@ -7,7 +7,7 @@
 #include <csignal>
 
 #include "common/proc_stat.h"
-#include "common/trainer_argv.h"
+#include "spec/trainer_argv.h"
 #include "common/util.h"
 
 namespace convoy {

@@ -1,6 +1,6 @@
 // Table-driven tests of job-spec parsing and validation: good specs parse to the expected
 // JobSpec; every bad spec is refused with a message that names exactly its field.
-#include "common/job_spec.h"
+#include "spec/job_spec.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <memory>
 #include <regex>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/trainer_argv.h"
+#include "spec/trainer_argv.h"
 
 #include <charconv>
 

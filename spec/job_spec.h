@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec_validation.h"  // kMaxSpecBytes
+#include "spec/job_spec_validation.h"  // kMaxSpecBytes
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
 

@@ -1,4 +1,4 @@
-#include "common/job_spec.h"
+#include "spec/job_spec.h"
 
 #include <sys/stat.h>
 #include <yaml-cpp/eventhandler.h>
@@ -19,7 +19,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 #include "common/util.h"
 
 namespace convoy {

@@ -1,5 +1,5 @@
 // The ranges of the built-in trainer's options, defined once. The job spec's validator
-// (common/job_spec_validation.cc) and the trainer's own flags (trainer/options.cc) both read
+// (spec/job_spec_validation.cc) and the trainer's own flags (trainer/options.cc) both read
 // them, so that a spec accepted at submit is never refused by every rank at its start.
 // Header only and without dependencies: the trainer also builds on its own against a CUDA
 // LibTorch (trainer/CMakeLists.txt).

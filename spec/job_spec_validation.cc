@@ -1,4 +1,4 @@
-#include "common/job_spec_validation.h"
+#include "spec/job_spec_validation.h"
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/job_paths.h"
-#include "common/trainer_limits.h"
+#include "spec/trainer_limits.h"
 #include "common/util.h"
 
 namespace convoy {
@@ -185,7 +185,7 @@ bool IsJobIdLike(const std::string& s) {
 namespace {
 
 // Each message states the range its check accepts (job_spec_test's RangeMessagesMatchTheRule).
-// The ranges are the trainer's own (common/trainer_limits.h).
+// The ranges are the trainer's own (spec/trainer_limits.h).
 void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
   namespace lim = trainer_limits;
   if (!t.model().empty())
