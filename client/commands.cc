@@ -23,10 +23,10 @@
 #include "client/top.h"
 #include "client/watch.h"
 #include "common/code_archive.h"
-#include "spec/job_spec.h"
-#include "spec/job_spec_validation.h"
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
+#include "spec/job_spec.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 namespace {

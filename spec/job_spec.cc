@@ -19,8 +19,8 @@
 #include <sstream>
 #include <vector>
 
-#include "spec/job_spec_validation.h"
 #include "common/util.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "spec/job_spec_validation.h"  // kMaxSpecBytes
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
+#include "spec/job_spec_validation.h"  // kMaxSpecBytes
 
 namespace convoy {
 

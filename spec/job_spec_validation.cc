@@ -8,8 +8,8 @@
 #include <string>
 
 #include "common/job_paths.h"
-#include "spec/trainer_limits.h"
 #include "common/util.h"
+#include "spec/trainer_limits.h"
 
 namespace convoy {
 namespace {
@@ -337,6 +337,12 @@ bool IsReservedEnvName(const std::string& name) {
       "MASTER_PORT", "GROUP_WORLD_SIZE", "ROLE_NAME"};
   return kReserved.count(name) != 0 || name.rfind("TORCHELASTIC_", 0) == 0 ||
          name.rfind("CONVOY_", 0) == 0;
+}
+
+std::vector<SpecProblem> FindTrainerSpecProblems(const v1::TrainerSpec& trainer) {
+  Problems p;
+  ValidateTrainer(p, trainer);
+  return p.Take();
 }
 
 std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,

@@ -50,6 +50,11 @@ using SpecFieldWritten = std::function<bool(const std::string& field)>;
 std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
                                           const SpecFieldWritten& written = nullptr);
 
+// The problems of the built-in trainer's part alone (fields "trainer.*"), as FindSpecProblems
+// finds them: the one check of a TrainerSpec, run at submit (in FindSpecProblems) and by
+// convoy-trainer on the spec it is given (spec/trainer_spec_env.h).
+std::vector<SpecProblem> FindTrainerSpecProblems(const v1::TrainerSpec& trainer);
+
 // Whether `resume_from` names a job ("j-" and digits, as the coordinator numbers them) rather
 // than a path: the one rule the coordinator (which resolves a job) and the worker (which
 // resolves a path under the job's directory) share.

@@ -1,5 +1,6 @@
 // The one mapping from a JobSpec to the argv of its processes, shared by the worker (which
-// runs it) and the tests. The trainer's flags are its command-line contract.
+// runs it) and the tests. The built-in trainer's own fields do not travel as flags: the
+// worker gives the trainer its TrainerSpec (spec/trainer_spec_env.h).
 #pragma once
 
 #include <string>
@@ -9,11 +10,9 @@
 
 namespace convoy {
 
-// argv for one rank of `spec`. For a trainer job: `trainer_path` followed by one flag per
-// non-default TrainerSpec field (--model, --epochs, --max-steps, --batch-size, --lr,
-// --momentum, --optimizer, --lr-schedule, --clip-grad-norm, --accumulate, --bucket-mb,
-// --checkpoint-every, --data-dir, --seed), then --backend, then extra_args. For a command
-// job: the command as given. Never a shell string.
+// argv for one rank of `spec`. For a trainer job: `trainer_path`, --backend (the job's, not
+// the TrainerSpec's) and extra_args, which come last so that they can set any flag (README
+// "Job spec"). For a command job: the command as given. Never a shell string.
 std::vector<std::string> BuildArgv(const v1::JobSpec& spec, const std::string& trainer_path);
 
 }  // namespace convoy

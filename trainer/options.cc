@@ -71,6 +71,7 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
       return "";
     };
   };
+  if (std::string err = ReadTrainerSpecEnvironment(o); !err.empty()) return err;
   namespace lim = trainer_limits;
   std::map<std::string, Setter> flags = {
       {"--model", choice(&o->model, {"fmnist-cnn", "mlp", "resnet"})},

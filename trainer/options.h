@@ -82,8 +82,16 @@ struct Options {
   std::string metrics_socket;
 };
 
-// Fills `out` from argv and the environment. Returns an empty string, or the error naming
-// the flag or variable ("--batch-size: expected a positive integer, got 'x'").
+// Fills `out` from the job spec's TrainerSpec when the worker gives one
+// (ReadTrainerSpecEnvironment), then from argv (the job's --backend and its extra_args, or
+// every flag when the trainer is run by hand), then from the environment. Returns an empty
+// string, or the error naming the flag, variable or spec field ("--batch-size: expected a
+// positive integer, got 'x'", "CONVOY_TRAINER_SPEC: trainer.lr: must be ...").
 std::string ParseOptions(int argc, char** argv, Options* out);
+
+// The options of CONVOY_TRAINER_SPEC (spec/trainer_spec_env.h), when it is set: "" or the
+// error. trainer/spec_options.cc in the Convoy tree; spec_options_standalone.cc (which
+// refuses it) in a trainer built on its own.
+std::string ReadTrainerSpecEnvironment(Options* out);
 
 }  // namespace convoy::trainer

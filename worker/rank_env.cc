@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "spec/trainer_spec_env.h"
+
 extern char** environ;
 
 namespace convoy {
@@ -61,6 +63,11 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   if (!files.resume_from.empty()) {
     env["CONVOY_RESUME_FROM"] = files.resume_from;
     if (!files.resume_from_uid.empty()) env["CONVOY_RESUME_FROM_UID"] = files.resume_from_uid;
+  }
+  if (launch.spec().has_trainer()) {
+    v1::TrainerSpec trainer = launch.spec().trainer();
+    if (!files.data_dir.empty()) trainer.set_data_dir(files.data_dir);
+    env[kTrainerSpecEnv] = EncodeTrainerSpec(trainer);
   }
   return env;
 }

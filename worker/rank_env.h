@@ -30,6 +30,9 @@ struct RankFiles {
   // trainer accepts that uid's state besides its own; a path names no uid: any is accepted).
   std::string resume_from;
   std::string resume_from_uid;
+  // The built-in trainer's data_dir as checked and resolved under the job root (empty: the
+  // spec's own): it replaces the spec's in CONVOY_TRAINER_SPEC.
+  std::string data_dir;
 };
 
 // `base` (the worker's allowlisted environment, AllowedWorkerEnvironment), then the spec's env,
@@ -37,7 +40,8 @@ struct RankFiles {
 // GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, CONVOY_JOB_ID,
 // CONVOY_ATTEMPT, CONVOY_MAX_WORLD_SIZE, CONVOY_JOB_UID and CONVOY_CLUSTER_ID (when the launch
-// has them), the paths of `files` and PYTHONUNBUFFERED=1.
+// has them), the paths of `files` and PYTHONUNBUFFERED=1; for a trainer job, CONVOY_TRAINER_SPEC
+// (spec/trainer_spec_env.h: the spec's TrainerSpec, with `files.data_dir`).
 // GROUP_WORLD_SIZE and ROLE_NAME are set as torchrun sets them (and job-spec validation
 // reserves them).
 // Resources: when the launch gives this rank GPUs (Launch.resources), CUDA_VISIBLE_DEVICES

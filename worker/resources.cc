@@ -18,8 +18,8 @@
 #include <set>
 #include <sstream>
 
-#include "spec/job_spec_validation.h"
 #include "common/util.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 namespace {

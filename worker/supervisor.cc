@@ -24,8 +24,8 @@
 #include "common/job_paths.h"
 #include "common/process_exit.h"
 #include "common/strings.h"
-#include "spec/trainer_argv.h"
 #include "common/util.h"
+#include "spec/trainer_argv.h"
 #include "worker/data_cache_dir.h"
 #include "worker/file_removal.h"
 #include "worker/posix_process_launcher.h"
@@ -833,12 +833,7 @@ void Supervisor::StartAttempt(const LaunchPlan& plan) {
   const std::optional<RunAsUser>& user = plan.user;
   const std::string& resume_from = plan.resume_from;
   const std::string& checkpoint_dir = plan.dirs.checkpoint_dir;
-  std::vector<std::string> argv = plan.argv;
-  if (!dirs->data_dir.empty() && dirs->data_dir != given.trainer().data_dir()) {
-    v1::JobSpec spec = given;  // the trainer reads the path that was checked
-    spec.mutable_trainer()->set_data_dir(dirs->data_dir);
-    argv = BuildArgv(spec, config_.trainer_path);
-  }
+  const std::vector<std::string>& argv = plan.argv;
   const std::string job_files = config_.work_dir + "/jobs/" + dir_name;
   const std::string dir = job_files + "/attempt-" + std::to_string(launch.attempt());
   std::error_code ec;
@@ -930,6 +925,7 @@ void Supervisor::StartAttempt(const LaunchPlan& plan) {
     files.preempt_file = a.dir + "/preempt";
     files.resume_from = resume_from;
     files.resume_from_uid = launch.has_resume_source() ? launch.resume_source().uid() : "";
+    files.data_dir = dirs->data_dir;
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
     if (!cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = cache_dir;
     req.working_dir = dirs->working_dir;

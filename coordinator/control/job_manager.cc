@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <optional>
 
-#include "spec/job_spec_validation.h"
 #include "common/util.h"
 #include "coordinator/sched/rendezvous_planner.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state/job_state_machine.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <set>
 
-#include "spec/job_spec_validation.h"
 #include "coordinator/state/job_state_machine.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 

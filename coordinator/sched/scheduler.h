@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "spec/job_spec_validation.h"
 #include "convoy/v1/common.pb.h"
+#include "spec/job_spec_validation.h"
 
 namespace convoy {
 

@@ -6,7 +6,9 @@
 //  - a spec that parses also validates, encodes as a proto that decodes to the same spec
 //    (so every string is valid UTF-8), and round-trips: written back as JSON (a subset of
 //    YAML) it parses to the same spec, and through OverrideJobSpec with no --set it comes
-//    back the same.
+//    back the same;
+//  - a valid spec's TrainerSpec, as the worker gives it to the built-in trainer
+//    (spec/trainer_spec_env.h), is accepted by the trainer's own check and is the same.
 // Input: spec text (YAML or JSON), as in corpus/job_spec/; each line "#set PATH=VALUE" (a YAML
 // comment) is also given as a --set, at most 8 of them. An input whose first byte is NUL
 // is instead a binary-encoded v1::JobSpec (as a SubmitJob RPC may carry, bypassing the
@@ -24,9 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "convoy/v1/common.pb.h"
 #include "spec/job_spec.h"
 #include "spec/job_spec_validation.h"
-#include "convoy/v1/common.pb.h"
+#include "spec/trainer_spec_env.h"
 
 namespace {
 
@@ -297,6 +300,20 @@ void CheckValidSpec(const JobSpec& spec) {
   }
   const Status again = convoy::ValidateJobSpec(decoded);
   if (!again.ok()) Fail("validation is not stable across encoding", again.message());
+
+  // What the worker gives the built-in trainer (CONVOY_TRAINER_SPEC), the trainer's own check
+  // accepts, and it is the spec's TrainerSpec (less extra_args, which travel on argv).
+  if (spec.has_trainer()) {
+    const std::string sent = convoy::EncodeTrainerSpec(spec.trainer());
+    auto got = convoy::DecodeTrainerSpec(sent);
+    if (!got.ok()) Fail("the trainer refuses a valid spec's TrainerSpec", got.status().message());
+    convoy::v1::TrainerSpec want = spec.trainer();
+    want.clear_extra_args();
+    if (!google::protobuf::util::MessageDifferencer::Equals(*got, want)) {
+      Fail("the trainer is given another TrainerSpec",
+           want.ShortDebugString() + "\n  became " + got->ShortDebugString() + "\n  via " + sent);
+    }
+  }
 
   // Written back as text, it reads back the same.
   const std::string text = ToJsonText(spec);

@@ -7,8 +7,9 @@
 #include <csignal>
 
 #include "common/proc_stat.h"
-#include "spec/trainer_argv.h"
 #include "common/util.h"
+#include "spec/trainer_argv.h"
+#include "spec/trainer_spec_env.h"
 
 namespace convoy {
 namespace {
@@ -103,50 +104,82 @@ TEST(BuildArgvTest, CommandIsPassedLiterally) {
             (std::vector<std::string>{"python3", "train.py", "--name=$(rm -rf /); `x`"}));
 }
 
-TEST(BuildArgvTest, TrainerFlagsForSetFieldsOnly) {
+// The trainer's fields travel as its TrainerSpec (CONVOY_TRAINER_SPEC), not as flags: argv
+// has the job's backend and the user's extra_args, last so that they can set any flag.
+TEST(BuildArgvTest, TrainerGetsTheBackendAndExtraArgsOnly) {
   v1::JobSpec spec;
-  spec.set_backend("gloo");
+  spec.set_backend("nccl");
   auto* t = spec.mutable_trainer();
   t->set_model("fmnist-cnn");
   t->set_epochs(2);
-  t->set_batch_size(32);
-  t->set_lr(0.01);
-  t->set_max_steps(100);
-  t->set_allreduce("gloo");
   t->add_extra_args("--threads");
   t->add_extra_args("1");
   EXPECT_EQ(
       BuildArgv(spec, "/opt/convoy-trainer"),
-      (std::vector<std::string>{"/opt/convoy-trainer", "--model", "fmnist-cnn", "--epochs", "2",
-                                "--max-steps", "100", "--batch-size", "32", "--lr", "0.01",
-                                "--allreduce", "gloo", "--backend", "gloo", "--threads", "1"}));
-}
-
-TEST(BuildArgvTest, CompressionFields) {
-  v1::JobSpec spec;
-  auto* t = spec.mutable_trainer();
-  t->set_compression("powersgd");
-  t->set_powersgd_rank(4);
-  t->set_powersgd_start_step(10);
-  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
-            (std::vector<std::string>{"/opt/convoy-trainer", "--compression", "powersgd",
-                                      "--powersgd-rank", "4", "--powersgd-start-step", "10",
-                                      "--backend", "gloo"}));
-}
-
-// Momentum 0 (plain SGD) and seed 0 are values, not "the default": they reach the trainer.
-TEST(BuildArgvTest, WrittenZerosThatAreValuesArePassed) {
-  v1::JobSpec spec;
-  auto* t = spec.mutable_trainer();
-  t->set_momentum(0);
-  t->set_seed(0);
-  EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
-            (std::vector<std::string>{"/opt/convoy-trainer", "--momentum", "0", "--seed", "0",
-                                      "--backend", "gloo"}));
-  t->clear_momentum();
-  t->clear_seed();
+      (std::vector<std::string>{"/opt/convoy-trainer", "--backend", "nccl", "--threads", "1"}));
+  spec.clear_backend();
+  t->clear_extra_args();
   EXPECT_EQ(BuildArgv(spec, "/opt/convoy-trainer"),
             (std::vector<std::string>{"/opt/convoy-trainer", "--backend", "gloo"}));
+}
+
+// Every field comes back as it was sent; momentum 0 (plain SGD) and seed 0 are values, not
+// "the default", and stay written.
+TEST(TrainerSpecEnvTest, RoundTripKeepsEveryFieldAndWrittenZeros) {
+  v1::TrainerSpec t;
+  t.set_model("resnet");
+  t.set_epochs(3);
+  t.set_max_steps(int64_t{1} << 40);
+  t.set_batch_size(64);
+  t.set_lr(0.1);
+  t.set_momentum(0);
+  t.set_optimizer("adam");
+  t.set_lr_schedule("cosine");
+  t.set_clip_grad_norm(1e9);
+  t.set_accumulate(4);
+  t.set_bucket_mb(0.001);
+  t.set_checkpoint_every(100);
+  t.set_snapshot_every(0);
+  t.set_data_dir("/data/fmnist");
+  t.set_seed(0);
+  t.set_ddp("hooks");
+  t.set_allreduce("gloo");
+  t.set_amp("off");
+  t.set_compression("powersgd");
+  t.set_powersgd_rank(4);
+  t.set_powersgd_start_step(10);
+  const std::string text = EncodeTrainerSpec(t);
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  auto back = DecodeTrainerSpec(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->SerializeAsString(), t.SerializeAsString()) << text;
+  EXPECT_TRUE(back->has_momentum());
+  EXPECT_TRUE(back->has_seed());
+  EXPECT_TRUE(back->has_snapshot_every());
+
+  v1::TrainerSpec empty;
+  auto none = DecodeTrainerSpec(EncodeTrainerSpec(empty));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_momentum());
+  EXPECT_FALSE(none->has_seed());
+}
+
+// What the trainer is given is checked with the submit-time validator, and every refusal
+// names the variable and the field.
+TEST(TrainerSpecEnvTest, RefusesWhatTheValidatorRefusesNamingTheField) {
+  v1::TrainerSpec t;
+  t.set_momentum(0.9999999);
+  auto refused = DecodeTrainerSpec(EncodeTrainerSpec(t));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().rfind("CONVOY_TRAINER_SPEC: trainer.momentum: ", 0), 0u)
+      << refused.status().message();
+  for (const char* bad :
+       {"", "{", "[1]", R"({"lr": "fast"})", R"({"batch_size": 1, "future": 2})"}) {
+    auto r = DecodeTrainerSpec(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("CONVOY_TRAINER_SPEC: not a TrainerSpec", 0), 0u)
+        << r.status().message();
+  }
 }
 
 }  // namespace

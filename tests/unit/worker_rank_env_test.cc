@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "spec/trainer_spec_env.h"
 #include "tests/support/temp_dir.h"
 #include "worker/rank_env.h"
 
@@ -134,6 +135,27 @@ TEST(BuildRankEnvTest, ConvoyVariablesWinOverTheSpec) {
   const auto env = BuildRankEnv({}, launch, 1, 8, {});
   EXPECT_EQ(env.at("RANK"), "3");
   EXPECT_EQ(env.at("CONVOY_JOB_ID"), "j-000007");
+}
+
+// A trainer job's ranks get its TrainerSpec, with the data directory the worker checked and
+// resolved, and without extra_args (they are on argv); a command job's get none.
+TEST(BuildRankEnvTest, TrainerJobsGetTheirTrainerSpecWithTheResolvedDataDir) {
+  v1::Launch launch = TwoByTwo(0);
+  EXPECT_EQ(BuildRankEnv({}, launch, 0, 8, {}).count(kTrainerSpecEnv), 0u);
+  v1::TrainerSpec* t = launch.mutable_spec()->mutable_trainer();
+  t->set_lr(0.05);
+  t->set_seed(0);
+  t->set_data_dir("data");
+  t->add_extra_args("--threads=1");
+  RankFiles files;
+  files.data_dir = "/srv/job-root/j-000007-u1/data";
+  const auto env = BuildRankEnv({}, launch, 1, 8, files);
+  auto sent = DecodeTrainerSpec(env.at(kTrainerSpecEnv));
+  ASSERT_TRUE(sent.ok()) << sent.status().message();
+  EXPECT_EQ(sent->lr(), 0.05);
+  EXPECT_TRUE(sent->has_seed());
+  EXPECT_EQ(sent->data_dir(), files.data_dir);
+  EXPECT_EQ(sent->extra_args_size(), 0);
 }
 
 }  // namespace
