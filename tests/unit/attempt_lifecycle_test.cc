@@ -1,40 +1,23 @@
 // The attempt lifecycle on its own: placement, rendezvous, run and teardown of one attempt,
 // with the real table, ledger, statistics and writer over the in-memory store, and a fake
-// worker channel (tests/support/job_manager_fixture.h).
+// worker channel (tests/support/controllers_fixture.h).
 #include "coordinator/control/attempt_lifecycle.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/support/job_manager_fixture.h"
+#include "tests/support/controllers_fixture.h"
 
 namespace convoy {
 namespace {
 
-class AttemptLifecycleTest : public ::testing::Test {
+class AttemptLifecycleTest : public ControllersFixture {
  protected:
   AttemptLifecycleTest() {
-    for (const std::string name : {"w1", "w2"}) {
-      v1::Register reg;
-      reg.set_name(name);
-      reg.set_address("10.0.0." + name.substr(1));
-      reg.set_cores(1);
-      reg.set_slots(1);
-      registry_.OnRegister(reg);
-      channel_.connected.insert(name);
-    }
+    AddWorker("w1");
+    AddWorker("w2");
+    on_released_ = [this] { ++released_; };
   }
 
-  // A PENDING job of `nodes` nodes, one process each, in the table.
-  JobRecord& Job(int nodes, int max_restarts = 0) {
-    v1::Job job;
-    job.set_id(table_.NextId());
-    job.set_uid("uid-" + job.id());
-    job.set_state(v1::PENDING);
-    job.mutable_spec()->set_nodes(nodes);
-    job.mutable_spec()->set_procs_per_node(1);
-    job.mutable_spec()->set_max_restarts(max_restarts);
-    return table_.Insert(std::move(job), lifecycle_.NewRuntime());
-  }
   v1::ProcessExited Exit(const JobRecord& r, int rank, int code) {
     v1::ProcessExited e;
     e.set_job_id(r.job.id());
@@ -63,31 +46,7 @@ class AttemptLifecycleTest : public ::testing::Test {
     }
   }
 
-  FakeClock clock_;
-  MemoryJobStore store_;
-  WorkerRegistry registry_{clock_, 10000};
-  FakeWorkerChannel channel_;
-  JobTable table_{clock_};
-  CapacityLedger ledger_;
-  JobStats stats_{clock_};
-  WatchHub watches_;
   int released_ = 0;
-  JobWriter writer_{clock_,
-                    store_,
-                    table_,
-                    watches_,
-                    stats_,
-                    2000,
-                    [](JobRecord&, v1::JobState, v1::JobState) {}};
-  AttemptLifecycle lifecycle_{clock_,
-                              {3000, 10000, 60000, 100, 30000, "c-1"},
-                              table_,
-                              ledger_,
-                              stats_,
-                              writer_,
-                              registry_,
-                              channel_,
-                              [this] { ++released_; }};
 };
 
 TEST_F(AttemptLifecycleTest, AnAttemptGoesFromPlacementThroughRendezvousToSuccessAndRelease) {

@@ -5,53 +5,20 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/job_manager_fixture.h"
+#include "tests/support/controllers_fixture.h"
 
 namespace convoy {
 namespace {
 
-class SchedulingTest : public ::testing::Test {
+class SchedulingTest : public ControllersFixture {
  protected:
-  void AddWorker(const std::string& name, int slots) {
-    v1::Register reg;
-    reg.set_name(name);
-    reg.set_address("10.0.0." + name.substr(1));
-    reg.set_cores(slots);
-    reg.set_slots(slots);
-    registry_.OnRegister(reg);
-    channel_.connected.insert(name);
+  SchedulingTest() {
+    on_released_ = [this] { sched_.Needed(); };
   }
   JobRecord& Job(int nodes, const std::string& owner = "alice", int max_runtime_s = 0) {
-    v1::Job job;
-    job.set_id(table_.NextId());
-    job.set_uid("uid-" + job.id());
-    job.set_state(v1::PENDING);
-    job.set_owner(owner);
-    job.set_created_unix_ms(clock_.NowUnixMs());
-    job.mutable_spec()->set_nodes(nodes);
-    job.mutable_spec()->set_procs_per_node(1);
-    job.mutable_spec()->set_max_runtime_s(max_runtime_s);
-    return table_.Insert(std::move(job), lifecycle_.NewRuntime());
+    return ControllersFixture::Job(nodes, /*max_restarts=*/0, owner, max_runtime_s);
   }
 
-  FakeClock clock_;
-  MemoryJobStore store_;
-  WorkerRegistry registry_{clock_, 10000};
-  FakeWorkerChannel channel_;
-  JobTable table_{clock_};
-  CapacityLedger ledger_;
-  JobStats stats_{clock_};
-  WatchHub watches_;
-  JobWriter writer_{clock_,
-                    store_,
-                    table_,
-                    watches_,
-                    stats_,
-                    2000,
-                    [](JobRecord&, v1::JobState, v1::JobState) {}};
-  AttemptLifecycle lifecycle_{
-      clock_,   {3000, 10000, 60000, 100, 30000, ""}, table_, ledger_, stats_, writer_, registry_,
-      channel_, [this] { sched_.Needed(); }};
   SchedulingController sched_{clock_, {}, table_, ledger_, lifecycle_, writer_, registry_};
 };
 
