@@ -23,12 +23,13 @@ MAY_USE = {
                            "coordinator/control", "coordinator/rpc"},
     "common": set(),
     "spec": set(),
-    "worker": {"trainer"},  # the rank-child and zygote protocol it shares with the trainer
+    "rank_process": set(),  # the rank child and the zygote protocol: worker's and trainer's
+    "worker": {"rank_process"},
     "client": set(),
-    "trainer": set(),
+    "trainer": {"rank_process"},
 }
 # Folders whose headers are ours (an include of one is checked); anything else is a library.
-OURS = ("coordinator/", "common/", "spec/", "worker/", "client/", "trainer/")
+OURS = ("coordinator/", "common/", "spec/", "rank_process/", "worker/", "client/", "trainer/")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -43,7 +44,7 @@ def folder_of(path):
 
 def check(root):
     problems = []
-    for top in ("coordinator", "common", "spec", "worker", "client", "trainer"):
+    for top in ("coordinator", "common", "spec", "rank_process", "worker", "client", "trainer"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in files:
                 if not name.endswith((".h", ".cc")):

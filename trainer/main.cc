@@ -11,9 +11,9 @@
 #define CONVOY_VERSION_STRING "unknown"
 #endif
 
+#include "rank_process/zygote_protocol.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
-#include "trainer/zygote_protocol.h"
 
 namespace {
 
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
     return 0;
   }
-  // The warm trainer (trainer/zygote_protocol.h), started by a worker: LibTorch is loaded
+  // The warm trainer (rank_process/zygote_protocol.h), started by a worker: LibTorch is loaded
   // and registered by now; it forks ranks that run RankMain and starts nothing itself.
   if (argc == 4 && std::strcmp(argv[1], "--zygote") == 0) {
     return convoy::zygote::Serve(std::atoi(argv[2]), &RankMain);

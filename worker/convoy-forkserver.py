@@ -5,12 +5,12 @@ A convoy-worker started with `--warm-python PYTHON` runs `PYTHON -I -u convoy-fo
 root, isolated (-I: no PYTHON* variable, no user site) with HOME=/nonexistent, so that
 nothing a job plants in a home directory runs in it. It imports torch once, then forks a rank
 for each request, so that a Python rank skips the seconds of `import torch`. It speaks
-the warm trainer's protocol (trainer/zygote_protocol.h): Spawn requests (argv, environment,
+the warm trainer's protocol (rank_process/zygote_protocol.h): Spawn requests (argv, environment,
 working directory, uid/gid, the rank's stdout and stderr as SCM_RIGHTS) in; 'R' ready, 'S'
 started, 'F' failed, 'X' exited out.
 
 The forked rank is set up as the worker's launcher sets up a cold rank, in the same order as
-common/rank_child.cc: its own process group; stdin /dev/null, stdout and stderr; groups, gid
+rank_process/rank_child.cc: its own process group; stdin /dev/null, stdout and stderr; groups, gid
 and uid dropped and verified; dumpable again; PR_SET_PDEATHSIG(SIGKILL) after the drop; its
 working directory; every other descriptor closed; signals as a fresh interpreter has them;
 exactly its environment (os.environ, the C environment, and /proc/PID/environ and cmdline);
@@ -46,7 +46,7 @@ MAGIC = 0x315A5643  # "CVZ1"
 MAX_PACKET = 192 << 10
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-# Stages, as common/rank_child.h numbers them.
+# Stages, as rank_process/rank_child.h numbers them.
 (STAGE_PRCTL, STAGE_STDIO, STAGE_CHDIR, STAGE_EXEC, STAGE_DROP, STAGE_REGAIN, STAGE_VIEW,
  STAGE_CGROUP) = range(1, 9)
 # What the forkserver imports before serving: torch and what a DDP script uses of it.
@@ -61,7 +61,7 @@ def log(message):
     sys.stderr.flush()
 
 
-# ---- The protocol (trainer/zygote_protocol.cc: native-endian u32s, length-prefixed strings).
+# ---- The protocol (rank_process/zygote_protocol.cc: native-endian u32s, length-prefixed strings).
 
 def encode_reply(kind, pid=0, value=0, message=b""):
     return struct.pack("=IIiiI", MAGIC, ord(kind), pid, value, len(message)) + message
@@ -136,7 +136,7 @@ def prctl(option, value):
 
 
 def set_up(req, fds, report, server_pid, view):
-    """The rank's set-up, step by step as common/rank_child.cc does it. Raises SetupFailed."""
+    """The rank's set-up, step by step as rank_process/rank_child.cc does it. Raises SetupFailed."""
     argv, env, cwd, drop, uid, gid, join = req
     out_fd, err_fd = fds
     # Into the rank's cgroup first, while still root.

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/proc_stat.h"
-#include "common/rank_child.h"
+#include "rank_process/rank_child.h"
 
 namespace convoy {
 
@@ -161,7 +161,7 @@ StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& req)
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
     return Status::Internal("pipe: " + std::string(strerror(errno)));
   }
-  // The child's set-up (common/rank_child.h), shared with the warm trainer.
+  // The child's set-up (rank_process/rank_child.h), shared with the warm trainer.
   RankChildSetup setup;
   setup.stdout_fd = out[1];
   setup.stderr_fd = err[1];

@@ -44,7 +44,7 @@ struct LaunchRequest {
   // as the worker does, with the environment as given.
   std::optional<RunAsUser> user;
   // The rank's cgroup (Cgroup::JoinFiles): the child joins it right after the fork, as root,
-  // before anything else (common/rank_child.h). Empty: it stays in the worker's. The files
+  // before anything else (rank_process/rank_child.h). Empty: it stays in the worker's. The files
   // are the user's too, so that a child of a server that runs as the user joins as well.
   std::vector<std::string> cgroup_join_files;
   // Only root may move the rank there (cgroup v2 asks for write access to the common

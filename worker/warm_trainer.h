@@ -1,4 +1,4 @@
-// A launcher that starts ranks from warm servers (trainer/zygote_protocol.h: processes that
+// A launcher that starts ranks from warm servers (rank_process/zygote_protocol.h: processes that
 // have loaded what ranks load, and fork one on request) where it may, and everything else,
 // cold, through the launcher it wraps. Two kinds of warm server speak the same protocol:
 //
@@ -24,7 +24,7 @@
 //    does not have, and anything it cannot show in /proc start cold.
 //
 // The warm trainer runs as the worker and never touches a GPU; its ranks drop to the
-// request's user after the fork (common/rank_child.h), as a cold rank does. A
+// request's user after the fork (rank_process/rank_child.h), as a cold rank does. A
 // server is the parent of the ranks it forks (they die with it, and it with the worker:
 // PR_SET_PDEATHSIG); one serves every slot (a fork server is not used up). Until it has
 // loaded, ranks start cold (nothing waits for it). When it dies, its ranks are reported as
@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/zygote_protocol.h"
+#include "rank_process/zygote_protocol.h"
 #include "worker/process_launcher.h"
 
 namespace convoy {

@@ -1,4 +1,4 @@
-// The warm trainer's side of the zygote protocol (trainer/zygote_protocol.h), served from a
+// The warm trainer's side of the zygote protocol (rank_process/zygote_protocol.h), served from a
 // forked child of this test with a rank_main of the test's own: exits are reported without
 // waiting for a timer, and a rank never finds an earlier rank's request in the heap it
 // inherits from the zygote.
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/zygote_protocol.h"
+#include "rank_process/zygote_protocol.h"
 
 namespace convoy {
 namespace {

@@ -17,11 +17,11 @@
 #include <sstream>
 #include <thread>
 
+#include "rank_process/zygote_protocol.h"
 #include "tests/trainer/trainer_test_util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/models.h"
-#include "trainer/zygote_protocol.h"
 
 namespace convoy::trainer {
 namespace {
@@ -345,7 +345,7 @@ TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
 }
 
 // The same run as RunTrainer, each rank forked from one warm trainer (`convoy-trainer
-// --zygote`, trainer/zygote_protocol.h) instead of exec'd; true when all exit 0.
+// --zygote`, rank_process/zygote_protocol.h) instead of exec'd; true when all exit 0.
 bool RunWarmTrainer(int world, const std::vector<std::string>& args, const std::string& log,
                     pid_t* zygote_pid) {
   std::vector<std::string> base;

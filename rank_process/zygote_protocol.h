@@ -112,7 +112,7 @@ bool Drain(const Process& z, std::vector<std::pair<pid_t, int>>* exits, bool* re
 
 // Serves requests on `sock` until the worker closes it; each rank runs
 // `rank_main(argc, argv)` in a forked child set up exactly as the worker's launcher sets up a
-// cold rank (common/rank_child.h: own process group, stdin /dev/null, stdout/stderr as sent,
+// cold rank (rank_process/rank_child.h: own process group, stdin /dev/null, stdout/stderr as sent,
 // privileges dropped, PR_SET_PDEATHSIG, every other descriptor closed, signals reset, working
 // directory), with the request's environment and argv (also where /proc shows them), and
 // exits with what it returns. The zygote waits on the socket and on SIGCHLD (no timer): a

@@ -1,4 +1,4 @@
-#include "trainer/zygote_protocol.h"
+#include "rank_process/zygote_protocol.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/rank_child.h"
+#include "rank_process/rank_child.h"
 
 namespace convoy::zygote {
 namespace {
@@ -374,7 +374,7 @@ bool Rewrite(char* start, char* end, const std::vector<std::string>& items) {
 ProcView g_view;
 
 // The child's set-up, exactly as the worker's POSIX launcher does it for a cold rank
-// (common/rank_child.h); then the rank.
+// (rank_process/rank_child.h); then the rank.
 [[noreturn]] void RunChild(const SpawnRequest& req, int out_fd, int err_fd, int report,
                            pid_t zygote, int (*rank_main)(int, char**)) {
   // /proc shows the rank's argv and environment, as for a cold rank.

@@ -1,6 +1,6 @@
 // How a rank's process is set up between fork and its program: one copy, used by the
 // worker's launcher (worker/posix_process_launcher.cc, which then execs the rank's program)
-// and by the warm trainer (trainer/zygote_protocol.cc, which then runs the trainer's main in
+// and by the warm trainer (rank_process/zygote_protocol.cc, which then runs the trainer's main in
 // the forked process), so that a rank forked warm is set up exactly as a cold one and the two
 // cannot drift apart. The Python forkserver (worker/convoy-forkserver.py) does the same steps
 // in Python, in the same order.

@@ -1,7 +1,7 @@
-// The rank child's set-up (common/rank_child.h), shared by the worker's launcher and the warm
+// The rank child's set-up (rank_process/rank_child.h), shared by the worker's launcher and the warm
 // trainer, in real forked children: what the child looks like afterwards, from the inside,
 // and how a failure reaches the parent.
-#include "common/rank_child.h"
+#include "rank_process/rank_child.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

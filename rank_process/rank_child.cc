@@ -1,4 +1,4 @@
-#include "common/rank_child.h"
+#include "rank_process/rank_child.h"
 
 #include <errno.h>
 #include <fcntl.h>
