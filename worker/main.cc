@@ -1,6 +1,7 @@
 // convoy-worker: discovers this machine's resources, connects to the coordinator, and runs
 // the ranks it is given. Decisions about processes live in Supervisor, the stream in
-// CoordinatorConnection; main only wires them and waits for SIGTERM/SIGINT.
+// CoordinatorConnection, their wiring in WorkerDaemon (the one composition root); main parses
+// the flags, creates the daemon and waits for SIGTERM/SIGINT.
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -8,35 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <filesystem>
-#include <iostream>
-#include <set>
-#include <thread>
-
 #include "common/clock.h"
 #include "common/config_file.h"
 #include "common/fd_limit.h"
-#include "common/job_paths.h"
-#include "common/pki.h"
 #include "common/signals.h"
-#include "worker/attempt_dir_retention.h"
 #include "worker/check_config.h"
-#include "worker/code_fetch.h"
-#include "worker/coordinator_connection.h"
-#include "worker/credentials.h"
-#include "worker/data_cache_dir.h"
 #include "worker/flags.h"
-#include "worker/job_identity.h"
-#include "worker/job_root.h"
-#include "worker/metrics_http.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/rank_env.h"
-#include "worker/resources.h"
-#include "worker/snapshot_dir.h"
-#include "worker/supervisor.h"
-#include "worker/warm_trainer.h"
-#include "worker/worker_metrics.h"
+#include "worker/worker_daemon.h"
 
 int main(int argc, char** argv) {
   using namespace convoy;
@@ -79,271 +58,20 @@ int main(int argc, char** argv) {
   const FileLimit files = RaiseFileLimit();
   spdlog::info("open-file limit: soft {} (was {}), hard {}", files.soft, files.before, files.hard);
 
-  WorkerConfig config;
-  config.name = flags.name;
-  config.address =
-      flags.advertise_address.empty() ? FirstNonLoopbackIpv4() : flags.advertise_address;
-  config.hostname = HostName();
-  // Missing directories are made 0711 (PrepareRoot): ranks of another user pass through
-  // them to their metrics sockets and job directories; the worker makes its own 0700/0711.
-  auto work_dir = PrepareRoot("--work-dir", flags.work_dir);
-  if (!work_dir.ok()) {
-    spdlog::error("{}", work_dir.status().message());
-    return 2;
-  }
-  config.work_dir = *work_dir;
-  // Code archives idle past their hour, and fetches that died with the last worker.
-  if (const int gone = CollectCodeCache(config.work_dir, kCodeCacheIdleS, true); gone > 0) {
-    spdlog::info("removed {} idle code archive(s) from {}/code", gone, config.work_dir);
-  }
-  config.trainer_path = flags.trainer.empty() ? SelfDirectory() + "/convoy-trainer" : flags.trainer;
-  // What this machine offers (issue 16): cores, memory, GPUs (NVML, else the driver's /proc
-  // files, else /dev/nvidia<N>), and the operator's labels.
-  config.cores = flags.cores > 0 ? flags.cores : UsableCores();
-  config.memory_bytes = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
-  std::unique_ptr<Nvml> nvml = Nvml::Load();
-  GpuSources gpu_sources;
-  if (!flags.gpus.empty()) gpu_sources.gpus_flag = flags.gpus;
-  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
-  if (nvml) gpu_sources.nvml = nvml->Devices();
-  auto offered = DiscoverGpus(gpu_sources);
-  if (!offered.ok()) {
-    spdlog::error("{}", offered.status().message());
-    return 2;
-  }
-  config.gpu_devices = offered->devices;
-  for (const GpuDeviceInfo& g : config.gpu_devices) config.gpus.push_back(g.index);
-  config.labels = flags.label_map;
-  config.slots = flags.slots > 0
-                     ? flags.slots
-                     : (config.gpus.empty() ? config.cores : static_cast<int>(config.gpus.size()));
-  {
-    std::string labels;
-    for (const auto& [k, v] : config.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
-    spdlog::info("resources: {} cores{}, {} memory{}, {} GPU(s) from {}; labels: {}", config.cores,
-                 flags.cores > 0 ? " (--cores)" : "",
-                 config.memory_bytes > 0 ? HumanBytes(config.memory_bytes) : "unknown",
-                 flags.memory_bytes > 0 ? " (--memory)" : "", config.gpu_devices.size(),
-                 offered->source, labels.empty() ? "none" : labels);
-    for (const GpuDeviceInfo& g : config.gpu_devices) {
-      spdlog::info("GPU {}: {}, {}, {}", g.index, g.model.empty() ? "model unknown" : g.model,
-                   g.memory_bytes > 0 ? HumanBytes(g.memory_bytes) : "memory unknown",
-                   g.uuid.empty() ? "UUID unknown" : g.uuid);
-    }
-  }
-  config.kill_grace_ms = flags.kill_grace_ms;
-  config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
-  config.log_max_bytes = flags.log_max_bytes;
-  config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
-  // Jobs never run as root because the worker does (issue 12): refuse to start instead.
-  auto rank_user = flags.run_as == "pool" || flags.run_as == "owner"
-                       ? StatusOr<std::optional<RunAsUser>>(std::optional<RunAsUser>())
-                       : ResolveRankUser(flags.run_as, flags.allow_root_jobs, geteuid());
-  if (!rank_user.ok()) {
-    spdlog::error("{}", rank_user.status().message());
-    return 2;
-  }
-  config.run_as = *rank_user;
-  // --run-as pool on a root worker: an identity of its own per job (issue 27). The checks
-  // below judge what "a job identity" (another user, of the pool) can reach.
-  std::optional<RunAsUser> ranks_user = config.run_as;
-  if (flags.run_as == "pool" && geteuid() == 0) {
-    auto pool = PrepareJobIdentities(flags.run_as_pool, config.work_dir);
-    if (!pool.ok()) {
-      spdlog::error("{}", pool.status().message());
-      return 2;
-    }
-    config.identities = std::move(*pool);
-    config.run_as.reset();
-    ranks_user = PoolRepresentative(config.identities->range());
-  } else if (flags.run_as == "owner" && geteuid() == 0) {
-    // Each job as its owner's account (a site that maps Convoy users to Unix accounts).
-    config.run_as_owner = true;
-    ranks_user = OwnerRepresentative();
-  }
-  if (flags.snapshot_dir != "none") {
-    config.snapshot_root =
-        flags.snapshot_dir.empty()
-            ? DefaultSnapshotRoot(flags.name, config.work_dir)
-            : std::filesystem::absolute(flags.snapshot_dir).lexically_normal().string();
-  }
-  // Job directories apart from the worker's own, and reachable by the ranks: a job whose
-  // ranks cannot enter their directory fails every attempt at once, so refuse to start.
-  auto job_root = StartupJobRoot(flags.job_root, config.work_dir, config.snapshot_root, ranks_user);
-  if (!job_root.ok()) {
-    spdlog::error("{}", job_root.status().message());
-    return 2;
-  }
-  config.job_root = *job_root;
-  // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
-  // With an identity per job, each job gets its own at its launch (supervisor.cc).
-  auto cache_dir = config.identities != nullptr
-                       ? StatusOr<std::string>(Status::Unavailable("per job"))
-                       : PrepareDataCacheDir(config.work_dir, config.run_as);
-  if (config.identities != nullptr) {
-    spdlog::info("data cache: one per job, made at its launch");
-  } else if (cache_dir.ok()) {
-    config.data_cache_dir = *cache_dir;
-    FillDataCacheInBackground(config.trainer_path, config.data_cache_dir, config.run_as,
-                              config.env);
-  } else {
-    spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
-  }
-  if (!config.snapshot_root.empty()) {
-    spdlog::info("snapshots of the ranks in {}", config.snapshot_root);
-  }
-  for (const std::string& p : flags.data_paths) {
-    auto root = CanonicalPath(p);
-    if (root.ok()) config.data_paths.push_back(*root);
-  }
-  for (const std::string& p : flags.shared_paths) {
-    auto root = CanonicalPath(p);
-    if (!root.ok()) {
-      spdlog::error("--shared-path {}", root.status().message());
-      return 2;
-    }
-    config.shared_paths.push_back(*root);
-  }
-
   SystemClock clock;
-  CredentialOptions cred_options;
-  cred_options.coordinator = flags.coordinator;
-  cred_options.name = flags.name;
-  cred_options.work_dir = config.work_dir;
-  cred_options.insecure = flags.insecure;
-  cred_options.join_token = flags.join_token;
-  cred_options.ca_fingerprint = flags.ca_fingerprint;
-  cred_options.tls_cert = flags.tls_cert;
-  cred_options.tls_key = flags.tls_key;
-  cred_options.tls_ca = flags.tls_ca;
-  auto credentials = WorkerCredentials::Create(cred_options, clock);
-  if (!credentials.ok()) {
-    spdlog::error("{}", credentials.status().message());
-    return credentials.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  auto daemon = WorkerDaemon::Create(flags, clock);
+  if (!daemon.ok()) {
+    spdlog::error("{}", daemon.status().message());
+    return daemon.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  (*credentials)->StartRenewal();
-  CoordinatorConnection connection(flags.coordinator,
-                                   flags.insecure ? nullptr : credentials->get());
-  // Opened after everything that may refuse to start (the credentials above), so that a
-  // worker that does not start leaves no group behind.
-  std::shared_ptr<void> remove_cgroups;
-  // Enforced limits (issue 27): each rank in a cgroup of its own under the worker's, named by
-  // its work dir too, so that two workers of one name on a host (two clusters) never share
-  // one; a restarted worker finds its predecessor's groups there and removes them.
-  if (flags.cgroups != "off") {
-    const std::string base = "convoy-" + flags.name + "-" + Sha256Hex(config.work_dir).substr(0, 8);
-    auto opened = Cgroups::OpenSystem(base);
-    if (opened.ok()) {
-      config.cgroups = std::move(*opened);
-      // Removed at every exit from here on (a clean stop, a failed start alike).
-      remove_cgroups = std::shared_ptr<void>(nullptr, [&config](void*) {
-        Status st = config.cgroups->RemoveBase();
-        if (!st.ok()) spdlog::warn("the worker's cgroups stay: {}", st.message());
-      });
-      config.pids_per_rank = flags.pids_per_rank;
-      spdlog::info("limits enforced: each rank in a cgroup of its own: {}",
-                   config.cgroups->Describe());
-      for (const std::string& left : config.cgroups->Leftovers()) {
-        Status st = config.cgroups->RemoveLeftover(left);
-        if (st.ok()) {
-          spdlog::info("removed cgroup {} of an earlier worker process, and what ran in it", left);
-        } else {
-          spdlog::warn("cgroup {} of an earlier worker process stays: {}", left, st.message());
-        }
-      }
-    } else if (flags.cgroups == "required") {
-      spdlog::error("--cgroups required: {}", opened.status().message());
-      return 2;
-    } else {
-      config.cgroups_missing = opened.status().message();
-    }
-  } else {
-    config.cgroups_missing = "--cgroups off";
-  }
-  if (config.cgroups == nullptr) {
-    spdlog::warn(
-        "limits are not enforced ({}): a rank can take any memory and cores of this host, and "
-        "jobs that set memory_per_proc or cpus_per_proc are refused",
-        config.cgroups_missing);
-  }
-
-  PosixProcessLauncher cold_launcher;
-  // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
-  WarmTrainerLauncher warm_launcher(cold_launcher, config.trainer_path, config.env);
-  bool warm = flags.warm_trainers > 0 && warm_launcher.Start();
-  // Ranks of command: jobs that run a Python script fork from a warm Python (--warm-python).
-  if (!flags.warm_python.empty()) {
-    auto path = config.env.find("PATH");
-    const std::string python =
-        ResolveProgram(flags.warm_python, path == config.env.end() ? "" : path->second);
-    const std::string script = FindForkserverScript(SelfDirectory());
-    if (python.empty()) {
-      spdlog::warn("--warm-python {}: not found in the worker's PATH; Python ranks start cold",
-                   flags.warm_python);
-    } else if (script.empty()) {
-      spdlog::warn(
-          "--warm-python: convoy-forkserver.py is neither next to convoy-worker nor in "
-          "../lib/convoy; Python ranks start cold");
-    } else {
-      warm = warm_launcher.StartPython(
-                 python[0] == '/' ? python : std::filesystem::absolute(python).string(), script,
-                 config.run_as, /*start_now=*/config.identities == nullptr) ||
-             warm;
-    }
-  }
-  ProcessLauncher* launcher = &cold_launcher;
-  if (warm) launcher = &warm_launcher;
-  Supervisor supervisor(config, *launcher, connection, clock);
-  connection.SetSupervisor(&supervisor);
-  // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
-  std::unique_ptr<MetricsHttpServer> http;
-  if (!flags.metrics_listen.empty()) {
-    if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
-    auto metrics = std::make_shared<WorkerMetrics>(
-        config.name, config.slots, [&supervisor] { return supervisor.RankSamples(); },
-        [&supervisor] { return supervisor.counters(); }, std::move(nvml));
-    auto started = MetricsHttpServer::Start(flags.metrics_listen, {metrics},
-                                            [&connection] { return connection.registered(); });
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().message());
-      return 1;
-    }
-    http = std::move(*started);
-    spdlog::info("serving /metrics, /healthz, /readyz on {}", flags.metrics_listen);
-  }
-
-  supervisor.Start();
-  // --attempt-dir-retention: finished attempts' directories go after a while; a sweep every
-  // tenth of the retention (at most hourly) is early enough.
-  std::unique_ptr<AttemptDirRetention> retention;
-  if (flags.attempt_dir_retention_s > 0) {
-    const auto retention_ms = static_cast<int64_t>(flags.attempt_dir_retention_s * 1000);
-    retention =
-        std::make_unique<AttemptDirRetention>(config.work_dir, retention_ms, clock, [&supervisor] {
-          std::set<std::pair<std::string, int>> running;
-          for (const Supervisor::RankSample& r : supervisor.RankSamples()) {
-            if (r.running) running.insert({r.job_id, r.attempt});
-          }
-          return running;
-        });
-    retention->Start(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
-  }
-  spdlog::info(
-      "convoy-worker {} '{}' at {}: {} cores, {} GPUs, {} slots, work dir {}; "
-      "coordinator {}",
-      CONVOY_VERSION, config.name, config.address, config.cores, config.gpus.size(), config.slots,
-      config.work_dir, flags.coordinator);
-  std::thread conn([&] { connection.Run(); });
+  (*daemon)->Start();
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}: stopping every rank, then exiting",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
-  http.reset();  // probes fail from here on
-  if (retention) retention->Stop();
-  supervisor.Stop();  // reports the exits while the stream is still up
-  connection.Shutdown();
-  conn.join();
+  (*daemon)->Stop();
+  daemon->reset();
   spdlog::info("stopped");
   return 0;
 }
