@@ -33,8 +33,7 @@ Status Refused(const std::string& message) { return Status::InvalidArgument(mess
 
 }  // namespace
 
-WorkerDaemon::WorkerDaemon(const Clock& clock)
-    : clock_(clock), config_(std::make_unique<WorkerConfig>()) {}
+WorkerDaemon::WorkerDaemon() : config_(std::make_unique<WorkerConfig>()) {}
 
 WorkerDaemon::~WorkerDaemon() {
   Stop();
@@ -44,7 +43,7 @@ WorkerDaemon::~WorkerDaemon() {
 
 StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& flags,
                                                              const Clock& clock) {
-  std::unique_ptr<WorkerDaemon> d(new WorkerDaemon(clock));
+  std::unique_ptr<WorkerDaemon> d(new WorkerDaemon());
   d->coordinator_ = flags.coordinator;
   WorkerConfig& config = *d->config_;
   config.name = flags.name;

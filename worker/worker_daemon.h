@@ -46,9 +46,8 @@ class WorkerDaemon {
   Supervisor& supervisor() { return *supervisor_; }
 
  private:
-  explicit WorkerDaemon(const Clock& clock);
+  WorkerDaemon();
 
-  const Clock& clock_;
   std::string coordinator_;
   std::unique_ptr<WorkerConfig> config_;
   std::unique_ptr<WorkerCredentials> credentials_;
