@@ -83,63 +83,94 @@ StatusOr<std::string> PrepareDataCacheDir(const std::string& work_dir,
   return dir;
 }
 
-void FillDataCacheInBackground(const std::string& trainer_path, const std::string& cache_dir,
-                               const std::optional<RunAsUser>& user,
-                               std::map<std::string, std::string> env) {
-  if (cache_dir.empty() || access(trainer_path.c_str(), X_OK) != 0) return;
-  std::thread([trainer_path, cache_dir, user, env = std::move(env)]() mutable {
-    // Its own launcher: the supervisor's reaps only what it started.
-    PosixProcessLauncher launcher;
-    LaunchRequest req;
-    req.argv = {trainer_path, "--fill-data-cache"};
-    env["CONVOY_CACHE_DIR"] = cache_dir;
-    env["OMP_NUM_THREADS"] = "1";
-    req.env = std::move(env);
-    req.user = user;
-    auto started = launcher.Launch(req);
-    if (!started.ok()) {
-      spdlog::warn("data cache: cannot start {}: {}", trainer_path, started.status().message());
-      return;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string output;
-    int fds[2] = {started->stdout_fd, started->stderr_fd};
-    while (fds[0] >= 0 || fds[1] >= 0) {
-      pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-      if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i] < 0 || (p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        char buf[4096];
-        const ssize_t n = read(fds[i], buf, sizeof(buf));
-        if (n > 0 && output.size() < 64 * 1024) output.append(buf, static_cast<size_t>(n));
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          close(fds[i]);
-          fds[i] = -1;
-        }
+std::unique_ptr<DataCacheFiller> DataCacheFiller::Start(const std::string& trainer_path,
+                                                        const std::string& cache_dir,
+                                                        const std::optional<RunAsUser>& user,
+                                                        std::map<std::string, std::string> env) {
+  if (cache_dir.empty() || access(trainer_path.c_str(), X_OK) != 0) return nullptr;
+  std::unique_ptr<DataCacheFiller> filler(new DataCacheFiller());
+  DataCacheFiller* self = filler.get();
+  filler->thread_ = std::thread([self, trainer_path, cache_dir, user, env = std::move(env)] {
+    self->Run(trainer_path, cache_dir, user, env);
+  });
+  return filler;
+}
+
+DataCacheFiller::~DataCacheFiller() {
+  stopping_ = true;
+  // The thread polls stopping_ at least once a second; the kill ends its reads at once.
+  {
+    MutexLock lock(mu_);
+    if (pid_ > 0) kill(-pid_, SIGKILL);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void DataCacheFiller::Run(const std::string& trainer_path, const std::string& cache_dir,
+                          const std::optional<RunAsUser>& user,
+                          std::map<std::string, std::string> env) {
+  // Its own launcher: the supervisor's reaps only what it started.
+  PosixProcessLauncher launcher;
+  LaunchRequest req;
+  req.argv = {trainer_path, "--fill-data-cache"};
+  env["CONVOY_CACHE_DIR"] = cache_dir;
+  env["OMP_NUM_THREADS"] = "1";
+  req.env = std::move(env);
+  req.user = user;
+  auto started = launcher.Launch(req);
+  if (!started.ok()) {
+    spdlog::warn("data cache: cannot start {}: {}", trainer_path, started.status().message());
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    pid_ = started->pid;
+    // A destructor that ran before pid_ was set has not killed it: do it here.
+    if (stopping_) launcher.SignalGroup(started->pid, SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string output;
+  int fds[2] = {started->stdout_fd, started->stderr_fd};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || (p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buf[4096];
+      const ssize_t n = read(fds[i], buf, sizeof(buf));
+      if (n > 0 && output.size() < 64 * 1024) output.append(buf, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(fds[i]);
+        fds[i] = -1;
       }
     }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] >= 0) close(fds[i]);
-    }
-    int status = -1;
-    while (true) {
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] >= 0) close(fds[i]);
+  }
+  int status = -1;
+  while (true) {
+    {
+      MutexLock lock(mu_);
       auto exits = launcher.PollExits();
       if (!exits.empty()) {
         status = exits[0].wait_status;
+        pid_ = 0;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    while (!output.empty() && output.back() == '\n') output.pop_back();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-      spdlog::info("data cache filled in {:.2f} s: {}", secs, output);
-    } else {
-      spdlog::warn("data cache: {} --fill-data-cache failed (status {}): {}", trainer_path, status,
-                   output);
-    }
-  }).detach();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    spdlog::info("data cache filled in {:.2f} s: {}", secs, output);
+  } else if (stopping_) {
+    spdlog::info("data cache: the filler was stopped with the worker");
+  } else {
+    spdlog::warn("data cache: {} --fill-data-cache failed (status {}): {}", trainer_path, status,
+                 output);
+  }
 }
 
 }  // namespace convoy

@@ -2,10 +2,14 @@
 // run-as user under the worker's work dir, passed to every rank as CONVOY_CACHE_DIR.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/process_launcher.h"
 
@@ -30,11 +34,32 @@ int RemoveDeadWritersCacheTemporaries(const std::string& work_dir);
 // Runs `<trainer_path> --fill-data-cache` once, in the background, as the ranks' user with
 // CONVOY_CACHE_DIR=`cache_dir`, so that the first rank on this host finds the default data
 // set decompressed (a rank that starts meanwhile waits for it on the entry's lock instead
-// of decompressing a second copy). Its output goes to the worker's log. Returns at once;
-// the process dies with the worker (PR_SET_PDEATHSIG). Nothing happens when the trainer is
-// not there (a worker for commands only).
-void FillDataCacheInBackground(const std::string& trainer_path, const std::string& cache_dir,
-                               const std::optional<RunAsUser>& user,
-                               std::map<std::string, std::string> env);
+// of decompressing a second copy). Its output goes to the worker's log. Start returns at
+// once, null when the trainer is not there (a worker for commands only). Destroying the
+// filler kills the process if it still runs (its group, SIGKILL) and waits for its thread:
+// nothing of it outlives the daemon that owns it. The process also dies with the worker
+// (PR_SET_PDEATHSIG).
+class DataCacheFiller {
+ public:
+  static std::unique_ptr<DataCacheFiller> Start(const std::string& trainer_path,
+                                                const std::string& cache_dir,
+                                                const std::optional<RunAsUser>& user,
+                                                std::map<std::string, std::string> env);
+  ~DataCacheFiller();
+  DataCacheFiller(const DataCacheFiller&) = delete;
+  DataCacheFiller& operator=(const DataCacheFiller&) = delete;
+
+ private:
+  DataCacheFiller() = default;
+  void Run(const std::string& trainer_path, const std::string& cache_dir,
+           const std::optional<RunAsUser>& user, std::map<std::string, std::string> env);
+
+  // The filler's process (group) from its start until it is reaped (never a pid reused
+  // since: the reap and the reset happen under the lock the destructor's kill takes).
+  Mutex mu_;
+  pid_t pid_ GUARDED_BY(mu_) = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
 
 }  // namespace convoy

@@ -135,8 +135,8 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
     spdlog::info("data cache: one per job, made at its launch");
   } else if (cache_dir.ok()) {
     config.data_cache_dir = *cache_dir;
-    FillDataCacheInBackground(config.trainer_path, config.data_cache_dir, config.run_as,
-                              config.env);
+    d->cache_filler_ = DataCacheFiller::Start(config.trainer_path, config.data_cache_dir,
+                                              config.run_as, config.env);
   } else {
     spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
   }
@@ -289,6 +289,7 @@ void WorkerDaemon::Stop() {
   if (stopped_) return;
   stopped_ = true;
   http_.reset();  // probes fail from here on
+  cache_filler_.reset();
   if (retention_) retention_->Stop();
   if (supervising_) supervisor_->Stop();  // reports the exits while the stream is still up
   if (connection_) connection_->Shutdown();

@@ -20,6 +20,7 @@ namespace convoy {
 
 class AttemptDirRetention;
 class CoordinatorConnection;
+class DataCacheFiller;
 class MetricsHttpServer;
 class PosixProcessLauncher;
 class Supervisor;
@@ -40,10 +41,12 @@ class WorkerDaemon {
 
   // Connects to the coordinator and serves it (a thread of its own) until Stop.
   void Start();
-  // Stops every rank (reporting their exits while the stream is still up), then the stream.
+  // Stops the data-cache filler and every rank (reporting their exits while the stream is
+  // still up), then the stream.
   void Stop();
 
   Supervisor& supervisor() { return *supervisor_; }
+  const WorkerConfig& config() const { return *config_; }
 
  private:
   WorkerDaemon();
@@ -58,6 +61,7 @@ class WorkerDaemon {
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<MetricsHttpServer> http_;
   std::unique_ptr<AttemptDirRetention> retention_;
+  std::unique_ptr<DataCacheFiller> cache_filler_;
   std::thread connection_thread_;
   bool supervising_ = false;  // the supervisor was started
   bool stopped_ = false;

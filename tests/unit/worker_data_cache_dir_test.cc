@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -83,6 +85,43 @@ TEST(DataCacheDirTest, SymlinksAreRefused) {
   std::filesystem::create_directory_symlink(elsewhere.path(),
                                             work / ("data-cache/" + std::to_string(geteuid())));
   EXPECT_FALSE(PrepareDataCacheDir(work.str(), std::nullopt).ok());
+}
+
+// The filler is the daemon's: destroying it (the worker stopping) kills a fill still running
+// and waits for its thread, so that nothing of it outlives the worker (the in-process test
+// worker included) or writes into a work dir that is being removed.
+TEST(DataCacheFillerTest, DestroyingItKillsAFillStillRunning) {
+  testing::TempDir work("data-cache-filler");
+  const std::string trainer = work / "fake-trainer";
+  const std::string pid_file = work / "filler.pid";
+  {
+    std::ofstream out(trainer);
+    out << "#!/bin/sh\necho $$ > " << pid_file << ".tmp\nmv " << pid_file << ".tmp " << pid_file
+        << "\nexec sleep 60\n";
+  }
+  chmod(trainer.c_str(), 0755);
+  auto filler =
+      DataCacheFiller::Start(trainer, work / "cache", std::nullopt, {{"PATH", "/usr/bin:/bin"}});
+  ASSERT_NE(filler, nullptr);
+  pid_t pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> pid)) {
+      pid = 0;
+      usleep(10'000);
+    }
+  }
+  ASSERT_GT(pid, 0) << "the fake trainer never started";
+  ASSERT_EQ(kill(pid, 0), 0);
+  filler.reset();
+  // Killed and reaped by the filler's thread before the destructor returned.
+  EXPECT_EQ(kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST(DataCacheFillerTest, NothingStartsWithoutATrainer) {
+  testing::TempDir work("data-cache-filler");
+  EXPECT_EQ(DataCacheFiller::Start(work / "no-trainer", work / "cache", std::nullopt, {}), nullptr);
 }
 
 }  // namespace
