@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "worker/coordinator_connection.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/supervisor.h"
+#include <unistd.h>
+
+#include "worker/worker_daemon.h"
 
 namespace convoy::testing {
 
@@ -32,11 +32,9 @@ grpc::Status ScriptedWorker::Close() {
 
 // ---- InProcessWorker
 
-InProcessWorker::~InProcessWorker() {
-  if (supervisor_) supervisor_->Stop();
-  if (connection_) connection_->Shutdown();
-  if (thread_.joinable()) thread_.join();
-}
+InProcessWorker::~InProcessWorker() = default;
+
+Supervisor& InProcessWorker::supervisor() { return daemon_->supervisor(); }
 
 std::string InProcessWorker::job_root() const {
   return std::filesystem::canonical(work_dir_ + "/job-root").string();
@@ -70,7 +68,7 @@ void TestCluster::StartCoordinator() {
   const Options& o = options_;
   deps.tune_options = [&o](CoordinatorOptions* c) {
     if (o.tick_ms > 0) c->tick_ms = o.tick_ms;
-    if (o.failure_window_ms > 0) c->jobs.failure_window_ms = o.failure_window_ms;
+    if (o.failure_window_ms > 0) c->jobs.lifecycle.failure_window_ms = o.failure_window_ms;
   };
   deps.tune_auth = [&o](AuthOptions* a) {
     if (o.submit_burst > 0) a->submit_burst = o.submit_burst;
@@ -173,29 +171,41 @@ std::unique_ptr<ScriptedWorker> TestCluster::ConnectScripted(
   return w;
 }
 
-InProcessWorker& TestCluster::StartWorker(const std::string& name, int slots) {
+InProcessWorker& TestCluster::StartWorker(const std::string& name, int slots,
+                                          const std::function<void(WorkerFlags*)>& tune) {
   auto w = std::make_unique<InProcessWorker>();
   w->name_ = name;
   w->work_dir_ = dir_ / ("worker-" + name);
-  std::filesystem::create_directories(w->work_dir_);
-  WorkerConfig config;
-  config.name = name;
-  config.address = "127.0.0.1";
-  config.hostname = "localhost";
-  config.work_dir = w->work_dir_;
-  config.cores = slots;
-  config.slots = slots;
-  config.kill_grace_ms = 1000;
-  config.env = {{"PATH", "/usr/bin:/bin"}};
-  w->launcher_ = std::make_unique<PosixProcessLauncher>();
-  w->connection_ = std::make_unique<CoordinatorConnection>(address());
-  w->supervisor_ = std::make_unique<Supervisor>(config, *w->launcher_, *w->connection_, w->clock_);
-  w->connection_->SetSupervisor(w->supervisor_.get());
-  w->supervisor_->Start();
-  CoordinatorConnection* connection = w->connection_.get();
-  w->thread_ = std::thread([connection] { connection->Run(); });
+  WorkerFlags flags;
+  flags.coordinator = address();
+  flags.name = name;
+  flags.advertise_address = "127.0.0.1";
+  flags.work_dir = w->work_dir_;
+  flags.cores = slots;
+  flags.slots = slots;
+  flags.gpus = "none";
+  flags.kill_grace_ms = 1000;
+  flags.cgroups = "off";
+  flags.snapshot_dir = "none";
+  flags.warm_trainers = 0;
+  if (geteuid() == 0) {
+    flags.run_as = "root";
+    flags.allow_root_jobs = true;
+  }
+  if (options_.secure) {
+    flags.join_token = MakeToken("join", Role::kWorker, 3600'000, 1);
+    flags.ca_fingerprint = pki().ca_fingerprint;
+  } else {
+    flags.insecure = true;
+  }
+  if (tune) tune(&flags);
+  auto daemon = WorkerDaemon::Create(flags, w->clock_);
+  EXPECT_TRUE(daemon.ok()) << "worker " << name << ": " << daemon.status().message();
   InProcessWorker& ref = *w;
   workers_.push_back(std::move(w));
+  if (!daemon.ok()) return ref;
+  ref.daemon_ = std::move(*daemon);
+  ref.daemon_->Start();
   EXPECT_TRUE(WaitFor(
       [&] {
         for (const v1::WorkerInfo& info : coordinator().ListWorkers()) {

@@ -2,7 +2,7 @@
 // the daemon's own composition root (CoordinatorServer) from production's flags, with a real
 // SQLite file served over real loopback gRPC on a free port, plus workers, each either
 // scripted (the test plays the worker's side of the stream message by message: the network
-// edge) or a real in-process convoy-worker (Supervisor + CoordinatorConnection running real
+// edge) or a real in-process convoy-worker (built by WorkerDaemon::Create, running real
 // processes). Everything lives in a temp dir and is torn down by the destructor.
 //
 // Threading: use from the test's thread. Coordinator threads run in the background.
@@ -27,12 +27,12 @@
 #include "coordinator/store/cluster_pki.h"
 #include "coordinator/store/token_store.h"
 #include "tests/support/temp_dir.h"
+#include "worker/flags.h"
 
 namespace convoy {
 
-class CoordinatorConnection;
-class PosixProcessLauncher;
 class Supervisor;
+class WorkerDaemon;
 
 namespace testing {
 
@@ -64,17 +64,14 @@ class InProcessWorker {
   const std::string& work_dir() const { return work_dir_; }
   // Where its jobs' own directories are (<work_dir>/job-root, canonical).
   std::string job_root() const;
-  Supervisor& supervisor() { return *supervisor_; }
+  Supervisor& supervisor();
 
  private:
   friend class TestCluster;
   std::string name_;
   std::string work_dir_;
   SystemClock clock_;
-  std::unique_ptr<PosixProcessLauncher> launcher_;
-  std::unique_ptr<CoordinatorConnection> connection_;
-  std::unique_ptr<Supervisor> supervisor_;
-  std::thread thread_;
+  std::unique_ptr<WorkerDaemon> daemon_;  // stopped (Stop) when destroyed
 };
 
 class TestCluster {
@@ -141,8 +138,17 @@ class TestCluster {
   // from `not_before_s` to `not_after_s` (now-1h .. now+1h when both are 0).
   KeyAndCert WorkerCertificate(const std::string& name, const KeyAndCert* ca = nullptr,
                                int64_t not_before_s = 0, int64_t not_after_s = 0);
-  // Starts a real worker with `slots` slots; returns once it registered.
-  InProcessWorker& StartWorker(const std::string& name, int slots = 1);
+  // Starts a real worker with `slots` slots, built by convoy-worker's own composition root
+  // (WorkerDaemon::Create) from its flags: production's defaults except --work-dir (in the
+  // cluster's temp dir), --cores/--slots `slots`, --gpus none, --kill-grace-ms 1000 (quick
+  // tests), --cgroups off, --snapshot-dir none and --warm-trainers 0 (test jobs are shell
+  // commands; the e2e suite runs those three as shipped), and, when the test runs as root,
+  // --run-as root --allow-root-jobs: a worker process of the test's own cannot give ranks
+  // other identities that reach the test's 0700 temp dir (the e2e suite runs the identity
+  // pool). Secure clusters: joined with a join token and the CA's fingerprint; else
+  // --insecure. `tune` changes any flag before Create. Returns once it registered.
+  InProcessWorker& StartWorker(const std::string& name, int slots = 1,
+                               const std::function<void(WorkerFlags*)>& tune = {});
 
   // Conveniences over the client API; each fails the test on an RPC error.
   std::string Submit(const v1::JobSpec& spec);
