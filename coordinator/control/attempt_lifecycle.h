@@ -37,11 +37,22 @@ namespace convoy {
 class AttemptLifecycle {
  public:
   struct Options {
+    // SIGTERM-to-SIGKILL grace given to workers when an attempt is torn down. Training ranks
+    // die on SIGTERM at once; the grace is for user scripts that save state on SIGTERM.
     int64_t kill_grace_ms = 3000;
+    // After a Kill, ranks not reported gone within grace + this are assumed gone (their worker
+    // will be declared lost if it really is unreachable).
     int64_t teardown_slack_ms = 10000;
+    // From placement until every rank has started.
     int64_t rendezvous_timeout_ms = 60000;
+    // How long failures of one attempt are collected before the root cause is chosen: a rank
+    // killed by a signal makes its peers fail within milliseconds, in either order of arrival.
     int64_t failure_window_ms = 300;
+    // Preemption (README "Sharing a cluster"): SIGTERM-to-SIGKILL grace given to the ranks of a
+    // preempted (or resized, or drained --now) attempt to write their checkpoint and exit.
     int64_t preempt_grace_ms = 30000;
+    // The cluster's id (coordinator/store/cluster_id.h), sent in every Launch with the job's uid;
+    // empty in tests that do not care.
     std::string cluster_id;
   };
 

@@ -330,18 +330,28 @@ StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
   return jobs_.Get(id);
 }
 
-void Coordinator::GetCommitted(const std::string& id, std::function<void(StatusOr<v1::Job>)> done) {
-  std::optional<StatusOr<v1::Job>> now;
+template <typename T>
+void Coordinator::AnswerCommitted(const std::function<T()>& read, std::function<void(T)> done) {
+  std::optional<T> now;
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<v1::Job> job = jobs_.Get(id);
+    T value = read();
     if (Settled()) {
-      now = std::move(job);
+      now = std::move(value);
     } else {
-      Defer([done, job = std::move(job)] { done(job); });
+      Defer([done, value = std::move(value)] { done(value); });
     }
   });
   if (now.has_value()) done(std::move(*now));
+}
+
+void Coordinator::GetCommitted(const std::string& id, std::function<void(StatusOr<v1::Job>)> done) {
+  AnswerCommitted<StatusOr<v1::Job>>(
+      [&] {
+        mu_.AssertHeld();
+        return jobs_.Get(id);
+      },
+      std::move(done));
 }
 
 StatusOr<v1::JobMetrics> Coordinator::GetMetrics(const std::string& id) {
@@ -361,17 +371,12 @@ JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
 
 void Coordinator::ListPageCommitted(const JobQuery& query,
                                     std::function<void(JobManager::JobPage)> done) {
-  std::optional<JobManager::JobPage> now;
-  Locked([&] {
-    mu_.AssertHeld();
-    JobManager::JobPage page = jobs_.ListPage(query);
-    if (Settled()) {
-      now = std::move(page);
-    } else {
-      Defer([done, page = std::move(page)] { done(page); });
-    }
-  });
-  if (now.has_value()) done(std::move(*now));
+  AnswerCommitted<JobManager::JobPage>(
+      [&] {
+        mu_.AssertHeld();
+        return jobs_.ListPage(query);
+      },
+      std::move(done));
 }
 
 std::set<std::string> Coordinator::ReferencedCode() {

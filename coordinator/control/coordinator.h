@@ -232,6 +232,11 @@ class Coordinator {
   void Seal() REQUIRES(mu_) EXCLUDES(commit_mu_);
   // Runs `fn` on the commit thread after this section's writes are durable.
   void Defer(std::function<void()> fn) REQUIRES(mu_) { effects_.after.push_back(std::move(fn)); }
+  // `read`'s result (taken under the lock) to `done` once every change it can see is durable:
+  // at once, without the lock, when nothing waits for the commit thread; else on it, after
+  // what is queued (GetCommitted, ListPageCommitted).
+  template <typename T>
+  void AnswerCommitted(const std::function<T()>& read, std::function<void(T)> done) EXCLUDES(mu_);
   // Whether everything decided so far is durable and dispatched (nothing queued or pending).
   bool Settled() REQUIRES(mu_) EXCLUDES(commit_mu_);
   // Writes `writes`, retrying every second; false once the store has failed for

@@ -26,20 +26,14 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
       table_(clock),
       stats_(clock),
       logs_(clock, options.log_request_timeout_ms),
-      deletions_(clock, store, channel, options.cluster_id),
+      deletions_(clock, store, channel, options.lifecycle.cluster_id),
       retention_(clock, options.job_retention_ms, options.job_retention_count),
       writer_(
           clock, store, table_, watches_, stats_, options.history_save_interval_ms,
           [this](JobRecord& r, v1::JobState from, v1::JobState to) { OnTransition(r, from, to); }),
-      lifecycle_(clock,
-                 {options.kill_grace_ms, options.teardown_slack_ms, options.rendezvous_timeout_ms,
-                  options.failure_window_ms, options.preempt_grace_ms, options.cluster_id},
-                 table_, ledger_, stats_, writer_, workers, channel, [this] { sched_.Needed(); }),
-      sched_(clock,
-             {options.scheduler, options.reschedule_interval_ms, options.usage_half_life_ms,
-              options.max_queued_per_owner, options.quotas, options.preemptible_below,
-              options.min_resize_interval_ms},
-             table_, ledger_, lifecycle_, writer_, workers) {}
+      lifecycle_(clock, options.lifecycle, table_, ledger_, stats_, writer_, workers, channel,
+                 [this] { sched_.Needed(); }),
+      sched_(clock, options.scheduling, table_, ledger_, lifecycle_, writer_, workers) {}
 
 namespace {
 
@@ -105,7 +99,8 @@ Status JobManager::Recover() {
     rt.recovering = true;
     rt.launched = a.master_port() != 0;
     rt.tearing_down = r.job.state() == v1::RESTARTING;
-    rt.deadline_mono_ms = now + workers_.worker_timeout_ms() + options_.rendezvous_timeout_ms;
+    rt.deadline_mono_ms =
+        now + workers_.worker_timeout_ms() + options_.lifecycle.rendezvous_timeout_ms;
     rt.failures.SetRendezvousDeadline(rt.deadline_mono_ms);
     for (const v1::NodeAssignment& n : a.nodes()) {
       for (int i = 0; i < n.ranks_size(); ++i) {

@@ -80,17 +80,11 @@
 namespace convoy {
 
 struct JobManagerOptions {
-  // SIGTERM-to-SIGKILL grace given to workers when an attempt is torn down. Training ranks
-  // die on SIGTERM at once; the grace is for user scripts that save state on SIGTERM.
-  int64_t kill_grace_ms = 3000;
-  // After a Kill, ranks not reported gone within grace + this are assumed gone (their worker
-  // will be declared lost if it really is unreachable).
-  int64_t teardown_slack_ms = 10000;
-  // From placement until every rank has started.
-  int64_t rendezvous_timeout_ms = 60000;
-  // How long failures of one attempt are collected before the root cause is chosen: a rank
-  // killed by a signal makes its peers fail within milliseconds, in either order of arrival.
-  int64_t failure_window_ms = 300;
+  // An attempt's placement, rendezvous, failure attribution and teardown (kill grace,
+  // timeouts, the failure window, preemption grace, the cluster id): AttemptLifecycle's own.
+  AttemptLifecycle::Options lifecycle;
+  // The scheduling pass: the policy, quotas, fair share, preemption, elastic growth.
+  SchedulingController::Options scheduling;
   // Unanswered ReadLogs requests fail after this long.
   int64_t log_request_timeout_ms = 10000;
   // Sent to workers in RegisterAck.
@@ -99,41 +93,16 @@ struct JobManagerOptions {
   // job's at once). Each write is the whole history: up to MetricHistory::kPointsPerJob
   // points, about 40 bytes each.
   int64_t history_save_interval_ms = 2000;
-  // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
-  const Scheduler* scheduler = nullptr;
-  // While jobs wait, the queue is planned again at least this often (ageing, estimates).
-  int64_t reschedule_interval_ms = 5000;
-  // Fair share: an owner's use of the cluster (slot-seconds) halves in this long.
-  int64_t usage_half_life_ms = 3600 * 1000;
-  // Quota: jobs one owner may have waiting (PENDING or RESTARTING) at once; a submit past it
-  // is refused with RESOURCE_EXHAUSTED naming the quota. 0: no limit. Jobs without an owner
-  // (an --insecure coordinator's) are not counted. The default of `quotas`.
-  int max_queued_per_owner = 0;
-  // Quotas per owner, role and user (coordinator/sched/quota.h): processes, GPUs, waiting jobs.
-  // Its queued default is max_queued_per_owner when it has none.
-  QuotaRules quotas;
   // A submit whose job would take its owner past their process or GPU quota: false waits
   // ("over quota"), true refuses it with RESOURCE_EXHAUSTED naming the quota. A job larger
   // than the quota itself is refused either way (it could never start).
   bool refuse_over_quota = false;
-  // Preemption (README "Sharing a cluster"): SIGTERM-to-SIGKILL grace given to the ranks of a
-  // preempted (or resized, or drained --now) attempt to write their checkpoint and exit.
-  int64_t preempt_grace_ms = 30000;
-  // Jobs whose spec says nothing of `preemptible` are preemptible when their priority is
-  // below this (the default: negative priorities).
-  int preemptible_below = 0;
-  // Elastic jobs grow (when workers join) at most once per this long, unless their spec's
-  // resize_interval says otherwise; counted from the start of the current attempt.
-  int64_t min_resize_interval_ms = 60000;
   // Retention (convoy-coordinator --job-retention): a finished job is deleted, as by
   // Delete, once it ended more than job_retention_ms ago, and beyond the newest
   // job_retention_count finished jobs (by when they ended). 0: no such limit (the library
   // default: keep everything; the coordinator's flag defaults to 30 days).
   int64_t job_retention_ms = 0;
   int64_t job_retention_count = 0;
-  // The cluster's id (coordinator/store/cluster_id.h), sent in every Launch with the job's uid;
-  // empty in tests that do not care.
-  std::string cluster_id;
 };
 
 class JobManager {

@@ -40,7 +40,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
       kill->set_job_id(as.job_id());
       kill->set_job_uid(as.job_uid());
       kill->set_attempt(as.attempt());
-      kill->set_grace_ms(static_cast<int32_t>(options_.kill_grace_ms));
+      kill->set_grace_ms(static_cast<int32_t>(options_.lifecycle.kill_grace_ms));
       kill->set_reason("stale attempt");
       channel_.Send(reg.name(), msg);
     }
@@ -75,8 +75,8 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
     for (const std::string& id : table_.active()) {
       live.insert(id);  // a key from before identities
       const std::string& uid = table_.at(id).job.uid();
-      if (!uid.empty() && !options_.cluster_id.empty()) {
-        live.insert(options_.cluster_id + "-" + uid);
+      if (!uid.empty() && !options_.lifecycle.cluster_id.empty()) {
+        live.insert(options_.lifecycle.cluster_id + "-" + uid);
       }
     }
     for (const std::string& key : reg.snapshot_keys()) {

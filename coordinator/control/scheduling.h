@@ -30,14 +30,26 @@ namespace convoy {
 
 class SchedulingController {
  public:
-  // The JobManagerOptions of the same names (coordinator/control/job_manager.h).
+  // JobManagerOptions::scheduling.
   struct Options {
-    const Scheduler* scheduler = nullptr;  // null: FIFO with backfill
+    // Which waiting jobs start, and where; null: FIFO with backfill (FifoScheduler). Not owned.
+    const Scheduler* scheduler = nullptr;
+    // While jobs wait, the queue is planned again at least this often (ageing, estimates).
     int64_t reschedule_interval_ms = 5000;
+    // Fair share: an owner's use of the cluster (slot-seconds) halves in this long.
     int64_t usage_half_life_ms = 3600 * 1000;
+    // Quota: jobs one owner may have waiting (PENDING or RESTARTING) at once; a submit past it
+    // is refused with RESOURCE_EXHAUSTED naming the quota. 0: no limit. Jobs without an owner
+    // (an --insecure coordinator's) are not counted. The default of `quotas`.
     int max_queued_per_owner = 0;
+    // Quotas per owner, role and user (coordinator/sched/quota.h): processes, GPUs, waiting jobs.
+    // Its queued default is max_queued_per_owner when it has none.
     QuotaRules quotas;
+    // Jobs whose spec says nothing of `preemptible` are preemptible when their priority is
+    // below this (the default: negative priorities).
     int preemptible_below = 0;
+    // Elastic jobs grow (when workers join) at most once per this long, unless their spec's
+    // resize_interval says otherwise; counted from the start of the current attempt.
     int64_t min_resize_interval_ms = 60000;
   };
 

@@ -79,22 +79,24 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   store_ = std::move(*store);
 
   CoordinatorOptions options;
-  options.jobs.cluster_id = cluster_id_;
+  options.jobs.lifecycle.cluster_id = cluster_id_;
   options.worker_timeout_ms = static_cast<int64_t>(flags.worker_timeout_s * 1000);
-  options.jobs.kill_grace_ms = flags.kill_grace_ms;
-  options.jobs.rendezvous_timeout_ms = static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
+  options.jobs.lifecycle.kill_grace_ms = flags.kill_grace_ms;
+  options.jobs.lifecycle.rendezvous_timeout_ms =
+      static_cast<int64_t>(flags.rendezvous_timeout_s * 1000);
   options.jobs.heartbeat_interval_ms = flags.heartbeat_interval_ms;
-  options.jobs.max_queued_per_owner = flags.max_queued_per_user;
-  options.jobs.quotas.SetDefaults(flags.max_slots_per_user, flags.max_queued_per_user);
+  options.jobs.scheduling.max_queued_per_owner = flags.max_queued_per_user;
+  options.jobs.scheduling.quotas.SetDefaults(flags.max_slots_per_user, flags.max_queued_per_user);
   for (const std::string& rule : flags.quotas) {
-    if (Status st = options.jobs.quotas.Add(rule); !st.ok()) {
+    if (Status st = options.jobs.scheduling.quotas.Add(rule); !st.ok()) {
       return Status::InvalidArgument(st.message());
     }
   }
   options.jobs.refuse_over_quota = flags.over_quota == "refuse";
-  options.jobs.preemptible_below = flags.preemptible_below;
-  options.jobs.preempt_grace_ms = static_cast<int64_t>(flags.preempt_grace_s * 1000);
-  options.jobs.min_resize_interval_ms = static_cast<int64_t>(flags.min_resize_interval_s * 1000);
+  options.jobs.scheduling.preemptible_below = flags.preemptible_below;
+  options.jobs.lifecycle.preempt_grace_ms = static_cast<int64_t>(flags.preempt_grace_s * 1000);
+  options.jobs.scheduling.min_resize_interval_ms =
+      static_cast<int64_t>(flags.min_resize_interval_s * 1000);
   if (flags.scheduler == "fifo") {
     scheduler_ = std::make_unique<FifoScheduler>();
   } else {
@@ -103,7 +105,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     policy.max_slots_per_owner = flags.max_slots_per_user;
     scheduler_ = std::make_unique<PriorityScheduler>(policy);
   }
-  options.jobs.scheduler = scheduler_.get();
+  options.jobs.scheduling.scheduler = scheduler_.get();
   spdlog::info("scheduler: {}{}", flags.scheduler,
                flags.scheduler == "fifo" ? ""
                                          : fmt::format(" (ageing: +1 priority per {} s waiting)",

@@ -113,7 +113,8 @@ class JobTable {
   void Attach(JobRecord& r, AttemptRuntime rt);
   // The attempt holds no worker any more (its rank state is dropped: nothing later scans it).
   void Detach(JobRecord& r);
-  // Removes job `id` and every trace of it in the indexes. Its attempt must be detached.
+  // Removes job `id` and every trace of it in the indexes (an attached attempt is detached
+  // first, so that no index keeps it; callers delete finished jobs, which hold no worker).
   void Erase(const std::string& id);
 
   const IdSet& active() const { return active_; }

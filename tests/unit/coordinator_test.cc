@@ -69,7 +69,7 @@ class CoordinatorTest : public ::testing::Test {
   void SetUp() override {
     CoordinatorOptions options;
     options.run_ticker = false;
-    options.jobs.failure_window_ms = 100;
+    options.jobs.lifecycle.failure_window_ms = 100;
     coordinator_ = std::make_unique<Coordinator>(clock_, store_, options);
     ASSERT_TRUE(coordinator_->Start().ok());
   }

@@ -27,7 +27,7 @@ v1::JobSpec Spec(int nodes, int procs, int priority = 0) {
 class SharingTest : public JobManagerFixture {
  protected:
   void SetUp() override {
-    options_.scheduler = &scheduler_;
+    options_.scheduling.scheduler = &scheduler_;
     JobManagerFixture::SetUp();
   }
 
@@ -83,7 +83,7 @@ TEST_F(SharingTest, AHigherPriorityJobPreemptsTheLowestWhichResumesWithoutAResta
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].second.job_id(), lowest);
   EXPECT_TRUE(kills[0].second.preempt());
-  EXPECT_EQ(kills[0].second.grace_ms(), options_.preempt_grace_ms);
+  EXPECT_EQ(kills[0].second.grace_ms(), options_.lifecycle.preempt_grace_ms);
   v1::Job victim = Job(lowest);
   EXPECT_EQ(victim.state(), v1::PENDING);
   EXPECT_EQ(victim.preemptions(), 1);
@@ -152,7 +152,7 @@ TEST_F(SharingTest, DrainNowPreemptsWhatRunsThereAndItResumesElsewhere) {
 }
 
 TEST_F(SharingTest, QuotaAccountingReturnsToZeroAfterEveryWayAJobStops) {
-  ASSERT_TRUE(options_.quotas.Add("role:user=slots:2").ok());
+  ASSERT_TRUE(options_.scheduling.quotas.Add("role:user=slots:2").ok());
   Restart();
   AddWorker("w1", 4);
   AddWorker("w2", 4);
@@ -171,7 +171,7 @@ TEST_F(SharingTest, QuotaAccountingReturnsToZeroAfterEveryWayAJobStops) {
   StartAttempt(a2);
   const std::string a3 = SubmitSpec(Spec(1, 2), "alice", "user");
   EndAttempt(a2, 1);
-  Advance(options_.failure_window_ms + 500);
+  Advance(options_.lifecycle.failure_window_ms + 500);
   ASSERT_EQ(Job(a2).state(), v1::FAILED);
   EndAttempt(a2, 0);  // nothing left of it
   StartAttempt(a3);
@@ -205,7 +205,7 @@ TEST_F(SharingTest, QuotaAccountingReturnsToZeroAfterEveryWayAJobStops) {
 }
 
 TEST_F(SharingTest, SubmitOverQuotaIsRefusedWhenConfiguredAndAlwaysWhenItCouldNeverRun) {
-  ASSERT_TRUE(options_.quotas.Add("user:alice=slots:4,gpus:1").ok());
+  ASSERT_TRUE(options_.scheduling.quotas.Add("user:alice=slots:4,gpus:1").ok());
   options_.refuse_over_quota = true;
   Restart();
   AddWorker("w1", 8);
@@ -295,7 +295,7 @@ TEST_F(SharingTest, ANodeSelectorPlacesOnlyOnMatchingWorkers) {
 }
 
 TEST_F(SharingTest, AnElasticJobShrinksOnALostWorkerAndGrowsBackWhenOneJoins) {
-  options_.min_resize_interval_ms = 30000;
+  options_.scheduling.min_resize_interval_ms = 30000;
   Restart();
   AddWorker("w1", 1);
   AddWorker("w2", 1);
@@ -421,7 +421,7 @@ TEST_F(SharingTest, WorkersShowCapacityUseAndJobs) {
 TEST_F(SharingTest, SubmissionOrderHoldsPastAMillionJobs) {
   // j-999999 waits (reloaded after a restart); j-1000000 comes after it. As strings,
   // "j-1000000" < "j-999999": the queue must order by number.
-  options_.scheduler = nullptr;  // FIFO: submission order alone
+  options_.scheduling.scheduler = nullptr;  // FIFO: submission order alone
   Restart();
   v1::Job old;
   old.set_id("j-999999");

@@ -132,7 +132,7 @@ TEST_F(JobManagerTest, RankFailureTearsDownAndRestartsOnTheSameWorkers) {
   StartAttempt(id);
   Exit("w2", id, 0, 1, 1);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);  // the failure window is still open
-  Advance(options_.failure_window_ms);
+  Advance(options_.lifecycle.failure_window_ms);
   v1::Job job = Job(id);
   EXPECT_EQ(job.state(), v1::RESTARTING);
   EXPECT_EQ(job.restarts(), 1);
@@ -167,7 +167,7 @@ TEST_F(JobManagerTest, RootCauseIsTheKilledRankNotThePeerThatFailedFirst) {
   // Rank 0's collective broke because rank 1 was SIGKILLed; its report arrives first.
   Exit("w1", id, 0, 0, 1);
   Exit("w2", id, 0, 1, 0, 9);
-  Advance(options_.failure_window_ms);
+  Advance(options_.lifecycle.failure_window_ms);
   v1::Job job = Job(id);
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.attempts(0).failure().rank(), 1);
@@ -186,7 +186,7 @@ TEST_F(JobManagerTest, AlwaysFailingJobUsesItsRestartsThenFails) {
     StartAttempt(id);
     Exit("w1", id, attempt, 0, 7);
     jm_->Tick();  // a tick inside the failure window, with every rank already gone
-    Advance(options_.failure_window_ms);
+    Advance(options_.lifecycle.failure_window_ms);
   }
   v1::Job job = Job(id);
   EXPECT_EQ(job.state(), v1::FAILED);
@@ -344,7 +344,7 @@ TEST_F(JobManagerTest, NothingIsSentWhenTheTransitionCannotBePersisted) {
   EXPECT_EQ(Job(id).state(), v1::RUNNING);  // the FAILED transition did not happen...
   EXPECT_TRUE(channel_.Take(v1::CoordinatorMessage::kKill).empty());  // ...so no teardown
   // Decided again at the next tick, and written this time.
-  Advance(options_.failure_window_ms);
+  Advance(options_.lifecycle.failure_window_ms);
   EXPECT_EQ(Job(id).state(), v1::FAILED);
 }
 
@@ -390,7 +390,7 @@ TEST_F(JobManagerTest, WorkerReportingAStaleAttemptIsToldToKillIt) {
 }
 
 TEST_F(JobManagerTest, RendezvousThatNeverCompletesTimesOut) {
-  options_.rendezvous_timeout_ms = 5000;
+  options_.lifecycle.rendezvous_timeout_ms = 5000;
   Restart();
   AddWorker("w1", 1);
   const std::string id = Submit(1, 1);
@@ -638,7 +638,7 @@ class CountingScheduler : public Scheduler {
 
 TEST_F(JobManagerTest, AnotherSchedulerDecidesAndRunsAtMostOncePerTickWhenSomethingChanged) {
   CountingScheduler scheduler;
-  options_.scheduler = &scheduler;
+  options_.scheduling.scheduler = &scheduler;
   Restart();
   const std::string a = Submit(1, 1);
   Submit(1, 1);
@@ -702,7 +702,7 @@ TEST_F(JobManagerTest, TenThousandNodeJobRunsAndRestartsOnItsWorkers) {
   e->set_rank(kNodes / 2);
   e->mutable_exit()->set_exit_code(1);
   jm_->OnWorkerMessage(worker_of[kNodes / 2], msg);
-  clock_.AdvanceMs(options_.failure_window_ms);
+  clock_.AdvanceMs(options_.lifecycle.failure_window_ms);
   jm_->Tick();
   ASSERT_EQ(Job(id).state(), v1::RESTARTING);
   EXPECT_EQ(channel_.Take(v1::CoordinatorMessage::kKill).size(), static_cast<size_t>(kNodes - 1));
@@ -734,7 +734,7 @@ TEST_F(JobManagerTest, StatsCountAttemptsAndRestartsByCause) {
   const std::string id = Submit(2, 1, /*max_restarts=*/2);
   StartAttempt(id);
   Exit("w2", id, 0, 1, 0, 9);  // SIGKILL: a signal
-  Advance(options_.failure_window_ms);
+  Advance(options_.lifecycle.failure_window_ms);
   Exit("w1", id, 0, 0, 0, 15, true);
   StartAttempt(id);
   KillWorker("w2");
@@ -775,7 +775,7 @@ TEST_F(JobManagerTest, PhaseDurationsAreRecordedOnceEach) {
 // Issue 16: a user's waiting jobs are capped at submit, and what counts is what waits now:
 // a cancelled job gives its place back.
 TEST_F(JobManagerTest, QueuedQuotaRefusesPastItAndFreesWhatEnds) {
-  options_.max_queued_per_owner = 2;
+  options_.scheduling.max_queued_per_owner = 2;
   Restart();
   v1::JobSpec spec;
   spec.set_name("job");
@@ -800,7 +800,7 @@ TEST_F(JobManagerTest, QueuedQuotaRefusesPastItAndFreesWhatEnds) {
 // Job ids repeat across clusters; uids do not: each job gets its own at submit, every launch
 // carries it with the cluster's id, and it survives a restart.
 TEST_F(JobManagerTest, EveryJobHasItsOwnUidThatTravelsInEveryLaunch) {
-  options_.cluster_id = "fedcba9876543210fedcba9876543210";
+  options_.lifecycle.cluster_id = "fedcba9876543210fedcba9876543210";
   Restart();
   AddWorker("w1", 2);
   AddWorker("w2", 2);
@@ -842,12 +842,12 @@ TEST_F(JobManagerTest, AJobStoredWithoutAUidGetsOneAtLoadAndKeepsIt) {
 // names those that belong to no job of this cluster that may still run, so that the worker
 // removes them (another cluster's, a finished job's, one it never had).
 TEST_F(JobManagerTest, ARegisteringWorkerIsToldWhichOfItsSnapshotsNoLiveJobOwns) {
-  options_.cluster_id = "fedcba9876543210fedcba9876543210";
+  options_.lifecycle.cluster_id = "fedcba9876543210fedcba9876543210";
   Restart();
   AddWorker("w1", 1);
   const std::string running = Submit(1, 1);
   const std::string done = Submit(1, 1);  // waits: w1 has one slot
-  const std::string c = options_.cluster_id;
+  const std::string c = options_.lifecycle.cluster_id;
   const std::string live_key = c + "-" + Job(running).uid();
   const std::string waiting_key = c + "-" + Job(done).uid();
   const std::string other_cluster = "0123456789abcdef0123456789abcdef-" + Job(running).uid();
