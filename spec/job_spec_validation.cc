@@ -415,13 +415,17 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
 }
 
 Status ValidateJobSpec(const v1::JobSpec& spec) {
-  const std::vector<SpecProblem> problems = FindSpecProblems(spec);
+  return SpecProblemsStatus(FindSpecProblems(spec), "");
+}
+
+Status SpecProblemsStatus(const std::vector<SpecProblem>& problems, const std::string& prefix) {
   if (problems.empty()) return Status::Ok();
   std::vector<std::string> lines;
   lines.reserve(problems.size());
-  for (const SpecProblem& problem : problems)
-    lines.push_back(problem.field + ": " + problem.message);
-  return Status::InvalidArgument(JoinSpecProblemLines(lines, ""));
+  for (const SpecProblem& problem : problems) {
+    lines.push_back(prefix + problem.field + ": " + problem.message);
+  }
+  return Status::InvalidArgument(JoinSpecProblemLines(lines, prefix));
 }
 
 namespace {

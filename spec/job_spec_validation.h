@@ -72,6 +72,11 @@ Status ValidateJobSpec(const v1::JobSpec& spec);
 inline constexpr size_t kMaxSpecMessageBytes = 4096;
 std::string JoinSpecProblemLines(const std::vector<std::string>& lines, const std::string& prefix);
 
+// OK when `problems` is empty; else INVALID_ARGUMENT with one "<prefix><field>: <why>" a line
+// (JoinSpecProblemLines): ValidateJobSpec's message (prefix "") and the trainer's
+// ("CONVOY_TRAINER_SPEC: ", spec/trainer_spec_env.h) alike.
+Status SpecProblemsStatus(const std::vector<SpecProblem>& problems, const std::string& prefix);
+
 // True for environment names Convoy sets itself (RANK, MASTER_ADDR, TORCHELASTIC_*,
 // CONVOY_*...), which a spec may not override.
 bool IsReservedEnvName(const std::string& name);

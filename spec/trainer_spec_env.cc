@@ -28,14 +28,8 @@ StatusOr<v1::TrainerSpec> DecodeTrainerSpec(const std::string& text) {
     return Status::InvalidArgument(std::string(kTrainerSpecEnv) + ": not a TrainerSpec (" +
                                    parsed.ToString() + ")");
   }
-  const std::vector<SpecProblem> problems = FindTrainerSpecProblems(trainer);
-  if (!problems.empty()) {
-    std::vector<std::string> lines;
-    for (const SpecProblem& problem : problems) {
-      lines.push_back(std::string(kTrainerSpecEnv) + ": " + problem.field + ": " + problem.message);
-    }
-    return Status::InvalidArgument(JoinSpecProblemLines(lines, ""));
-  }
+  CONVOY_RETURN_IF_ERROR(
+      SpecProblemsStatus(FindTrainerSpecProblems(trainer), std::string(kTrainerSpecEnv) + ": "));
   return trainer;
 }
 

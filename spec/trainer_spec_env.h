@@ -9,10 +9,9 @@
 
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
+#include "spec/trainer_spec_variable.h"
 
 namespace convoy {
-
-inline constexpr char kTrainerSpecEnv[] = "CONVOY_TRAINER_SPEC";
 
 // The variable's value: `trainer` as the proto's JSON (field names as the spec writes them,
 // "batch_size"), on one line. extra_args are left out: they stay on argv, after the flags the
