@@ -159,7 +159,9 @@ Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& o
     : config_(WithDefaults(std::move(config))),
       launcher_(launcher),
       outbox_(outbox),
-      clock_(clock) {
+      clock_(clock),
+      ports_(config_.address, clock),
+      unpacker_(config_.work_dir, config_.before_unpack) {
   disconnected_since_ms_ = clock_.NowMonotonicMs();
   {
     MutexLock lock(snap_mu_);
@@ -244,7 +246,7 @@ void Supervisor::Start() {
   for (const std::string& p : config_.data_paths) data += (data.empty() ? "" : ", ") + p;
   spdlog::info("trainer.data_dir may also name: {}", data.empty() ? "nothing else" : data);
   thread_ = std::thread([this] { Run(); });
-  unpacker_ = std::thread([this] { UnpackLoop(); });
+  unpacker_.Start();
 }
 
 void Supervisor::Stop() {
@@ -254,20 +256,19 @@ void Supervisor::Stop() {
   ssize_t ignored = write(wake_fd_[1], &c, 1);
   (void)ignored;
   thread_.join();
-  {
-    MutexLock lock(unpack_mu_);
-    unpack_stop_ = true;
-    unpack_cv_.SignalAll();
-  }
-  if (unpacker_.joinable()) unpacker_.join();
+  unpacker_.Stop();
   if (!socket_fallback_dir_.empty()) rmdir(socket_fallback_dir_.c_str());
 }
 
 void Supervisor::Post(const v1::CoordinatorMessage& msg) {
+  Command cmd;
+  cmd.msg = msg;
+  Enqueue(std::move(cmd));
+}
+
+void Supervisor::Enqueue(Command cmd) {
   {
     MutexLock lock(cmd_mu_);
-    Command cmd;
-    cmd.msg = msg;
     commands_.push_back(std::move(cmd));
   }
   char c = 'c';
@@ -287,13 +288,7 @@ void Supervisor::OnConnected(int heartbeat_interval_ms,
   }
   cmd.link_gen = ++link_gen_;
   connected_ = true;
-  {
-    MutexLock lock(cmd_mu_);
-    commands_.push_back(std::move(cmd));
-  }
-  char c = 'r';
-  ssize_t ignored = write(wake_fd_[1], &c, 1);
-  (void)ignored;
+  Enqueue(std::move(cmd));
 }
 
 void Supervisor::OnDisconnected() {
@@ -404,13 +399,13 @@ void Supervisor::Run() {
     }
     Reap();
     Timers();
-    ReleaseHeldPorts(false);
+    ports_.ReleaseUnused([this](const Key& key) { return PortUse(key); });
     RetryHeldLogs();  // bytes just written, a rank that exited, a wait that is over
     PublishSnapshot();
   }
   FlushMetrics(true);
   for (auto& [key, a] : attempts_) CloseMetrics(a);
-  ReleaseHeldPorts(true);
+  ports_.ReleaseAll();
 }
 
 int Supervisor::PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) const {
@@ -432,11 +427,7 @@ int Supervisor::PollTimeoutMs(int launcher_period_ms, int64_t stop_deadline) con
     if (!pending_.empty()) at(next_flush_ms_);
   }
   if (!connected_ && !orphaned_) at(disconnected_since_ms_ + config_.orphan_timeout_ms + 1);
-  for (const auto& [key, held] : held_ports_) {
-    if (attempts_.count(key) == 0 && unpacking_.count(key) == 0) {
-      at(held.reserved_ms + kHoldPortMs + 1);
-    }
-  }
+  at(ports_.NextExpiryMs([this](const Key& key) { return PortUse(key); }));
   for (const HeldLogRead& h : held_logs_) at(h.deadline_ms);
   int64_t wait = due == std::numeric_limits<int64_t>::max() ? -1 : std::max<int64_t>(0, due - now);
   if (launcher_period_ms >= 0 && (wait < 0 || wait > launcher_period_ms)) {
@@ -468,11 +459,7 @@ void Supervisor::Handle(const Command& cmd) {
       }
       auto it = attempts_.find(key);
       if (it == attempts_.end()) {  // never launched here: nothing runs, its port goes
-        auto held = held_ports_.find(key);
-        if (held != held_ports_.end()) {
-          close(held->second.fd);
-          held_ports_.erase(held);
-        }
+        ports_.Release(key);
         return;
       }
       if (!it->second.AnyRunning()) return;  // idempotent
@@ -748,43 +735,19 @@ void Supervisor::Launch(const v1::Launch& launch) {
     return;
   }
   // The connection fetched the archive before posting this Launch (worker/code_fetch.h).
-  UnpackJob job{key, given.code_sha256(), plan.dirs.job_dir, uid, gid};
+  const std::string dest = plan.dirs.job_dir;
   unpacking_.emplace(key, std::move(plan));
-  MutexLock lock(unpack_mu_);
-  unpack_queue_.push_back(std::move(job));
-  unpack_cv_.Signal();
-}
-
-void Supervisor::UnpackLoop() {
-  for (;;) {
-    UnpackJob job;
-    {
-      MutexLock lock(unpack_mu_);
-      while (unpack_queue_.empty() && !unpack_stop_) unpack_cv_.Wait(unpack_mu_);
-      if (unpack_stop_) return;
-      job = std::move(unpack_queue_.front());
-      unpack_queue_.pop_front();
-    }
-    if (config_.before_unpack) config_.before_unpack(job.sha256);
-    // Streamed from the cache file, a buffer at a time (bounded memory whatever the archive).
-    auto unpacked = UnpackCodeArchiveFile(CodeArchivePath(config_.work_dir, job.sha256), job.dest,
-                                          job.uid, job.gid);
+  unpacker_.Unpack(given.code_sha256(), dest, uid, gid, [this, key](StatusOr<int64_t> unpacked) {
     Command cmd;
     cmd.unpacked = true;
-    cmd.key = job.key;
+    cmd.key = key;
     if (unpacked.ok()) {
       cmd.unpacked_files = *unpacked;
     } else {
       cmd.unpack = unpacked.status();
     }
-    {
-      MutexLock lock(cmd_mu_);
-      commands_.push_back(std::move(cmd));
-    }
-    char c = 'u';
-    ssize_t ignored = write(wake_fd_[1], &c, 1);
-    (void)ignored;
-  }
+    Enqueue(std::move(cmd));
+  });
 }
 
 void Supervisor::CodeUnpacked(const Command& cmd) {

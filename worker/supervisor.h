@@ -19,6 +19,12 @@
 //    in which something changed. Neither lock is held across a fork, a file write or a send.
 //    Lock order: none (no lock is taken while another is held).
 //
+// Size: about 45 methods, over the guide's 25, on purpose. The supervisor is one event loop:
+// every private method runs on the supervisor thread and reads or changes `attempts_`, which
+// that thread owns without a lock (the threading contract above); split into classes, they
+// would share it. What needs no access to it lives in classes of its own: CodeUnpacker (its
+// thread), PortReservations, RankLog, MetricsSocket, JobIdentities, Cgroups, rank_env.h.
+//
 // Reports and reconnection: every rank start, launch failure and exit gets a number from
 // one sequence. A Register records the sequence number it reflects; when the coordinator
 // acknowledges it (OnConnected), the supervisor thread first sends what happened after that
@@ -46,10 +52,13 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "convoy/v1/worker.pb.h"
+#include "worker/attempt_key.h"
 #include "worker/cgroups.h"
+#include "worker/code_unpacker.h"
 #include "worker/job_identity.h"
 #include "worker/metrics_server.h"
 #include "worker/nvml.h"
+#include "worker/port_reservations.h"
 #include "worker/process_launcher.h"
 #include "worker/rank_log.h"
 
@@ -124,10 +133,6 @@ class Supervisor {
   // Exit records of attempts are kept this long after their last rank ended, unless
   // ForgetAttempt comes first.
   static constexpr int64_t kKeepExitedMs = 3600 * 1000;
-  // A reserved master port whose attempt never launches here (its placement was undone) is
-  // released after this long, or at once by a Kill of that attempt. The coordinator sends
-  // the Launch right after the reservation comes back.
-  static constexpr int64_t kHoldPortMs = 600 * 1000;
 
   // `clock` drives kill grace, heartbeats, metric batching and the orphan timeout.
   Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox, const Clock& clock);
@@ -222,24 +227,11 @@ class Supervisor {
   };
   // Who a metrics-socket peer is: a rank's pid, or a process in a group a rank leads.
   static MetricsSocket::RankOf RankOfPeer(const Attempt& a);
-  // An attempt here: its job's id and uid (another job of the same id, another cluster's or
-  // this one's after a fresh state directory, is another key) and its number. Every message
-  // about an attempt names all three.
-  struct Key {
-    std::string job_id;
-    int attempt = 0;
-    std::string job_uid;
-    bool operator<(const Key& o) const {
-      return std::tie(job_id, attempt, job_uid) < std::tie(o.job_id, o.attempt, o.job_uid);
-    }
-    bool operator==(const Key& o) const {
-      return std::tie(job_id, attempt, job_uid) == std::tie(o.job_id, o.attempt, o.job_uid);
-    }
-  };
+  using Key = AttemptKey;
   struct Command {
     bool resync = false;  // false: `msg` from the coordinator, or `unpacked`
     v1::CoordinatorMessage msg;
-    // The code of the launch `key` is unpacked (`unpack` says how it went; UnpackLoop).
+    // The code of the launch `key` is unpacked (`unpack` says how it went; `unpacker_`).
     bool unpacked = false;
     Key key;
     Status unpack = Status::Ok();
@@ -261,6 +253,9 @@ class Supervisor {
     std::vector<v1::AttemptStatus> attempts;
   };
 
+  // Queues `cmd` for the supervisor thread and wakes it. Any thread.
+  void Enqueue(Command cmd) EXCLUDES(cmd_mu_);
+
   // All below run on the supervisor thread.
   void Run();
   // How long the loop may wait for its next event: until the earliest timer is due (a kill
@@ -273,7 +268,7 @@ class Supervisor {
   void Handle(const Command& cmd);
   void Resync(const Command& cmd);
   // Checks a Launch and prepares its identity and directories; then starts it
-  // (StartAttempt), or, when it ships code, leaves it in `unpacking_` while UnpackLoop
+  // (StartAttempt), or, when it ships code, leaves it in `unpacking_` while `unpacker_`
   // unpacks the archive off this thread (an archive of up to 100 MiB must not hold up
   // heartbeats, log pumping or kills); CodeUnpacked starts it then.
   void Launch(const v1::Launch& launch);
@@ -291,14 +286,12 @@ class Supervisor {
   void CodeUnpacked(const Command& cmd);
   // Tells the coordinator that `rank` of `launch` cannot start, and why.
   void RefuseLaunch(const v1::Launch& launch, int rank, const std::string& why);
-  // The unpacking thread: one archive at a time, each result posted back as a Command.
-  void UnpackLoop();
   void KillAttempt(Attempt& a, int64_t grace_ms);
   void KillEverything(const std::string& why);
   void ReservePort(const v1::ReservePort& req);
-  // Closes the reserved master ports of attempts that have ended, or that were never
-  // launched here within kHoldPortMs; `all`: every one.
-  void ReleaseHeldPorts(bool all);
+  // Whether attempt `key` still needs its reserved master port (one whose code is being
+  // unpacked does).
+  PortReservations::Use PortUse(const Key& key) const;
   // Answers at once, or holds a request with wait_ms that has nothing to say yet.
   void ReadLogs(const v1::ReadLogs& req);
   void AnswerLogs(const v1::ReadLogs& req);
@@ -385,13 +378,8 @@ class Supervisor {
     int64_t deadline_ms = 0;
   };
   std::vector<HeldLogRead> held_logs_;
-  // Master ports reserved for an attempt, held bound until its ranks end (ReservePort).
-  struct HeldPort {
-    int fd = -1;
-    int port = 0;
-    int64_t reserved_ms = 0;  // monotonic
-  };
-  std::map<Key, HeldPort> held_ports_;
+  // Master ports reserved for attempts (ReservePort), held bound until their ranks end.
+  PortReservations ports_;
   // Made (mkdtemp) when a metrics socket path is too long for the work dir; removed at Stop.
   std::string socket_fallback_dir_;
   int64_t dropped_records_ = 0;
@@ -400,22 +388,12 @@ class Supervisor {
   // directories go when the last of those ranks has exited. Job id -> snapshot keys (the
   // JobFinished message's and its attempts').
   std::map<std::string, std::set<std::string>> finished_jobs_with_snapshots_;
-  // Launches whose code UnpackLoop is unpacking (a Kill of one drops it).
+  // Launches whose code `unpacker_` is unpacking (a Kill of one drops it).
   std::map<Key, LaunchPlan> unpacking_;
   std::thread thread_;
 
-  struct UnpackJob {
-    Key key;
-    std::string sha256;
-    std::string dest;
-    int64_t uid = -1;
-    int64_t gid = -1;
-  };
-  Mutex unpack_mu_;
-  CondVar unpack_cv_;
-  std::deque<UnpackJob> unpack_queue_ GUARDED_BY(unpack_mu_);
-  bool unpack_stop_ GUARDED_BY(unpack_mu_) = false;
-  std::thread unpacker_;
+  // Unpacks code archives off this thread; each result comes back as a Command.
+  CodeUnpacker unpacker_;
 
   // Totals for counters(): written by the supervisor thread, read by scrapes.
   std::atomic<int64_t> log_bytes_total_{0};

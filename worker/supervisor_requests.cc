@@ -118,70 +118,26 @@ void Supervisor::ReservePort(const v1::ReservePort& req) {
   p->set_job_id(req.job_id());
   p->set_job_uid(req.job_uid());
   p->set_attempt(req.attempt());
-  // The advertised address first (the port must be free where peers dial), any address if
-  // that is not an IPv4 address of this machine (a name, NAT).
-  //
-  // The socket stays bound, not listening, until the attempt's ranks have ended
-  // (ReleaseHeldPorts): while it is, the kernel gives the port to no other bind(0) or
-  // outgoing connection, so two jobs starting together never get the same one, and rank 0's
-  // store can still listen on it, since it sets SO_REUSEADDR as torch's TCPStore does (a
-  // bound socket that is not listening does not conflict with one that is).
-  const Key key{req.job_id(), req.attempt(), req.job_uid()};
-  auto held = held_ports_.find(key);
-  if (held != held_ports_.end()) {  // a repeated request: the same port again
-    p->set_port(held->second.port);
-    Send(out);
-    return;
-  }
-  std::string error;
-  for (bool any : {false, true}) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    if (any) {
-      addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    } else if (inet_pton(AF_INET, config_.address.c_str(), &addr.sin_addr) != 1) {
-      continue;
-    }
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      error = std::string("socket: ") + strerror(errno);
-      break;
-    }
-    socklen_t len = sizeof(addr);
-    const int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      p->set_port(ntohs(addr.sin_port));
-      held_ports_[key] = {fd, p->port(), clock_.NowMonotonicMs()};
-      break;
-    }
-    error = std::string("bind ") + (any ? "0.0.0.0" : config_.address) + ": " + strerror(errno);
-    close(fd);
-  }
-  if (p->port() == 0) {
-    p->set_error(error.empty() ? "no free port" : error);
+  // Held until the attempt's ranks have ended (PortUse).
+  auto port = ports_.Reserve({req.job_id(), req.attempt(), req.job_uid()});
+  if (port.ok()) {
+    p->set_port(*port);
+  } else {
+    p->set_error(port.status().message());
     spdlog::error("job {} attempt {}: cannot reserve a port: {}", req.job_id(), req.attempt(),
                   p->error());
   }
   Send(out);
 }
 
-void Supervisor::ReleaseHeldPorts(bool all) {
-  const int64_t now = clock_.NowMonotonicMs();
-  for (auto it = held_ports_.begin(); it != held_ports_.end();) {
-    auto a = attempts_.find(it->first);
-    // A launch whose code is still being unpacked holds its port as one that runs.
-    const bool over = a != attempts_.end() ? !a->second.AnyRunning()
-                                           : unpacking_.count(it->first) == 0 &&
-                                                 now - it->second.reserved_ms > kHoldPortMs;
-    if (all || over) {
-      close(it->second.fd);
-      it = held_ports_.erase(it);
-    } else {
-      ++it;
-    }
+PortReservations::Use Supervisor::PortUse(const Key& key) const {
+  auto a = attempts_.find(key);
+  if (a != attempts_.end()) {
+    return a->second.AnyRunning() ? PortReservations::Use::kRunning : PortReservations::Use::kEnded;
   }
+  // A launch whose code is still being unpacked holds its port as one that runs.
+  return unpacking_.count(key) > 0 ? PortReservations::Use::kRunning
+                                   : PortReservations::Use::kNotHere;
 }
 
 void Supervisor::ReadLogs(const v1::ReadLogs& req) {
