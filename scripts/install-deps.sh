@@ -12,8 +12,10 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
   dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
-  libsystemd-dev python3-yaml ccache llvm
+  libsystemd-dev python3-yaml ccache llvm etcd-server etcd-client
 )
+# etcd-server: the etcd store's tests start real members on loopback ports (issue 30);
+# etcd-client: etcdctl, for operators of an etcd-backed cluster.
 # clang: the fuzzers, -Wthread-safety and the ThreadSanitizer stage (scripts/thread-checks.sh);
 # libclang-rt-14-dev: clang's sanitizer runtimes (libclang_rt.tsan, .asan, .fuzzer); ccache
 # keeps the TSAN build's second run to linking; llvm (/usr/bin/llvm-symbolizer) gives TSAN's

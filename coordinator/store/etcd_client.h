@@ -1,0 +1,83 @@
+// A small client of etcd v3's gRPC API (proto/etcd): ranges, transactions and leases, over
+// every member given, moving to the next member when one is unreachable or has lost its
+// quorum. What the etcd store (etcd_job_store.h) and leader election need, nothing more.
+//
+// Threading: thread-safe (gRPC stubs); each call blocks for at most the call timeout per
+// member tried.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+namespace convoy {
+
+struct EtcdOptions {
+  // HOST:PORT of each member.
+  std::vector<std::string> endpoints;
+  // PEM files: the CA that signed the members' certificates, and this client's certificate
+  // and key (etcd's --client-cert-auth). All empty: plain text (a loopback etcd).
+  std::string ca_file, cert_file, key_file;
+  // Each call's deadline at one member.
+  int64_t call_timeout_ms = 3000;
+};
+
+// "etcd://HOST:PORT,HOST:PORT" (the coordinator's --store) into endpoints; INVALID_ARGUMENT
+// naming `flag` when it is not that form.
+StatusOr<std::vector<std::string>> ParseEtcdUrl(const std::string& flag, const std::string& url);
+
+// The end of the range of every key that starts with `prefix` (etcd's range_end).
+std::string EtcdPrefixEnd(const std::string& prefix);
+
+class EtcdClient {
+ public:
+  // Reads the CA and key files (INVALID_ARGUMENT naming the file) and makes one channel per
+  // member; connects lazily.
+  static StatusOr<std::unique_ptr<EtcdClient>> Create(const EtcdOptions& options);
+
+  // Every key and value under `prefix`, in key order (paged: any number of keys).
+  StatusOr<std::vector<mvccpb::KeyValue>> GetPrefix(const std::string& prefix);
+  // One key; NOT_FOUND when absent.
+  StatusOr<mvccpb::KeyValue> Get(const std::string& key);
+  // The transaction's response (check `succeeded()` for its comparisons' outcome).
+  StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+  // A lease of `ttl_s` seconds; its id.
+  StatusOr<int64_t> GrantLease(int64_t ttl_s);
+  // Renews `lease` once; NOT_FOUND when it has expired (its keys are gone).
+  Status KeepAlive(int64_t lease);
+  Status RevokeLease(int64_t lease);
+  // The cluster's id and the answering member's id, raft term and leader (health and
+  // --check-config).
+  StatusOr<etcdserverpb::StatusResponse> MemberStatus();
+
+ private:
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  };
+  explicit EtcdClient(EtcdOptions options) : options_(std::move(options)) {}
+  // Runs `call` on the member last found working, then on each other one in turn while the
+  // answer is UNAVAILABLE or DEADLINE_EXCEEDED (unreachable, or no quorum there). The last
+  // error names every member tried.
+  template <typename Call>
+  Status OnSomeMember(const char* what, Call&& call);
+
+  const EtcdOptions options_;
+  std::vector<Member> members_;
+  std::atomic<size_t> current_{0};
+};
+
+// A gRPC status from etcd as a Convoy one: UNAVAILABLE stays (retry elsewhere or later).
+Status FromEtcd(const grpc::Status& status, const std::string& what);
+
+}  // namespace convoy
