@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/util.h"
 #include "coordinator/rpc/metrics_exporter.h"
@@ -12,6 +13,9 @@
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/store/cluster_id.h"
 #include "coordinator/store/code_store.h"
+#include "coordinator/store/etcd_client.h"
+#include "coordinator/store/etcd_job_store.h"
+#include "coordinator/store/leader_election.h"
 #include "coordinator/store/sqlite_job_store.h"
 #include "coordinator/store/token_store.h"
 
@@ -30,11 +34,18 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   if (ec) return Status::Internal("--state-dir " + flags.state_dir + ": " + ec.message());
   chmod(flags.state_dir.c_str(), 0700);  // tokens' hashes, the CA's key, every job's spec
   db_path_ = flags.state_dir + "/convoy.db";
-  bool made_cluster_id = false;
-  auto cluster_id = LoadOrMakeClusterId(flags.state_dir, &made_cluster_id);
-  if (!cluster_id.ok()) return cluster_id.status();
-  cluster_id_ = *cluster_id;
-  spdlog::info("cluster id {}{}", cluster_id_, made_cluster_id ? " (made now: a new cluster)" : "");
+  if (flags.store == "sqlite") {
+    bool made_cluster_id = false;
+    auto cluster_id = LoadOrMakeClusterId(flags.state_dir, &made_cluster_id);
+    if (!cluster_id.ok()) return cluster_id.status();
+    cluster_id_ = *cluster_id;
+    spdlog::info("cluster id {}{}", cluster_id_,
+                 made_cluster_id ? " (made now: a new cluster)" : "");
+  } else {
+    // Leads (or waits to) before anything else is opened: a follower serves nothing, so
+    // workers and clients that know every coordinator find the leader.
+    CONVOY_RETURN_IF_ERROR(OpenEtcd(flags, deps));
+  }
 
   // Security first: a coordinator that cannot serve TLS must not start at all.
   ServerSecurity security;
@@ -74,9 +85,11 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   }
   security.auth.max_user_priority = flags.max_user_priority;
   if (deps.tune_auth) deps.tune_auth(&security.auth);
-  auto store = SqliteJobStore::Open(db_path_);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
+  if (store_ == nullptr) {
+    auto store = SqliteJobStore::Open(db_path_);
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+  }
 
   CoordinatorOptions options;
   options.jobs.lifecycle.cluster_id = cluster_id_;
@@ -161,6 +174,58 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   return Status::Ok();
 }
 
+Status CoordinatorServer::OpenEtcd(const CoordinatorFlags& flags, const Deps& deps) {
+  db_path_ = flags.store + " (prefix " + flags.etcd_prefix + ")";
+  EtcdOptions options;
+  auto endpoints = ParseEtcdUrl("--store", flags.store);
+  if (!endpoints.ok()) return endpoints.status();
+  options.endpoints = *endpoints;
+  options.ca_file = flags.etcd_ca;
+  options.cert_file = flags.etcd_cert;
+  options.key_file = flags.etcd_key;
+  auto client = EtcdClient::Create(options);
+  if (!client.ok()) return client.status();
+  etcd_ = std::move(*client);
+  const std::function<bool()> never = [] { return false; };
+  const std::function<bool()>& stop = deps.stop_requested ? deps.stop_requested : never;
+  // etcd may not be up yet (started together, or restarting): wait for it, as workers wait
+  // for the coordinator.
+  bool made = false;
+  const std::string candidate = RandomHexId();
+  auto cluster_id = LoadOrMakeEtcdClusterId(*etcd_, flags.etcd_prefix, candidate, &made);
+  for (std::string said; cluster_id.status().code() == StatusCode::kUnavailable && !stop();) {
+    if (cluster_id.status().message() != said) {
+      said = cluster_id.status().message();
+      spdlog::warn("waiting for etcd: {}", said);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cluster_id = LoadOrMakeEtcdClusterId(*etcd_, flags.etcd_prefix, candidate, &made);
+  }
+  if (!cluster_id.ok()) return cluster_id.status();
+  cluster_id_ = *cluster_id;
+  spdlog::info("cluster id {} (in etcd at {}cluster-id{})", cluster_id_, flags.etcd_prefix,
+               made ? "; made now: a new cluster" : "");
+  LeaderElection::Options election;
+  election.key = flags.etcd_prefix + "leader";
+  election.value = flags.advertise_address.empty() ? flags.listen : flags.advertise_address;
+  election_ = std::make_unique<LeaderElection>(*etcd_, election);
+  CONVOY_RETURN_IF_ERROR(election_->Campaign(stop));
+  auto lost = deps.on_leadership_lost;
+  election_->StartRenewal([lost](const std::string& why) {
+    if (lost) {
+      lost(why);
+      return;
+    }
+    spdlog::critical("{}; stopping at once (crash-only: restarted, it campaigns again)", why);
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  });
+  auto store = std::make_unique<EtcdJobStore>(*etcd_, flags.etcd_prefix);
+  store->SetFence(election.key, election_->revision());
+  store_ = std::move(store);
+  return Status::Ok();
+}
+
 void CoordinatorServer::Housekeep() {
   std::unique_lock<std::mutex> lock(housekeeping_mu_);
   int round = 0;
@@ -192,6 +257,8 @@ void CoordinatorServer::Shutdown(int grace_ms) {
   if (server_) server_->Shutdown(grace_ms);
   if (coordinator_) coordinator_->Stop();
   if (tokens_) tokens_->Flush();
+  // What was queued is committed: the next leader may take over at once.
+  if (election_) election_->Resign();
 }
 
 CoordinatorServer::~CoordinatorServer() {

@@ -29,7 +29,9 @@ class MetricsExporter;
 class PriorityScheduler;
 class FifoScheduler;
 class Scheduler;
-class SqliteJobStore;
+class EtcdClient;
+class JobStore;
+class LeaderElection;
 class TokenStore;
 
 class CoordinatorServer {
@@ -44,6 +46,12 @@ class CoordinatorServer {
     // the failure window, or set a submit burst).
     std::function<void(CoordinatorOptions*)> tune_options;
     std::function<void(AuthOptions*)> tune_auth;
+    // With an etcd store, a follower waits in Create until it leads; it gives up (an
+    // UNAVAILABLE error) once this says so (main: SIGTERM or SIGINT pending).
+    std::function<bool()> stop_requested;
+    // With an etcd store: the leadership was lost. Null: a critical log line and exit 1
+    // (crash-only: systemd restarts the coordinator, which campaigns again as a follower).
+    std::function<void(const std::string& why)> on_leadership_lost;
   };
 
   // Builds and starts everything `flags` (parsed and checked by ParseCoordinatorFlags) asks
@@ -64,6 +72,7 @@ class CoordinatorServer {
 
   Coordinator& coordinator() { return *coordinator_; }
   int port() const { return server_->port(); }
+  // The SQLite file, or the etcd store's URL.
   const std::string& db_path() const { return db_path_; }
   const std::string& cluster_id() const { return cluster_id_; }
   // Without --insecure: the tokens and the PKI (the CA's key only when the cluster made it).
@@ -76,6 +85,9 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   Status Build(const CoordinatorFlags& flags, Deps deps);
+  // --store etcd://: the client, the cluster id kept in etcd, the campaign (blocking until
+  // this coordinator leads) and the fenced store.
+  Status OpenEtcd(const CoordinatorFlags& flags, const Deps& deps);
   // Every 10 s, tokens' last use is written; every 6th round, code archives that no kept job
   // names (stored over 10 minutes ago) are removed (CodeStore::Collect).
   void Housekeep();
@@ -85,7 +97,9 @@ class CoordinatorServer {
   std::string cluster_id_;
   ClusterPki pki_;
   std::unique_ptr<TokenStore> tokens_;
-  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<EtcdClient> etcd_;
+  std::unique_ptr<LeaderElection> election_;
+  std::unique_ptr<JobStore> store_;
   std::unique_ptr<const Scheduler> scheduler_;
   std::unique_ptr<MetricsExporter> exporter_;
   std::unique_ptr<Coordinator> coordinator_;

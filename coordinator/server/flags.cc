@@ -7,6 +7,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "coordinator/sched/quota.h"
+#include "coordinator/store/etcd_client.h"
 
 namespace convoy {
 
@@ -79,6 +80,15 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   app.add_option("--state-dir", f->state_dir, "directory of the SQLite state and tls/ (created)")
       ->capture_default_str();
   app.add_option("--listen", f->listen, "HOST:PORT of the gRPC API")->capture_default_str();
+  app.add_option("--store", f->store,
+                 "where jobs and workers are kept: sqlite (in --state-dir) or "
+                 "etcd://HOST:PORT,HOST:PORT (coordinators elect a leader on it)")
+      ->capture_default_str();
+  app.add_option("--etcd-ca", f->etcd_ca, "PEM file: the CA of the etcd members' certificates");
+  app.add_option("--etcd-cert", f->etcd_cert, "PEM file: this coordinator's etcd client cert");
+  app.add_option("--etcd-key", f->etcd_key, "PEM file: the key of --etcd-cert");
+  app.add_option("--etcd-prefix", f->etcd_prefix, "the etcd key prefix of this cluster")
+      ->capture_default_str();
   app.add_option("--metrics-listen", f->metrics_listen,
                  "HOST:PORT of the Prometheus /metrics (:PORT binds loopback)");
   app.add_option("--health-listen", f->health_listen,
@@ -304,6 +314,24 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
     f->worker_cert_ttl_s = *ttl;
   }
   check(ParseJobRetention(f->job_retention, &f->job_retention_ms, &f->job_retention_count));
+  if (f->store != "sqlite") {
+    check(ParseEtcdUrl("--store", f->store).status());
+    if (f->etcd_prefix.size() < 2 || f->etcd_prefix.front() != '/' ||
+        f->etcd_prefix.back() != '/') {
+      problems.push_back(Status::InvalidArgument("--etcd-prefix: '" + f->etcd_prefix +
+                                                 "' must start and end with '/' (/convoy/)"));
+    }
+    // Tokens and the cluster CA are still kept in --state-dir (one coordinator's files): with
+    // several coordinators a token made on one would be unknown to the next leader.
+    if (!f->insecure) {
+      problems.push_back(Status::InvalidArgument(
+          "--store etcd: tokens are not kept in etcd yet (README \"High availability\"); run "
+          "the coordinators with --insecure on loopback until they are"));
+    }
+  } else if (!f->etcd_ca.empty() || !f->etcd_cert.empty() || !f->etcd_key.empty()) {
+    problems.push_back(
+        Status::InvalidArgument("--etcd-ca/--etcd-cert/--etcd-key need --store etcd://..."));
+  }
   return problems;
 }
 

@@ -26,6 +26,15 @@ struct CoordinatorFlags {
   std::string listen = "127.0.0.1:7070";
   // The SQLite state and tls/ (the cluster CA): where a package's systemd unit keeps it.
   std::string state_dir = "/var/lib/convoy";
+  // Where jobs, their events, workers and metric histories are kept: "sqlite" (the default:
+  // <state_dir>/convoy.db, one machine) or "etcd://HOST:PORT,HOST:PORT,..." (issue 30: any
+  // number of coordinators on one etcd, one of them leader, README "High availability").
+  std::string store = "sqlite";
+  // With an etcd store: TLS to etcd (the CA of its members' certificates, and this
+  // coordinator's client certificate and key; none: plain text, loopback etcd only), and the
+  // key prefix that is this cluster's.
+  std::string etcd_ca, etcd_cert, etcd_key;
+  std::string etcd_prefix = "/convoy/";
   // Empty: no /metrics endpoint. A bare ":PORT" binds loopback only.
   std::string metrics_listen;
   // Empty: none. grpc.health.v1 alone in plain text, for probes that cannot speak TLS

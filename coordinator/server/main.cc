@@ -72,7 +72,20 @@ int main(int argc, char** argv) {
                  files.before, files.hard);
   }
 
-  auto server = CoordinatorServer::Create(flags);
+  // With an etcd store a follower waits in Create until it leads; SIGTERM or SIGINT (blocked,
+  // so pending) ends that wait.
+  const auto stop_requested = [] {
+    sigset_t pending;
+    sigpending(&pending);
+    return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+  };
+  CoordinatorServer::Deps deps;
+  deps.stop_requested = stop_requested;
+  auto server = CoordinatorServer::Create(flags, std::move(deps));
+  if (!server.ok() && stop_requested()) {
+    spdlog::info("stopped before leading ({})", server.status().message());
+    return 0;
+  }
   if (!server.ok()) {
     spdlog::error("{}", server.status().message());
     return server.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

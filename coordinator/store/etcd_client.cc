@@ -113,7 +113,8 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions& opti
     // A member that went away is tried again soon after it is back.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
+    // In gRPC 1.51 this is also the connect timeout: long enough for a loaded host.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
     Member m;
     m.endpoint = endpoint;
     m.channel = grpc::CreateCustomChannel(endpoint, creds, args);

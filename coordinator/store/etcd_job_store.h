@@ -35,6 +35,11 @@
 
 namespace convoy {
 
+// The cluster's id kept in etcd at `<prefix>cluster-id`: every coordinator of the cluster
+// reads the same one; the first to start writes `candidate` there (`*made` true).
+StatusOr<std::string> LoadOrMakeEtcdClusterId(EtcdClient& client, const std::string& prefix,
+                                              const std::string& candidate, bool* made);
+
 class EtcdJobStore : public JobStore {
  public:
   static constexpr int kMaxOpsPerTxn = 128;
