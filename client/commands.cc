@@ -24,6 +24,7 @@
 #include "client/watch.h"
 #include "common/code_archive.h"
 #include "common/pki.h"
+#include "common/util.h"
 #include "convoy/v1/auth.grpc.pb.h"
 #include "spec/job_spec.h"
 #include "spec/job_spec_validation.h"
@@ -156,7 +157,9 @@ CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure
       creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(config.token));
     }
   }
-  c.channel = grpc::CreateCustomChannel(target, creds, args);
+  // Several coordinators (one leads): the channel finds the one that serves.
+  auto resolved = CoordinatorTarget(target);
+  c.channel = grpc::CreateCustomChannel(resolved.ok() ? *resolved : target, creds, args);
   c.stub = v1::JobService::NewStub(c.channel);
   c.target = target;
   c.plaintext = config.insecure;

@@ -297,12 +297,12 @@ int main(int argc, char** argv) {
   // passed through as it is.
   std::string host;
   if (coordinator.find(":/") == std::string::npos) {
-    auto hp = ParseHostPort(coordinator, "--coordinator (or CONVOY_COORDINATOR)");
-    if (!hp.ok()) {
-      std::cerr << "convoy: " << hp.status().message() << "\n";
+    auto checked = CheckCoordinators(coordinator, "--coordinator (or CONVOY_COORDINATOR)");
+    if (!checked.ok()) {
+      std::cerr << "convoy: " << checked.status().message() << "\n";
       return kExitUsage;
     }
-    host = hp->first;
+    host = *checked;
   }
   // Plain text only when asked, or when nothing secret would travel: no token, no CA, and a
   // coordinator on this machine (convoy-coordinator --insecure serves loopback only).

@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "common/util.h"
+
 namespace convoy {
 namespace {
 
@@ -47,10 +49,15 @@ void CoordinatorConnection::Dial() {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxBackoffMs);
   args.SetMaxReceiveMessageSize(16 * 1024 * 1024);
   args.SetMaxSendMessageSize(16 * 1024 * 1024);
+  // Several coordinators: subchannels of this channel's own (Run dials afresh each attempt).
+  if (target_.find(',') != std::string::npos) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> creds = credentials_ != nullptr
                                                         ? credentials_->Current(&generation_)
                                                         : grpc::InsecureChannelCredentials();
-  channel_ = grpc::CreateCustomChannel(target_, creds, args);
+  // Several coordinators (one leads): resolved at each dial, so that a name's addresses follow
+  // the cluster; a target that cannot be resolved is dialled as it is and fails (retried).
+  auto target = CoordinatorTarget(target_);
+  channel_ = grpc::CreateCustomChannel(target.ok() ? *target : target_, creds, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 
@@ -94,7 +101,10 @@ void CoordinatorConnection::Run() {
     // A renewed certificate is used from the next connection on.
     uint64_t generation = generation_;
     if (credentials_ != nullptr) credentials_->Current(&generation);
-    if (generation != generation_) Dial();
+    // With several coordinators (one leads), a fresh channel per attempt: the old one's
+    // backoff towards the addresses that refused it (followers do not listen) would
+    // otherwise hold off the new leader for up to kMaxBackoffMs after a failover.
+    if (generation != generation_ || target_.find(',') != std::string::npos) Dial();
     Serve();
     if (stopping_) break;
     if (std::chrono::steady_clock::now() - began > kHealthyStream) backoff_ms = kInitialBackoffMs;

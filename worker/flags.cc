@@ -144,9 +144,9 @@ std::vector<Status> ValidateFlags(WorkerFlags* f) {
     problems.push_back(
         Status::InvalidArgument("--coordinator (or CONVOY_COORDINATOR) is required"));
   } else {
-    auto hp = ParseHostPort(f->coordinator, "--coordinator");
-    check(hp.status());
-    if (hp.ok()) coordinator_host = hp->first;
+    auto host = CheckCoordinators(f->coordinator, "--coordinator");
+    check(host.status());
+    if (host.ok()) coordinator_host = *host;
   }
   if (!f->metrics_listen.empty() && f->metrics_listen.front() == ':') {
     f->metrics_listen = "127.0.0.1" + f->metrics_listen;

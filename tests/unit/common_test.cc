@@ -38,6 +38,27 @@ TEST(ParseHostPortTest, GoodAndBad) {
   }
 }
 
+// --coordinator A:7070,B:7070 (coordinators on one etcd, one of them leader): every part is
+// checked, plain text is judged by a host that is not loopback if any, and the channel gets
+// every address.
+TEST(CoordinatorListTest, EveryPartCheckedAndEveryAddressDialled) {
+  auto one = CheckCoordinators("127.0.0.1:7070", "--coordinator");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, "127.0.0.1");
+  auto mixed = CheckCoordinators("127.0.0.1:7070,10.0.0.2:7070", "--coordinator");
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(*mixed, "10.0.0.2");  // not all on loopback: plain text is refused for it
+  for (const char* bad : {"a:1,", ",a:1", "a:1,b", "a:1,,b:2"}) {
+    auto st = CheckCoordinators(bad, "--coordinator");
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find("--coordinator"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(*CoordinatorTarget("coord.example:7070"), "coord.example:7070");  // as it is
+  EXPECT_EQ(*CoordinatorTarget("127.0.0.1:7070,localhost:7071,127.0.0.1:7070"),
+            "ipv4:127.0.0.1:7070,127.0.0.1:7071");
+  EXPECT_FALSE(CoordinatorTarget("127.0.0.1:7070,no-such-host.invalid:7071").ok());
+}
+
 TEST(ProcStatTest, SelfIsRunning) {
   ProcStat self;
   ASSERT_TRUE(ReadProcStat(0, &self));
