@@ -1,0 +1,153 @@
+"""Issue 30, "No single point of failure": two coordinators on one etcd (three real members,
+Debian's etcd-server, started by the test on loopback ports), one of them leader; workers and
+the CLI know both (--coordinator A,B). A kill -9 of the leader: the follower takes over, the
+running job finishes SUCCEEDED without a new attempt, and every job submitted before the kill
+is still listed."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cluster import BIN, Cluster, free_port, trainer_spec, wait_for
+
+ETCD = "/usr/bin/etcd"
+
+
+class EtcdMembers:
+    """Three etcd members on loopback, their data under `root`; killed with their session."""
+
+    def __init__(self, root, members=3):
+        self.root = root
+        self.names = [f"e{i}" for i in range(members)]
+        self.client = [free_port() for _ in self.names]
+        self.peer = [free_port() for _ in self.names]
+        self.procs = {}
+        cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer))
+        for i, name in enumerate(self.names):
+            log = open(os.path.join(root, name + ".log"), "ab")
+            self.procs[name] = subprocess.Popen([
+                ETCD, f"--name={name}", f"--data-dir={os.path.join(root, name)}",
+                f"--listen-client-urls=http://127.0.0.1:{self.client[i]}",
+                f"--advertise-client-urls=http://127.0.0.1:{self.client[i]}",
+                f"--listen-peer-urls=http://127.0.0.1:{self.peer[i]}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer[i]}",
+                f"--initial-cluster={cluster}", "--initial-cluster-state=new",
+                f"--initial-cluster-token={os.path.basename(root)}",
+                "--max-request-bytes=8388608", "--heartbeat-interval=50",
+                "--election-timeout=500"], stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+    def url(self):
+        return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in self.client)
+
+    def close(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+
+
+class HACluster(Cluster):
+    """Cluster with coordinators c1 and c2 on --store etcd://; the workers and the CLI are
+    given both addresses."""
+
+    def start_coordinator(self):
+        if not hasattr(self, "etcd"):
+            self.etcd = EtcdMembers(self.dir)
+            self.ports = {"c1": free_port(), "c2": free_port()}
+            self.target = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+        for name in self.ports:
+            self.start_one(name)
+
+    def start_one(self, name):
+        return self._spawn(name, [
+            os.path.join(BIN, "convoy-coordinator"), "--listen",
+            f"127.0.0.1:{self.ports[name]}", "--state-dir", os.path.join(self.dir, "state-" + name),
+            "--store", self.etcd.url(), "--insecure", "--worker-timeout",
+            str(self.worker_timeout), "--kill-grace-ms", str(self.kill_grace_ms)])
+
+    def leader(self):
+        leading = [n for n in self.ports if "this coordinator (" in self.logs_of(n)
+                   and " leads (election key" in self.logs_of(n)
+                   and self.procs[n].poll() is None]
+        return leading[0] if len(leading) == 1 else None
+
+    def close(self):
+        leftovers = super().close() if os.path.isdir(self.dir) else {}
+        if hasattr(self, "etcd"):
+            self.etcd.close()
+        return leftovers
+
+
+@pytest.fixture
+def ha_cluster(request):
+    if not os.access(ETCD, os.X_OK):
+        pytest.skip("etcd is not installed (Debian's etcd-server)")
+    clusters = []
+
+    def make(**kwargs):
+        c = HACluster(**kwargs)
+        clusters.append(c)
+        return c
+    yield make
+    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
+    for c in clusters:
+        for name in [*c.procs, *(c.etcd.names if hasattr(c, "etcd") else [])] if failed else []:
+            print(f"==== {name} log (last 2000 chars) ====\n{c.logs_of(name)[-2000:]}")
+        # Stop etcd first: the cluster's directory holds its data.
+        if hasattr(c, "etcd"):
+            c.etcd.close()
+        leftovers = c.close()
+        assert not leftovers, f"processes of jobs survived the test: {leftovers}"
+
+
+def test_leader_kill_follower_takes_over_and_the_running_job_finishes(ha_cluster):
+    c = ha_cluster(workers=2)
+    leader = wait_for(c.leader, 30, "a leader")
+    follower = "c2" if leader == "c1" else "c1"
+    assert "following 127.0.0.1:" in c.logs_of(follower), c.logs_of(follower)
+    done = c.submit({"name": "quick", "nodes": 1, "procs_per_node": 1, "command": ["true"]})
+    c.wait_state(done, "SUCCEEDED", timeout=60)
+    job = c.submit(trainer_spec(max_steps=300))
+    c.wait_state(job, "RUNNING", timeout=60)
+    wait_for(lambda: any(int(m["step"]) > 10 for m in c.status(job)["latest"]), 60, "training")
+
+    t_kill = time.time()
+    c.signal(leader, signal.SIGKILL)
+    wait_for(lambda: c.leader() == follower, 30, f"{follower} to lead")
+    t_lead = time.time()
+    wait_for(lambda: sum(w["state"] == "WORKER_READY" for w in c.workers()) == 2, 60,
+             "both workers back")
+    t_back = time.time()
+    print(f"leader kill -9 -> {follower} leads: {t_lead - t_kill:.1f} s; "
+          f"-> both workers back: {t_back - t_kill:.1f} s")
+
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=300)
+    assert st["state"] == "SUCCEEDED", st["message"]
+    assert st["restarts"] == 0 and st["attempt"] == 0
+    ids = [j["id"] for j in json.loads(c.cli("list", "--output", "json").stdout)["jobs"]]
+    assert ids == [done, job]
+
+
+def test_store_flags_are_checked_naming_the_flag(tmp_path):
+    """--store etcd://... is checked before anything starts; an etcd store needs --insecure
+    until tokens are kept in etcd too (README "High availability")."""
+    base = [os.path.join(BIN, "convoy-coordinator"), "--state-dir", str(tmp_path / "state"),
+            "--listen", f"127.0.0.1:{free_port()}"]
+    cases = [
+        (["--store", "etcd://", "--insecure"], "--store: no etcd member"),
+        (["--store", "etcd://127.0.0.1", "--insecure"], "is not HOST:PORT"),
+        (["--store", "mysql://x:1", "--insecure"], "--store: expected etcd://HOST:PORT"),
+        (["--store", "etcd://127.0.0.1:2379", "--insecure", "--etcd-prefix", "convoy"],
+         "--etcd-prefix: 'convoy' must start and end with '/'"),
+        (["--store", "etcd://127.0.0.1:2379"], "tokens are not kept in etcd yet"),
+        (["--etcd-ca", "/x", "--insecure"], "--etcd-ca/--etcd-cert/--etcd-key need --store etcd"),
+    ]
+    for extra, message in cases:
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2, (extra, r.returncode, r.stderr)
+        assert message in r.stderr, (extra, r.stderr)
