@@ -151,3 +151,30 @@ def test_store_flags_are_checked_naming_the_flag(tmp_path):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=30)
         assert r.returncode == 2, (extra, r.returncode, r.stderr)
         assert message in r.stderr, (extra, r.stderr)
+
+
+def test_a_paused_leader_is_deposed_and_never_writes_again(ha_cluster):
+    """A leader that cannot renew its lease (SIGSTOP: as a partition from etcd looks to the
+    others) loses it; the follower takes over; resumed, the old leader finds its lease gone
+    and stops at once (crash-only), and nothing it held is written: there is never a second
+    leader writing."""
+    # The worker finds the new leader once its keepalive gives up on the stopped one (about
+    # 10 s): the new leader must not count it lost before.
+    c = ha_cluster(workers=1, worker_timeout=30)
+    leader = wait_for(c.leader, 30, "a leader")
+    follower = "c2" if leader == "c1" else "c1"
+    job = c.submit({"name": "sleeper", "nodes": 1, "procs_per_node": 1,
+                    "command": ["sleep", "1000"]})
+    c.wait_state(job, "RUNNING", timeout=60)
+    c.signal(leader, signal.SIGSTOP)
+    wait_for(lambda: " leads (election key" in c.logs_of(follower), 30, f"{follower} to lead")
+    c.signal(leader, signal.SIGCONT)
+    # The old leader notices at its next renewal and exits 1.
+    assert c.procs[leader].wait(timeout=30) == 1
+    assert "this coordinator is no longer the leader" in c.logs_of(leader), \
+        c.logs_of(leader)[-2000:]
+    # The new leader serves the job it found running; a cancel through it is obeyed.
+    c.cli("cancel", job)
+    st = c.wait_state(job, {"CANCELLED"}, timeout=60)
+    assert st["attempt"] == 0
+    wait_for(lambda: not c.job_pids(job), 30, "the cancelled job's rank to be gone")
