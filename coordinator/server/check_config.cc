@@ -9,8 +9,58 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "coordinator/store/cluster_pki.h"
+#include "coordinator/store/etcd_client.h"
 
 namespace convoy {
+
+namespace {
+
+// --store etcd://: every member reached (each named when it is not), and the prefix either
+// unused (a new cluster) or this kind of cluster's (it holds a Convoy cluster id).
+void CheckEtcdStore(const CoordinatorFlags& flags, std::vector<std::string>* notes,
+                    std::vector<std::string>* errors) {
+  auto endpoints = ParseEtcdUrl("--store", flags.store);
+  if (!endpoints.ok()) return;  // the parse said so
+  int reached = 0;
+  for (const std::string& endpoint : *endpoints) {
+    EtcdOptions options;
+    options.endpoints = {endpoint};
+    options.ca_file = flags.etcd_ca;
+    options.cert_file = flags.etcd_cert;
+    options.key_file = flags.etcd_key;
+    options.call_timeout_ms = 3000;
+    auto client = EtcdClient::Create(options);
+    if (!client.ok()) {
+      errors->push_back(client.status().message());
+      return;
+    }
+    auto status = (*client)->MemberStatus();
+    if (!status.ok()) {
+      errors->push_back("--store: etcd member " + endpoint +
+                        " cannot be reached: " + status.status().message());
+      continue;
+    }
+    ++reached;
+    if (reached > 1) continue;
+    auto id = (*client)->Get(flags.etcd_prefix + "cluster-id");
+    if (id.ok() && !IsHexId(id->value())) {
+      errors->push_back("--etcd-prefix " + flags.etcd_prefix + ": " + flags.etcd_prefix +
+                        "cluster-id does not hold a Convoy cluster id: the prefix is another "
+                        "program's");
+    } else if (id.ok()) {
+      notes->push_back("etcd prefix " + flags.etcd_prefix + " holds cluster " + id->value());
+    } else if (id.status().code() == StatusCode::kNotFound) {
+      notes->push_back("etcd prefix " + flags.etcd_prefix +
+                       " is unused: the first coordinator makes a new cluster there");
+    } else {
+      errors->push_back("--store: " + id.status().message());
+    }
+  }
+  notes->push_back("etcd: " + std::to_string(reached) + " of " + std::to_string(endpoints->size()) +
+                   " member(s) reached");
+}
+
+}  // namespace
 
 void CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::string>* notes,
                             std::vector<std::string>* errors) {
@@ -31,6 +81,7 @@ void CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::stri
       errors->push_back("--state-dir: " + db + " is not readable and writable");
     }
   }
+  if (flags.store != "sqlite") CheckEtcdStore(flags, notes, errors);
   if (flags.insecure) return;
   const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())

@@ -178,3 +178,25 @@ def test_a_paused_leader_is_deposed_and_never_writes_again(ha_cluster):
     st = c.wait_state(job, {"CANCELLED"}, timeout=60)
     assert st["attempt"] == 0
     wait_for(lambda: not c.job_pids(job), 30, "the cancelled job's rank to be gone")
+
+
+def test_check_config_reaches_etcd_and_knows_whose_prefix_it_is(ha_cluster, tmp_path):
+    c = ha_cluster(workers=1)
+    wait_for(c.leader, 30, "a leader")
+    base = [os.path.join(BIN, "convoy-coordinator"), "--check-config", "--insecure",
+            "--state-dir", str(tmp_path / "state"), "--store", c.etcd.url()]
+    r = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "etcd prefix /convoy/ holds cluster " in r.stdout, r.stdout
+    assert "etcd: 3 of 3 member(s) reached" in r.stdout, r.stdout
+    # A prefix another program uses is refused; an unused one is a new cluster.
+    subprocess.run(["etcdctl", "--endpoints", c.etcd.url()[len("etcd://"):], "put",
+                    "/other/cluster-id", "not ours"], check=True, capture_output=True,
+                   env={**os.environ, "ETCDCTL_API": "3"}, timeout=30)
+    r = subprocess.run(base + ["--etcd-prefix", "/other/"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "the prefix is another program's" in r.stdout + r.stderr, \
+        r.stdout + r.stderr
+    r = subprocess.run(base + ["--etcd-prefix", "/fresh/"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "is unused" in r.stdout, r.stdout + r.stderr
