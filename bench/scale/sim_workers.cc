@@ -116,9 +116,18 @@ class SimWorker {
     char name[32];
     std::snprintf(name, sizeof(name), "sim-%05d", index);
     name_ = name;
+    Dial();
+    rng_.seed(static_cast<uint32_t>(index * 7919 + getpid()));
+  }
+
+  const std::string& name() const { return name_; }
+
+  // Its own channel (and connection) to the coordinator, or to whichever of several leads
+  // ("ipv4:A,B,C": followers do not listen).
+  void Dial() {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own connection
-    args.SetInt("convoy.sim_worker", index);
+    args.SetInt("convoy.sim_worker", index_);
     // A loaded coordinator may take seconds to accept: wait (the min reconnect backoff is
     // also gRPC's connect timeout).
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
@@ -127,16 +136,17 @@ class SimWorker {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
     channel_ =
-        grpc::CreateCustomChannel(options.coordinator, grpc::InsecureChannelCredentials(), args);
+        grpc::CreateCustomChannel(options_.coordinator, grpc::InsecureChannelCredentials(), args);
     stub_ = convoy::v1::WorkerService::NewStub(channel_);
-    rng_.seed(static_cast<uint32_t>(index * 7919 + getpid()));
   }
-
-  const std::string& name() const { return name_; }
 
   void Connect() {
     std::lock_guard<std::mutex> lock(mu_);
     if (g_stopping) return;
+    // Several coordinators: a fresh channel per reconnect, as convoy-worker does, so that the
+    // old one's backoff towards followers does not hold off the new leader.
+    if (connected_once_ && options_.coordinator.find(',') != std::string::npos) Dial();
+    connected_once_ = true;
     session_ = new Session(this, stub_.get());
     next_connect_mono_ms_ = 0;
     WorkerMessage reg;
@@ -359,6 +369,7 @@ class SimWorker {
   std::mutex mu_;
   Session* session_ = nullptr;
   bool acked_ = false;
+  bool connected_once_ = false;  // Connect ran before (a reconnect dials afresh)
   bool ever_registered_ = false;
   int64_t heartbeat_ms_ = 1000;
   int64_t next_heartbeat_mono_ms_ = 0;

@@ -8,47 +8,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
 from cluster import BIN, Cluster, free_port, trainer_spec, wait_for
 
-ETCD = "/usr/bin/etcd"
-
-
-class EtcdMembers:
-    """Three etcd members on loopback, their data under `root`; killed with their session."""
-
-    def __init__(self, root, members=3):
-        self.root = root
-        self.names = [f"e{i}" for i in range(members)]
-        self.client = [free_port() for _ in self.names]
-        self.peer = [free_port() for _ in self.names]
-        self.procs = {}
-        cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer))
-        for i, name in enumerate(self.names):
-            log = open(os.path.join(root, name + ".log"), "ab")
-            self.procs[name] = subprocess.Popen([
-                ETCD, f"--name={name}", f"--data-dir={os.path.join(root, name)}",
-                f"--listen-client-urls=http://127.0.0.1:{self.client[i]}",
-                f"--advertise-client-urls=http://127.0.0.1:{self.client[i]}",
-                f"--listen-peer-urls=http://127.0.0.1:{self.peer[i]}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer[i]}",
-                f"--initial-cluster={cluster}", "--initial-cluster-state=new",
-                f"--initial-cluster-token={os.path.basename(root)}",
-                "--max-request-bytes=8388608", "--heartbeat-interval=50",
-                "--election-timeout=500"], stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-
-    def url(self):
-        return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in self.client)
-
-    def close(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from etcd_members import ETCD, EtcdMembers  # noqa: E402
 
 
 class HACluster(Cluster):
