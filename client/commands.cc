@@ -158,8 +158,13 @@ CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure
     }
   }
   // Several coordinators (one leads): the channel finds the one that serves.
-  auto resolved = CoordinatorTarget(target);
-  c.channel = grpc::CreateCustomChannel(resolved.ok() ? *resolved : target, creds, args);
+  c.redial = [target, creds, args] {
+    auto resolved = CoordinatorTarget(target);
+    grpc::ChannelArguments own = args;
+    own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(resolved.ok() ? *resolved : target, creds, own);
+  };
+  c.channel = c.redial();
   c.stub = v1::JobService::NewStub(c.channel);
   c.target = target;
   c.plaintext = config.insecure;
@@ -341,12 +346,30 @@ int SubmitCommand(CoordinatorClient& c, const SubmitArgs& args, bool watch,
     if (uploaded != kExitOk) return uploaded;
     spec->set_code_sha256(sha);
   }
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
   v1::SubmitJobRequest req;
   *req.mutable_spec() = std::move(*spec);
+  // One id for every try: a submit whose reply was lost (a coordinator failover, a timeout)
+  // is retried without making a second job.
+  req.set_request_id("submit-" + RandomHexId());
   v1::SubmitJobResponse resp;
-  grpc::Status st = c.stub->SubmitJob(&ctx, req, &resp);
+  grpc::Status st;
+  // While no coordinator serves (the leader just died, a follower is taking over), try again
+  // for up to kRpcDeadlineS in all.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kRpcDeadlineS);
+  for (int wait_ms = 250;; wait_ms = std::min(wait_ms * 2, 2000)) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    st = c.stub->SubmitJob(&ctx, req, &resp);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms) > give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    if (c.redial && c.target.find(',') != std::string::npos) {
+      c.channel = c.redial();
+      c.stub = v1::JobService::NewStub(c.channel);
+    }
+  }
   if (!st.ok()) return RpcFailed(c, st, what);
   // With --watch and JSON, this is the first of the lines.
   std::cout << (options.structured()

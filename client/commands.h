@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,10 @@ struct CoordinatorClient {
   bool plaintext_by_default = false;
   bool has_ca = false;  // TLS verified against a CA given (else the system's roots)
   bool has_token = false;
+  // A new channel to the same coordinator(s), with the same credentials: with several
+  // coordinators, a retry dials afresh rather than wait out the old channel's backoff
+  // towards the ones that refused (followers do not listen).
+  std::function<std::shared_ptr<grpc::Channel>()> redial;
 };
 
 // The one place where the CLI's channel is made: TLS verified against the cluster CA with

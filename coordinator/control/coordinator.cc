@@ -280,10 +280,11 @@ void Coordinator::Tick() {
 // ---- Clients
 
 void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
+                         const std::string& request_id,
                          std::function<void(StatusOr<std::string>)> done) {
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<std::string> id = jobs_.Submit(spec, owner, role);
+    StatusOr<std::string> id = jobs_.Submit(spec, owner, role, request_id);
     Defer([done = std::move(done), id = std::move(id)] { done(id); });
   });
 }

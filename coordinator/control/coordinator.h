@@ -117,9 +117,11 @@ class Coordinator {
   void set_on_commit(CommitFn fn) { on_commit_ = std::move(fn); }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
-  // `role`: the submitter's token role ("user", "admin"; empty with --insecure).
+  // `role`: the submitter's token role ("user", "admin"; empty with --insecure);
+  // `request_id`: SubmitJobRequest.request_id (JobManager::Submit).
   void Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
-              std::function<void(StatusOr<std::string>)> done) EXCLUDES(mu_);
+              const std::string& request_id, std::function<void(StatusOr<std::string>)> done)
+      EXCLUDES(mu_);
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
               std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
   // JobManager::Delete: `done` gets the workers told to remove the job's files, once the

@@ -137,7 +137,15 @@ Status JobManager::Recover() {
 }
 
 StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner,
-                                         const std::string& role) {
+                                         const std::string& role, const std::string& request_id) {
+  if (!request_id.empty() && !IsValidName(request_id)) {
+    return Status::InvalidArgument("request_id: '" + request_id.substr(0, 80) +
+                                   "' is not 1-63 of [A-Za-z0-9._-] (not starting with . or -)");
+  }
+  // A retried submit (its reply was lost): the job it made, and no second one.
+  if (const JobRecord* done = table_.FindByRequest(owner, request_id); done != nullptr) {
+    return done->job.id();
+  }
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
   // resume_from naming a job: a finished job of the same owner, fixed now by its uid (its id
   // may name another job after a restore; its uid never does).
@@ -230,6 +238,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   job.set_updated_unix_ms(job.created_unix_ms());
   job.set_owner(owner);
   job.set_owner_role(role);
+  job.set_request_id(request_id);
   std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
   if (resume) {
     *job.mutable_resume_source() = *resume;

@@ -120,8 +120,11 @@ class JobManager {
   // `owner`: who submitted it (the token's user; empty with --insecure), kept on the job.
   // `role`: the role of the submitter's token ("user", "admin"; empty with --insecure),
   // whose quota rules apply.
+  // `request_id` (SubmitJobRequest.request_id): when the owner already has a job submitted
+  // with it, that job's id, and nothing else happens (a retried submit); INVALID_ARGUMENT
+  // naming it when it is not a valid name (IsValidName).
   StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& owner = "",
-                               const std::string& role = "");
+                               const std::string& role = "", const std::string& request_id = "");
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Job> Get(const std::string& id) const;
   // The job's metric history, ranks sorted by rank; NOT_FOUND for an unknown id. O(points).

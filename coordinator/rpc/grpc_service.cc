@@ -567,14 +567,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   const bool user = who->kind == Principal::Kind::kUser;
   const std::string owner = user ? who->name : "";
   const std::string role = user ? RoleName(who->role) : "";
-  coordinator_.Submit(req->spec(), owner, role, [reactor, resp](const StatusOr<std::string>& id) {
-    if (!id.ok()) {
-      reactor->Finish(ToGrpc(id.status()));
-      return;
-    }
-    resp->set_job_id(*id);
-    reactor->Finish(grpc::Status::OK);
-  });
+  coordinator_.Submit(req->spec(), owner, role, req->request_id(),
+                      [reactor, resp](const StatusOr<std::string>& id) {
+                        if (!id.ok()) {
+                          reactor->Finish(ToGrpc(id.status()));
+                          return;
+                        }
+                        resp->set_job_id(*id);
+                        reactor->Finish(grpc::Status::OK);
+                      });
   return reactor;
 }
 

@@ -25,9 +25,17 @@ JobRecord& JobTable::Insert(v1::Job job, AttemptRuntime rt) {
   }
   JobRecord& r = records_.try_emplace(id, std::move(rt)).first->second;
   const v1::JobState state = job.state();
+  if (!job.request_id().empty()) by_request_[{job.owner(), job.request_id()}] = id;
   r.job = std::move(job);
   SetState(id, v1::JOB_STATE_UNSPECIFIED, state);
   return r;
+}
+
+const JobRecord* JobTable::FindByRequest(const std::string& owner,
+                                         const std::string& request_id) const {
+  if (request_id.empty()) return nullptr;
+  auto it = by_request_.find({owner, request_id});
+  return it == by_request_.end() ? nullptr : Find(it->second);
 }
 
 JobRecord* JobTable::Find(const std::string& id) {
@@ -106,6 +114,9 @@ void JobTable::Erase(const std::string& id) {
   if (--by_state_[state] == 0) by_state_.erase(state);
   auto owned = by_owner_.find({it->second.job.owner(), state});
   if (owned != by_owner_.end() && --owned->second == 0) by_owner_.erase(owned);
+  if (!it->second.job.request_id().empty()) {
+    by_request_.erase({it->second.job.owner(), it->second.job.request_id()});
+  }
   active_.erase(id);
   waiting_.erase(id);
   dirty_.erase(id);

@@ -4,6 +4,7 @@
 //   - by_state() counts every job by state, and by_owner() by (owner, state);
 //   - active() is the jobs not in a terminal state, waiting() those PENDING or RESTARTING;
 //   - attached() is the jobs whose attempt holds workers, and JobsOn(w) those that hold `w`;
+//   - FindByRequest(owner, request id) is the job submitted with that request id;
 //   - dirty() and history_dirty() are the jobs whose record or metric history changed since
 //     it was written.
 // Insert, SetState, Attach, Detach and Erase keep them all; nothing else changes them.
@@ -90,6 +91,9 @@ class JobTable {
   JobRecord& Insert(v1::Job job, AttemptRuntime rt);
   JobRecord* Find(const std::string& id);
   const JobRecord* Find(const std::string& id) const;
+  // The job that `owner` submitted with SubmitJobRequest.request_id `request_id`; null when
+  // none is kept (never for an empty request id).
+  const JobRecord* FindByRequest(const std::string& owner, const std::string& request_id) const;
   // Job `id` when a worker's report of it, naming uid `uid`, is of this job (and not of
   // another with the same id, from another cluster or an older state directory); null
   // otherwise.
@@ -144,6 +148,8 @@ class JobTable {
   IdSet waiting_;
   IdSet attached_;
   std::map<std::string, std::set<std::string>> jobs_on_;  // worker -> attached jobs
+  // (owner, request id) -> job id, for jobs submitted with a request id.
+  std::map<std::pair<std::string, std::string>, std::string> by_request_;
   std::set<std::string> dirty_;
   std::set<std::string> history_dirty_;
 };

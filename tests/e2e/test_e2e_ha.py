@@ -86,6 +86,10 @@ def test_leader_kill_follower_takes_over_and_the_running_job_finishes(ha_cluster
 
     t_kill = time.time()
     c.signal(leader, signal.SIGKILL)
+    # Submitted while no coordinator serves: `convoy submit` retries (with one request id)
+    # until the new leader answers, and exactly one job is made.
+    during = c.submit({"name": "during-failover", "nodes": 1, "procs_per_node": 1,
+                       "command": ["true"]})
     wait_for(lambda: c.leader() == follower, 30, f"{follower} to lead")
     t_lead = time.time()
     wait_for(lambda: sum(w["state"] == "WORKER_READY" for w in c.workers()) == 2, 60,
@@ -98,7 +102,7 @@ def test_leader_kill_follower_takes_over_and_the_running_job_finishes(ha_cluster
     assert st["state"] == "SUCCEEDED", st["message"]
     assert st["restarts"] == 0 and st["attempt"] == 0
     ids = [j["id"] for j in json.loads(c.cli("list", "--output", "json").stdout)["jobs"]]
-    assert ids == [done, job]
+    assert ids == [done, job, during]
 
 
 def test_store_flags_are_checked_naming_the_flag(tmp_path):

@@ -34,7 +34,7 @@ class ListPagingTest : public ::testing::Test {
     std::vector<std::string> ids(static_cast<size_t>(n));
     std::atomic<int> done{0};
     for (int i = 0; i < n; ++i) {
-      cluster_.coordinator().Submit(Spec("bulk"), "", "",
+      cluster_.coordinator().Submit(Spec("bulk"), "", "", "",
                                     [&ids, &done, i](StatusOr<std::string> id) {
                                       EXPECT_TRUE(id.ok());
                                       if (id.ok()) ids[static_cast<size_t>(i)] = *id;

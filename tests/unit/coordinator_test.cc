@@ -78,7 +78,7 @@ class CoordinatorTest : public ::testing::Test {
   std::string Submit(const v1::JobSpec& spec) {
     std::atomic<bool> done{false};
     std::string id;
-    coordinator_->Submit(spec, "", "", [&](const StatusOr<std::string>& r) {
+    coordinator_->Submit(spec, "", "", "", [&](const StatusOr<std::string>& r) {
       EXPECT_TRUE(r.ok());
       if (r.ok()) id = *r;
       done = true;
@@ -124,7 +124,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
 
   store_.FailEveryWrite();  // the submit's commits fail until StopFailing; the thread retries
   std::atomic<bool> replied{false};
-  coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
+  coordinator_->Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>& r) {
     EXPECT_TRUE(r.ok());
     replied = true;
   });
@@ -154,7 +154,7 @@ TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
   store_.FailEveryWrite();  // the submit's commit fails, and every retry, until StopFailing
   std::atomic<bool> replied{false};
   std::string id;
-  coordinator_->Submit(OneRank(), "", "", [&](const StatusOr<std::string>& r) {
+  coordinator_->Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>& r) {
     ASSERT_TRUE(r.ok());
     id = *r;
     replied = true;
@@ -210,7 +210,7 @@ TEST(CoordinatorStoreTest, AStoreThatKeepsFailingStopsTheCoordinatorWithItsReaso
   ASSERT_TRUE(coordinator.Start().ok());
   store.FailEveryWrite();
   std::atomic<bool> replied{false};
-  coordinator.Submit(OneRank(), "", "", [&](const StatusOr<std::string>&) { replied = true; });
+  coordinator.Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>&) { replied = true; });
   coordinator.Flush();  // returns once the commit thread gave up
   {
     MutexLock lock(mu);

@@ -124,6 +124,37 @@ TEST_F(JobManagerTest, InvalidSpecIsRefusedAndNothingIsStored) {
   EXPECT_TRUE(store_.LoadJobs()->empty());
 }
 
+// A retried submit (its reply lost to a failover or a timeout) carries the same request id:
+// it gets the job the first one made, also after a restart, and makes no second job; the id
+// is the owner's, not the cluster's.
+TEST_F(JobManagerTest, ARetriedSubmitWithTheSameRequestIdMakesNoSecondJob) {
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  auto first = jm_->Submit(spec, "alice", "user", "submit-1");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto again = jm_->Submit(spec, "alice", "user", "submit-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  Restart();  // the index is rebuilt from the stored jobs
+  again = jm_->Submit(spec, "alice", "user", "submit-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  auto bobs = jm_->Submit(spec, "bob", "user", "submit-1");
+  ASSERT_TRUE(bobs.ok());
+  EXPECT_NE(*bobs, *first);
+  auto other = jm_->Submit(spec, "alice", "user", "submit-2");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *first);
+  EXPECT_EQ(jm_->List().size(), 3u);
+  auto bad = jm_->Submit(spec, "alice", "user", "no spaces allowed");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("request_id: ", 0), 0u) << bad.status().message();
+  EXPECT_EQ(jm_->List().size(), 3u);
+}
+
 TEST_F(JobManagerTest, RankFailureTearsDownAndRestartsOnTheSameWorkers) {
   AddWorker("w1", 1);
   AddWorker("w2", 1);
