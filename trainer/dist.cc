@@ -203,34 +203,42 @@ void ShutDownNccl(PG*, long) {}
 // allows a relative 1e-5 of the sum of magnitudes).
 class NodeHierarchy {
  public:
-  NodeHierarchy(std::unique_ptr<ShmAllReduce> node,
-                c10::intrusive_ptr<c10d::ProcessGroupGloo> leaders, int nodes)
+  // `leaders`: the leaders' group (rank: the node), on a leader; nullptr on the other ranks.
+  NodeHierarchy(std::unique_ptr<ShmAllReduce> node, std::unique_ptr<Dist> leaders, int nodes)
       : node_(std::move(node)), leaders_(std::move(leaders)), nodes_(nodes) {}
   std::string path() const {
     return "hierarchical: shared memory within " + std::to_string(nodes_) + " nodes, gloo across";
   }
-  // `tensor`: float32, contiguous, on the CPU; kept alive until done.
-  std::unique_ptr<Pending> SumAsync(const torch::Tensor& tensor) {
-    return std::make_unique<FuturePending>(executor_.Submit([this, tensor]() mutable {
-      float* data = tensor.data_ptr<float>();
-      const int64_t n = tensor.numel();
-      node_->SumAsync(data, n).get();
-      if (leaders_ != nullptr) {
-        std::vector<torch::Tensor> one{tensor};
-        leaders_->allreduce(one, c10d::AllreduceOptions())->wait();
-        cross_node_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        std::fill_n(data, n, 0.0f);
-      }
-      node_->SumAsync(data, n).get();
-    }));
+  // `tensor`: float32, contiguous, on the CPU; kept alive until done. `across` (on a leader):
+  // turns the node's sum into the sum over nodes; empty: the leaders' Gloo all-reduce.
+  std::unique_ptr<Pending> SumAsync(const torch::Tensor& tensor,
+                                    std::function<void(torch::Tensor&)> across) {
+    return std::make_unique<FuturePending>(
+        executor_.Submit([this, tensor, across = std::move(across)] {
+          torch::Tensor t = tensor;  // a handle on the same storage
+          float* data = t.data_ptr<float>();
+          const int64_t n = tensor.numel();
+          node_->SumAsync(data, n).get();
+          if (leaders_ != nullptr) {
+            if (across) {
+              across(t);
+            } else {
+              leaders_->AllReduceSum(t);
+            }
+            cross_node_.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            std::fill_n(data, n, 0.0f);
+          }
+          node_->SumAsync(data, n).get();
+        }));
   }
   int64_t cross_node_allreduces() const { return cross_node_.load(std::memory_order_relaxed); }
   int leaders_group_size() const { return leaders_ != nullptr ? nodes_ : 0; }
+  Dist* leaders() { return leaders_.get(); }
 
  private:
   std::unique_ptr<ShmAllReduce> node_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> leaders_;  // null on a rank that is not a leader
+  std::unique_ptr<Dist> leaders_;
   const int nodes_;
   std::atomic<int64_t> cross_node_{0};
   // Last, so that it is destroyed first: its queued operations use the members above.
@@ -261,6 +269,16 @@ class Group : public Dist {
   int leaders_group_size() const override {
     return hierarchy_ != nullptr ? hierarchy_->leaders_group_size() : 0;
   }
+  bool hierarchical() const override { return hierarchy_ != nullptr; }
+  Dist* leaders() override { return hierarchy_ != nullptr ? hierarchy_->leaders() : nullptr; }
+  std::unique_ptr<Pending> HierarchicalSumAsync(
+      torch::Tensor& tensor, std::function<void(torch::Tensor&)> across) override {
+    if (hierarchy_ == nullptr || !tensor.device().is_cpu() ||
+        tensor.scalar_type() != torch::kFloat32 || !tensor.is_contiguous()) {
+      return Dist::HierarchicalSumAsync(tensor, std::move(across));
+    }
+    return hierarchy_->SumAsync(tensor, std::move(across));
+  }
   void Broadcast(std::vector<torch::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -285,7 +303,7 @@ class Group : public Dist {
       return std::make_unique<FuturePending>(
           shm_->SumAsync(tensor.data_ptr<float>(), tensor.numel()));
     }
-    if (hierarchy_ != nullptr && plain) return hierarchy_->SumAsync(tensor);
+    if (hierarchy_ != nullptr && plain) return hierarchy_->SumAsync(tensor, nullptr);
     std::vector<torch::Tensor> one{tensor};
     return std::make_unique<WorkPending>(pg_->allreduce(one, c10d::AllreduceOptions()));
   }
@@ -403,11 +421,13 @@ std::unique_ptr<Dist> Dist::Create(int rank, int world, const std::string& maste
       if (v != "ok") first_error = v;
     }
     if (first_error.empty()) {
-      c10::intrusive_ptr<c10d::ProcessGroupGloo> leaders;
+      std::unique_ptr<Dist> leaders;
       if (topology.local_rank == 0) {
         auto leaders_store = c10::make_intrusive<c10d::PrefixStore>("convoy/leaders", store);
-        leaders = c10::make_intrusive<c10d::ProcessGroupGloo>(leaders_store, topology.node,
-                                                              topology.nodes, opts);
+        auto leaders_pg = c10::make_intrusive<c10d::ProcessGroupGloo>(leaders_store, topology.node,
+                                                                      topology.nodes, opts);
+        leaders = std::make_unique<Group<c10d::ProcessGroupGloo>>(topology.node, topology.nodes,
+                                                                  leaders_pg, store, "gloo");
       }
       hierarchy =
           std::make_unique<NodeHierarchy>(std::move(node), std::move(leaders), topology.nodes);

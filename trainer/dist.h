@@ -5,8 +5,10 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,19 @@ class Dist {
   // size (0 on the others). For tests and the log; -1 and 0 when not hierarchical.
   virtual int64_t cross_node_allreduces() const { return -1; }
   virtual int leaders_group_size() const { return 0; }
+  // Whether AllReduceSumAsync is hierarchical (the same on every rank).
+  virtual bool hierarchical() const { return false; }
+  // Hierarchical, on a node's leader: the leaders' group as a Dist (rank: the node, world:
+  // the nodes), for a compressor that runs on the cross-node hop alone; nullptr elsewhere.
+  virtual Dist* leaders() { return nullptr; }
+  // Hierarchical only: AllReduceSumAsync of a float32 contiguous CPU tensor, with `across`
+  // in place of the leaders' Gloo all-reduce: run on each node's leader, on the all-reduce's
+  // thread, with the node's sum, which it must replace (in place) with the sum over nodes.
+  // Throws std::logic_error when not hierarchical.
+  virtual std::unique_ptr<Pending> HierarchicalSumAsync(
+      torch::Tensor& /*tensor*/, std::function<void(torch::Tensor&)> /*across*/) {
+    throw std::logic_error("HierarchicalSumAsync: the all-reduce is not hierarchical");
+  }
   // DDP through c10d::Reducer (collective). Throws where this LibTorch cannot (2.x builds).
   virtual std::unique_ptr<GradSync> NewReducer(std::vector<torch::Tensor> params,
                                                double bucket_mb) = 0;

@@ -220,9 +220,11 @@ void Training::Connect() {
             << o_.master_port << " took " << rendezvous_s_ << " s; " << sync_->num_buckets()
             << " gradient bucket(s) (" << o_.ddp << "); all-reduce over " << dist_->allreduce_path()
             << "; compression " << compression_
-            << (compression_ != "none" && dist_->shared_memory() != nullptr
+            << (compression_ == "none" ? ""
+                : dist_->shared_memory() != nullptr
                     ? " (the compressed gradient buckets travel over " + backend_ + ")"
-                    : "")
+                : dist_->hierarchical() ? " (between the nodes' leaders only)"
+                                        : "")
             << std::endl;
 }
 

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "tests/trainer/trainer_test_util.h"
+#include "trainer/compression.h"
+#include "trainer/ddp.h"
 #include "trainer/dist.h"
 
 namespace convoy::trainer {
@@ -134,6 +137,132 @@ TEST_F(HierarchicalAllReduceTest, EqualsTheFlatGlooSumAndOnlyLeadersCrossNodes) 
     EXPECT_EQ(flat_cross, -1) << "rank " << r;
   }
 }
+
+// Parameters of a small model: two buckets (b3 W3 b2 W2, past the first bucket's 1 MiB | b1
+// W1), each larger than the segment (in chunks); rank r's gradient at `step` is
+// Coefficients(r, step), so that the exact average is known.
+std::vector<torch::Tensor> MakeParams() {
+  std::vector<torch::Tensor> p{torch::zeros({512, 512}), torch::zeros({512}),
+                               torch::zeros({600, 512}), torch::zeros({600}),
+                               torch::zeros({10, 600}),  torch::zeros({10})};
+  for (auto& t : p) t.set_requires_grad(true);
+  return p;
+}
+
+std::vector<torch::Tensor> Coefficients(int rank, int step) {
+  torch::manual_seed(1000 * step + rank + 1);
+  std::vector<torch::Tensor> c;
+  for (const auto& t : MakeParams()) c.push_back(torch::randn(t.sizes()) * (1 + rank));
+  return c;
+}
+
+class HierarchicalGradSyncTest : public HierarchicalAllReduceTest,
+                                 public ::testing::WithParamInterface<const char*> {};
+
+// convoy's DDP hooks over the hierarchical all-reduce: compression (if any) on the leaders'
+// hop alone. Every rank ends with the same gradients, bit for bit, within the compression's
+// error of the exact average (none: float32 rounding), and only leaders cross nodes.
+TEST_P(HierarchicalGradSyncTest, GradientsAreTheAverageOnEveryRank) {
+  const std::string kind = GetParam();
+  constexpr int kSteps = 2;
+  const int port = FreePort();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        torch::set_num_threads(1);
+        Topology topology;
+        topology.local_rank = rank % kLocal;
+        topology.local_world = kLocal;
+        topology.node = rank / kLocal;
+        topology.nodes = kNodes;
+        auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
+                                 "auto", 1 << 16, topology);
+        CompressionOptions compression;
+        compression.kind = kind;
+        std::vector<torch::Tensor> params = MakeParams();
+        auto sync = MakeGradSync("hooks", params, *dist, 0.25, compression);
+        std::vector<torch::Tensor> reduced;
+        for (int step = 0; step < kSteps; ++step) {
+          sync->BeforeForward(true);
+          const auto c = Coefficients(rank, step);
+          torch::Tensor loss = torch::zeros({});
+          for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * c[i]).sum();
+          sync->BeforeBackward();
+          loss.backward();
+          sync->Finish();
+          reduced.clear();
+          for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
+          ClearGrads(params);
+        }
+        torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
+        std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+        out << dist->cross_node_allreduces() << " " << sync->num_buckets() << "\n";
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
+  }
+  // The exact average of the last step, and the scale of its error: the sum of magnitudes.
+  std::vector<torch::Tensor> exact, abs_sum;
+  for (int r = 0; r < kWorld; ++r) {
+    auto c = Coefficients(r, kSteps - 1);
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (r == 0) {
+        exact.push_back(c[i] / kWorld);
+        abs_sum.push_back(c[i].abs() / kWorld);
+      } else {
+        exact[i] += c[i] / kWorld;
+        abs_sum[i] += c[i].abs() / kWorld;
+      }
+    }
+  }
+  // float32: 1e-6 of the sum of magnitudes (see the test above); bf16: the leaders send the
+  // node sums rounded to 8 significant bits (relative error 2^-9 each), so 2^-8 of it.
+  // PowerSGD (low rank, with error feedback) has no elementwise bound: it must run, and agree
+  // across ranks.
+  const double tolerance = kind == "bf16" ? std::ldexp(1.0, -8) : 1e-6;
+  std::vector<torch::Tensor> g0;
+  torch::load(g0, (dir_ / "grads0").string());
+  double worst = 0;
+  for (size_t i = 0; i < g0.size(); ++i) {
+    const double w = ((g0[i] - exact[i]).abs() / (abs_sum[i] + 1e-30)).max().item<double>();
+    if (kind != "powersgd") {
+      EXPECT_LT(w, tolerance) << "parameter " << i;
+    }
+    worst = std::max(worst, w);
+  }
+  // Compressed, the leaders' hop did round (the compressor was in the path).
+  if (kind != "none") {
+    EXPECT_GT(worst, 1e-6);
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<torch::Tensor> g;
+    torch::load(g, (dir_ / ("grads" + std::to_string(r))).string());
+    for (size_t i = 0; i < g.size(); ++i) {
+      EXPECT_TRUE(torch::equal(g[i], g0[i])) << "rank " << r << " parameter " << i;
+    }
+    std::ifstream in(dir_ / ("rank" + std::to_string(r)));
+    int64_t cross = 0, buckets = 0;
+    in >> cross >> buckets;
+    EXPECT_GE(buckets, 2);
+    EXPECT_EQ(cross, r % kLocal == 0 ? kSteps * buckets : 0) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Compression, HierarchicalGradSyncTest,
+                         ::testing::Values("none", "bf16", "powersgd"));
 
 }  // namespace
 }  // namespace convoy::trainer
