@@ -138,6 +138,51 @@ TEST_F(HierarchicalAllReduceTest, EqualsTheFlatGlooSumAndOnlyLeadersCrossNodes) 
   }
 }
 
+// A node that cannot map its segment (far more than /dev/shm holds): every rank of every node
+// falls back to the flat Gloo all-reduce, says why, and still sums.
+TEST_F(HierarchicalAllReduceTest, ANodeWithoutItsSegmentMakesEveryRankFallBackToGloo) {
+  const int port = FreePort();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        torch::set_num_threads(1);
+        Topology topology;
+        topology.local_rank = rank % kLocal;
+        topology.local_world = kLocal;
+        topology.node = rank / kLocal;
+        topology.nodes = kNodes;
+        auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
+                                 "auto", int64_t{1} << 40, topology);
+        torch::Tensor t = torch::full({1000}, static_cast<float>(rank + 1));
+        dist->AllReduceSum(t);
+        const std::string path = dist->allreduce_path();
+        if (!torch::equal(t, torch::full({1000}, 10.0f))) code = 10;
+        if (path.rfind("gloo (hierarchical all-reduce unavailable: node 0: rank 0: ", 0) != 0 ||
+            path.find("/dev/shm") == std::string::npos) {
+          std::fprintf(stderr, "rank %d: path %s\n", rank, path.c_str());
+          code = 11;
+        }
+        if (dist->hierarchical() || dist->cross_node_allreduces() != -1) code = 12;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+}
+
 // Parameters of a small model: two buckets (b3 W3 b2 W2, past the first bucket's 1 MiB | b1
 // W1), each larger than the segment (in chunks); rank r's gradient at `step` is
 // Coefficients(r, step), so that the exact average is known.
