@@ -79,8 +79,13 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
     last.flat = torch::cat({last.flat, torch::zeros({kControlFloats}, last.flat.options())});
   }
   if (!dist_.collective()) return;  // nothing to synchronise
-  compressor_ = MakeCompressor(compression, dist_);
-  if (compressor_ != nullptr) executor_ = std::make_unique<SerialExecutor>();
+  compressed_ = compression.kind != "none";
+  if (compressed_ && dist_.hierarchical()) {
+    if (dist_.leaders() != nullptr) compressor_ = MakeCompressor(compression, *dist_.leaders());
+  } else {
+    compressor_ = MakeCompressor(compression, dist_);
+    if (compressor_ != nullptr) executor_ = std::make_unique<SerialExecutor>();
+  }
   int64_t total = kControlFloats;
   bool plain = true;
   for (const auto& p : params_) {
@@ -88,7 +93,7 @@ HookGradSync::HookGradSync(std::vector<torch::Tensor> params, Dist& dist, double
     plain = plain && p.device().is_cpu() && p.scalar_type() == torch::kFloat32;
   }
   ShmAllReduce* shm = dist_.shared_memory();
-  if (shm != nullptr && plain && total <= shm->capacity() && compressor_ == nullptr) {
+  if (shm != nullptr && plain && total <= shm->capacity() && !compressed_) {
     arena_ = shm;
     int64_t offset = 0;
     for (Bucket& b : buckets_) {
@@ -152,7 +157,13 @@ void HookGradSync::LaunchReady() {
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& b = buckets_[next_launch_++];
     if (next_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
-    if (compressor_ != nullptr) {
+    if (compressed_ && executor_ == nullptr) {
+      // Hierarchical: the leaders compress the node's sum for the hop between nodes.
+      const size_t index = next_launch_ - 1;
+      b.pending = dist_.HierarchicalSumAsync(b.flat, [this, index](torch::Tensor& node_sum) {
+        compressor_->Reduce(index, node_sum, buckets_[index].layout);
+      });
+    } else if (executor_ != nullptr) {
       const size_t index = next_launch_ - 1;
       b.pending = std::make_unique<FuturePending>(executor_->Submit([this, index] {
         Bucket& bucket = buckets_[index];
@@ -197,8 +208,8 @@ void HookGradSync::Finish() {
     waited += std::chrono::duration<double>(t1 - t0).count();
     // A compressed bucket knows when it finished; a backend all-reduce finished by the end of
     // the wait (exact when the wait blocked; when it did not, nothing of it was exposed).
-    last_done = std::max(last_done, compressor_ != nullptr ? b.done : t1);
-    if (&b == &buckets_.back() && compressor_ == nullptr) {
+    last_done = std::max(last_done, executor_ != nullptr ? b.done : t1);
+    if (&b == &buckets_.back() && !compressed_) {
       torch::Tensor c = b.result.narrow(0, control_offset_, kControlFloats).cpu();
       std::copy_n(c.data_ptr<float>(), kControlFloats, control_.begin());
     }

@@ -59,7 +59,9 @@ class GradSync {
 
 // `kind`: "hooks" or "reducer". Collective when world > 1 (every rank calls it).
 // `compression` (kind resolved: not "auto") applies to the hooks only; with it, buckets go
-// through the backend even where shared memory is available.
+// through the backend even where shared memory is available; with a hierarchical all-reduce
+// (Dist::hierarchical) they are summed within each node uncompressed and compressed only
+// between the nodes' leaders.
 std::unique_ptr<GradSync> MakeGradSync(const std::string& kind, std::vector<torch::Tensor> params,
                                        Dist& dist, double bucket_mb,
                                        const CompressionOptions& compression = {});
@@ -82,7 +84,7 @@ class HookGradSync : public GradSync {
   size_t num_buckets() const override { return buckets_.size(); }
   // The control values are the last kControlFloats of the last bucket (launched last);
   // not with compression (they must stay exact: the caller all-reduces them).
-  bool CarriesControl() const override { return compressor_ == nullptr; }
+  bool CarriesControl() const override { return !compressed_; }
   void SetControl(const std::array<float, kControlFloats>& values) override;
   std::array<float, kControlFloats> Control() const override { return control_; }
   bool Overlap(double* window_s, double* exposed_s) const override;
@@ -117,6 +119,9 @@ class HookGradSync : public GradSync {
   // holds `flat`, the segment's result area `result`, which the gradients then view.
   ShmAllReduce* arena_ = nullptr;
   // With compression, every bucket's reduction runs on executor_'s thread, in launch order.
+  // With a hierarchical all-reduce, only on the cross-node hop: the compressor (over the
+  // leaders' group) runs on the leaders, on the all-reduce's thread, and executor_ is null.
+  bool compressed_ = false;  // the same on every rank
   std::unique_ptr<Compressor> compressor_;
   std::unique_ptr<SerialExecutor> executor_;
   // Overlap accounting (training thread only).

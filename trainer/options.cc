@@ -149,6 +149,8 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
                                  std::make_tuple("WORLD_SIZE", &o->world_size, 1 << 20),
                                  std::make_tuple("LOCAL_RANK", &o->local_rank, 1 << 20),
                                  std::make_tuple("LOCAL_WORLD_SIZE", &o->local_world_size, 1 << 20),
+                                 std::make_tuple("GROUP_RANK", &o->group_rank, 1 << 20),
+                                 std::make_tuple("GROUP_WORLD_SIZE", &o->group_world_size, 1 << 20),
                                  std::make_tuple("MASTER_PORT", &o->master_port, 65535),
                                  std::make_tuple("CONVOY_ATTEMPT", &o->attempt, 1 << 20)}) {
     std::string err = env_int(name, 0, hi, field);
@@ -157,6 +159,8 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   if (o->world_size < 1) return "WORLD_SIZE: must be at least 1";
   if (o->rank >= o->world_size) return "RANK: must be below WORLD_SIZE";
   if (o->local_world_size < 1) o->local_world_size = 1;
+  if (o->group_world_size < 1) o->group_world_size = 1;
+  if (o->group_rank >= o->group_world_size) return "GROUP_RANK: must be below GROUP_WORLD_SIZE";
   if (const char* v = std::getenv("MASTER_ADDR")) o->master_addr = v;
   if (const char* v = std::getenv("CONVOY_METRICS_SOCKET")) o->metrics_socket = v;
   if (o->checkpoint_dir.empty()) {

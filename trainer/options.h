@@ -76,6 +76,8 @@ struct Options {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  int group_rank = 0;        // GROUP_RANK: this node's index
+  int group_world_size = 1;  // GROUP_WORLD_SIZE: the nodes
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int attempt = 0;

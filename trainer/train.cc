@@ -197,9 +197,14 @@ void Training::Setup() {
 
 void Training::Connect() {
   t_rdzv_ = Clock::now();
+  Topology topology;
+  topology.local_rank = o_.local_rank;
+  topology.local_world = o_.local_world_size;
+  topology.node = o_.group_rank;
+  topology.nodes = o_.group_world_size;
   dist_ = Dist::Create(o_.rank, o_.world_size, o_.master_addr, o_.master_port, backend_,
                        std::chrono::seconds(o_.pg_timeout_s), o_.allreduce,
-                       CountParameters(*model_) + GradSync::kControlFloats);
+                       CountParameters(*model_) + GradSync::kControlFloats, topology);
   rendezvous_s_ = Seconds(t_rdzv_);
   startup_.emplace_back("rendezvous_unix", UnixSeconds());
   params_ = model_->parameters();
@@ -215,9 +220,11 @@ void Training::Connect() {
             << o_.master_port << " took " << rendezvous_s_ << " s; " << sync_->num_buckets()
             << " gradient bucket(s) (" << o_.ddp << "); all-reduce over " << dist_->allreduce_path()
             << "; compression " << compression_
-            << (compression_ != "none" && dist_->shared_memory() != nullptr
+            << (compression_ == "none" ? ""
+                : dist_->shared_memory() != nullptr
                     ? " (the compressed gradient buckets travel over " + backend_ + ")"
-                    : "")
+                : dist_->hierarchical() ? " (between the nodes' leaders only)"
+                                        : "")
             << std::endl;
 }
 
