@@ -129,6 +129,7 @@ Status EtcdJobStore::AddOps(const StoreWrite& w, Group* g) {
     if (w.event) {
       auto seq = NextEventSeq(body.id());
       if (!seq.ok()) return seq.status();
+      batch_first_event_.emplace(body.id(), *seq);  // the first of this batch's, kept
       add(Put(prefix_ + "event/" + body.id() + "/" + Seq(*seq), w.event->SerializeAsString()));
       next_event_[body.id()] = *seq + 1;
     }
@@ -210,12 +211,16 @@ Status EtcdJobStore::Commit(const std::vector<Group>& groups) {
 
 Status EtcdJobStore::Write(const std::vector<StoreWrite>& writes) {
   std::vector<Group> groups(writes.size());
+  batch_first_event_.clear();
   Status st = Status::Ok();
   for (size_t i = 0; i < writes.size() && st.ok(); ++i) st = AddOps(writes[i], &groups[i]);
   if (st.ok()) st = Commit(groups);
-  // A batch that failed, before or part-way through its transactions: the event numbers
-  // counted for it may be wrong now; they are asked of the store again.
-  if (!st.ok()) next_event_.clear();
+  if (!st.ok()) {
+    // The coordinator retries the same batch: it must write the same event keys again, so
+    // that a transaction that timed out but landed after all (etcd lost its quorum
+    // mid-write, say) is overwritten with the same values, never appended twice.
+    for (const auto& [id, seq] : batch_first_event_) next_event_[id] = seq;
+  }
   return st;
 }
 

@@ -82,6 +82,8 @@ class EtcdJobStore : public JobStore {
   std::string fence_key_;
   int64_t fence_revision_ = 0;
   std::map<std::string, int64_t> next_event_;  // job id -> its next event's seq
+  // The first event seq each job got in the batch Write is making (restored on failure).
+  std::map<std::string, int64_t> batch_first_event_;
 };
 
 }  // namespace convoy

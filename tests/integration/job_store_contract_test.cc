@@ -322,23 +322,31 @@ TEST_F(EtcdStoreTest, OneOfThreeMembersLostStopsNothingTwoStopWritesUntilTheyRet
   EXPECT_TRUE(st.ok()) << "one member of three lost: " << st.message();
 
   etcd.Kill(1);
-  st = store.SaveJob(MakeJob("j-000003", v1::PENDING, 0), nullptr);
+  // Without a quorum the write times out: UNAVAILABLE, its outcome unknown (the member left
+  // may commit it once the others are back), so the coordinator retries it, unchanged.
+  v1::Job third = MakeJob("j-000003", v1::PENDING, 0);
+  const v1::JobEvent submitted = Event(v1::JOB_STATE_UNSPECIFIED, v1::PENDING, "submitted");
+  st = store.SaveJob(third, &submitted);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
 
   etcd.Start(0);
   etcd.Start(1);
   bool back = false;
   for (int i = 0; i < 100 && !back; ++i) {
-    back = store.SaveJob(MakeJob("j-000004", v1::PENDING, 0), nullptr).ok();
+    back = store.SaveJob(third, &submitted).ok();  // the retry, as the commit thread does
     if (!back) usleep(100'000);
   }
   EXPECT_TRUE(back) << "writes did not resume with the members back";
-  auto jobs = store.LoadJobs();
+  ASSERT_TRUE(store.SaveJob(MakeJob("j-000004", v1::PENDING, 0), nullptr).ok());
+  auto jobs = EtcdJobStore(*Client(etcd), "/convoy/").LoadJobs();
   ASSERT_TRUE(jobs.ok()) << jobs.status().message();
   std::vector<std::string> ids;
   for (const v1::Job& j : *jobs) ids.push_back(j.id());
-  // Nothing acknowledged is lost; the write refused without quorum did not land.
-  EXPECT_EQ(ids, (std::vector<std::string>{"j-000001", "j-000002", "j-000004"}));
+  // Nothing acknowledged is lost, and the retried write's event is there once, whether or
+  // not its first try landed.
+  EXPECT_EQ(ids, (std::vector<std::string>{"j-000001", "j-000002", "j-000003", "j-000004"}));
+  ASSERT_EQ((*jobs)[2].events_size(), 1);
+  EXPECT_EQ((*jobs)[2].events(0).reason(), "submitted");
 }
 
 }  // namespace
