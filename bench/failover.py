@@ -143,6 +143,7 @@ def run(args, n):
         for k in range(args.kills):
             leader = c.leader()
             acked = set(c.acked)
+            regs0 = c.gen.get("registrations")
             t0 = time.time()
             c.coords[leader].kill()
             c.coords[leader].wait()
@@ -151,7 +152,9 @@ def run(args, n):
             else:
                 failures.append(f"kill {k + 1}: no coordinator served within 60 s")
                 break
-            if c.wait(lambda: c.gen.get("registered_now") >= n, args.register_timeout, 0.1):
+            # Back: N registrations since the kill (each worker's own), all of them standing.
+            if c.wait(lambda: c.gen.get("registrations") - regs0 >= n and
+                      c.gen.get("registered_now") >= n, args.register_timeout, 0.1):
                 back.append(time.time() - t0)
             else:
                 failures.append(f"kill {k + 1}: {c.gen.get('registered_now')} of {n} back")
