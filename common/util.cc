@@ -142,51 +142,55 @@ std::string HumanBytes(int64_t bytes) {
   return buf;
 }
 
-StatusOr<std::string> CheckCoordinators(const std::string& coordinators, const std::string& flag) {
-  std::string chosen;
+StatusOr<std::vector<std::pair<std::string, int>>> ParseHostPortList(const std::string& text,
+                                                                     const std::string& flag) {
+  std::vector<std::pair<std::string, int>> out;
   size_t start = 0;
-  while (start <= coordinators.size()) {
-    size_t end = coordinators.find(',', start);
-    if (end == std::string::npos) end = coordinators.size();
-    auto hp = ParseHostPort(coordinators.substr(start, end - start), flag);
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    auto hp = ParseHostPort(text.substr(start, end - start), flag);
     if (!hp.ok()) return hp.status();
-    if (chosen.empty() || (IsLoopbackHost(chosen) && !IsLoopbackHost(hp->first))) {
-      chosen = hp->first;
-    }
+    out.push_back(std::move(*hp));
     start = end + 1;
+  }
+  return out;
+}
+
+StatusOr<std::string> CheckCoordinators(const std::string& coordinators, const std::string& flag) {
+  auto parts = ParseHostPortList(coordinators, flag);
+  if (!parts.ok()) return parts.status();
+  std::string chosen;
+  for (const auto& [host, port] : *parts) {
+    if (chosen.empty() || (IsLoopbackHost(chosen) && !IsLoopbackHost(host))) chosen = host;
   }
   return chosen;
 }
 
 StatusOr<std::string> CoordinatorTarget(const std::string& coordinators) {
   if (coordinators.find(',') == std::string::npos) return coordinators;
+  auto parts = ParseHostPortList(coordinators, "--coordinator");
+  if (!parts.ok()) return parts.status();
   std::string target = "ipv4:";
-  size_t start = 0;
-  while (start <= coordinators.size()) {
-    size_t end = coordinators.find(',', start);
-    if (end == std::string::npos) end = coordinators.size();
-    const std::string part = coordinators.substr(start, end - start);
-    auto hp = ParseHostPort(part, "--coordinator");
-    if (!hp.ok()) return hp.status();
+  for (const auto& [host, port] : *parts) {
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
-    if (getaddrinfo(hp->first.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-      return Status::InvalidArgument("--coordinator: " + hp->first +
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+      return Status::InvalidArgument("--coordinator: " + host +
                                      " does not resolve to an IPv4 address");
     }
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
       char ip[INET_ADDRSTRLEN];
       const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
       if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) == nullptr) continue;
-      const std::string addr = std::string(ip) + ":" + std::to_string(hp->second);
+      const std::string addr = std::string(ip) + ":" + std::to_string(port);
       if (target.find(addr) == std::string::npos) {
         target += (target.size() > 5 ? "," : "") + addr;
       }
     }
     freeaddrinfo(found);
-    start = end + 1;
   }
   return target;
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -13,6 +14,10 @@ namespace convoy {
 // Splits "HOST:PORT" (or "[v6]:PORT"). Error names `flag` when the text is malformed.
 StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
                                                     const std::string& flag);
+
+// "A:1,B:2": each part as ParseHostPort takes it (the error names `flag`), in order.
+StatusOr<std::vector<std::pair<std::string, int>>> ParseHostPortList(const std::string& text,
+                                                                     const std::string& flag);
 
 // The gRPC target for --coordinator / CONVOY_COORDINATOR: "HOST:PORT" as it is; several,
 // "A:7070,B:7070" (coordinators on one etcd, one of them leader: README "High

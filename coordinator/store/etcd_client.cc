@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/util.h"
+
 namespace convoy {
 namespace {
 
@@ -56,11 +58,9 @@ StatusOr<std::vector<std::string>> ParseEtcdUrl(const std::string& flag, const s
   std::stringstream rest(url.substr(scheme.size()));
   std::string endpoint;
   while (std::getline(rest, endpoint, ',')) {
-    const size_t colon = endpoint.rfind(':');
-    const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
-    if (colon == 0 || port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) == 0 ||
-        std::stoi(port) > 65535 || endpoint.find('/') != std::string::npos) {
+    // HOST:PORT as every other address flag takes it (ParseHostPort), with a message that
+    // names the URL's form.
+    if (!ParseHostPort(endpoint, flag).ok() || endpoint.find('/') != std::string::npos) {
       return Status::InvalidArgument(flag + ": '" + endpoint +
                                      "' is not HOST:PORT (in etcd://HOST:PORT,HOST:PORT)");
     }
@@ -185,6 +185,31 @@ StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnReque
       "txn", [&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, request, &resp); });
   if (!st.ok()) return st;
   return resp;
+}
+
+StatusOr<EtcdClient::Created> EtcdClient::CreateIfAbsent(const std::string& key,
+                                                         const std::string& value, int64_t lease) {
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* c = txn.add_compare();
+  c->set_key(key);
+  c->set_target(etcdserverpb::Compare::CREATE);
+  c->set_result(etcdserverpb::Compare::EQUAL);
+  c->set_create_revision(0);  // absent
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  txn.add_failure()->mutable_request_range()->set_key(key);
+  auto resp = Txn(txn);
+  if (!resp.ok()) return resp.status();
+  Created out;
+  out.created = resp->succeeded();
+  out.revision = resp->header().revision();
+  if (!out.created) {
+    const auto& range = resp->responses(0).response_range();
+    if (range.kvs_size() > 0) out.value = range.kvs(0).value();
+  }
+  return out;
 }
 
 StatusOr<int64_t> EtcdClient::GrantLease(int64_t ttl_s) {

@@ -48,6 +48,16 @@ class EtcdClient {
   StatusOr<mvccpb::KeyValue> Get(const std::string& key);
   // The transaction's response (check `succeeded()` for its comparisons' outcome).
   StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+  // Puts `key` = `value` (bound to `lease`, 0: none) only where the key is absent, in one
+  // transaction: `created`, and the store's revision then (the key's create revision), or
+  // the value that holds it already.
+  struct Created {
+    bool created = false;
+    int64_t revision = 0;
+    std::string value;  // when not created: the holder's value
+  };
+  StatusOr<Created> CreateIfAbsent(const std::string& key, const std::string& value,
+                                   int64_t lease = 0);
   // A lease of `ttl_s` seconds; its id.
   StatusOr<int64_t> GrantLease(int64_t ttl_s);
   // Renews `lease` once; NOT_FOUND when it has expired (its keys are gone).

@@ -66,22 +66,11 @@ size_t OpBytes(const etcdserverpb::RequestOp& op) { return op.ByteSizeLong(); }
 StatusOr<std::string> LoadOrMakeEtcdClusterId(EtcdClient& client, const std::string& prefix,
                                               const std::string& candidate, bool* made) {
   const std::string key = prefix + "cluster-id";
-  etcdserverpb::TxnRequest txn;
-  etcdserverpb::Compare* c = txn.add_compare();
-  c->set_key(key);
-  c->set_target(etcdserverpb::Compare::CREATE);
-  c->set_result(etcdserverpb::Compare::EQUAL);
-  c->set_create_revision(0);
-  txn.add_success()->mutable_request_put()->set_key(key);
-  txn.mutable_success(0)->mutable_request_put()->set_value(candidate);
-  txn.add_failure()->mutable_request_range()->set_key(key);
-  auto resp = client.Txn(txn);
+  auto resp = client.CreateIfAbsent(key, candidate);
   if (!resp.ok()) return resp.status();
-  *made = resp->succeeded();
+  *made = resp->created;
   if (*made) return candidate;
-  const auto& range = resp->responses(0).response_range();
-  if (range.kvs_size() == 0) return Status::Internal("etcd: " + key + " vanished");
-  const std::string& id = range.kvs(0).value();
+  const std::string& id = resp->value;
   if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return Status::FailedPrecondition("etcd: " + key + " does not hold a Convoy cluster id ('" +
                                       id.substr(0, 64) + "'): is --etcd-prefix another program's?");

@@ -32,27 +32,15 @@ Status LeaderElection::Campaign(const std::function<bool()>& stop) {
     }
     if (lease_ != 0) {
       // Create the key, bound to our lease, only where it is absent; else read who holds it.
-      etcdserverpb::TxnRequest txn;
-      etcdserverpb::Compare* c = txn.add_compare();
-      c->set_key(options_.key);
-      c->set_target(etcdserverpb::Compare::CREATE);
-      c->set_result(etcdserverpb::Compare::EQUAL);
-      c->set_create_revision(0);
-      auto* put = txn.add_success()->mutable_request_put();
-      put->set_key(options_.key);
-      put->set_value(options_.value);
-      put->set_lease(lease_);
-      txn.add_failure()->mutable_request_range()->set_key(options_.key);
-      auto resp = client_.Txn(txn);
-      if (resp.ok() && resp->succeeded()) {
-        revision_ = resp->header().revision();
+      auto resp = client_.CreateIfAbsent(options_.key, options_.value, lease_);
+      if (resp.ok() && resp->created) {
+        revision_ = resp->revision;
         spdlog::info("leader election: this coordinator ({}) leads (election key {}, revision {})",
                      options_.value, options_.key, revision_);
         return Status::Ok();
       }
       if (resp.ok()) {
-        const auto& range = resp->responses(0).response_range();
-        const std::string holder = range.kvs_size() > 0 ? range.kvs(0).value() : "";
+        const std::string& holder = resp->value;
         if (holder != last_seen) {
           spdlog::info("leader election: following {}; taking over when its lease ends",
                        holder.empty() ? "nobody yet" : holder);

@@ -268,19 +268,9 @@ class EtcdStoreTest : public ::testing::Test {
     auto granted = client.GrantLease(10);
     EXPECT_TRUE(granted.ok()) << granted.status().message();
     *lease = *granted;
-    etcdserverpb::TxnRequest txn;
-    etcdserverpb::Compare* c = txn.add_compare();
-    c->set_key(key);
-    c->set_target(etcdserverpb::Compare::CREATE);
-    c->set_result(etcdserverpb::Compare::EQUAL);
-    c->set_create_revision(0);  // absent
-    auto* put = txn.add_success()->mutable_request_put();
-    put->set_key(key);
-    put->set_value("coordinator");
-    put->set_lease(*lease);
-    auto resp = client.Txn(txn);
-    EXPECT_TRUE(resp.ok() && resp->succeeded());
-    return resp->header().revision();
+    auto won = client.CreateIfAbsent(key, "coordinator", *lease);
+    EXPECT_TRUE(won.ok() && won->created);
+    return won.ok() ? won->revision : 0;
   }
 };
 
