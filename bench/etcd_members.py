@@ -38,6 +38,18 @@ class EtcdMembers:
                 "--election-timeout=500"], stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
 
+    def wait_healthy(self, timeout=30):
+        """Until every member answers `etcdctl endpoint health` (True), or `timeout` s."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = subprocess.run(["etcdctl", "--endpoints", self.endpoints(), "endpoint",
+                                "health"], capture_output=True, text=True, timeout=30,
+                               env={**os.environ, "ETCDCTL_API": "3"})
+            if r.returncode == 0:
+                return True
+            time.sleep(0.2)
+        return False
+
     def endpoints(self):
         return ",".join(f"127.0.0.1:{p}" for p in self.client)
 

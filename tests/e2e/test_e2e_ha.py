@@ -26,6 +26,9 @@ class HACluster(Cluster):
     def start_coordinator(self):
         if not hasattr(self, "etcd"):
             self.etcd = EtcdMembers(self.dir)
+            # Coordinators dial a serving etcd (one started before its members were ready
+            # could stay unable to reach them under load: see the closing note of stop 39).
+            assert self.etcd.wait_healthy(), "etcd did not become healthy"
             self.ports = {"c1": free_port(), "c2": free_port()}
             self.target = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
         for name in self.ports:
