@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/util.h"
 
 namespace convoy {
@@ -106,43 +107,67 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions& opti
     }
     creds = grpc::SslCredentials(ssl);
   }
-  std::unique_ptr<EtcdClient> client(new EtcdClient(options));
+  std::unique_ptr<EtcdClient> client(new EtcdClient(options, creds));
+  MutexLock lock(client->mu_);
   for (const std::string& endpoint : options.endpoints) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // A member that went away is tried again soon after it is back.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    // In gRPC 1.51 this is also the connect timeout: long enough for a loaded host.
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
-    Member m;
-    m.endpoint = endpoint;
-    m.channel = grpc::CreateCustomChannel(endpoint, creds, args);
-    m.kv = etcdserverpb::KV::NewStub(m.channel);
-    m.lease = etcdserverpb::Lease::NewStub(m.channel);
-    m.maintenance = etcdserverpb::Maintenance::NewStub(m.channel);
-    client->members_.push_back(std::move(m));
+    client->members_.push_back(client->Dial(endpoint));
+    client->dialled_ms_.push_back(SystemClock().NowMonotonicMs());
   }
   return client;
 }
 
+std::shared_ptr<EtcdClient::Member> EtcdClient::Dial(const std::string& endpoint) const {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A member that went away is tried again soon after it is back.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // In gRPC 1.51 this is also the connect timeout: long enough for a loaded host.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  auto m = std::make_shared<Member>();
+  m->endpoint = endpoint;
+  m->channel = grpc::CreateCustomChannel(endpoint, creds_, args);
+  m->kv = etcdserverpb::KV::NewStub(m->channel);
+  m->lease = etcdserverpb::Lease::NewStub(m->channel);
+  m->maintenance = etcdserverpb::Maintenance::NewStub(m->channel);
+  return m;
+}
+
+std::shared_ptr<EtcdClient::Member> EtcdClient::MemberAt(size_t i) {
+  MutexLock lock(mu_);
+  return members_[i];
+}
+
+void EtcdClient::Redial(size_t i, const std::shared_ptr<Member>& failed) {
+  const int64_t now = SystemClock().NowMonotonicMs();
+  {
+    MutexLock lock(mu_);
+    if (members_[i] != failed || now - dialled_ms_[i] < kRedialIntervalMs) return;
+    dialled_ms_[i] = now;
+  }
+  std::shared_ptr<Member> fresh = Dial(failed->endpoint);  // makes no connection yet
+  MutexLock lock(mu_);
+  if (members_[i] == failed) members_[i] = std::move(fresh);
+}
+
 template <typename Call>
 Status EtcdClient::OnSomeMember(const char* what, Call&& call) {
-  const size_t n = members_.size();
+  const size_t n = options_.endpoints.size();
   const size_t first = current_.load();
   std::string errors;
   for (size_t i = 0; i < n; ++i) {
     const size_t at = (first + i) % n;
-    Member& m = members_[at];
+    std::shared_ptr<Member> m = MemberAt(at);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(options_.call_timeout_ms));
-    const grpc::Status st = call(m, &ctx);
+    const grpc::Status st = call(*m, &ctx);
     if (st.ok() || !Retryable(st.error_code())) {
       if (st.ok()) current_ = at;
-      return FromEtcd(st, std::string("etcd ") + what + " at " + m.endpoint);
+      return FromEtcd(st, std::string("etcd ") + what + " at " + m->endpoint);
     }
-    errors += (errors.empty() ? "" : "; ") + m.endpoint + ": " + st.error_message();
+    errors += (errors.empty() ? "" : "; ") + m->endpoint + ": " + st.error_message();
+    Redial(at, m);
   }
   return Status::Unavailable(std::string("etcd ") + what + ": no member answered (" + errors + ")");
 }

@@ -2,8 +2,8 @@
 // every member given, moving to the next member when one is unreachable or has lost its
 // quorum. What the etcd store (etcd_job_store.h) and leader election need, nothing more.
 //
-// Threading: thread-safe (gRPC stubs); each call blocks for at most the call timeout per
-// member tried.
+// Threading: thread-safe (gRPC stubs; the member table under its own mutex, never held over a
+// call); each call blocks for at most the call timeout per member tried.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
@@ -75,15 +76,29 @@ class EtcdClient {
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
   };
-  explicit EtcdClient(EtcdOptions options) : options_(std::move(options)) {}
+  EtcdClient(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> creds)
+      : options_(std::move(options)), creds_(std::move(creds)) {}
+  std::shared_ptr<Member> Dial(const std::string& endpoint) const;
+  std::shared_ptr<Member> MemberAt(size_t i) EXCLUDES(mu_);
+  // Replaces member i's channel with a fresh one, unless it was replaced since `failed` was
+  // taken or less than kRedialIntervalMs ago. A channel whose first connect attempts ran
+  // into a member that was not ready yet (or a host too loaded to finish the handshake in
+  // time) can stay failing after the member is well ("tcp handshaker shutdown", "timed out
+  // before receiving SETTINGS frame"); a new channel connects afresh, as the worker's
+  // CoordinatorConnection dials anew for each reconnect.
+  void Redial(size_t i, const std::shared_ptr<Member>& failed) EXCLUDES(mu_);
   // Runs `call` on the member last found working, then on each other one in turn while the
-  // answer is UNAVAILABLE or DEADLINE_EXCEEDED (unreachable, or no quorum there). The last
-  // error names every member tried.
+  // answer is UNAVAILABLE or DEADLINE_EXCEEDED (unreachable, or no quorum there); each member
+  // that failed so is redialled. The last error names every member tried.
   template <typename Call>
   Status OnSomeMember(const char* what, Call&& call);
 
+  static constexpr int64_t kRedialIntervalMs = 2000;
   const EtcdOptions options_;
-  std::vector<Member> members_;
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
+  Mutex mu_;
+  std::vector<std::shared_ptr<Member>> members_ GUARDED_BY(mu_);
+  std::vector<int64_t> dialled_ms_ GUARDED_BY(mu_);  // steady clock, per member
   std::atomic<size_t> current_{0};
 };
 
