@@ -1,7 +1,11 @@
 #include "coordinator/store/token_store.h"
 
-#include <algorithm>
+#include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
+
+#include "common/clock.h"
 #include "common/pki.h"
 
 namespace convoy {
@@ -81,90 +85,256 @@ bool SplitToken(const std::string& token, std::string* id, std::string* secret) 
   return id->size() == 16 && secret->size() == 64 && hex(*id) && hex(*secret);
 }
 
-StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
-    std::string why = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return Status::Unavailable(db_path + ": " + why);
-  }
-  sqlite3_busy_timeout(db, 5000);
-  std::unique_ptr<TokenStore> store(new TokenStore(db));
-  MutexLock lock(store->mu_);
-  CONVOY_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
-  CONVOY_RETURN_IF_ERROR(store->Exec(kSchema));
-  {
+namespace {
+
+// tokens.db: the SQLite backend. One connection, serialized by its own mutex.
+class SqliteTokenBackend : public TokenBackend {
+ public:
+  static StatusOr<std::unique_ptr<SqliteTokenBackend>> Open(const std::string& db_path) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        nullptr) != SQLITE_OK) {
+      std::string why = db ? sqlite3_errmsg(db) : "out of memory";
+      sqlite3_close(db);
+      return Status::Unavailable(db_path + ": " + why);
+    }
+    sqlite3_busy_timeout(db, 5000);
+    std::unique_ptr<SqliteTokenBackend> b(new SqliteTokenBackend(db));
+    MutexLock lock(b->mu_);
+    CONVOY_RETURN_IF_ERROR(b->Exec("PRAGMA journal_mode=WAL"));
+    CONVOY_RETURN_IF_ERROR(b->Exec(kSchema));
     // A tokens.db made before join tokens could be bound to a name gets the column.
     bool has_name = false;
     Stmt cols(db, "PRAGMA table_info(tokens)");
     while (sqlite3_step(cols.s) == SQLITE_ROW) has_name = has_name || cols.Col(1) == "name";
     if (!has_name) {
       CONVOY_RETURN_IF_ERROR(
-          store->Exec("ALTER TABLE tokens ADD COLUMN name TEXT NOT NULL DEFAULT ''"));
+          b->Exec("ALTER TABLE tokens ADD COLUMN name TEXT NOT NULL DEFAULT ''"));
     }
+    return b;
   }
-  CONVOY_RETURN_IF_ERROR(store->ReloadIfChanged());
+  ~SqliteTokenBackend() override { sqlite3_close(db_); }
+
+  int64_t poll_ms() const override { return 0; }
+
+  StatusOr<bool> MayHaveChanged() override {
+    MutexLock lock(mu_);
+    Stmt q(db_, "PRAGMA data_version");
+    if (sqlite3_step(q.s) != SQLITE_ROW) return Error("tokens");
+    const int64_t version = sqlite3_column_int64(q.s, 0);
+    const bool changed = version != loaded_version_;
+    return changed;
+  }
+
+  StatusOr<std::vector<TokenRow>> LoadAll() override {
+    MutexLock lock(mu_);
+    int64_t version = -1;
+    {
+      Stmt q(db_, "PRAGMA data_version");
+      if (sqlite3_step(q.s) == SQLITE_ROW) version = sqlite3_column_int64(q.s, 0);
+    }
+    Stmt q(db_,
+           "SELECT id, user, role, salt, hash, created_ms, expires_ms, last_used_ms, uses_left, "
+           "revoked, name FROM tokens");
+    if (q.s == nullptr) return Error("tokens");
+    std::vector<TokenRow> rows;
+    int rc;
+    while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+      TokenRow row;
+      row.record.id = q.Col(0);
+      row.record.user = q.Col(1);
+      auto role = ParseRole(q.Col(2));
+      if (!role.ok()) continue;  // written by a newer version: not a role this one grants
+      row.record.role = *role;
+      row.salt = q.Col(3);
+      row.hash = q.Col(4);
+      row.record.created_ms = sqlite3_column_int64(q.s, 5);
+      row.record.expires_ms = sqlite3_column_int64(q.s, 6);
+      row.record.last_used_ms = sqlite3_column_int64(q.s, 7);
+      row.record.uses_left = static_cast<int>(sqlite3_column_int64(q.s, 8));
+      row.record.revoked = sqlite3_column_int64(q.s, 9) != 0;
+      row.record.name = q.Col(10);
+      rows.push_back(std::move(row));
+    }
+    if (rc != SQLITE_DONE) return Error("tokens");
+    loaded_version_ = version;
+    return rows;
+  }
+
+  Status Insert(const TokenRow& row) override {
+    MutexLock lock(mu_);
+    Stmt ins(db_,
+             "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left, "
+             "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    ins.Text(1, row.record.id)
+        .Text(2, row.record.user)
+        .Text(3, RoleName(row.record.role))
+        .Text(4, row.salt)
+        .Text(5, row.hash)
+        .Int(6, row.record.created_ms)
+        .Int(7, row.record.expires_ms)
+        .Int(8, row.record.uses_left)
+        .Text(9, row.record.name);
+    if (sqlite3_step(ins.s) != SQLITE_DONE) return Error("tokens");
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<std::string>> Revoke(const std::string& id,
+                                            const std::string& user) override {
+    MutexLock lock(mu_);
+    std::vector<std::string> ids;
+    {
+      Stmt q(db_, "SELECT id FROM tokens WHERE (id = ? OR user = ?) AND revoked = 0");
+      q.Text(1, id).Text(2, user);
+      while (sqlite3_step(q.s) == SQLITE_ROW) ids.push_back(q.Col(0));
+    }
+    Stmt up(db_, "UPDATE tokens SET revoked = 1 WHERE (id = ? OR user = ?) AND revoked = 0");
+    up.Text(1, id).Text(2, user);
+    if (sqlite3_step(up.s) != SQLITE_DONE) return Error("tokens");
+    return ids;
+  }
+
+  StatusOr<bool> TakeUse(const std::string& id) override {
+    MutexLock lock(mu_);
+    Stmt up(db_, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
+    up.Text(1, id);
+    if (sqlite3_step(up.s) != SQLITE_DONE) return Error("tokens");
+    return sqlite3_changes(db_) == 1;
+  }
+
+  Status WriteLastUsed(const std::map<std::string, int64_t>& used) override {
+    MutexLock lock(mu_);
+    CONVOY_RETURN_IF_ERROR(Exec("BEGIN"));
+    for (const auto& [id, ms] : used) {
+      Stmt up(db_, "UPDATE tokens SET last_used_ms = ? WHERE id = ? AND last_used_ms < ?");
+      up.Int(1, ms).Text(2, id).Int(3, ms);
+      sqlite3_step(up.s);
+    }
+    if (Status st = Exec("COMMIT"); !st.ok()) {
+      Exec("ROLLBACK").ok();
+      return st;
+    }
+    return Status::Ok();
+  }
+
+  Status RecordCertificate(const std::string& name, int64_t not_after_s) override {
+    MutexLock lock(mu_);
+    Stmt up(db_,
+            "INSERT INTO worker_certs (name, not_after_s) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET not_after_s = excluded.not_after_s");
+    up.Text(1, name).Int(2, not_after_s);
+    if (sqlite3_step(up.s) != SQLITE_DONE) return Error("worker_certs");
+    return Status::Ok();
+  }
+
+  StatusOr<int64_t> CertificateNotAfter(const std::string& name) override {
+    MutexLock lock(mu_);
+    Stmt q(db_, "SELECT not_after_s FROM worker_certs WHERE name = ?");
+    q.Text(1, name);
+    const int rc = sqlite3_step(q.s);
+    if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(q.s, 0));
+    if (rc == SQLITE_DONE) return int64_t{0};
+    return Error("worker_certs");
+  }
+
+  StatusOr<bool> ForgetCertificate(const std::string& name) override {
+    MutexLock lock(mu_);
+    Stmt del(db_, "DELETE FROM worker_certs WHERE name = ?");
+    del.Text(1, name);
+    if (sqlite3_step(del.s) != SQLITE_DONE) return Error("worker_certs");
+    return sqlite3_changes(db_) > 0;
+  }
+
+ private:
+  explicit SqliteTokenBackend(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql) REQUIRES(mu_) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string why = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Status::Unavailable("tokens: " + why);
+    }
+    return Status::Ok();
+  }
+  Status Error(const char* table) REQUIRES(mu_) {
+    return Status::Unavailable(std::string(table) + ": " + sqlite3_errmsg(db_));
+  }
+
+  Mutex mu_;
+  sqlite3* const db_;
+  int64_t loaded_version_ GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_path) {
+  auto backend = SqliteTokenBackend::Open(db_path);
+  if (!backend.ok()) return backend.status();
+  return Open(std::unique_ptr<TokenBackend>(std::move(*backend)));
+}
+
+StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(std::unique_ptr<TokenBackend> backend) {
+  std::unique_ptr<TokenStore> store(new TokenStore(std::move(backend)));
+  CONVOY_RETURN_IF_ERROR(store->Reload(true));
+  if (store->backend_->poll_ms() > 0) {
+    TokenStore* self = store.get();
+    store->poller_ = std::thread([self] { self->Poll(); });
+  }
   return store;
 }
 
 TokenStore::~TokenStore() {
+  if (poller_.joinable()) {
+    {
+      MutexLock lock(poll_mu_);
+      stopping_ = true;
+    }
+    poll_cv_.SignalAll();
+    poller_.join();
+  }
   Flush();
-  sqlite3_close(db_);
 }
 
-Status TokenStore::Exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string why = err ? err : "unknown error";
-    sqlite3_free(err);
-    return Status::Unavailable("tokens: " + why);
+void TokenStore::Poll() {
+  const auto interval = std::chrono::milliseconds(backend_->poll_ms());
+  for (;;) {
+    {
+      MutexLock lock(poll_mu_);
+      if (!stopping_) poll_cv_.WaitFor(poll_mu_, interval);
+      if (stopping_) return;
+    }
+    Reload(true).ok();  // unreachable for now: the table in memory serves until the next poll
   }
-  return Status::Ok();
 }
 
-Status TokenStore::ReloadIfChanged() {
-  int64_t version = -1;
-  {
-    Stmt q(db_, "PRAGMA data_version");
-    if (sqlite3_step(q.s) == SQLITE_ROW) version = sqlite3_column_int64(q.s, 0);
+Status TokenStore::Reload(bool force) {
+  if (!force) {
+    auto changed = backend_->MayHaveChanged();
+    if (!changed.ok()) return changed.status();
+    if (!*changed) return Status::Ok();
   }
-  if (version == data_version_ && version != -1) return Status::Ok();
-  Stmt q(db_,
-         "SELECT id, user, role, salt, hash, created_ms, expires_ms, last_used_ms, uses_left, "
-         "revoked, name FROM tokens");
-  if (q.s == nullptr) return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
-  std::map<std::string, Row> rows;
-  int rc;
-  while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
-    Row row;
-    row.record.id = q.Col(0);
-    row.record.user = q.Col(1);
-    auto role = ParseRole(q.Col(2));
-    if (!role.ok()) continue;  // written by a newer version: not a role this one grants
-    row.record.role = *role;
-    row.salt = q.Col(3);
-    row.hash = q.Col(4);
-    row.record.created_ms = sqlite3_column_int64(q.s, 5);
-    row.record.expires_ms = sqlite3_column_int64(q.s, 6);
-    row.record.last_used_ms = sqlite3_column_int64(q.s, 7);
-    row.record.uses_left = static_cast<int>(sqlite3_column_int64(q.s, 8));
-    row.record.revoked = sqlite3_column_int64(q.s, 9) != 0;
-    row.record.name = q.Col(10);
-    auto used = used_.find(row.record.id);
-    if (used != used_.end()) row.record.last_used_ms = used->second;
-    rows.emplace(row.record.id, std::move(row));
+  auto loaded = backend_->LoadAll();
+  if (!loaded.ok()) return loaded.status();
+  std::map<std::string, TokenRow> rows;
+  for (TokenRow& row : *loaded) {
+    const std::string id = row.record.id;
+    rows.emplace(id, std::move(row));
   }
-  if (rc != SQLITE_DONE) return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
+  MutexLock lock(mu_);
+  for (auto& [id, row] : rows) {
+    auto used = used_.find(id);
+    if (used != used_.end() && used->second > row.record.last_used_ms) {
+      row.record.last_used_ms = used->second;
+    }
+  }
   rows_ = std::move(rows);
-  data_version_ = version;
   return Status::Ok();
 }
 
 StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int64_t ttl_ms,
                                          int uses, int64_t now_ms, TokenRecord* made,
                                          const std::string& name) {
-  Row row;
+  TokenRow row;
   row.record.id = RandomHex(8);
   row.record.user = user;
   row.record.role = role;
@@ -175,31 +345,17 @@ StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int
   const std::string secret = RandomHex(32);
   row.salt = RandomHex(16);
   row.hash = Sha256Hex(row.salt + secret);
-  MutexLock lock(mu_);
-  Stmt ins(db_,
-           "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left, "
-           "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  ins.Text(1, row.record.id)
-      .Text(2, user)
-      .Text(3, RoleName(role))
-      .Text(4, row.salt)
-      .Text(5, row.hash)
-      .Int(6, now_ms)
-      .Int(7, row.record.expires_ms)
-      .Int(8, row.record.uses_left)
-      .Text(9, name);
-  if (sqlite3_step(ins.s) != SQLITE_DONE) {
-    return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
-  }
+  CONVOY_RETURN_IF_ERROR(backend_->Insert(row));
   if (made) *made = row.record;
   const std::string id = row.record.id;
+  MutexLock lock(mu_);
   rows_[id] = std::move(row);
   return "cvy_" + id + "." + secret;
 }
 
 StatusOr<std::vector<TokenRecord>> TokenStore::List() {
+  CONVOY_RETURN_IF_ERROR(Reload(backend_->poll_ms() > 0));
   MutexLock lock(mu_);
-  CONVOY_RETURN_IF_ERROR(ReloadIfChanged());
   std::vector<TokenRecord> out;
   for (const auto& [id, row] : rows_) out.push_back(row.record);
   std::sort(out.begin(), out.end(), [](const TokenRecord& a, const TokenRecord& b) {
@@ -209,7 +365,6 @@ StatusOr<std::vector<TokenRecord>> TokenStore::List() {
 }
 
 StatusOr<int> TokenStore::Revoke(const std::string& id_or_user) {
-  MutexLock lock(mu_);
   std::string id = id_or_user;
   std::string secret;
   if (SplitToken(id_or_user, &id, &secret)) {
@@ -217,20 +372,19 @@ StatusOr<int> TokenStore::Revoke(const std::string& id_or_user) {
   } else if (id.compare(0, 4, "cvy_") == 0) {
     id = id.substr(4);
   }
-  Stmt up(db_, "UPDATE tokens SET revoked = 1 WHERE (id = ? OR user = ?) AND revoked = 0");
-  up.Text(1, id).Text(2, id_or_user);
-  if (sqlite3_step(up.s) != SQLITE_DONE) {
-    return Status::Unavailable(std::string("tokens: ") + sqlite3_errmsg(db_));
+  auto revoked = backend_->Revoke(id, id_or_user);
+  if (!revoked.ok()) return revoked.status();
+  {
+    MutexLock lock(mu_);
+    for (const std::string& rid : *revoked) {
+      auto it = rows_.find(rid);
+      if (it != rows_.end()) it->second.record.revoked = true;
+    }
   }
-  const int n = sqlite3_changes(db_);
-  CONVOY_RETURN_IF_ERROR(ReloadIfChanged());
-  for (auto& [rid, row] : rows_) {
-    if (rid == id || row.record.user == id_or_user) row.record.revoked = true;
-  }
-  if (n == 0) {
+  if (revoked->empty()) {
     return Status::NotFound("no live token with id or user '" + id_or_user + "'");
   }
-  return n;
+  return static_cast<int>(revoked->size());
 }
 
 StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms, bool consume) {
@@ -238,35 +392,64 @@ StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms
   if (!SplitToken(token, &id, &secret)) {
     return Status::Unauthenticated("malformed token (expected cvy_<id>.<secret>)");
   }
-  MutexLock lock(mu_);
-  CONVOY_RETURN_IF_ERROR(ReloadIfChanged());
-  auto it = rows_.find(id);
-  if (it == rows_.end()) return Status::Unauthenticated("unknown token " + id);
-  Row& row = it->second;
-  if (!ConstantTimeEquals(Sha256Hex(row.salt + secret), row.hash)) {
-    return Status::Unauthenticated("wrong secret for token " + id);
+  if (backend_->poll_ms() == 0) CONVOY_RETURN_IF_ERROR(Reload(false));
+  bool known = false;
+  {
+    MutexLock lock(mu_);
+    known = rows_.count(id) > 0;
   }
-  if (row.record.revoked) return Status::Unauthenticated("token " + id + " was revoked");
-  if (row.record.expires_ms != 0 && now_ms >= row.record.expires_ms) {
+  if (!known && backend_->poll_ms() > 0) {
+    // Made since the last poll (`token create` elsewhere, just now): read again before
+    // refusing it, at most once per kMissReloadMs however many unknown tokens come.
+    const int64_t now = SystemClock().NowMonotonicMs();
+    int64_t last = last_miss_reload_ms_.load();
+    if (now - last >= kMissReloadMs && last_miss_reload_ms_.compare_exchange_strong(last, now)) {
+      Reload(true).ok();
+    }
+  }
+  TokenRecord record;
+  {
+    MutexLock lock(mu_);
+    auto it = rows_.find(id);
+    if (it == rows_.end()) return Status::Unauthenticated("unknown token " + id);
+    const TokenRow& row = it->second;
+    if (!ConstantTimeEquals(Sha256Hex(row.salt + secret), row.hash)) {
+      return Status::Unauthenticated("wrong secret for token " + id);
+    }
+    record = row.record;
+  }
+  if (record.revoked) return Status::Unauthenticated("token " + id + " was revoked");
+  if (record.expires_ms != 0 && now_ms >= record.expires_ms) {
     return Status::Unauthenticated("token " + id + " expired");
   }
-  if (row.record.uses_left == 0) return Status::Unauthenticated("token " + id + " is used up");
-  if (consume && row.record.uses_left > 0) {
-    Stmt up(db_, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
-    up.Text(1, id);
-    if (sqlite3_step(up.s) != SQLITE_DONE || sqlite3_changes(db_) != 1) {
+  if (record.uses_left == 0) return Status::Unauthenticated("token " + id + " is used up");
+  if (consume && record.uses_left > 0) {
+    // In the backend, at once and atomically: another coordinator (or this one, on another
+    // thread) may be taking the same last use.
+    auto taken = backend_->TakeUse(id);
+    if (!taken.ok()) return taken.status();
+    MutexLock lock(mu_);
+    auto it = rows_.find(id);
+    if (!*taken) {
+      if (it != rows_.end()) it->second.record.uses_left = 0;
       return Status::Unauthenticated("token " + id + " is used up");
     }
-    --row.record.uses_left;
+    if (it != rows_.end() && it->second.record.uses_left > 0) --it->second.record.uses_left;
+    --record.uses_left;
   }
-  row.record.last_used_ms = now_ms;
+  MutexLock lock(mu_);
+  auto it = rows_.find(id);
+  if (it != rows_.end()) it->second.record.last_used_ms = now_ms;
   used_[id] = now_ms;
-  return row.record;
+  record.last_used_ms = now_ms;
+  return record;
 }
 
 bool TokenStore::StillValid(const std::string& id, int64_t now_ms) {
+  if (backend_->poll_ms() == 0 && !Reload(false).ok()) {
+    return true;  // unreadable for now: decided on the next look
+  }
   MutexLock lock(mu_);
-  if (!ReloadIfChanged().ok()) return true;  // unreadable for now: decided on the next look
   auto it = rows_.find(id);
   if (it == rows_.end()) return false;
   const TokenRecord& r = it->second.record;
@@ -274,50 +457,27 @@ bool TokenStore::StillValid(const std::string& id, int64_t now_ms) {
 }
 
 Status TokenStore::RecordCertificate(const std::string& name, int64_t not_after_s) {
-  MutexLock lock(mu_);
-  Stmt up(db_,
-          "INSERT INTO worker_certs (name, not_after_s) VALUES (?, ?) "
-          "ON CONFLICT(name) DO UPDATE SET not_after_s = excluded.not_after_s");
-  up.Text(1, name).Int(2, not_after_s);
-  if (sqlite3_step(up.s) != SQLITE_DONE) {
-    return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
-  }
-  return Status::Ok();
+  return backend_->RecordCertificate(name, not_after_s);
 }
 
 StatusOr<int64_t> TokenStore::CertificateNotAfter(const std::string& name) {
-  MutexLock lock(mu_);
-  Stmt q(db_, "SELECT not_after_s FROM worker_certs WHERE name = ?");
-  q.Text(1, name);
-  const int rc = sqlite3_step(q.s);
-  if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(q.s, 0));
-  if (rc == SQLITE_DONE) return int64_t{0};
-  return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
+  return backend_->CertificateNotAfter(name);
 }
 
 StatusOr<bool> TokenStore::ForgetCertificate(const std::string& name) {
-  MutexLock lock(mu_);
-  Stmt del(db_, "DELETE FROM worker_certs WHERE name = ?");
-  del.Text(1, name);
-  if (sqlite3_step(del.s) != SQLITE_DONE) {
-    return Status::Unavailable(std::string("worker_certs: ") + sqlite3_errmsg(db_));
-  }
-  return sqlite3_changes(db_) > 0;
+  return backend_->ForgetCertificate(name);
 }
 
 void TokenStore::Flush() {
-  MutexLock lock(mu_);
-  if (used_.empty()) return;
-  if (!Exec("BEGIN").ok()) return;
-  for (const auto& [id, ms] : used_) {
-    Stmt up(db_, "UPDATE tokens SET last_used_ms = ? WHERE id = ? AND last_used_ms < ?");
-    up.Int(1, ms).Text(2, id).Int(3, ms);
-    sqlite3_step(up.s);
+  std::map<std::string, int64_t> used;
+  {
+    MutexLock lock(mu_);
+    used.swap(used_);
   }
-  if (Exec("COMMIT").ok()) {
-    used_.clear();
-  } else {
-    Exec("ROLLBACK").ok();
+  if (used.empty()) return;
+  if (!backend_->WriteLastUsed(used).ok()) {
+    MutexLock lock(mu_);
+    for (const auto& [id, ms] : used) used_.emplace(id, ms);  // newer ones stay
   }
 }
 

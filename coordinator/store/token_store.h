@@ -1,23 +1,32 @@
-// Bearer tokens of the cluster's people and join tokens of its workers, in the coordinator's
-// SQLite state (<state-dir>/tokens.db, table `tokens`; a file of its own so that the local
-// `token` commands never touch the jobs' database). A token is shown once, when it is
-// made; only a salted SHA-256 of its secret is stored. The secret is 32 random bytes, so a fast
-// hash is enough: there is nothing to guess (a password would need a slow one).
+// Bearer tokens of the cluster's people and join tokens of its workers. A token is shown once,
+// when it is made; only a salted SHA-256 of its secret is stored. The secret is 32 random
+// bytes, so a fast hash is enough: there is nothing to guess (a password would need a slow
+// one). Where they are kept is a TokenBackend:
+//   - SQLite (the default store): <state-dir>/tokens.db, tables `tokens` and `worker_certs`;
+//     a file of its own so that the local `token` commands never touch the jobs' database.
+//     The coordinator reloads the table when another connection has committed (PRAGMA
+//     data_version, asked on every check), so a revocation takes effect on the next call.
+//   - etcd (--store etcd://, etcd_token_backend.h): keys <prefix>token/<id> and
+//     <prefix>worker-cert/<name>, so that every coordinator of the group, and the `token`
+//     commands run anywhere that reaches etcd, see the same tokens. The coordinator reloads
+//     them every poll_ms on a thread of its own: a revocation takes effect within that; a
+//     token it does not know yet (made a moment ago) makes it read them again at once.
 //
 // `convoy-coordinator token create|list|revoke` and the running coordinator each open the
-// file with their own connection; the coordinator keeps the table in memory and reloads it
-// when another connection has committed (PRAGMA data_version), so that a revocation takes
-// effect on the next call. Last use is kept in memory and written in batches (Flush).
+// store; the coordinator keeps the tokens in memory. Last use is kept in memory and written
+// in batches (Flush). A limited join token's use is taken in the backend at once, atomically
+// (two coordinators cannot both take its last use).
 //
-// Thread-safe; every method takes the store's own mutex (never the coordinator's state lock).
+// Thread-safe; the store's own mutex (never the coordinator's state lock) guards the table in
+// memory and is never held over a backend call.
 #pragma once
 
-#include <sqlite3.h>
-
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/mutex.h"
@@ -45,9 +54,44 @@ struct TokenRecord {
   std::string name;
 };
 
+// A token as kept: its record and the salted hash of its secret.
+struct TokenRow {
+  TokenRecord record;
+  std::string salt;
+  std::string hash;
+};
+
+// Where tokens and worker-certificate records are kept. Each method is one round trip (or one
+// transaction) and thread-safe.
+class TokenBackend {
+ public:
+  virtual ~TokenBackend() = default;
+  // > 0: TokenStore reloads every that many ms on its own thread (a remote store, where even
+  // asking whether anything changed is a round trip). 0: it asks MayHaveChanged on every check.
+  virtual int64_t poll_ms() const = 0;
+  // Whether anything may have been written since the last LoadAll (by anyone).
+  virtual StatusOr<bool> MayHaveChanged() = 0;
+  virtual StatusOr<std::vector<TokenRow>> LoadAll() = 0;
+  // Stores a new token (its id is new).
+  virtual Status Insert(const TokenRow& row) = 0;
+  // Marks revoked every live token whose id is `id` or whose user is `user`; their ids.
+  virtual StatusOr<std::vector<std::string>> Revoke(const std::string& id,
+                                                    const std::string& user) = 0;
+  // Takes one use of a limited token, atomically: false when none was left.
+  virtual StatusOr<bool> TakeUse(const std::string& id) = 0;
+  // Best effort: raises each token's last use to the time given.
+  virtual Status WriteLastUsed(const std::map<std::string, int64_t>& used) = 0;
+  virtual Status RecordCertificate(const std::string& name, int64_t not_after_s) = 0;
+  virtual StatusOr<int64_t> CertificateNotAfter(const std::string& name) = 0;
+  virtual StatusOr<bool> ForgetCertificate(const std::string& name) = 0;
+};
+
 class TokenStore {
  public:
+  // SQLite, at db_path.
   static StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& db_path);
+  // Any backend (etcd: MakeEtcdTokenBackend); loads the tokens once before returning.
+  static StatusOr<std::unique_ptr<TokenStore>> Open(std::unique_ptr<TokenBackend> backend);
   ~TokenStore();
 
   // Makes a token; returns the whole token text, which is not stored anywhere.
@@ -82,20 +126,24 @@ class TokenStore {
   StatusOr<bool> ForgetCertificate(const std::string& name) EXCLUDES(mu_);
 
  private:
-  struct Row {
-    TokenRecord record;
-    std::string salt;
-    std::string hash;
-  };
-  TokenStore(sqlite3* db) : db_(db) {}
-  Status Exec(const char* sql) REQUIRES(mu_);
-  Status ReloadIfChanged() REQUIRES(mu_);
+  explicit TokenStore(std::unique_ptr<TokenBackend> backend) : backend_(std::move(backend)) {}
+  // Reads the backend (without mu_) and replaces the table (with it). `force`: even when the
+  // backend says nothing changed.
+  Status Reload(bool force) EXCLUDES(mu_);
+  void Poll() EXCLUDES(mu_);
 
+  // A polled backend is read again for a token it does not know, at most this often.
+  static constexpr int64_t kMissReloadMs = 200;
+  const std::unique_ptr<TokenBackend> backend_;
+  std::atomic<int64_t> last_miss_reload_ms_{0};
   Mutex mu_;
-  sqlite3* db_;
-  int64_t data_version_ GUARDED_BY(mu_) = -1;
-  std::map<std::string, Row> rows_ GUARDED_BY(mu_);
+  std::map<std::string, TokenRow> rows_ GUARDED_BY(mu_);
   std::map<std::string, int64_t> used_ GUARDED_BY(mu_);  // id -> last use, not yet written
+  // The poller (poll_ms > 0).
+  std::thread poller_;
+  Mutex poll_mu_;
+  CondVar poll_cv_;
+  bool stopping_ GUARDED_BY(poll_mu_) = false;
 };
 
 // "cvy_<id>.<secret>" -> id and secret; false when the text is not shaped like a token.
