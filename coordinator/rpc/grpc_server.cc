@@ -110,24 +110,6 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   return s;
 }
 
-Status GrpcServer::ServeHealthPlaintext(const std::string& listen) {
-  auto hp = ParseHostPort(listen, "--health-listen");
-  if (!hp.ok()) return hp.status();
-  grpc::ServerBuilder builder;  // no services of ours: only the default health service
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials());
-  // Answers every other method UNIMPLEMENTED; gives the server the callback queue it needs.
-  health_generic_ = std::make_unique<grpc::CallbackGenericService>();
-  builder.RegisterCallbackGenericService(health_generic_.get());
-  health_server_ = builder.BuildAndStart();
-  if (!health_server_) {
-    return Status::Unavailable("--health-listen " + listen + ": cannot listen there");
-  }
-  if (auto* health = health_server_->GetHealthCheckService(); health != nullptr) {
-    health->SetServingStatus(!shut_down_);
-  }
-  return Status::Ok();
-}
-
 GrpcServer::~GrpcServer() { Shutdown(0); }
 
 void GrpcServer::Shutdown(int grace_ms) {
@@ -141,15 +123,11 @@ void GrpcServer::Shutdown(int grace_ms) {
     revocation_cv_.notify_all();
     revocation_.join();
   }
-  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
-    if (server == nullptr) continue;
-    if (auto* health = server->GetHealthCheckService(); health != nullptr) {
-      health->SetServingStatus(false);
-    }
+  if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(false);
   }
   listener_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
-  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace convoy

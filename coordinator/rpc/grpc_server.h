@@ -51,11 +51,6 @@ class GrpcServer {
                                                      RpcObserver* rpc_observer = nullptr);
   ~GrpcServer();
 
-  // Also serves grpc.health.v1 alone, in plain text, on `listen` (HOST:PORT): for probes
-  // that cannot speak TLS (Kubernetes' grpc probes). Its status follows the main server's.
-  // Call once, after Start, from the thread that owns this object.
-  Status ServeHealthPlaintext(const std::string& listen);
-
   int port() const { return listener_->port(); }
   uint64_t shed_connections() const { return listener_->shed(); }
   // Stops accepting, then shuts the server down (calls in flight get `grace_ms`).
@@ -71,8 +66,6 @@ class GrpcServer {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<grpc::CallbackGenericService> health_generic_;  // ServeHealthPlaintext
-  std::unique_ptr<grpc::Server> health_server_;
   bool shut_down_ = false;
   // With tokens: every Authorizer::kRevocationCheckMs, the open streams of revoked tokens
   // are closed (Authorizer::CloseRevokedStreams).

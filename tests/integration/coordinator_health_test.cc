@@ -8,8 +8,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "coordinator/rpc/grpc_server.h"
-#include "tests/support/memory_job_store.h"
+#include "coordinator/rpc/health_server.h"
+#include "coordinator/rpc/listener.h"
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
@@ -17,13 +17,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Health.Check for the whole server (service ""): the raw HealthCheckResponse bytes.
-grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, std::string* response) {
+// Health.Check for `service` ("": the whole server): the raw HealthCheckResponse bytes.
+grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, std::string* response,
+                   const std::string& service = "") {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-  grpc::Slice nothing("", 0);
-  grpc::ByteBuffer request(&nothing, 1);  // HealthCheckRequest{service: ""}
+  // HealthCheckRequest{service}: field 1, length-delimited (empty: no bytes at all).
+  const std::string body =
+      service.empty() ? "" : std::string("\x0a") + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(body.data(), body.size());
+  grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer reply;
   grpc::Status status;
   std::mutex mu;
@@ -66,28 +70,35 @@ TEST(CoordinatorHealth, ServingWithoutCredentialsOverTls) {
   EXPECT_EQ(response, std::string("\x08\x01", 2));
 }
 
-// --health-listen: the same answer in plain text (Kubernetes' grpc probes cannot speak TLS),
-// and nothing else there: the coordinator's own services are not on that port.
-TEST(CoordinatorHealth, PlainTextHealthPortFollowsTheServer) {
-  SystemClock clock;
-  MemoryJobStore store;
-  Coordinator coordinator(clock, store, CoordinatorOptions());
-  ASSERT_TRUE(coordinator.Start().ok());
-  auto server = GrpcServer::Start(coordinator, "127.0.0.1:0", InsecureForTests());
-  ASSERT_TRUE(server.ok()) << server.status().message();
+const std::string kServing("\x08\x01", 2);
+const std::string kNotServing("\x08\x02", 2);
+
+// --health-listen: health in plain text (Kubernetes' grpc probes cannot speak TLS), and
+// nothing else there: the coordinator's own services are not on that port. Service "" says
+// the process is up (liveness); "leader" says it leads and serves (readiness), so that a
+// Service over an etcd group's coordinators routes to the leader alone.
+TEST(CoordinatorHealth, PlainTextHealthPortSaysAliveAndWhetherLeading) {
   int port = 0;
   {
     auto l = Listener::Bind("127.0.0.1:0");  // a free port for the health server
     ASSERT_TRUE(l.ok());
     port = (*l)->port();
   }
-  const std::string health = "127.0.0.1:" + std::to_string(port);
-  ASSERT_TRUE((*server)->ServeHealthPlaintext(health).ok());
-  auto channel = grpc::CreateChannel(health, grpc::InsecureChannelCredentials());
+  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  auto server = HealthServer::Start(listen);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto channel = grpc::CreateChannel(listen, grpc::InsecureChannelCredentials());
   std::string response;
   grpc::Status st = Check(channel, &response);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(response, std::string("\x08\x01", 2));
+  EXPECT_EQ(response, kServing);
+  ASSERT_TRUE(Check(channel, &response, HealthServer::kLeaderService).ok());
+  EXPECT_EQ(response, kNotServing);  // a follower, waiting
+  (*server)->SetLeading(true);
+  ASSERT_TRUE(Check(channel, &response, HealthServer::kLeaderService).ok());
+  EXPECT_EQ(response, kServing);
+  EXPECT_EQ(Check(channel, &response, "convoy.v1.JobService").error_code(),
+            grpc::StatusCode::NOT_FOUND);
 
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
@@ -109,7 +120,26 @@ TEST(CoordinatorHealth, PlainTextHealthPortFollowsTheServer) {
 
   (*server)->Shutdown();
   EXPECT_FALSE(Check(channel, &response).ok());
-  coordinator.Stop();
+}
+
+// A coordinator with --health-listen on SQLite leads its cluster once it serves.
+TEST(CoordinatorHealth, ASqliteCoordinatorIsLeaderOnItsHealthPort) {
+  int port = 0;
+  {
+    auto l = Listener::Bind("127.0.0.1:0");
+    ASSERT_TRUE(l.ok());
+    port = (*l)->port();
+  }
+  auto options = testing::TestCluster::DefaultOptions();
+  options.flags.health_listen = "127.0.0.1:" + std::to_string(port);
+  testing::TestCluster cluster(options);
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  std::string response;
+  ASSERT_TRUE(Check(channel, &response, HealthServer::kLeaderService).ok());
+  EXPECT_EQ(response, kServing);
+  cluster.StopCoordinator();
+  EXPECT_FALSE(Check(channel, &response).ok());
 }
 
 }  // namespace
