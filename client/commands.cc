@@ -23,6 +23,7 @@
 #include "client/top.h"
 #include "client/watch.h"
 #include "common/code_archive.h"
+#include "common/coordinator_list.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "convoy/v1/auth.grpc.pb.h"
@@ -157,12 +158,17 @@ CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure
       creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(config.token));
     }
   }
-  // Several coordinators (one leads): the channel finds the one that serves.
-  c.redial = [target, creds, args] {
-    auto resolved = CoordinatorTarget(target);
-    grpc::ChannelArguments own = args;
-    own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    return grpc::CreateCustomChannel(resolved.ok() ? *resolved : target, creds, own);
+  // Several coordinators (one leads; followers do not listen): the first, from the last one
+  // that answered, that accepts a connection, each dialled by its own name (CoordinatorList).
+  auto coordinators = std::make_shared<CoordinatorList>(target);
+  c.redial = [coordinators, creds, args] {
+    return coordinators->Connect(
+        [&](const std::string& one) {
+          grpc::ChannelArguments own = args;
+          if (coordinators->size() > 1) own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+          return grpc::CreateCustomChannel(one, creds, own);
+        },
+        5000);
   };
   c.channel = c.redial();
   c.stub = v1::JobService::NewStub(c.channel);

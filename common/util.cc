@@ -167,32 +167,4 @@ StatusOr<std::string> CheckCoordinators(const std::string& coordinators, const s
   return chosen;
 }
 
-StatusOr<std::string> CoordinatorTarget(const std::string& coordinators) {
-  if (coordinators.find(',') == std::string::npos) return coordinators;
-  auto parts = ParseHostPortList(coordinators, "--coordinator");
-  if (!parts.ok()) return parts.status();
-  std::string target = "ipv4:";
-  for (const auto& [host, port] : *parts) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-      return Status::InvalidArgument("--coordinator: " + host +
-                                     " does not resolve to an IPv4 address");
-    }
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      char ip[INET_ADDRSTRLEN];
-      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-      if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) == nullptr) continue;
-      const std::string addr = std::string(ip) + ":" + std::to_string(port);
-      if (target.find(addr) == std::string::npos) {
-        target += (target.size() > 5 ? "," : "") + addr;
-      }
-    }
-    freeaddrinfo(found);
-  }
-  return target;
-}
-
 }  // namespace convoy

@@ -19,14 +19,6 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
 StatusOr<std::vector<std::pair<std::string, int>>> ParseHostPortList(const std::string& text,
                                                                      const std::string& flag);
 
-// The gRPC target for --coordinator / CONVOY_COORDINATOR: "HOST:PORT" as it is; several,
-// "A:7070,B:7070" (coordinators on one etcd, one of them leader: README "High
-// availability"), as "ipv4:IP:PORT,IP:PORT,..." with each name resolved now, so that the
-// channel connects to whichever of them serves (followers do not listen) and, when that one
-// goes, to the next leader. A part that is not HOST:PORT, or a name that does not resolve,
-// is an error naming it.
-StatusOr<std::string> CoordinatorTarget(const std::string& coordinators);
-
 // The HOST:PORT parts of --coordinator ("A:7070" or "A:7070,B:7070"), each checked as
 // ParseHostPort does (the error names `flag`); and of them the host that decides whether
 // plain text is allowed: the first that is not loopback, else the first.

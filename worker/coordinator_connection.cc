@@ -31,7 +31,7 @@ constexpr auto kHealthyStream = std::chrono::seconds(5);
 
 CoordinatorConnection::CoordinatorConnection(const std::string& target,
                                              WorkerCredentials* credentials)
-    : target_(target), credentials_(credentials) {
+    : coordinators_(target), credentials_(credentials) {
   Dial();
 }
 
@@ -50,14 +50,11 @@ void CoordinatorConnection::Dial() {
   args.SetMaxReceiveMessageSize(16 * 1024 * 1024);
   args.SetMaxSendMessageSize(16 * 1024 * 1024);
   // Several coordinators: subchannels of this channel's own (Run dials afresh each attempt).
-  if (target_.find(',') != std::string::npos) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (coordinators_.size() > 1) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> creds = credentials_ != nullptr
                                                         ? credentials_->Current(&generation_)
                                                         : grpc::InsecureChannelCredentials();
-  // Several coordinators (one leads): resolved at each dial, so that a name's addresses follow
-  // the cluster; a target that cannot be resolved is dialled as it is and fails (retried).
-  auto target = CoordinatorTarget(target_);
-  channel_ = grpc::CreateCustomChannel(target.ok() ? *target : target_, creds, args);
+  channel_ = grpc::CreateCustomChannel(coordinators_.current(), creds, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 
@@ -101,13 +98,21 @@ void CoordinatorConnection::Run() {
     // A renewed certificate is used from the next connection on.
     uint64_t generation = generation_;
     if (credentials_ != nullptr) credentials_->Current(&generation);
-    // With several coordinators (one leads), a fresh channel per attempt: the old one's
-    // backoff towards the addresses that refused it (followers do not listen) would
-    // otherwise hold off the new leader for up to kMaxBackoffMs after a failover.
-    if (generation != generation_ || target_.find(',') != std::string::npos) Dial();
+    // With several coordinators (one leads), a fresh channel per attempt, to the one whose
+    // turn it is.
+    if (generation != generation_ || coordinators_.size() > 1) Dial();
     Serve();
     if (stopping_) break;
-    if (std::chrono::steady_clock::now() - began > kHealthyStream) backoff_ms = kInitialBackoffMs;
+    if (std::chrono::steady_clock::now() - began > kHealthyStream) {
+      backoff_ms = kInitialBackoffMs;
+      coordinators_.MarkGood();
+    }
+    // The next coordinator at once while some of this round are untried (a follower refuses
+    // at once); a little jitter spreads 10,000 workers over the next one.
+    if (coordinators_.size() > 1 && !coordinators_.Next()) {
+      SleepMs(static_cast<int>(rng() % 100));
+      continue;
+    }
     // Full jitter over the upper half: workers that lost the same coordinator do not all
     // come back in the same millisecond.
     const int sleep_ms = backoff_ms / 2 + static_cast<int>(rng() % (backoff_ms / 2 + 1));
@@ -168,8 +173,9 @@ void CoordinatorConnection::Serve() {
           }
         }
       });
-      spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)", target_,
-                   reg.register_().attempts_size());
+      coordinators_.MarkGood();
+      spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)",
+                   coordinators_.current(), reg.register_().attempts_size());
       const auto& stale = msg.register_ack().stale_snapshot_keys();
       supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms(),
                                std::vector<std::string>(stale.begin(), stale.end()));
@@ -184,7 +190,7 @@ void CoordinatorConnection::Serve() {
       }
     } else {
       spdlog::error("the coordinator at {} answered Register with message case {}, not an ack",
-                    target_, static_cast<int>(msg.msg_case()));
+                    coordinators_.current(), static_cast<int>(msg.msg_case()));
     }
   }
   const bool was_registered = [&] {
@@ -206,12 +212,12 @@ void CoordinatorConnection::Serve() {
   if (stopping_) return;
   if (was_registered) {
     failures_ = 0;
-    spdlog::warn("lost the coordinator at {}: {}; reconnecting", target_,
+    spdlog::warn("lost the coordinator at {}: {}; reconnecting", coordinators_.current(),
                  st.ok() ? "stream closed" : st.error_message());
   } else {
     // The first failure in a row is a warning, the retries that follow are debug noise.
     spdlog::log(failures_++ == 0 ? spdlog::level::warn : spdlog::level::debug,
-                "cannot register with the coordinator at {}: {}", target_,
+                "cannot register with the coordinator at {}: {}", coordinators_.current(),
                 st.ok() ? "stream closed" : st.error_message());
   }
 }

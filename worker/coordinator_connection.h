@@ -1,7 +1,9 @@
 // The worker's one long-lived stream to the coordinator (WorkerService.Connect): dials,
 // registers with the supervisor's state (Register is the first message of every stream),
 // forwards coordinator messages to the supervisor, and reconnects forever with exponential
-// backoff (0.5 s doubling to 10 s, with jitter) until Shutdown.
+// backoff (0.5 s doubling to 10 s, with jitter) until Shutdown. Given several coordinators
+// (one leads; followers do not listen), it tries the next one at once after a failure, and
+// backs off only when every one has failed in a row.
 //
 // Threading: Run occupies the calling thread (the "connection thread"), which also reads
 // the stream. Send may be called from any thread (the supervisor's, with its lock held): it
@@ -20,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "common/coordinator_list.h"
 #include "common/mutex.h"
 #include "convoy/v1/worker.grpc.pb.h"
 #include "worker/credentials.h"
@@ -29,8 +32,9 @@ namespace convoy {
 
 class CoordinatorConnection : public Outbox {
  public:
-  // `target` is HOST:PORT. `credentials`: TLS (mutual, with the worker's certificate);
-  // null: plain text (--insecure, tests). Not owned; must outlive this.
+  // `target` is HOST:PORT, or several (a group on etcd: CoordinatorList). `credentials`: TLS
+  // (mutual, with the worker's certificate); null: plain text (--insecure, tests). Not owned; must
+  // outlive this.
   explicit CoordinatorConnection(const std::string& target,
                                  WorkerCredentials* credentials = nullptr);
 
@@ -56,7 +60,7 @@ class CoordinatorConnection : public Outbox {
   // Sleeps up to `ms`, less when Shutdown is called.
   void SleepMs(int ms);
 
-  const std::string target_;
+  CoordinatorList coordinators_;
   WorkerCredentials* const credentials_;
   uint64_t generation_ = 0;  // of the credentials channel_ was made with
   std::shared_ptr<grpc::Channel> channel_;

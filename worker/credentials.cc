@@ -290,6 +290,7 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   int backoff_ms = 500;
   for (;;) {
+    const std::string target = coordinators_.current();
     // 1. The CA, trusted by its fingerprint alone.
     grpc::experimental::TlsChannelCredentialsOptions unverified;
     unverified.set_verify_server_certs(false);
@@ -297,7 +298,7 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
     unverified.set_certificate_verifier(
         std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
     auto probe = v1::JoinService::NewStub(
-        grpc::CreateChannel(options_.coordinator, grpc::experimental::TlsCredentials(unverified)));
+        grpc::CreateChannel(target, grpc::experimental::TlsCredentials(unverified)));
     grpc::ClientContext info_ctx;
     info_ctx.set_deadline(Deadline(10));
     v1::ClusterInfo info;
@@ -319,7 +320,7 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
       ssl.pem_root_certs = info.ca_pem();
       auto creds = grpc::CompositeChannelCredentials(
           grpc::SslCredentials(ssl), grpc::AccessTokenCredentials(options_.join_token));
-      auto stub = v1::JoinService::NewStub(grpc::CreateChannel(options_.coordinator, creds));
+      auto stub = v1::JoinService::NewStub(grpc::CreateChannel(target, creds));
       grpc::ClientContext ctx;
       ctx.set_deadline(Deadline(10));
       v1::JoinRequest req;
@@ -337,6 +338,7 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
         }
         CONVOY_RETURN_IF_ERROR(Store(*key, resp.cert_pem(), info.ca_pem()));
         Use(*key, resp.cert_pem(), info.ca_pem());
+        coordinators_.MarkGood();
         spdlog::info("joined the cluster (CA {}): certificate for '{}' valid until {}", *actual,
                      options_.name, Expiry(resp.not_after_unix_s(), clock_.NowUnixMs() / 1000));
         return Status::Ok();
@@ -355,6 +357,8 @@ Status WorkerCredentials::Join(int64_t deadline_ms) {
     if (std::chrono::steady_clock::now() >= give_up) {
       return Status::Unavailable("cannot join: " + st.error_message());
     }
+    // Several coordinators: the next one at once until every one has failed in a row.
+    if (coordinators_.size() > 1 && !coordinators_.Next()) continue;
     spdlog::warn("cannot reach the coordinator to join ({}); retrying", st.error_message());
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, 10000);
@@ -378,14 +382,20 @@ Status WorkerCredentials::MaybeRenew() {
   if (!new_key.ok()) return new_key.status();
   auto csr = NewCertificateRequest(*new_key, options_.name);
   if (!csr.ok()) return csr.status();
-  auto stub =
-      v1::JoinService::NewStub(grpc::CreateChannel(options_.coordinator, Mutual(key, cert, ca)));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(10));
   v1::RenewRequest req;
   req.set_csr_pem(*csr);
   v1::JoinResponse resp;
-  grpc::Status st = stub->Renew(&ctx, req, &resp);
+  grpc::Status st;
+  // Every coordinator in turn while none answers (a follower does not listen).
+  for (size_t i = 0; i < coordinators_.size(); ++i) {
+    auto stub = v1::JoinService::NewStub(
+        grpc::CreateChannel(coordinators_.current(), Mutual(key, cert, ca)));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(10));
+    st = stub->Renew(&ctx, req, &resp);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    coordinators_.Next();
+  }
   if (!st.ok()) {
     const int64_t left = info.not_after_s - now_s;
     if (left < 3600) {

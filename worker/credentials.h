@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/coordinator_list.h"
 #include "common/mutex.h"
 #include "common/pki.h"
 #include "common/status.h"
@@ -31,7 +32,7 @@
 namespace convoy {
 
 struct CredentialOptions {
-  std::string coordinator;  // HOST:PORT
+  std::string coordinator;  // HOST:PORT, or several (CoordinatorList)
   std::string name;         // the worker's name: the certificate's common name
   std::string work_dir;
   bool insecure = false;
@@ -84,13 +85,15 @@ class WorkerCredentials {
 
  private:
   WorkerCredentials(const CredentialOptions& options, const Clock& clock)
-      : options_(options), clock_(clock) {}
+      : options_(options), coordinators_(options.coordinator), clock_(clock) {}
   Status LoadStored();
   Status Join(int64_t deadline_ms);
   Status Store(const std::string& key, const std::string& cert, const std::string& ca);
   void Use(const std::string& key, const std::string& cert, const std::string& ca);
 
   const CredentialOptions options_;
+  // Join and Renew try each coordinator in turn (a group on etcd: one leads).
+  CoordinatorList coordinators_;
   const Clock& clock_;
   bool renewable_ = false;  // joined (not --tls-cert, not --insecure)
   Mutex mu_;

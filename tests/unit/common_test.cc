@@ -6,6 +6,7 @@
 
 #include <csignal>
 
+#include "common/coordinator_list.h"
 #include "common/proc_stat.h"
 #include "common/util.h"
 #include "spec/trainer_argv.h"
@@ -39,9 +40,8 @@ TEST(ParseHostPortTest, GoodAndBad) {
 }
 
 // --coordinator A:7070,B:7070 (coordinators on one etcd, one of them leader): every part is
-// checked, plain text is judged by a host that is not loopback if any, and the channel gets
-// every address.
-TEST(CoordinatorListTest, EveryPartCheckedAndEveryAddressDialled) {
+// checked, and plain text is judged by a host that is not loopback if any.
+TEST(CoordinatorListTest, EveryPartIsChecked) {
   auto one = CheckCoordinators("127.0.0.1:7070", "--coordinator");
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(*one, "127.0.0.1");
@@ -53,10 +53,31 @@ TEST(CoordinatorListTest, EveryPartCheckedAndEveryAddressDialled) {
     EXPECT_FALSE(st.ok()) << bad;
     EXPECT_NE(st.status().message().find("--coordinator"), std::string::npos) << bad;
   }
-  EXPECT_EQ(*CoordinatorTarget("coord.example:7070"), "coord.example:7070");  // as it is
-  EXPECT_EQ(*CoordinatorTarget("127.0.0.1:7070,localhost:7071,127.0.0.1:7070"),
-            "ipv4:127.0.0.1:7070,127.0.0.1:7071");
-  EXPECT_FALSE(CoordinatorTarget("127.0.0.1:7070,no-such-host.invalid:7071").ok());
+}
+
+// Each coordinator is dialled by its own name (TLS checks it against that name): after a
+// failure the next one at once, and the caller's backoff only once every one has failed in a
+// row since the last that answered.
+TEST(CoordinatorListTest, TriesEachInTurnAndBacksOffOnlyAfterAFullRound) {
+  CoordinatorList one("coord.example:7070");
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_EQ(one.current(), "coord.example:7070");  // as it is (DNS: all of its addresses)
+  EXPECT_TRUE(one.Next());                         // nothing else to try: back off
+  EXPECT_EQ(one.current(), "coord.example:7070");
+
+  CoordinatorList three("a:1,b:2,c:3");
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three.current(), "a:1");
+  EXPECT_FALSE(three.Next());
+  EXPECT_EQ(three.current(), "b:2");
+  EXPECT_FALSE(three.Next());
+  EXPECT_EQ(three.current(), "c:3");
+  three.MarkGood();  // c answered, then went away: a new round from c
+  EXPECT_FALSE(three.Next());
+  EXPECT_EQ(three.current(), "a:1");
+  EXPECT_FALSE(three.Next());
+  EXPECT_TRUE(three.Next());  // a, b and c failed in a row
+  EXPECT_EQ(three.current(), "c:3");
 }
 
 TEST(ProcStatTest, SelfIsRunning) {
