@@ -9,8 +9,11 @@
 #include <string>
 
 #include "common/util.h"
+#include "coordinator/server/coordinator_server.h"
 #include "coordinator/store/cluster_id.h"
 #include "coordinator/store/cluster_pki.h"
+#include "coordinator/store/etcd_job_store.h"
+#include "coordinator/store/etcd_token_backend.h"
 #include "coordinator/store/token_store.h"
 
 namespace convoy {
@@ -88,9 +91,35 @@ int Init(const CoordinatorFlags& f) {
   return 0;
 }
 
+// The tokens where the coordinator keeps them: <state-dir>/tokens.db, or etcd (`etcd` is kept
+// for the store's life).
+StatusOr<std::unique_ptr<TokenStore>> OpenTokens(const CoordinatorFlags& f,
+                                                 std::unique_ptr<EtcdClient>* etcd) {
+  if (f.store == "sqlite") {
+    if (!MakeStateDir(f.state_dir)) return Status::Unavailable("no --state-dir");
+    return TokenStore::Open(f.state_dir + "/tokens.db");
+  }
+  auto options = EtcdOptionsFromFlags(f);
+  if (!options.ok()) return options.status();
+  auto client = EtcdClient::Create(*options);
+  if (!client.ok()) return client.status();
+  *etcd = std::move(*client);
+  // Tokens belong to a cluster: on a prefix where no coordinator has run yet, the cluster's id
+  // is made now (as `init` makes it in --state-dir), and said, so that a mistyped prefix shows.
+  // A prefix that another program uses is refused.
+  bool made = false;
+  auto id = LoadOrMakeEtcdClusterId(**etcd, f.etcd_prefix, RandomHexId(), &made);
+  if (!id.ok()) return id.status();
+  if (made) {
+    std::fprintf(stderr, "made the cluster id %s at %scluster-id (a new cluster)\n", id->c_str(),
+                 f.etcd_prefix.c_str());
+  }
+  return TokenStore::Open(MakeEtcdTokenBackend(**etcd, f.etcd_prefix));
+}
+
 int Token(const CoordinatorFlags& f) {
-  if (!MakeStateDir(f.state_dir)) return 1;
-  auto store = TokenStore::Open(f.state_dir + "/tokens.db");
+  std::unique_ptr<EtcdClient> etcd;
+  auto store = OpenTokens(f, &etcd);
   if (!store.ok()) {
     std::fprintf(stderr, "convoy-coordinator token: %s\n", store.status().message().c_str());
     return 1;
@@ -147,8 +176,9 @@ int Token(const CoordinatorFlags& f) {
     std::fprintf(stderr, "convoy-coordinator token revoke: %s\n", n.status().message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "revoked %d token(s); the coordinator refuses them from its next call\n",
-               *n);
+  std::fprintf(
+      stderr, "revoked %d token(s); the coordinator refuses them %s\n", *n,
+      etcd ? "within a second (it reads etcd's tokens every second)" : "from its next call");
   return 0;
 }
 

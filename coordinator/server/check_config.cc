@@ -8,6 +8,7 @@
 #include "common/config_file.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "coordinator/server/coordinator_server.h"
 #include "coordinator/store/cluster_pki.h"
 #include "coordinator/store/etcd_client.h"
 
@@ -23,11 +24,10 @@ void CheckEtcdStore(const CoordinatorFlags& flags, std::vector<std::string>* not
   if (!endpoints.ok()) return;  // the parse said so
   int reached = 0;
   for (const std::string& endpoint : *endpoints) {
-    EtcdOptions options;
+    auto from_flags = EtcdOptionsFromFlags(flags);
+    if (!from_flags.ok()) return;  // the parse said so
+    EtcdOptions options = *from_flags;
     options.endpoints = {endpoint};
-    options.ca_file = flags.etcd_ca;
-    options.cert_file = flags.etcd_cert;
-    options.key_file = flags.etcd_key;
     options.call_timeout_ms = 3000;
     auto client = EtcdClient::Create(options);
     if (!client.ok()) {

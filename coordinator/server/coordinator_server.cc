@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/pki.h"
 #include "common/util.h"
+#include "coordinator/rpc/health_server.h"
 #include "coordinator/rpc/metrics_exporter.h"
 #include "coordinator/sched/priority_scheduler.h"
 #include "coordinator/sched/scheduler.h"
@@ -15,11 +17,23 @@
 #include "coordinator/store/code_store.h"
 #include "coordinator/store/etcd_client.h"
 #include "coordinator/store/etcd_job_store.h"
+#include "coordinator/store/etcd_token_backend.h"
 #include "coordinator/store/leader_election.h"
 #include "coordinator/store/sqlite_job_store.h"
 #include "coordinator/store/token_store.h"
 
 namespace convoy {
+
+StatusOr<EtcdOptions> EtcdOptionsFromFlags(const CoordinatorFlags& flags) {
+  auto endpoints = ParseEtcdUrl("--store", flags.store);
+  if (!endpoints.ok()) return endpoints.status();
+  EtcdOptions options;
+  options.endpoints = *endpoints;
+  options.ca_file = flags.etcd_ca;
+  options.cert_file = flags.etcd_cert;
+  options.key_file = flags.etcd_key;
+  return options;
+}
 
 StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     const CoordinatorFlags& flags, Deps deps) {
@@ -34,6 +48,15 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   if (ec) return Status::Internal("--state-dir " + flags.state_dir + ": " + ec.message());
   chmod(flags.state_dir.c_str(), 0700);  // tokens' hashes, the CA's key, every job's spec
   db_path_ = flags.state_dir + "/convoy.db";
+  // First: probes see the process alive (service "") while it waits for etcd or, a follower,
+  // to lead; ready ("leader") once it serves.
+  if (!flags.health_listen.empty()) {
+    auto health = HealthServer::Start(flags.health_listen);
+    if (!health.ok()) return health.status();
+    health_ = std::move(*health);
+    spdlog::info("serving grpc.health.v1 in plain text on {} (service \"{}\": leading)",
+                 flags.health_listen, HealthServer::kLeaderService);
+  }
   if (flags.store == "sqlite") {
     bool made_cluster_id = false;
     auto cluster_id = LoadOrMakeClusterId(flags.state_dir, &made_cluster_id);
@@ -42,12 +65,11 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     spdlog::info("cluster id {}{}", cluster_id_,
                  made_cluster_id ? " (made now: a new cluster)" : "");
   } else {
-    // Leads (or waits to) before anything else is opened: a follower serves nothing, so
-    // workers and clients that know every coordinator find the leader.
-    CONVOY_RETURN_IF_ERROR(OpenEtcd(flags, deps));
+    CONVOY_RETURN_IF_ERROR(ConnectEtcd(flags, deps));
   }
 
-  // Security first: a coordinator that cannot serve TLS must not start at all.
+  // Security first: a coordinator that cannot serve TLS must not start at all (a follower
+  // included: it finds out now, not when it is needed).
   ServerSecurity security;
   security.insecure = flags.insecure;
   if (!flags.insecure) {
@@ -58,6 +80,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     } else {
       auto hp = ParseHostPort(flags.listen, "--listen");
       if (!hp.ok()) return hp.status();
+      if (etcd_) CONVOY_RETURN_IF_ERROR(RefuseSecondCa(flags));
       pki =
           EnsureClusterPki(flags.state_dir + "/tls",
                            ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
@@ -68,7 +91,9 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
       spdlog::info("made the cluster CA in {}/tls (first start)", flags.state_dir);
     }
     spdlog::info("cluster CA fingerprint {}", pki_.ca_fingerprint);
-    auto tokens = TokenStore::Open(flags.state_dir + "/tokens.db");
+    if (etcd_) CONVOY_RETURN_IF_ERROR(CheckClusterCa(flags));
+    auto tokens = etcd_ ? TokenStore::Open(MakeEtcdTokenBackend(*etcd_, flags.etcd_prefix))
+                        : TokenStore::Open(flags.state_dir + "/tokens.db");
     if (!tokens.ok()) return tokens.status();
     tokens_ = std::move(*tokens);
     security.tokens = tokens_.get();
@@ -83,6 +108,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     security.auth.upload_bytes_per_day = flags.upload_bytes_per_day;
     security.auth.max_archives_per_user = flags.max_archives_per_user;
   }
+  if (etcd_) CONVOY_RETURN_IF_ERROR(Lead(flags, deps));
   security.auth.max_user_priority = flags.max_user_priority;
   if (deps.tune_auth) deps.tune_auth(&security.auth);
   if (store_ == nullptr) {
@@ -164,40 +190,32 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
                                   exporter_.get());
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
-  if (!flags.health_listen.empty()) {
-    if (Status h = server_->ServeHealthPlaintext(flags.health_listen); !h.ok()) return h;
-    spdlog::info("serving grpc.health.v1 in plain text on {}", flags.health_listen);
-  }
+  if (health_) health_->SetLeading(true);
   spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
                flags.insecure ? "PLAIN TEXT" : "TLS", db_path_);
   housekeeping_ = std::thread([this] { Housekeep(); });
   return Status::Ok();
 }
 
-Status CoordinatorServer::OpenEtcd(const CoordinatorFlags& flags, const Deps& deps) {
+Status CoordinatorServer::ConnectEtcd(const CoordinatorFlags& flags, const Deps& deps) {
   db_path_ = flags.store + " (prefix " + flags.etcd_prefix + ")";
-  EtcdOptions options;
-  auto endpoints = ParseEtcdUrl("--store", flags.store);
-  if (!endpoints.ok()) return endpoints.status();
-  options.endpoints = *endpoints;
-  options.ca_file = flags.etcd_ca;
-  options.cert_file = flags.etcd_cert;
-  options.key_file = flags.etcd_key;
-  auto client = EtcdClient::Create(options);
+  auto options = EtcdOptionsFromFlags(flags);
+  if (!options.ok()) return options.status();
+  auto client = EtcdClient::Create(*options);
   if (!client.ok()) return client.status();
   etcd_ = std::move(*client);
-  const std::function<bool()> never = [] { return false; };
-  const std::function<bool()>& stop = deps.stop_requested ? deps.stop_requested : never;
   // etcd may not be up yet (started together, or restarting): wait for it, as workers wait
   // for the coordinator.
   bool made = false;
   const std::string candidate = RandomHexId();
   auto cluster_id = LoadOrMakeEtcdClusterId(*etcd_, flags.etcd_prefix, candidate, &made);
-  for (std::string said; cluster_id.status().code() == StatusCode::kUnavailable && !stop();) {
+  for (std::string said;
+       cluster_id.status().code() == StatusCode::kUnavailable && !Stopping(deps);) {
     if (cluster_id.status().message() != said) {
       said = cluster_id.status().message();
       spdlog::warn("waiting for etcd: {}", said);
     }
+    if (deps.waiting) deps.waiting("waiting for etcd");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     cluster_id = LoadOrMakeEtcdClusterId(*etcd_, flags.etcd_prefix, candidate, &made);
   }
@@ -205,11 +223,56 @@ Status CoordinatorServer::OpenEtcd(const CoordinatorFlags& flags, const Deps& de
   cluster_id_ = *cluster_id;
   spdlog::info("cluster id {} (in etcd at {}cluster-id{})", cluster_id_, flags.etcd_prefix,
                made ? "; made now: a new cluster" : "");
+  return Status::Ok();
+}
+
+bool CoordinatorServer::Stopping(const Deps& deps) {
+  return deps.stop_requested && deps.stop_requested();
+}
+
+std::string CoordinatorServer::CaFingerprintKey(const CoordinatorFlags& flags) {
+  return flags.etcd_prefix + "ca-fingerprint";
+}
+
+Status CoordinatorServer::RefuseSecondCa(const CoordinatorFlags& flags) {
+  const std::string ca_file = flags.state_dir + "/tls/ca.crt";
+  if (std::filesystem::exists(ca_file)) return Status::Ok();  // CheckClusterCa compares it
+  auto recorded = etcd_->Get(CaFingerprintKey(flags));
+  if (recorded.status().code() == StatusCode::kNotFound) return Status::Ok();  // the first
+  if (!recorded.ok()) return recorded.status();
+  return Status::FailedPrecondition(
+      "TLS: this cluster's CA (fingerprint " + recorded->value() + ", recorded in etcd at " +
+      CaFingerprintKey(flags) + ") is not in " + flags.state_dir +
+      "/tls: copy ca.crt and ca.key there from a coordinator of this cluster (deploy/README.md "
+      "\"High availability on etcd\"); a second CA would make every worker's certificate "
+      "unknown to this coordinator");
+}
+
+Status CoordinatorServer::CheckClusterCa(const CoordinatorFlags& flags) {
+  auto recorded = etcd_->CreateIfAbsent(CaFingerprintKey(flags), pki_.ca_fingerprint);
+  if (!recorded.ok()) return recorded.status();
+  if (recorded->created) {
+    spdlog::info("recorded the cluster CA's fingerprint in etcd at {}", CaFingerprintKey(flags));
+    return Status::Ok();
+  }
+  if (FingerprintMatches(recorded->value, pki_.ca_fingerprint)) return Status::Ok();
+  return Status::FailedPrecondition(
+      "TLS: this coordinator's CA (" +
+      (flags.tls_ca.empty() ? flags.state_dir + "/tls/ca.crt" : "--tls-ca " + flags.tls_ca) +
+      ", fingerprint " + pki_.ca_fingerprint + ") is not this cluster's (fingerprint " +
+      recorded->value + ", recorded in etcd at " + CaFingerprintKey(flags) +
+      "): give every coordinator the same CA (deploy/README.md \"High availability on etcd\")");
+}
+
+Status CoordinatorServer::Lead(const CoordinatorFlags& flags, const Deps& deps) {
   LeaderElection::Options election;
   election.key = flags.etcd_prefix + "leader";
   election.value = flags.advertise_address.empty() ? flags.listen : flags.advertise_address;
   election_ = std::make_unique<LeaderElection>(*etcd_, election);
-  CONVOY_RETURN_IF_ERROR(election_->Campaign(stop));
+  CONVOY_RETURN_IF_ERROR(election_->Campaign([&deps] {
+    if (deps.waiting) deps.waiting("a follower: waiting to lead");
+    return Stopping(deps);
+  }));
   auto lost = deps.on_leadership_lost;
   election_->StartRenewal([lost](const std::string& why) {
     if (lost) {
@@ -254,6 +317,7 @@ void CoordinatorServer::Shutdown(int grace_ms) {
     housekeeping_cv_.notify_all();
     housekeeping_.join();
   }
+  if (health_) health_->Shutdown();
   if (server_) server_->Shutdown(grace_ms);
   if (coordinator_) coordinator_->Stop();
   if (tokens_) tokens_->Flush();

@@ -21,6 +21,7 @@
 #include "coordinator/rpc/grpc_server.h"
 #include "coordinator/server/flags.h"
 #include "coordinator/store/cluster_pki.h"
+#include "coordinator/store/etcd_client.h"
 
 namespace convoy {
 
@@ -33,6 +34,11 @@ class EtcdClient;
 class JobStore;
 class LeaderElection;
 class TokenStore;
+class HealthServer;
+
+// --store etcd://... and --etcd-ca/--etcd-cert/--etcd-key as the etcd client's options (the
+// daemon, --check-config and the token commands dial etcd alike).
+StatusOr<EtcdOptions> EtcdOptionsFromFlags(const CoordinatorFlags& flags);
 
 class CoordinatorServer {
  public:
@@ -49,6 +55,10 @@ class CoordinatorServer {
     // With an etcd store, a follower waits in Create until it leads; it gives up (an
     // UNAVAILABLE error) once this says so (main: SIGTERM or SIGINT pending).
     std::function<bool()> stop_requested;
+    // Called at each poll while Create waits (for etcd, or a follower to lead), with what it
+    // waits for: main tells systemd (ready, its status, and the watchdog), so that a
+    // follower is a started service, not one that failed to start.
+    std::function<void(const std::string& status)> waiting;
     // With an etcd store: the leadership was lost. Null: a critical log line and exit 1
     // (crash-only: systemd restarts the coordinator, which campaigns again as a follower).
     std::function<void(const std::string& why)> on_leadership_lost;
@@ -85,9 +95,22 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   Status Build(const CoordinatorFlags& flags, Deps deps);
-  // --store etcd://: the client, the cluster id kept in etcd, the campaign (blocking until
-  // this coordinator leads) and the fenced store.
-  Status OpenEtcd(const CoordinatorFlags& flags, const Deps& deps);
+  // --store etcd://, before anything else: the client and the cluster id kept in etcd
+  // (waiting for etcd while it is unreachable).
+  Status ConnectEtcd(const CoordinatorFlags& flags, const Deps& deps);
+  // --store etcd://, once TLS and the tokens are ready: the campaign (blocking until this
+  // coordinator leads; a follower serves nothing but --health-listen meanwhile, so that
+  // workers and clients that know every coordinator find the leader) and the fenced store.
+  Status Lead(const CoordinatorFlags& flags, const Deps& deps);
+  // The cluster CA is shared by every coordinator of an etcd group, never kept in etcd: only
+  // its fingerprint is (<prefix>ca-fingerprint, written by the first coordinator).
+  // RefuseSecondCa, before the PKI is loaded: a coordinator without <state-dir>/tls/ca.crt
+  // does not make a CA of its own once the cluster has one. CheckClusterCa, after: the CA
+  // loaded must be the cluster's.
+  Status RefuseSecondCa(const CoordinatorFlags& flags);
+  Status CheckClusterCa(const CoordinatorFlags& flags);
+  static std::string CaFingerprintKey(const CoordinatorFlags& flags);
+  static bool Stopping(const Deps& deps);
   // Every 10 s, tokens' last use is written; every 6th round, code archives that no kept job
   // names (stored over 10 minutes ago) are removed (CodeStore::Collect).
   void Housekeep();
@@ -105,6 +128,7 @@ class CoordinatorServer {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CodeStore> code_;
   std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<HealthServer> health_;  // --health-listen
   std::mutex housekeeping_mu_;
   std::condition_variable housekeeping_cv_;
   bool stopping_ = false;  // guarded by housekeeping_mu_

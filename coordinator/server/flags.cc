@@ -61,6 +61,14 @@ struct Subcommands {
   std::string state_dir, listen, advertise_address;
   std::vector<std::string> tls_sans;
   std::vector<CLI::Option*> state_dir_options;
+  // The token commands' --store and --etcd-* (tokens are in etcd with an etcd store): each
+  // option given, its value, and the serve flag it sets.
+  struct Copy {
+    CLI::Option* option;
+    std::unique_ptr<std::string> value;
+    std::string* to;
+  };
+  std::vector<Copy> store_copies;
   CLI::Option* listen_option = nullptr;
   CLI::Option* advertise_option = nullptr;
   CLI::Option* san_option = nullptr;
@@ -203,6 +211,19 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
                         "directory of the SQLite state and tls/ (default /var/lib/convoy, or "
                         "CONVOY_STATE_DIR)"));
   };
+  // Where the tokens are: SQLite in --state-dir, or etcd.
+  auto token_store = [subs, f](CLI::App* sub) {
+    auto add = [&](const char* name, std::string* to, const char* help) {
+      auto value = std::make_unique<std::string>();
+      CLI::Option* o = sub->add_option(name, *value, help);
+      subs->store_copies.push_back({o, std::move(value), to});
+    };
+    add("--store", &f->store, "sqlite (tokens in --state-dir) or etcd://HOST:PORT,... (in etcd)");
+    add("--etcd-ca", &f->etcd_ca, "PEM file: the CA of the etcd members' certificates");
+    add("--etcd-cert", &f->etcd_cert, "PEM file: an etcd client certificate");
+    add("--etcd-key", &f->etcd_key, "PEM file: the key of --etcd-cert");
+    add("--etcd-prefix", &f->etcd_prefix, "the etcd key prefix of the cluster");
+  };
   subs->init =
       app.add_subcommand("init", "make the cluster CA and print its fingerprint (idempotent)");
   state_dir(subs->init);
@@ -218,6 +239,7 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   token->require_subcommand(1);
   subs->create = token->add_subcommand("create", "make a token and print it (shown once)");
   state_dir(subs->create);
+  token_store(subs->create);
   subs->create->add_option("--user", f->token_user,
                            "who the token is for (not needed for --role worker)");
   subs->create->add_option("--role", f->token_role, "admin|user|viewer|worker (required)");
@@ -232,8 +254,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
                            "while a worker holds it (replacing that machine)");
   subs->list = token->add_subcommand("list", "tokens without their secrets");
   state_dir(subs->list);
+  token_store(subs->list);
   subs->revoke = token->add_subcommand("revoke", "revoke a token (by id) or every token of a user");
   state_dir(subs->revoke);
+  token_store(subs->revoke);
   subs->revoke->add_option("id_or_user", f->revoke, "token id or user")->required();
 }
 
@@ -321,13 +345,6 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
       problems.push_back(Status::InvalidArgument("--etcd-prefix: '" + f->etcd_prefix +
                                                  "' must start and end with '/' (/convoy/)"));
     }
-    // Tokens and the cluster CA are still kept in --state-dir (one coordinator's files): with
-    // several coordinators a token made on one would be unknown to the next leader.
-    if (!f->insecure) {
-      problems.push_back(Status::InvalidArgument(
-          "--store etcd: tokens are not kept in etcd yet (README \"High availability\"); run "
-          "the coordinators with --insecure on loopback until they are"));
-    }
   } else if (!f->etcd_ca.empty() || !f->etcd_cert.empty() || !f->etcd_key.empty()) {
     problems.push_back(
         Status::InvalidArgument("--etcd-ca/--etcd-cert/--etcd-key need --store etcd://..."));
@@ -362,6 +379,9 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   if (subs.create->parsed()) f->command = "token create";
   if (subs.list->parsed()) f->command = "token list";
   if (subs.revoke->parsed()) f->command = "token revoke";
+  for (const Subcommands::Copy& c : subs.store_copies) {
+    if (c.option->count() > 0) *c.to = *c.value;
+  }
   for (const CLI::Option* o : subs.state_dir_options) {
     if (o->count() > 0) f->state_dir = subs.state_dir;
   }

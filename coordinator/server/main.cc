@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
   };
   CoordinatorServer::Deps deps;
   deps.stop_requested = stop_requested;
+  std::string waiting_for;
+  deps.waiting = [&waiting_for](const std::string& status) {
+    if (status != waiting_for) NotifyReady(status);
+    waiting_for = status;
+    NotifyWatchdog();
+  };
   auto server = CoordinatorServer::Create(flags, std::move(deps));
   if (!server.ok() && stop_requested()) {
     spdlog::info("stopped before leading ({})", server.status().message());

@@ -21,9 +21,11 @@ from etcd_members import ETCD, EtcdMembers  # noqa: E402
 
 class HACluster(Cluster):
     """Cluster with coordinators c1 and c2 on --store etcd://; the workers and the CLI are
-    given both addresses."""
+    given both addresses. Secure (the default deployment): `init` makes the cluster CA in
+    state/, which the operator copies to every coordinator's state dir; tokens are made in
+    etcd (`token create --store etcd://...`)."""
 
-    def start_coordinator(self):
+    def ensure_etcd(self):
         if not hasattr(self, "etcd"):
             self.etcd = EtcdMembers(self.dir)
             # Coordinators dial a serving etcd (one started before its members were ready
@@ -31,14 +33,38 @@ class HACluster(Cluster):
             assert self.etcd.wait_healthy(), "etcd did not become healthy"
             self.ports = {"c1": free_port(), "c2": free_port()}
             self.target = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+
+    def admin(self, *args):
+        if args and args[0] == "token":
+            self.ensure_etcd()
+            args = (*args, "--store", self.etcd.url())
+        return super().admin(*args)
+
+    def start_coordinator(self):
+        self.ensure_etcd()
         for name in self.ports:
             self.start_one(name)
 
-    def start_one(self, name):
+    def state_dir(self, name):
+        return os.path.join(self.dir, "state-" + name)
+
+    def copy_cluster_ca(self, name):
+        """What the operator does (deploy/README.md): the same CA on every coordinator."""
+        tls = os.path.join(self.state_dir(name), "tls")
+        os.makedirs(tls, mode=0o700, exist_ok=True)
+        for f in ("ca.crt", "ca.key"):
+            shutil.copy2(os.path.join(self.dir, "state", "tls", f), os.path.join(tls, f))
+
+    def start_one(self, name, port=None):
+        if self.secure:
+            self.copy_cluster_ca(name)
+        return self.spawn_coordinator(name, port or self.ports[name])
+
+    def spawn_coordinator(self, name, port):
         return self._spawn(name, [
-            os.path.join(BIN, "convoy-coordinator"), "--listen",
-            f"127.0.0.1:{self.ports[name]}", "--state-dir", os.path.join(self.dir, "state-" + name),
-            "--store", self.etcd.url(), "--insecure", "--worker-timeout",
+            os.path.join(BIN, "convoy-coordinator"), "--listen", f"127.0.0.1:{port}",
+            "--state-dir", self.state_dir(name), "--store", self.etcd.url(),
+            *([] if self.secure else ["--insecure"]), "--worker-timeout",
             str(self.worker_timeout), "--kill-grace-ms", str(self.kill_grace_ms)])
 
     def leader(self):
@@ -112,8 +138,7 @@ def test_leader_kill_follower_takes_over_and_the_running_job_finishes(ha_cluster
 
 
 def test_store_flags_are_checked_naming_the_flag(tmp_path):
-    """--store etcd://... is checked before anything starts; an etcd store needs --insecure
-    until tokens are kept in etcd too (README "High availability")."""
+    """--store etcd://... is checked before anything starts."""
     base = [os.path.join(BIN, "convoy-coordinator"), "--state-dir", str(tmp_path / "state"),
             "--listen", f"127.0.0.1:{free_port()}"]
     cases = [
@@ -122,7 +147,6 @@ def test_store_flags_are_checked_naming_the_flag(tmp_path):
         (["--store", "mysql://x:1", "--insecure"], "--store: expected etcd://HOST:PORT"),
         (["--store", "etcd://127.0.0.1:2379", "--insecure", "--etcd-prefix", "convoy"],
          "--etcd-prefix: 'convoy' must start and end with '/'"),
-        (["--store", "etcd://127.0.0.1:2379"], "tokens are not kept in etcd yet"),
         (["--etcd-ca", "/x", "--insecure"], "--etcd-ca/--etcd-cert/--etcd-key need --store etcd"),
     ]
     for extra, message in cases:
@@ -178,3 +202,46 @@ def test_check_config_reaches_etcd_and_knows_whose_prefix_it_is(ha_cluster, tmp_
     r = subprocess.run(base + ["--etcd-prefix", "/fresh/"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and "is unused" in r.stdout, r.stdout + r.stderr
+
+
+def test_secure_group_shares_the_ca_and_the_tokens_across_a_failover(ha_cluster):
+    """The secure default on etcd: tokens (hashes) and worker certificate records live in
+    etcd, the CA is the operator's copy on every coordinator. Workers join and the CLI calls
+    over TLS through whichever coordinator leads; after a kill -9 of the leader the same
+    certificates and tokens work against the new one, a token made then works, and a revoked
+    one stops working. A coordinator without the cluster's CA refuses to start."""
+    c = ha_cluster(workers=2, secure=True)
+    leader = wait_for(c.leader, 30, "a leader")
+    follower = "c2" if leader == "c1" else "c1"
+    wait_for(lambda: "following 127.0.0.1:" in c.logs_of(follower), 30,
+             f"{follower} to say whom it follows")
+    job = c.submit({"name": "sleeper", "nodes": 2, "procs_per_node": 1,
+                    "command": ["sh", "-c", "sleep 12"]})
+    c.wait_state(job, "RUNNING", timeout=60)
+
+    c.signal(leader, signal.SIGKILL)
+    wait_for(lambda: c.leader() == follower, 30, f"{follower} to lead")
+    # The workers come back with the certificates the old leader issued (same CA).
+    wait_for(lambda: sum(w["state"] == "WORKER_READY" for w in c.workers()) == 2, 60,
+             "both workers back")
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=120)
+    assert st["state"] == "SUCCEEDED" and st["attempt"] == 0, st
+
+    viewer = c.make_token("viewer", user="vera")
+    assert job in c.cli("list", token=viewer).stdout
+    c.admin("token", "revoke", "vera")
+    wait_for(lambda: c.cli("list", token=viewer, check=False).returncode != 0, 15,
+             "the revoked token to be refused")
+    refused = c.cli("list", token=viewer, check=False)
+    assert "revoked" in refused.stderr, refused.stderr
+
+    # The old leader's state dir holds the cluster CA; a new coordinator without it refuses
+    # to make a second CA; one with another CA refuses to serve.
+    lone = c.spawn_coordinator("c3", free_port())
+    assert lone.wait(timeout=60) == 1
+    assert "is not in " + c.state_dir("c3") + "/tls" in c.logs_of("c3"), c.logs_of("c3")
+    subprocess.run([os.path.join(BIN, "convoy-coordinator"), "init", "--state-dir",
+                    c.state_dir("c4")], check=True, capture_output=True, timeout=30)
+    other = c.spawn_coordinator("c4", free_port())
+    assert other.wait(timeout=60) == 1
+    assert "is not this cluster's" in c.logs_of("c4"), c.logs_of("c4")
