@@ -7,6 +7,7 @@ bin/, /etc/convoy and /var/lib are under a temp dir, and the ports are free ones
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -16,6 +17,7 @@ import tempfile
 import time
 
 import pytest
+import yaml
 
 from deploy_util import BIN, DEPLOY, ROOT, free_port, run
 import systemd_unit
@@ -44,6 +46,74 @@ def test_systemd_analyze_verify(tmp_path):
     r = run(["systemd-analyze", "verify", "--man=no", *paths], cwd=tmp_path)
     # Any complaint (an unknown key is only a warning) fails the test.
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
+
+HA = os.path.join(UNITS, "ha")
+# Debian's etcd-server unit, which deploy/systemd/ha/etcd.service.d/ adjusts.
+ETCD_UNIT = "/lib/systemd/system/etcd.service"
+
+
+def test_ha_drop_ins_verify(tmp_path):
+    """deploy/systemd/ha's drop-ins, on the coordinator's unit and on Debian's etcd.service:
+    `systemd-analyze verify` accepts them (an unknown key is a complaint too)."""
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze is not installed")
+    with open(os.path.join(UNITS, "convoy-coordinator.service")) as f:
+        text = f.read().replace("/usr/bin/", BIN + "/")
+    (tmp_path / "convoy-coordinator.service").write_text(text)
+    paths = [str(tmp_path / "convoy-coordinator.service")]
+    if os.path.exists(ETCD_UNIT):
+        shutil.copy(ETCD_UNIT, tmp_path / "etcd.service")
+        paths.append(str(tmp_path / "etcd.service"))
+    for unit in ("convoy-coordinator.service", "etcd.service"):
+        shutil.copytree(os.path.join(HA, unit + ".d"), tmp_path / (unit + ".d"))
+    r = run(["systemd-analyze", "verify", "--man=no", *paths], cwd=tmp_path)
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    if not os.path.exists(ETCD_UNIT):
+        pytest.skip(f"{ETCD_UNIT} is not there (Debian's etcd-server): its drop-in not verified")
+
+
+def _env_file(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                out[key] = value
+    return out
+
+
+def test_ha_etcd_settings_and_coordinator_config_agree():
+    """deploy/systemd/ha/etcd.default.example names only settings etcd has (each ETCD_X is its
+    --x), is one member of the cluster it lists, with the request size Convoy needs and TLS on
+    both ports; coordinator.yaml.example names only keys the coordinator has and those
+    members' client URLs as its store."""
+    etcd = _env_file(os.path.join(HA, "etcd.default.example"))
+    if shutil.which("etcd"):
+        flags = set(re.findall(r"--([a-z0-9-]+)", run(["etcd", "--help"]).stdout))
+        for key in etcd:
+            assert key.startswith("ETCD_") and key[5:].lower().replace("_", "-") in flags, key
+    cluster = dict(m.split("=", 1) for m in etcd["ETCD_INITIAL_CLUSTER"].split(","))
+    assert len(cluster) == 3
+    assert cluster[etcd["ETCD_NAME"]] == etcd["ETCD_INITIAL_ADVERTISE_PEER_URLS"]
+    assert etcd["ETCD_INITIAL_CLUSTER_STATE"] == "new"
+    assert int(etcd["ETCD_MAX_REQUEST_BYTES"]) >= 8388608
+    assert etcd["ETCD_CLIENT_CERT_AUTH"] == "true" and etcd["ETCD_PEER_CLIENT_CERT_AUTH"] == "true"
+    for url in etcd["ETCD_LISTEN_CLIENT_URLS"].split(",") + [etcd["ETCD_LISTEN_PEER_URLS"]]:
+        assert url.startswith("https://"), url
+
+    with open(os.path.join(HA, "coordinator.yaml.example")) as f:
+        config = yaml.safe_load(f)
+    keys = set(re.findall(r"^\| `(\w+)`", run([os.path.join(BIN, "convoy-coordinator"),
+                                                "--print-config-keys"]).stdout, re.M))
+    assert keys and set(config) <= keys, set(config) - keys
+    # Each member's client URL is its peer URL's host on the client port.
+    members = sorted(u.replace("https://", "").replace(":2380", ":2379") for u in cluster.values())
+    assert etcd["ETCD_ADVERTISE_CLIENT_URLS"] == "https://" + members[0]
+    assert config["store"].startswith("etcd://")
+    assert sorted(config["store"][len("etcd://"):].split(",")) == members
+    assert all(config.get(k) for k in ("etcd_ca", "etcd_cert", "etcd_key"))
 
 
 def test_units_as_written_train_a_job():
