@@ -16,6 +16,7 @@
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
 #include "coordinator/rpc/auth.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
@@ -97,11 +98,19 @@ std::vector<std::string> EveryMethod() {
   return methods;
 }
 
-class CoordinatorAuthTest : public ::testing::Test {
+// On either store ("sqlite", "etcd": tokens, certificate records and jobs in etcd).
+class CoordinatorAuthTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (GetParam() == "etcd" && !testing::EtcdCluster::Available()) {
+      GTEST_SKIP() << "etcd is not installed (etcd-server)";
+    }
+  }
+  static bool Etcd() { return GetParam() == "etcd" && testing::EtcdCluster::Available(); }
   static testing::TestCluster::Options Secure() {
     auto o = testing::TestCluster::DefaultOptions();
     o.secure = true;
+    o.etcd = Etcd();
     o.flags.max_streams_per_token = 2;
     o.submit_burst = 3;
     o.flags.submits_per_minute = 1;
@@ -179,7 +188,7 @@ class CoordinatorAuthTest : public ::testing::Test {
   testing::TestCluster cluster_{Secure()};
 };
 
-TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
+TEST_P(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
   const std::vector<std::string> methods = EveryMethod();
   ASSERT_GE(methods.size(), 13u);
   // Every method has a rule: a new one without fails here (and is refused by default).
@@ -250,7 +259,7 @@ TEST_F(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
   EXPECT_EQ(ListWorkers(*as_admin).workers_size(), 0);
 }
 
-TEST_F(CoordinatorAuthTest, AWorkerIsTheNameInItsCertificate) {
+TEST_P(CoordinatorAuthTest, AWorkerIsTheNameInItsCertificate) {
   auto as_admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
   // w1's certificate registering as w2: refused, and no w2 appears.
   const KeyAndCert w1_cert = cluster_.WorkerCertificate("w1");
@@ -317,7 +326,7 @@ TEST_F(CoordinatorAuthTest, AWorkerIsTheNameInItsCertificate) {
   EXPECT_NE(job.state(), v1::FAILED) << job.message();
 }
 
-TEST_F(CoordinatorAuthTest, JoinTokensBuyWorkerCertificatesOnce) {
+TEST_P(CoordinatorAuthTest, JoinTokensBuyWorkerCertificatesOnce) {
   auto join = [&](const std::string& token, const std::string& name, std::string* key_out,
                   v1::JoinResponse* resp) {
     auto key = NewPrivateKey();
@@ -372,7 +381,7 @@ TEST_F(CoordinatorAuthTest, JoinTokensBuyWorkerCertificatesOnce) {
   EXPECT_TRUE(KeyMatchesCertificate(*renew_key, renewed.cert_pem()).ok());
 }
 
-TEST_F(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
+TEST_P(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
   auto drain = [](v1::JobService::Stub& stub, const std::string& name, bool on,
@@ -408,9 +417,15 @@ TEST_F(CoordinatorAuthTest, OnlyAdminsDrainWorkers) {
 }
 
 // `convoy worker forget`: admins only, a LOST worker only; gone after a restart too.
-TEST(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
+class CoordinatorForgetWorkerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
+  if (GetParam() == "etcd" && !testing::EtcdCluster::Available()) {
+    GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  }
   auto o = testing::TestCluster::DefaultOptions();
   o.secure = true;
+  o.etcd = GetParam() == "etcd";
   o.flags.worker_timeout_s = 0.3;
   testing::TestCluster cluster(o);
   const std::string admin_token = cluster.MakeToken("root", Role::kAdmin);
@@ -475,7 +490,7 @@ TEST(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
   EXPECT_TRUE(states(*again).empty());
 }
 
-TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {
+TEST_P(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
@@ -520,7 +535,7 @@ TEST_F(CoordinatorAuthTest, PeopleActOnTheirOwnJobsAndAdminsOnAll) {
 // Issue 28: a job names only code its owner uploaded. Bob knows the hash of alice's code
 // (GetJob shows it) but not the bytes: his job naming it is refused, naming the field; an
 // admin's is not; bob uploading the same bytes himself makes it his too.
-TEST_F(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
+TEST_P(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
@@ -561,7 +576,7 @@ TEST_F(CoordinatorAuthTest, AJobNamesOnlyCodeItsOwnerUploaded) {
 // Issue 28, bounded uploads: each user may upload --upload-bytes-per-day (100 bytes here),
 // whatever token they use; past it RESOURCE_EXHAUSTED says what is left and when; another
 // user's quota is their own and admins have none.
-TEST_F(CoordinatorAuthTest, UploadsAreBoundedPerUserADay) {
+TEST_P(CoordinatorAuthTest, UploadsAreBoundedPerUserADay) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   auto alice2 = Jobs(cluster_.MakeToken("alice", Role::kUser));
   EXPECT_TRUE(Upload(*alice, std::string(60, 'a')).ok());
@@ -578,7 +593,7 @@ TEST_F(CoordinatorAuthTest, UploadsAreBoundedPerUserADay) {
   EXPECT_TRUE(Upload(*admin, std::string(200, 'd')).ok());
 }
 
-TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {
+TEST_P(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   std::string id;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Submit(*alice, "j" + std::to_string(i), &id).ok());
@@ -623,7 +638,7 @@ TEST_F(CoordinatorAuthTest, PerTokenLimitsAnswerResourceExhaustedWithARetryHint)
 // Issue 28: a join token takes only a free name. A connected worker's name, or one with an
 // unexpired certificate, needs a token bound to it (replacing that machine), or an admin's
 // `workers forget` first; a bound token joins as its name and nothing else.
-TEST_F(CoordinatorAuthTest, AJoinTokenTakesOnlyAFreeNameUnlessBoundToIt) {
+TEST_P(CoordinatorAuthTest, AJoinTokenTakesOnlyAFreeNameUnlessBoundToIt) {
   auto join = [&](const std::string& token, const std::string& name) {
     auto key = NewPrivateKey();
     auto stub = v1::JoinService::NewStub(cluster_.SecureChannel(token));
@@ -682,7 +697,7 @@ TEST_F(CoordinatorAuthTest, AJoinTokenTakesOnlyAFreeNameUnlessBoundToIt) {
 
 // Issue 28: revoking a token ends its open streams (a watch here, `logs -f` alike) at the
 // next revocation check, with UNAUTHENTICATED; another token's stream stays open.
-TEST_F(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
+TEST_P(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
   const std::string alice_token = cluster_.MakeToken("alice", Role::kUser);
   auto alice = Jobs(alice_token);
   auto bob = Jobs(cluster_.MakeToken("bob", Role::kUser));
@@ -716,7 +731,7 @@ TEST_F(CoordinatorAuthTest, ARevokedTokensOpenStreamsAreClosed) {
 
 // Issue 28: each user keeps at most --max-archives-per-user archives; sending one of theirs
 // again is no new archive; another user's count is their own; admins have no limit.
-TEST_F(CoordinatorAuthTest, ArchivesKeptAreBoundedPerUser) {
+TEST_P(CoordinatorAuthTest, ArchivesKeptAreBoundedPerUser) {
   auto alice = Jobs(cluster_.MakeToken("alice", Role::kUser));
   for (const char* data : {"archive-1", "archive-2", "archive-3"}) {
     EXPECT_TRUE(Upload(*alice, data).ok()) << data;
@@ -732,6 +747,12 @@ TEST_F(CoordinatorAuthTest, ArchivesKeptAreBoundedPerUser) {
   auto admin = Jobs(cluster_.MakeToken("root", Role::kAdmin));
   for (const char* data : {"a-1", "a-2", "a-3", "a-4"}) EXPECT_TRUE(Upload(*admin, data).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(BothStores, CoordinatorAuthTest, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(BothStores, CoordinatorForgetWorkerTest,
+                         ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace convoy

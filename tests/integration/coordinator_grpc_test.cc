@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
@@ -271,8 +272,16 @@ TEST(CoordinatorSlowClients, AWatcherThatNeverReadsDelaysNeitherTheJobNorOtherCl
   EXPECT_FALSE(slow->Finish().ok());
 }
 
-TEST(CoordinatorRestart, ARunningJobSurvivesACoordinatorRestartAndItsWorkerComesBack) {
-  testing::TestCluster cluster;
+// On either store ("sqlite", "etcd").
+class CoordinatorRestart : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CoordinatorRestart, ARunningJobSurvivesACoordinatorRestartAndItsWorkerComesBack) {
+  if (GetParam() == "etcd" && !testing::EtcdCluster::Available()) {
+    GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  }
+  auto options = testing::TestCluster::DefaultOptions();
+  options.etcd = GetParam() == "etcd";
+  testing::TestCluster cluster(options);
   auto w1 = cluster.ConnectScripted("w1");
   const std::string id = cluster.Submit(OneRankSpec("survivor"));
   StartOneRank(*w1, id);
@@ -298,6 +307,9 @@ TEST(CoordinatorRestart, ARunningJobSurvivesACoordinatorRestartAndItsWorkerComes
   EXPECT_TRUE(cluster.WaitForState(id, v1::SUCCEEDED));
   EXPECT_EQ(cluster.GetJob(id).restarts(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothStores, CoordinatorRestart, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 TEST(CoordinatorLogs, FollowWaitsOnTheWorkerInsteadOfPolling) {
   testing::TestCluster cluster;

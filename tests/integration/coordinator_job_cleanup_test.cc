@@ -1,18 +1,18 @@
-// Deleting jobs and retention through the whole stack: the real gRPC server and SQLite store
-// of the in-process test cluster, and real in-process workers running real processes. A
-// deleted job leaves no row in the state database and no file on the workers (nothing is
-// followed through a symlink a rank planted); a worker that was away is told when it is
+// Deleting jobs and retention through the whole stack: the real gRPC server and store (SQLite,
+// and etcd on a real member) of the in-process test cluster, and real in-process workers running
+// real processes. A deleted job leaves no row in the state database and no file on the workers
+// (nothing is followed through a symlink a rank planted); a worker that was away is told when it is
 // back, also after a coordinator restart; retention (a fake clock on the coordinator, and
 // on the worker's attempt-directory sweep) removes the same, and `logs` then says why.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "common/job_paths.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/test_cluster.h"
 #include "worker/attempt_dir_retention.h"
 #include "worker/supervisor.h"
@@ -23,35 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 constexpr int64_t kDay = 86'400'000;
-
-// Rows that mention `id` in every table keyed by a job; without the pending file deletion
-// when `with_file_deletion` is false (the worker may already have acknowledged it).
-int Rows(const std::string& db_path, const std::string& id, bool with_file_deletion = true) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return -1;
-  }
-  int total = 0;
-  for (const char* sql :
-       {"SELECT count(*) FROM jobs WHERE id = ?", "SELECT count(*) FROM attempts WHERE job_id = ?",
-        "SELECT count(*) FROM events WHERE job_id = ?",
-        "SELECT count(*) FROM job_metrics WHERE job_id = ?",
-        "SELECT count(*) FROM file_deletions WHERE job_id = ?"}) {
-    if (!with_file_deletion && std::string(sql).find("file_deletions") != std::string::npos)
-      continue;
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) {
-      total = -1000;
-      break;
-    }
-    sqlite3_bind_text(s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW) total += sqlite3_column_int(s, 0);
-    sqlite3_finalize(s);
-  }
-  sqlite3_close(db);
-  return total;
-}
 
 // A job whose rank writes a log line, a checkpoint, a metric record, and plants a symlink
 // to `victim` in its job directory.
@@ -87,9 +58,16 @@ grpc::Status Logs(testing::TestCluster& cluster, const std::string& id, std::str
   return reader->Finish();
 }
 
-class JobCleanupTest : public ::testing::Test {
+// On either store ("sqlite", "etcd").
+class JobCleanupTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    if (GetParam() == "etcd" && !testing::EtcdCluster::Available()) {
+      GTEST_SKIP() << "etcd is not installed (etcd-server)";
+    }
+    auto options = testing::TestCluster::DefaultOptions();
+    options.etcd = GetParam() == "etcd";
+    cluster_ = std::make_unique<testing::TestCluster>(options);
     victim_ = (cluster_->dir().path() / "victim").string();
     fs::create_directories(victim_);
     std::ofstream(victim_ + "/keep") << "not the job's\n";
@@ -104,7 +82,7 @@ class JobCleanupTest : public ::testing::Test {
     EXPECT_TRUE(fs::exists(attempt_dir_ + "/rank-0.log"));
     EXPECT_TRUE(fs::exists(job_dir_ + "/checkpoints/last.pt"));
     EXPECT_TRUE(fs::is_symlink(job_dir_ + "/escape"));
-    EXPECT_GT(Rows(cluster_->db_path(), id), 0);
+    EXPECT_GT(cluster_->StoredRecordsOf(id), 0);
     return id;
   }
   void ExpectGone(testing::InProcessWorker& w, const std::string& id) {
@@ -112,17 +90,17 @@ class JobCleanupTest : public ::testing::Test {
         [&] { return !fs::exists(job_dir_) && !fs::exists(w.work_dir() + "/jobs/" + name_); }, 30s))
         << "files of " << id << " are still on the worker";
     EXPECT_TRUE(
-        testing::TestCluster::WaitFor([&] { return Rows(cluster_->db_path(), id) == 0; }, 30s))
+        testing::TestCluster::WaitFor([&] { return cluster_->StoredRecordsOf(id) == 0; }, 30s))
         << "rows of " << id << " are still in the store";
     // Not followed: what the symlinks pointed at is intact.
     EXPECT_TRUE(fs::exists(victim_ + "/keep"));
   }
 
-  std::unique_ptr<testing::TestCluster> cluster_ = std::make_unique<testing::TestCluster>();
+  std::unique_ptr<testing::TestCluster> cluster_;
   std::string victim_, name_, attempt_dir_, job_dir_;
 };
 
-TEST_F(JobCleanupTest, DeleteRemovesRowsAndWorkerFilesNeverThroughASymlink) {
+TEST_P(JobCleanupTest, DeleteRemovesRowsAndWorkerFilesNeverThroughASymlink) {
   testing::InProcessWorker& w1 = cluster_->StartWorker("w1");
   const std::string id = RunJob(w1);
   v1::DeleteJobResponse resp;
@@ -133,13 +111,13 @@ TEST_F(JobCleanupTest, DeleteRemovesRowsAndWorkerFilesNeverThroughASymlink) {
   EXPECT_EQ(resp.workers(0), "w1");
   // Durable before the answer: the job's own rows are gone at once.
   // Only the pending file removal may be left (the worker may have acknowledged it already).
-  EXPECT_EQ(Rows(cluster_->db_path(), id, /*with_file_deletion=*/false), 0);
-  EXPECT_LE(Rows(cluster_->db_path(), id), 1);
+  EXPECT_EQ(cluster_->StoredRecordsOf(id, /*with_file_deletion=*/false), 0);
+  EXPECT_LE(cluster_->StoredRecordsOf(id), 1);
   ExpectGone(w1, id);
   EXPECT_EQ(Delete(*cluster_, id, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(JobCleanupTest, AWorkerThatWasAwayRemovesTheFilesWhenBackAfterACoordinatorRestart) {
+TEST_P(JobCleanupTest, AWorkerThatWasAwayRemovesTheFilesWhenBackAfterACoordinatorRestart) {
   testing::InProcessWorker& w1 = cluster_->StartWorker("w1");
   const std::string id = RunJob(w1);
   // The coordinator goes away; the worker keeps running and reconnects to the new one.
@@ -153,9 +131,18 @@ TEST_F(JobCleanupTest, AWorkerThatWasAwayRemovesTheFilesWhenBackAfterACoordinato
   ExpectGone(w1, id);
 }
 
-TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
+INSTANTIATE_TEST_SUITE_P(BothStores, JobCleanupTest, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
+
+class JobRetentionTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
+  if (GetParam() == "etcd" && !testing::EtcdCluster::Available()) {
+    GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  }
   FakeClock clock(SystemClock().NowUnixMs());
   auto options = testing::TestCluster::DefaultOptions();
+  options.etcd = GetParam() == "etcd";
   options.clock = &clock;
   options.flags.job_retention = "30d";  // --job-retention 30d
   options.flags.job_retention_ms = 30 * kDay;
@@ -195,9 +182,9 @@ TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
       << st.error_message();
 
   // The coordinator's retention (30 days), 31 days on: rows and every file go.
-  EXPECT_GT(Rows(cluster.db_path(), id), 0);
+  EXPECT_GT(cluster.StoredRecordsOf(id), 0);
   clock.AdvanceMs(31 * kDay);
-  EXPECT_TRUE(testing::TestCluster::WaitFor([&] { return Rows(cluster.db_path(), id) == 0; }, 30s));
+  EXPECT_TRUE(testing::TestCluster::WaitFor([&] { return cluster.StoredRecordsOf(id) == 0; }, 30s));
   EXPECT_TRUE(testing::TestCluster::WaitFor(
       [&] { return !fs::exists(job_dir) && !fs::exists(w1.work_dir() + "/jobs/" + name); }, 30s));
   EXPECT_TRUE(fs::exists(victim + "/keep"));
@@ -207,6 +194,9 @@ TEST(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
   v1::Job job;
   EXPECT_EQ(cluster.jobs().GetJob(&ctx, get, &job).error_code(), grpc::StatusCode::NOT_FOUND);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothStores, JobRetentionTest, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace convoy

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "coordinator/store/etcd_client.h"
@@ -149,6 +151,20 @@ void EtcdCluster::Start(int i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ADD_FAILURE() << "etcd member " << m.name << " does not listen on " << m.client_port;
+}
+
+EtcdCluster& SharedEtcd() {
+  static EtcdCluster* shared = [] {
+    auto* cluster = new EtcdCluster(1);
+    std::atexit([] { delete &SharedEtcd(); });
+    return cluster;
+  }();
+  return *shared;
+}
+
+std::string UniqueEtcdPrefix() {
+  static std::atomic<int> next{0};
+  return "/t" + std::to_string(getpid()) + "-" + std::to_string(next++) + "/";
 }
 
 }  // namespace convoy::testing

@@ -47,4 +47,12 @@ class EtcdCluster {
   bool started_once_ = false;
 };
 
+// One member for the whole test binary, started at the first call (a test that needs etcd
+// checks Available() first and skips without it), stopped when the binary exits. Tests share
+// it under prefixes of their own.
+EtcdCluster& SharedEtcd();
+
+// A key prefix no other user of SharedEtcd in any process has: "/t<pid>-<n>/".
+std::string UniqueEtcdPrefix();
+
 }  // namespace convoy::testing

@@ -1,11 +1,14 @@
 #include "tests/support/test_cluster.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 
 #include <unistd.h>
 
+#include "coordinator/store/etcd_client.h"
+#include "tests/support/etcd_cluster.h"
 #include "worker/worker_daemon.h"
 
 namespace convoy::testing {
@@ -50,7 +53,10 @@ TestCluster::Options TestCluster::DefaultOptions() {
   return o;
 }
 
-TestCluster::TestCluster(Options options) : options_(options) { StartCoordinator(); }
+TestCluster::TestCluster(Options options) : options_(options) {
+  if (options_.etcd) etcd_prefix_ = UniqueEtcdPrefix() + "convoy/";
+  StartCoordinator();
+}
 
 TestCluster::~TestCluster() {
   workers_.clear();
@@ -62,6 +68,10 @@ void TestCluster::StartCoordinator() {
   flags.state_dir = dir_.path().string();
   flags.listen = "127.0.0.1:" + std::to_string(port_);
   flags.insecure = !options_.secure;
+  if (options_.etcd) {
+    flags.store = SharedEtcd().url();
+    flags.etcd_prefix = etcd_prefix_;
+  }
   CoordinatorServer::Deps deps;
   deps.clock = options_.clock;
   deps.limits = options_.limits;
@@ -89,6 +99,53 @@ void TestCluster::StartCoordinator() {
 void TestCluster::StopCoordinator() {
   if (server_) server_->Shutdown(500);
   server_.reset();
+}
+
+int TestCluster::StoredRecordsOf(const std::string& id, bool with_file_deletion) {
+  if (options_.etcd) {
+    EtcdOptions options;
+    options.endpoints = SharedEtcd().endpoints();
+    auto client = EtcdClient::Create(options);
+    if (!client.ok()) return -1;
+    auto kvs = (*client)->GetPrefix(etcd_prefix_);
+    if (!kvs.ok()) return -1;
+    int total = 0;
+    for (const auto& kv : *kvs) {
+      const std::string key = kv.key().substr(etcd_prefix_.size());
+      const bool deletion = key.rfind("deletion/", 0) == 0 && key.size() > id.size() &&
+                            key.substr(key.size() - id.size() - 1) == "/" + id;
+      if (key == "job/" + id || key.rfind("event/" + id + "/", 0) == 0 || key == "metrics/" + id ||
+          (with_file_deletion && deletion)) {
+        ++total;
+      }
+    }
+    return total;
+  }
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return -1;
+  }
+  int total = 0;
+  for (const char* sql :
+       {"SELECT count(*) FROM jobs WHERE id = ?", "SELECT count(*) FROM attempts WHERE job_id = ?",
+        "SELECT count(*) FROM events WHERE job_id = ?",
+        "SELECT count(*) FROM job_metrics WHERE job_id = ?",
+        "SELECT count(*) FROM file_deletions WHERE job_id = ?"}) {
+    if (!with_file_deletion && std::string(sql).find("file_deletions") != std::string::npos) {
+      continue;
+    }
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) {
+      total = -1000;
+      break;
+    }
+    sqlite3_bind_text(s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(s) == SQLITE_ROW) total += sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(db);
+  return total;
 }
 
 std::string TestCluster::address() const { return "127.0.0.1:" + std::to_string(port_); }
