@@ -16,6 +16,7 @@
 #include "coordinator/store/cluster_id.h"
 #include "coordinator/store/code_store.h"
 #include "coordinator/store/etcd_client.h"
+#include "coordinator/store/etcd_code_replica.h"
 #include "coordinator/store/etcd_job_store.h"
 #include "coordinator/store/etcd_token_backend.h"
 #include "coordinator/store/leader_election.h"
@@ -182,7 +183,9 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   }
 
   // Code archives of `convoy submit --code` (issue 18): once each, by hash, 0600 in a 0700 dir.
-  auto code = CodeStore::Open(flags.state_dir + "/code");
+  // On etcd, every archive is kept there too: the next leader has it.
+  auto code = CodeStore::Open(flags.state_dir + "/code",
+                              etcd_ ? MakeEtcdCodeReplica(*etcd_, flags.etcd_prefix) : nullptr);
   if (!code.ok()) return code.status();
   code_ = std::move(*code);
   security.code = code_.get();

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -14,10 +17,12 @@
 #include "common/code_archive.h"
 #include "common/pki.h"
 #include "common/strings.h"
+#include "coordinator/store/cluster_pki.h"
 
 namespace convoy {
 
-StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir) {
+StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir,
+                                                     std::unique_ptr<CodeReplica> replica) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::Internal("code store " + dir + ": " + ec.message());
@@ -28,7 +33,7 @@ StatusOr<std::unique_ptr<CodeStore>> CodeStore::Open(const std::string& dir) {
       std::filesystem::remove(e.path(), ec);
     }
   }
-  return std::unique_ptr<CodeStore>(new CodeStore(dir));
+  return std::unique_ptr<CodeStore>(new CodeStore(dir, std::move(replica)));
 }
 
 std::vector<std::string> CodeStore::Collect(const std::set<std::string>& referenced,
@@ -55,21 +60,67 @@ std::vector<std::string> CodeStore::Collect(const std::set<std::string>& referen
     // The owners file goes first: an archive without owners is one nobody may name.
     std::filesystem::remove(OwnersOf(sha), ec);
     std::filesystem::remove(e.path(), ec);
+    if (replica_ && !replica_->Remove(sha).ok()) continue;  // next time (List below)
     removed.push_back(sha);
   }
+  if (replica_) {
+    // Archives uploaded to an earlier leader and never asked for here.
+    auto listed = replica_->List();
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    const std::vector<std::pair<std::string, int64_t>> none;
+    for (const auto& [sha, stored_s] : listed.ok() ? *listed : none) {
+      if (referenced.count(sha) != 0 || now_s - stored_s <= grace_s ||
+          access(PathOf(sha).c_str(), F_OK) == 0) {
+        continue;
+      }
+      if (replica_->Remove(sha).ok()) removed.push_back(sha);
+    }
+  }
   return removed;
+}
+
+bool CodeStore::PresentLocked(const std::string& sha256) {
+  if (access(PathOf(sha256).c_str(), R_OK) == 0) return true;
+  if (!replica_) return false;
+  std::string bytes;
+  std::vector<std::string> owners;
+  if (Status got = replica_->Get(sha256, &bytes, &owners); !got.ok()) {
+    if (got.code() != StatusCode::kNotFound) {
+      spdlog::warn("code archive {}: cannot restore it from the store: {}", sha256, got.message());
+    }
+    return false;
+  }
+  std::string lines;
+  for (const std::string& o : owners) lines += o + "\n";
+  // The archive before its owners: one without owners is one nobody may name.
+  if (!WriteFileAtomically(PathOf(sha256), bytes, 0600).ok() ||
+      !WriteFileAtomically(OwnersOf(sha256), lines, 0600).ok()) {
+    spdlog::warn("code archive {}: cannot write the copy restored from the store", sha256);
+    return false;
+  }
+  spdlog::info("code archive {} ({} bytes) restored from the store", sha256, bytes.size());
+  return true;
+}
+
+std::vector<std::string> CodeStore::OwnersLocked(const std::string& sha256) {
+  std::vector<std::string> owners;
+  std::ifstream in(OwnersOf(sha256));
+  for (std::string line; std::getline(in, line);) owners.push_back(line);
+  return owners;
 }
 
 bool CodeStore::Has(const std::string& sha256) {
   if (!IsSha256Hex(sha256)) return false;
   MutexLock lock(mu_);
-  return access(PathOf(sha256).c_str(), R_OK) == 0;
+  return PresentLocked(sha256);
 }
 
 bool CodeStore::OwnedBy(const std::string& sha256, const std::string& user) {
   if (!IsSha256Hex(sha256)) return false;
   MutexLock lock(mu_);
-  return access(PathOf(sha256).c_str(), R_OK) == 0 && OwnedByLocked(sha256, user);
+  return PresentLocked(sha256) && OwnedByLocked(sha256, user);
 }
 
 int CodeStore::CountOwnedBy(const std::string& user) {
@@ -122,7 +173,7 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
   }
   MutexLock lock(mu_);
   const std::string done = PathOf(sha256);
-  const bool stored = access(done.c_str(), R_OK) == 0;
+  const bool stored = PresentLocked(sha256);
   if (stored && OwnedByLocked(sha256, uploader)) {
     utimensat(AT_FDCWD, done.c_str(), nullptr, 0);  // uploaded again now: Collect's grace anew
     return Progress{total_size, true};
@@ -158,6 +209,18 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
     unlink(part.c_str());
     return Status::InvalidArgument("the archive's bytes do not hash to " + sha256);
   }
+  if (replica_) {
+    // Kept there before it is acknowledged: the next leader has it.
+    std::vector<std::string> owners = stored ? OwnersLocked(sha256) : std::vector<std::string>{};
+    if (std::find(owners.begin(), owners.end(), uploader) == owners.end()) {
+      owners.push_back(uploader);
+    }
+    if (Status put = replica_->Put(sha256, s.str(), owners); !put.ok()) {
+      unlink(part.c_str());
+      return Status::Unavailable("code archive " + sha256 + " not kept (" + put.message() +
+                                 "); upload it again");
+    }
+  }
   if (stored) {
     unlink(part.c_str());  // the same bytes are there: they proved they have them
     utimensat(AT_FDCWD, done.c_str(), nullptr, 0);
@@ -172,6 +235,7 @@ StatusOr<std::string> CodeStore::Read(const std::string& sha256, int64_t offset,
                                       int64_t* total_size) {
   if (!IsSha256Hex(sha256)) return Status::InvalidArgument("sha256: want 64 lower-case hex digits");
   MutexLock lock(mu_);
+  if (!PresentLocked(sha256)) return Status::NotFound("no code archive " + sha256);
   const int fd = open(PathOf(sha256).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::NotFound("no code archive " + sha256);
   struct stat st {};

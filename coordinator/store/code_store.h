@@ -9,14 +9,21 @@
 // upload can write into another's; a hash is only ever visible once its bytes were checked
 // against it.
 //
+// With a CodeReplica (coordinators on etcd: etcd_code_replica.h), an upload is acknowledged only
+// once the replica holds the archive and its owners, and an archive missing here (uploaded to
+// a previous leader) is restored from it when asked for: the next leader has every archive a
+// job may name.
+//
 // Threading: every method may be called from any thread (gRPC's callback threads); a
-// mutex of its own serialises them. It never touches the coordinator's state lock.
+// mutex of its own serialises them (file and replica I/O included: code calls wait on each
+// other, nothing else does). It never touches the coordinator's state lock.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -24,11 +31,30 @@
 
 namespace convoy {
 
+// Where archives are kept besides the coordinator's disk. Each method is one or more round
+// trips; thread-safe.
+class CodeReplica {
+ public:
+  virtual ~CodeReplica() = default;
+  // Stores the archive (unless it holds it already) and then its owners: an archive with
+  // owners is whole.
+  virtual Status Put(const std::string& sha256, const std::string& bytes,
+                     const std::vector<std::string>& owners) = 0;
+  // The archive's bytes (checked against the hash) and owners; NOT_FOUND when it has none.
+  virtual Status Get(const std::string& sha256, std::string* bytes,
+                     std::vector<std::string>* owners) = 0;
+  virtual Status Remove(const std::string& sha256) = 0;
+  // Every archive it holds, with when it was stored (Unix seconds).
+  virtual StatusOr<std::vector<std::pair<std::string, int64_t>>> List() = 0;
+};
+
 class CodeStore {
  public:
   // Creates `dir` (0700) when missing, and removes the `.part` files of uploads that were in
-  // progress when the last coordinator stopped (their clients start over).
-  static StatusOr<std::unique_ptr<CodeStore>> Open(const std::string& dir);
+  // progress when the last coordinator stopped (their clients start over). `replica`: see
+  // above; null: this disk only (SQLite).
+  static StatusOr<std::unique_ptr<CodeStore>> Open(const std::string& dir,
+                                                   std::unique_ptr<CodeReplica> replica = nullptr);
 
   struct Progress {
     int64_t received = 0;
@@ -56,14 +82,19 @@ class CodeStore {
   std::vector<std::string> Collect(const std::set<std::string>& referenced, int64_t grace_s);
 
  private:
-  explicit CodeStore(std::string dir) : dir_(std::move(dir)) {}
+  CodeStore(std::string dir, std::unique_ptr<CodeReplica> replica)
+      : dir_(std::move(dir)), replica_(std::move(replica)) {}
+  // Whether the archive is here, restoring it from the replica when it is not.
+  bool PresentLocked(const std::string& sha256) REQUIRES(mu_);
+  std::vector<std::string> OwnersLocked(const std::string& sha256) REQUIRES(mu_);
   std::string PathOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".tar.gz"; }
   std::string OwnersOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".owners"; }
   bool OwnedByLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
   Status AddOwnerLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
 
   const std::string dir_;
-  Mutex mu_;  // serialises file operations
+  const std::unique_ptr<CodeReplica> replica_;
+  Mutex mu_;  // serialises file and replica operations
 };
 
 }  // namespace convoy
