@@ -2,10 +2,15 @@
 """bench/failover.py: coordinators on etcd, a leader killed again and again (issue 30).
 
 For each N in --workers: three etcd members and three convoy-coordinators (--store etcd://,
-plain text on loopback: tokens are not in etcd yet) on this machine, and N simulated workers
+plain text on loopback, as the simulated workers speak it) on this machine, and N simulated workers
 (convoy-sim-workers, one gRPC connection each) given all three coordinators. Then:
-  - submit latency through the real CLI (`convoy submit`, p50/p99 of --submits), on etcd and,
-    side by side in the same run, on one coordinator with SQLite (the default store);
+  - submit latency, p50/p99 of --submits, on etcd and, side by side in the same run with the
+    same N workers, on one coordinator with SQLite (the default store): SubmitJob over one
+    connected channel (convoy-bench-submit: the coordinator answers once the job is
+    committed), --settle seconds after the N workers registered, and on etcd also right
+    after they registered (the leader is still committing their N records, and submits
+    queue behind them); and through the real CLI (`convoy submit`: a process start and a
+    dial each, on this 2-core machine shared with N simulated workers);
   - the leader's CPU (% of one core) over a --window of heartbeats, RSS and threads;
   - --kills times: kill -9 of the leader, then seconds until a coordinator serves
     (`convoy list` answers) and until all N workers are registered again; the killed
@@ -109,8 +114,26 @@ class Cluster:
 
 
 def submit_latency(c, count):
+    """SubmitJob over one connected channel (convoy-bench-submit): p50/p99 ms."""
+    r = subprocess.run([os.path.join(c.args.bin_dir, "convoy-bench-submit"), c.target,
+                        str(count)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"convoy-bench-submit: {r.stderr.strip()[-500:]}")
+    out = json.loads(r.stdout)
+    return out["p50_ms"], out["p99_ms"]
+
+
+def cli_submit_latency(c, count):
+    """`convoy submit` as a person runs it (process start and dial included): p50/p99 ms."""
     times = [c.submit(f"lat-{i}")[0] * 1000 for i in range(count)]
     return round(pct(times, 50), 1), round(pct(times, 99), 1)
+
+
+def connect_workers(c, args, n):
+    c.gen = Generator(args.bin_dir, ("ipv4:" if c.etcd else "") + c.target, n,
+                      os.path.join(c.dir, "gen.log"))
+    if not c.wait(lambda: c.gen.get("registered_now") >= n, args.register_timeout, 0.1):
+        raise RuntimeError(f"only {c.gen.get('registered_now')} of {n} registered")
 
 
 def run(args, n):
@@ -119,18 +142,27 @@ def run(args, n):
     sqlite = Cluster(args, n, "sqlite")
     try:
         sqlite.wait(sqlite.serving, 30)
+        connect_workers(sqlite, args, n)
+        time.sleep(args.settle)
         row["submit_sqlite_p50_ms"], row["submit_sqlite_p99_ms"] = \
             submit_latency(sqlite, args.submits)
+        row["cli_submit_sqlite_p50_ms"], row["cli_submit_sqlite_p99_ms"] = \
+            cli_submit_latency(sqlite, args.submits)
     finally:
         sqlite.close()
     c = Cluster(args, n, "etcd")
     try:
         if not c.wait(lambda: c.leader() is not None and c.serving(), 60, 0.2):
             raise RuntimeError("no coordinator leads")
-        c.gen = Generator(args.bin_dir, "ipv4:" + c.target, n, os.path.join(c.dir, "gen.log"))
-        if not c.wait(lambda: c.gen.get("registered_now") >= n, args.register_timeout, 0.1):
-            raise RuntimeError(f"only {c.gen.get('registered_now')} of {n} registered")
+        connect_workers(c, args, n)
+        # Right after N registered, the leader is still committing their N worker records
+        # (batches of 128 operations): submits queue behind them. Then at steady state.
+        row["submit_etcd_storm_p50_ms"], row["submit_etcd_storm_p99_ms"] = \
+            submit_latency(c, max(5, args.submits // 5))
+        time.sleep(args.settle)
         row["submit_etcd_p50_ms"], row["submit_etcd_p99_ms"] = submit_latency(c, args.submits)
+        row["cli_submit_etcd_p50_ms"], row["cli_submit_etcd_p99_ms"] = \
+            cli_submit_latency(c, args.submits)
         leader = c.leader()
         pid = c.coords[leader].pid
         cpu0, _, _ = proc_stat(pid)
@@ -184,6 +216,8 @@ def main():
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--submits", type=int, default=50)
     p.add_argument("--window", type=float, default=10)
+    p.add_argument("--settle", type=float, default=10,
+                   help="seconds after all workers registered before the steady submits")
     p.add_argument("--register-timeout", type=float, default=120)
     p.add_argument("--bin-dir", default=os.path.join(HERE, "..", "build", "bin"))
     p.add_argument("--json", action="store_true")
@@ -196,6 +230,7 @@ def main():
             print(json.dumps(rows[-1]), flush=True)
     print(f"{'workers':>8} {'serving s (min/p50/max)':>24} {'all back s (min/p50/max)':>25} "
           f"{'kills':>5} {'lost':>4} {'submit p50/p99 ms etcd':>23} {'sqlite':>12} "
+          f"{'etcd, just registered':>22} {'CLI etcd':>12} {'CLI sqlite':>12} "
           f"{'leader CPU %':>12}")
     for r in rows:
         print(f"{r['workers']:>8} {str(r.get('failover_serving_s')):>24} "
@@ -203,6 +238,9 @@ def main():
               f"{r.get('lost', '-'):>4} "
               f"{str(r.get('submit_etcd_p50_ms')) + '/' + str(r.get('submit_etcd_p99_ms')):>23} "
               f"{str(r.get('submit_sqlite_p50_ms')) + '/' + str(r.get('submit_sqlite_p99_ms')):>12} "
+              f"{str(r.get('submit_etcd_storm_p50_ms')) + '/' + str(r.get('submit_etcd_storm_p99_ms')):>22} "
+              f"{str(r.get('cli_submit_etcd_p50_ms')) + '/' + str(r.get('cli_submit_etcd_p99_ms')):>12} "
+              f"{str(r.get('cli_submit_sqlite_p50_ms')) + '/' + str(r.get('cli_submit_sqlite_p99_ms')):>12} "
               f"{r.get('leader_cpu_pct', '-'):>12}")
         for f in r["failures"]:
             print(f"  FAILED: {f}")
