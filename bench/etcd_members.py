@@ -22,21 +22,33 @@ class EtcdMembers:
         self.client = [free_port() for _ in self.names]
         self.peer = [free_port() for _ in self.names]
         self.procs = {}
-        cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer))
-        for i, name in enumerate(self.names):
-            log = open(os.path.join(root, name + ".log"), "ab")
-            self.procs[name] = subprocess.Popen([
-                ETCD, f"--name={name}", f"--data-dir={os.path.join(root, name)}",
-                f"--listen-client-urls=http://127.0.0.1:{self.client[i]}",
-                f"--advertise-client-urls=http://127.0.0.1:{self.client[i]}",
-                f"--listen-peer-urls=http://127.0.0.1:{self.peer[i]}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer[i]}",
-                f"--initial-cluster={cluster}", "--initial-cluster-state=new",
-                f"--initial-cluster-token={os.path.basename(root)}",
-                # A job's metric history is one value of up to 2.6 MB (etcd_job_store.h).
-                "--max-request-bytes=8388608", "--heartbeat-interval=50",
-                "--election-timeout=500"], stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+        self.cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer))
+        for i in range(members):
+            self.start(i)
+
+    def start(self, i):
+        """Starts member i (again, after kill(i): on its data, it rejoins the cluster)."""
+        name = self.names[i]
+        log = open(os.path.join(self.root, name + ".log"), "ab")
+        self.procs[name] = subprocess.Popen([
+            ETCD, f"--name={name}", f"--data-dir={os.path.join(self.root, name)}",
+            f"--listen-client-urls=http://127.0.0.1:{self.client[i]}",
+            f"--advertise-client-urls=http://127.0.0.1:{self.client[i]}",
+            f"--listen-peer-urls=http://127.0.0.1:{self.peer[i]}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer[i]}",
+            f"--initial-cluster={self.cluster}", "--initial-cluster-state=new",
+            f"--initial-cluster-token={os.path.basename(self.root)}",
+            # A job's metric history is one value of up to 2.6 MB (etcd_job_store.h).
+            "--max-request-bytes=8388608", "--heartbeat-interval=50",
+            "--election-timeout=500"], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def kill(self, i):
+        """kill -9 of member i."""
+        p = self.procs[self.names[i]]
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
 
     def wait_healthy(self, timeout=30):
         """Until every member answers `etcdctl endpoint health` (True), or `timeout` s."""

@@ -68,8 +68,16 @@ int RpcFailed(const CoordinatorClient& c, const grpc::Status& st, const std::str
       break;
     default:
       std::cerr << st.error_message();
-      if (ExitCodeFor(st) == kExitUnavailable) {
-        std::cerr << " (is the coordinator running at " << c.target << "?)";
+      if (ExitCodeFor(st) == kExitUnavailable &&
+          st.error_message().find("store refuses writes") == std::string::npos) {
+        if (c.target.find(',') == std::string::npos) {
+          std::cerr << " (is the coordinator running at " << c.target << "?)";
+        } else {
+          // A group on etcd: only the leader listens.
+          std::cerr << " (none of " << c.target
+                    << " serves: is one of them running and leading? A follower does not "
+                       "listen, and none leads while etcd has no quorum: see their logs)";
+        }
       }
   }
   std::cerr << "\n";
@@ -232,7 +240,7 @@ std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinat
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
     v1::ClusterInfo info;
-    const bool tls = UnverifiedTlsJoinStub(c.target)
+    const bool tls = UnverifiedTlsJoinStub(CoordinatorList(c.target).current())
                          ->GetClusterInfo(&ctx, v1::GetClusterInfoRequest(), &info)
                          .ok();
     if (tls && c.plaintext_by_default) {
@@ -692,11 +700,18 @@ int TopCommand(CoordinatorClient& c, bool once, int interval_ms) {
 }
 
 StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint) {
-  auto stub = UnverifiedTlsJoinStub(target);
-  grpc::ClientContext ctx;
-  SetDeadline(ctx);
+  // Several coordinators: the first that answers (followers do not listen).
+  CoordinatorList coordinators(target);
   v1::ClusterInfo info;
-  grpc::Status st = stub->GetClusterInfo(&ctx, v1::GetClusterInfoRequest(), &info);
+  grpc::Status st;
+  for (size_t i = 0; i < coordinators.size(); ++i) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    st = UnverifiedTlsJoinStub(coordinators.current())
+             ->GetClusterInfo(&ctx, v1::GetClusterInfoRequest(), &info);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    coordinators.Next();
+  }
   if (!st.ok()) return Status::Unavailable("cannot fetch the cluster CA: " + st.error_message());
   auto actual = CertificateFingerprint(info.ca_pem());
   if (!actual.ok()) return Status::Unavailable("the coordinator sent no usable CA certificate");

@@ -191,7 +191,16 @@ bool Coordinator::Persist(std::vector<StoreWrite>& writes) {
     // Real elapsed time for the store-latency histogram; no decision depends on it.
     const Steady::time_point began = Steady::now();
     Status st = durable_.Write(writes);
+    {
+      MutexLock lock(commit_mu_);
+      store_refusing_ = st.ok() ? "" : st.message();
+    }
     if (st.ok()) {
+      if (failures > 0) {
+        spdlog::info(
+            "the store accepts writes again ({} change(s) persisted after {} ms)", writes.size(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - first).count());
+      }
       if (on_commit_) {
         on_commit_(std::chrono::duration<double>(Steady::now() - began).count(), writes.size());
       }
@@ -229,6 +238,13 @@ bool Coordinator::Persist(std::vector<StoreWrite>& writes) {
     commit_cv_.WaitFor(commit_mu_, std::chrono::milliseconds(std::min<int64_t>(
                                        1000, options_.store_give_up_ms - failing_ms)));
   }
+}
+
+Status Coordinator::StoreAcceptsWrites() {
+  MutexLock lock(commit_mu_);
+  if (store_refusing_.empty()) return Status::Ok();
+  return Status::Unavailable("the coordinator's store refuses writes now (" + store_refusing_ +
+                             "); nothing was changed: retry once it is back");
 }
 
 bool Coordinator::Settled() {
@@ -282,6 +298,10 @@ void Coordinator::Tick() {
 void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
                          const std::string& request_id,
                          std::function<void(StatusOr<std::string>)> done) {
+  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::string> id = jobs_.Submit(spec, owner, role, request_id);
@@ -291,6 +311,10 @@ void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, cons
 
 void Coordinator::Cancel(const std::string& id, const std::string& reason, const std::string& by,
                          std::function<void(StatusOr<v1::Job>)> done) {
+  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by);
@@ -300,6 +324,10 @@ void Coordinator::Cancel(const std::string& id, const std::string& reason, const
 
 void Coordinator::Delete(const std::string& id, const std::string& by,
                          std::function<void(StatusOr<std::vector<std::string>>)> done) {
+  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::vector<std::string>> workers = jobs_.Delete(id, by);
@@ -309,6 +337,10 @@ void Coordinator::Delete(const std::string& id, const std::string& by,
 
 void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
                              bool now, std::function<void(StatusOr<v1::WorkerInfo>)> done) {
+  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by, now);
@@ -318,6 +350,10 @@ void Coordinator::SetDrained(const std::string& worker, bool drained, const std:
 
 void Coordinator::ForgetWorker(const std::string& worker, const std::string& by,
                                std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) {
+  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<JobManager::ForgottenWorker> forgotten =

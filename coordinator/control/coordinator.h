@@ -117,6 +117,10 @@ class Coordinator {
   void set_on_commit(CommitFn fn) { on_commit_ = std::move(fn); }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
+  // While the store refuses writes (Persist retrying: etcd without a quorum, a full disk),
+  // a client's change (Submit, Cancel, Delete, SetDrained, ForgetWorker) is refused at
+  // once, UNAVAILABLE saying why, instead of waiting behind the failing commit; it changes
+  // nothing, so the client may retry (a submit with its request id).
   // `role`: the submitter's token role ("user", "admin"; empty with --insecure);
   // `request_id`: SubmitJobRequest.request_id (JobManager::Submit).
   void Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
@@ -184,6 +188,9 @@ class Coordinator {
   size_t ConnectedWorkers() EXCLUDES(mu_);
   // Whether a worker of this name has its stream open now.
   bool WorkerConnected(const std::string& name) EXCLUDES(mu_);
+
+  // Whether the store refuses writes now (see above), and why.
+  Status StoreAcceptsWrites() EXCLUDES(commit_mu_);
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);
@@ -275,6 +282,8 @@ class Coordinator {
   uint64_t done_ GUARDED_BY(commit_mu_) = 0;    // batches committed and dispatched so far
   bool stopping_ GUARDED_BY(commit_mu_) = false;
   bool store_lost_ GUARDED_BY(commit_mu_) = false;  // the commit thread gave up
+  // Set while Persist retries a failed write: the store's last error; empty once it wrote.
+  std::string store_refusing_ GUARDED_BY(commit_mu_);
 
   Mutex ticker_mu_;
   CondVar ticker_cv_;

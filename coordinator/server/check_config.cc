@@ -16,6 +16,38 @@ namespace convoy {
 
 namespace {
 
+// Secure, on etcd: the CA this coordinator would serve with is the one whose fingerprint the
+// cluster recorded in etcd (every coordinator holds a copy; CoordinatorServer checks it too).
+void CheckClusterCaAgainstEtcd(const CoordinatorFlags& flags, EtcdClient& client,
+                               std::vector<std::string>* notes, std::vector<std::string>* errors) {
+  auto recorded = client.Get(flags.etcd_prefix + "ca-fingerprint");
+  if (recorded.status().code() == StatusCode::kNotFound) {
+    notes->push_back("no cluster CA recorded in etcd yet: the first coordinator records its own");
+    return;
+  }
+  if (!recorded.ok()) {
+    errors->push_back("--store: " + recorded.status().message());
+    return;
+  }
+  const std::string ca_file = flags.tls_ca.empty() ? flags.state_dir + "/tls/ca.crt" : flags.tls_ca;
+  auto pem = ReadWholeFile(ca_file);
+  if (!pem.ok()) {
+    errors->push_back("TLS: this cluster's CA (" + recorded->value() +
+                      ", recorded in etcd) is not in " + ca_file +
+                      ": copy ca.crt and ca.key there from a coordinator of this "
+                      "cluster (deploy/README.md \"High availability on etcd\")");
+    return;
+  }
+  auto fingerprint = CertificateFingerprint(*pem);
+  if (!fingerprint.ok() || !FingerprintMatches(recorded->value(), *fingerprint)) {
+    errors->push_back("TLS: " + ca_file + " (" +
+                      (fingerprint.ok() ? *fingerprint : std::string("unreadable")) +
+                      ") is not this cluster's CA (" + recorded->value() + ", recorded in etcd)");
+    return;
+  }
+  notes->push_back("cluster CA " + *fingerprint + " (the one recorded in etcd)");
+}
+
 // --store etcd://: every member reached (each named when it is not), and the prefix either
 // unused (a new cluster) or this kind of cluster's (it holds a Convoy cluster id).
 void CheckEtcdStore(const CoordinatorFlags& flags, std::vector<std::string>* notes,
@@ -55,6 +87,7 @@ void CheckEtcdStore(const CoordinatorFlags& flags, std::vector<std::string>* not
     } else {
       errors->push_back("--store: " + id.status().message());
     }
+    if (!flags.insecure) CheckClusterCaAgainstEtcd(flags, **client, notes, errors);
   }
   notes->push_back("etcd: " + std::to_string(reached) + " of " + std::to_string(endpoints->size()) +
                    " member(s) reached");

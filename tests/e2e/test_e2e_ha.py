@@ -245,3 +245,57 @@ def test_secure_group_shares_the_ca_and_the_tokens_across_a_failover(ha_cluster)
     other = c.spawn_coordinator("c4", free_port())
     assert other.wait(timeout=60) == 1
     assert "is not this cluster's" in c.logs_of("c4"), c.logs_of("c4")
+    # --check-config says the same before a start.
+    def check(name):
+        return subprocess.run([os.path.join(BIN, "convoy-coordinator"), "--check-config",
+                               "--state-dir", c.state_dir(name), "--store", c.etcd.url(),
+                               "--listen", f"127.0.0.1:{free_port()}"],
+                              capture_output=True, text=True, timeout=60)
+    r = check(follower)
+    assert r.returncode == 0 and "(the one recorded in etcd)" in r.stdout, r.stdout + r.stderr
+    r = check("c4")
+    assert r.returncode == 1 and "is not this cluster's CA" in r.stdout + r.stderr, \
+        r.stdout + r.stderr
+
+
+def test_losing_etcd_members_stops_writes_saying_so_and_they_resume(ha_cluster):
+    """One of three etcd members lost: nothing stops. Two: the leader cannot renew its lease
+    and steps down, saying so; no coordinator leads or acknowledges anything, and the CLI
+    says why it found none; with the members back, one leads again and changes are accepted.
+    (A store that refuses writes while the lease holds, a full disk say, is refused at once
+    with its reason: CoordinatorStoreTest.ChangesAreRefusedSayingWhyWhileTheStoreFails.)"""
+    c = ha_cluster(workers=1)
+    leader = wait_for(c.leader, 30, "a leader")
+    c.etcd.kill(0)
+    one = c.submit({"name": "one-member-down", "nodes": 1, "procs_per_node": 1,
+                    "command": ["true"]})
+    assert c.wait_state(one, "SUCCEEDED", timeout=60)["state"] == "SUCCEEDED"
+
+    c.etcd.kill(1)
+    # Without a quorum the leader cannot renew its lease: it steps down within seconds and
+    # stops (crash-only), saying why, and no coordinator serves.
+    assert c.procs[leader].wait(timeout=30) == 1
+    assert "this coordinator is no longer the leader" in c.logs_of(leader), \
+        c.logs_of(leader)[-2000:]
+    spec = os.path.join(c.dir, "while-down.json")
+    with open(spec, "w") as f:
+        json.dump({"name": "while-down", "nodes": 1, "procs_per_node": 1, "command": ["true"]},
+                  f)
+    refused = c.cli("submit", spec, check=False, timeout=120)
+    assert refused.returncode != 0, f"acknowledged without an etcd quorum: {refused.stdout}"
+    assert "none of " + c.target + " serves" in refused.stderr, refused.stderr
+    c.start_one(leader)  # as systemd restarts it: it waits for etcd
+    wait_for(lambda: "leader election: etcd" in c.logs_of(leader).split(
+        "this coordinator is no longer the leader")[-1] or
+        "waiting for etcd" in c.logs_of(leader).split(
+        "this coordinator is no longer the leader")[-1], 60, f"{leader} to wait for etcd")
+
+    c.etcd.start(0)
+    c.etcd.start(1)
+    assert c.etcd.wait_healthy(60), "etcd did not come back"
+    wait_for(lambda: c.etcd.get("/convoy/leader"), 60, "a leader again")
+    after = c.submit({"name": "after", "nodes": 1, "procs_per_node": 1, "command": ["true"]})
+    assert c.wait_state(after, "SUCCEEDED", timeout=60)["state"] == "SUCCEEDED"
+    jobs = json.loads(c.cli("list", "--output", "json").stdout)["jobs"]
+    names = [j["spec"]["name"] for j in jobs]
+    assert "after" in names and "while-down" not in names, names

@@ -58,10 +58,6 @@ v1::JobMetrics Metrics(const std::string& id, int points) {
   return m;
 }
 
-// One etcd member for the whole suite; each test has a prefix of its own in it.
-testing::EtcdCluster* shared_etcd = nullptr;
-std::atomic<int> next_prefix{0};
-
 // Opens "the same" store again (a coordinator restart, or another coordinator).
 class StoreFactory {
  public:
@@ -83,12 +79,10 @@ class SqliteFactory : public StoreFactory {
 
 class EtcdFactory : public StoreFactory {
  public:
-  EtcdFactory()
-      : prefix_("/t" + std::to_string(getpid()) + "-" + std::to_string(next_prefix++) +
-                "/convoy/") {}
+  EtcdFactory() : prefix_(testing::UniqueEtcdPrefix() + "convoy/") {}
   std::unique_ptr<JobStore> Open() override {
     EtcdOptions options;
-    options.endpoints = shared_etcd->endpoints();
+    options.endpoints = testing::SharedEtcd().endpoints();
     auto client = EtcdClient::Create(options);
     EXPECT_TRUE(client.ok()) << client.status().message();
     clients_.push_back(std::move(*client));
@@ -102,16 +96,9 @@ class EtcdFactory : public StoreFactory {
 
 class JobStoreContractTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    if (testing::EtcdCluster::Available()) shared_etcd = new testing::EtcdCluster(1);
-  }
-  static void TearDownTestSuite() {
-    delete shared_etcd;
-    shared_etcd = nullptr;
-  }
   void SetUp() override {
     if (GetParam() == "etcd") {
-      if (shared_etcd == nullptr) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+      if (!testing::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
       factory_ = std::make_unique<EtcdFactory>();
     } else {
       factory_ = std::make_unique<SqliteFactory>();

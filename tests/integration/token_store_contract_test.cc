@@ -20,22 +20,14 @@ namespace {
 constexpr int64_t kNow = 1'800'000'000'000;
 constexpr int64_t kHour = 3'600'000;
 
-testing::EtcdCluster* shared_etcd = nullptr;
-std::atomic<int> next_prefix{0};
 // How often a coordinator on etcd reads the tokens again (production: every second).
 constexpr int64_t kPollMs = 50;
 
 class TokenStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    if (testing::EtcdCluster::Available()) shared_etcd = new testing::EtcdCluster(1);
-  }
-  static void TearDownTestSuite() {
-    delete shared_etcd;
-    shared_etcd = nullptr;
-  }
   void SetUp() override {
-    if (etcd() && shared_etcd == nullptr) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+    if (etcd() && !testing::EtcdCluster::Available())
+      GTEST_SKIP() << "etcd is not installed (etcd-server)";
   }
   bool etcd() const { return GetParam() == "etcd"; }
   std::string Db() { return dir_ / "convoy.db"; }
@@ -44,7 +36,7 @@ class TokenStoreTest : public ::testing::TestWithParam<std::string> {
     StatusOr<std::unique_ptr<TokenStore>> s = Status::Ok();
     if (etcd()) {
       EtcdOptions options;
-      options.endpoints = shared_etcd->endpoints();
+      options.endpoints = testing::SharedEtcd().endpoints();
       auto client = EtcdClient::Create(options);
       EXPECT_TRUE(client.ok()) << client.status().message();
       clients_.push_back(std::move(*client));
@@ -61,7 +53,7 @@ class TokenStoreTest : public ::testing::TestWithParam<std::string> {
     std::string bytes;
     if (etcd()) {
       EtcdOptions options;
-      options.endpoints = shared_etcd->endpoints();
+      options.endpoints = testing::SharedEtcd().endpoints();
       auto client = EtcdClient::Create(options);
       auto kvs = (*client)->GetPrefix(prefix_);
       EXPECT_TRUE(kvs.ok());
@@ -79,8 +71,7 @@ class TokenStoreTest : public ::testing::TestWithParam<std::string> {
   }
 
   testing::TempDir dir_;
-  const std::string prefix_ =
-      "/t" + std::to_string(getpid()) + "-" + std::to_string(next_prefix++) + "/convoy/";
+  const std::string prefix_ = testing::UniqueEtcdPrefix() + "convoy/";
   std::vector<std::unique_ptr<EtcdClient>> clients_;  // outlive the stores of a test
 };
 

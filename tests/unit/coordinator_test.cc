@@ -222,6 +222,51 @@ TEST(CoordinatorStoreTest, AStoreThatKeepsFailingStopsTheCoordinatorWithItsReaso
   coordinator.Stop();
 }
 
+// While the store refuses writes, a client's change is refused at once (UNAVAILABLE, saying
+// why) and changes nothing, rather than waiting behind the failing commit; once the store
+// writes again, changes are accepted, and the one that was waiting is answered.
+TEST(CoordinatorStoreTest, ChangesAreRefusedSayingWhyWhileTheStoreFails) {
+  FakeClock clock;
+  MemoryJobStore store;
+  CoordinatorOptions options;
+  options.run_ticker = false;
+  options.store_give_up_ms = 600000;
+  Coordinator coordinator(clock, store, options);
+  ASSERT_TRUE(coordinator.Start().ok());
+  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  store.FailEveryWrite();
+  std::atomic<bool> first_replied{false};
+  coordinator.Submit(OneRank(), "", "", "",
+                     [&](const StatusOr<std::string>& id) { first_replied = id.ok(); });
+  // The commit thread meets the failure and keeps retrying.
+  for (int i = 0; i < 500 && coordinator.StoreAcceptsWrites().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Status refusing = coordinator.StoreAcceptsWrites();
+  ASSERT_EQ(refusing.code(), StatusCode::kUnavailable);
+  EXPECT_NE(refusing.message().find("injected write failure"), std::string::npos)
+      << refusing.message();
+  StatusOr<std::string> second = Status::Ok();
+  coordinator.Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>& id) { second = id; });
+  ASSERT_EQ(second.status().code(), StatusCode::kUnavailable);  // answered at once
+  EXPECT_NE(second.status().message().find("nothing was changed"), std::string::npos);
+  StatusOr<v1::Job> cancelled = Status::Ok();
+  coordinator.Cancel("j-000001", "", "", [&](const StatusOr<v1::Job>& j) { cancelled = j; });
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(coordinator.List(false).size(), 1u);  // the refused submit made no job
+
+  store.StopFailing();
+  coordinator.Flush();
+  EXPECT_TRUE(first_replied);
+  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  std::string third;
+  coordinator.Submit(OneRank(), "", "", "",
+                     [&](const StatusOr<std::string>& id) { third = id.ok() ? *id : ""; });
+  coordinator.Flush();
+  EXPECT_EQ(third, "j-000002");
+  coordinator.Stop();
+}
+
 TEST_F(CoordinatorTest, WatchUpdatesComeInOrderFromSnapshotToTheEnd) {
   auto stream = std::make_shared<FakeStream>();
   coordinator_->OnRegister(Registration("w1"), stream);
