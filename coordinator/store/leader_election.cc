@@ -53,9 +53,7 @@ Status LeaderElection::Campaign(const std::function<bool()>& stop) {
         spdlog::warn("leader election: {}; retrying", last_error);
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stop_; });
-    if (stop_) break;
+    if (WaitForStop(options_.poll_ms)) break;
   }
   if (lease_ != 0) {
     client_.RevokeLease(lease_);  // a follower that stops leaves no lease behind
@@ -70,11 +68,7 @@ void LeaderElection::StartRenewal(std::function<void(const std::string&)> on_los
 
 void LeaderElection::Renew(std::function<void(const std::string&)> on_lost) {
   auto last_ok = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.renew_ms), [this] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
+  while (!WaitForStop(options_.renew_ms)) {
     Status st = client_.KeepAlive(lease_);
     const auto now = std::chrono::steady_clock::now();
     std::string lost;
@@ -86,21 +80,25 @@ void LeaderElection::Renew(std::function<void(const std::string&)> on_lost) {
       lost = "its etcd lease could not be renewed for " + std::to_string(options_.ttl_s) + " s (" +
              st.message() + ")";
     }
-    lock.lock();
-    if (!lost.empty() && !stop_) {
-      lock.unlock();
+    if (!lost.empty() && !WaitForStop(0)) {
       on_lost("this coordinator is no longer the leader: " + lost);
       return;
     }
   }
 }
 
+bool LeaderElection::WaitForStop(int64_t ms) {
+  MutexLock lock(mu_);
+  if (!stop_ && ms > 0) cv_.WaitFor(mu_, std::chrono::milliseconds(ms));
+  return stop_;
+}
+
 void LeaderElection::Resign() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (renewal_.joinable()) renewal_.join();
   if (lease_ != 0) {
     client_.RevokeLease(lease_);

@@ -15,13 +15,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "coordinator/store/etcd_client.h"
 
@@ -66,9 +65,12 @@ class LeaderElection {
   const Options options_;
   int64_t lease_ = 0;
   int64_t revision_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  // Waits up to `ms` (0: not at all) for Resign; whether it was called.
+  bool WaitForStop(int64_t ms) EXCLUDES(mu_);
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread renewal_;
 };
 
