@@ -6,6 +6,9 @@
 
 namespace convoy::trainer {
 
+// The PowerSGD rank `compression: auto` uses at least (train.cc ChooseCompression).
+inline constexpr int kAutoPowerSgdRank = 4;
+
 struct Options {
   std::string model = "fmnist-cnn";
   int epochs = 1;
@@ -58,10 +61,11 @@ struct Options {
   // exponent range needs no loss scaling). Refused on CPU.
   std::string amp = "off";
   // Gradient compression before the all-reduce (trainer/compression.h): "none", "bf16",
-  // "fp16", "powersgd" or "auto" (timed at start-up: bf16 when communication would dominate,
-  // else none). Only with --ddp hooks.
+  // "fp16", "powersgd" or "auto" (timed at start-up: none while one all-reduce takes no
+  // longer than a step's compute, bf16 up to twice it, else PowerSGD at rank
+  // kAutoPowerSgdRank or more). Only with --ddp hooks.
   std::string compression = "none";
-  int powersgd_rank = 2;
+  int powersgd_rank = 2;            // `compression: auto` uses at least kAutoPowerSgdRank
   int64_t powersgd_start_step = 0;  // optimiser steps all-reduced uncompressed first
   int threads = 0;   // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
   bool eval = true;  // test accuracy after each epoch
