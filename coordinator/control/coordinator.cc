@@ -191,7 +191,7 @@ bool Coordinator::Persist(std::vector<StoreWrite>& writes) {
     // Real elapsed time for the store-latency histogram; no decision depends on it.
     const Steady::time_point began = Steady::now();
     Status st = durable_.Write(writes);
-    {
+    if (!st.ok() || failures > 0) {  // the common case, a first write that worked, locks nothing
       MutexLock lock(commit_mu_);
       store_refusing_ = st.ok() ? "" : st.message();
     }

@@ -173,7 +173,9 @@ StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64
   }
   MutexLock lock(mu_);
   const std::string done = PathOf(sha256);
-  const bool stored = PresentLocked(sha256);
+  // The replica is asked once per upload, at its first chunk (which restores a stored archive
+  // to this disk); the chunks after it look here only.
+  const bool stored = offset == 0 ? PresentLocked(sha256) : access(done.c_str(), R_OK) == 0;
   if (stored && OwnedByLocked(sha256, uploader)) {
     utimensat(AT_FDCWD, done.c_str(), nullptr, 0);  // uploaded again now: Collect's grace anew
     return Progress{total_size, true};
