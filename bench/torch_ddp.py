@@ -51,6 +51,28 @@ class Cnn(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+def serialized(hook):
+    """The hook with each bucket's collectives issued only after the previous bucket's are done.
+
+    powerSGD_hook issues its second and third all-reduce from the first one's callback, on a
+    Gloo thread, while backward issues the next bucket's first all-reduce on the autograd
+    thread: the two ranks can issue them in different orders, and Gloo 1.13 then aborts
+    (`pair.cc op.preamble.length <= op.nbytes`) or resets the connection. Waiting for the
+    previous bucket keeps one order on every rank, as Convoy's trainer does (one thread issues
+    every compressed collective, bucket after bucket); the first bucket still overlaps the rest
+    of backward."""
+    previous = [None]
+
+    def ordered(state, bucket):
+        if bucket.index() > 0 and previous[0] is not None:
+            previous[0].wait()
+        fut = hook(state, bucket)
+        previous[0] = None if bucket.is_last() else fut
+        return fut
+
+    return ordered
+
+
 def main():
     age0 = process_age()
     t_main = time.monotonic()
@@ -111,7 +133,7 @@ def main():
                 state = powerSGD_hook.PowerSGDState(
                     process_group=None, matrix_approximation_rank=a.powersgd_rank,
                     start_powerSGD_iter=max(2, a.powersgd_start_step), random_seed=a.seed)
-                model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+                model.register_comm_hook(state, serialized(powerSGD_hook.powerSGD_hook))
             else:
                 model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.hook == "fp16"
                                          else default_hooks.bf16_compress_hook)

@@ -3,9 +3,10 @@
 // Gloo and NCCL.
 //
 // - "bf16" / "fp16": each rank sends its bucket (already divided by the world size) as 16-bit
-//   floats; the ranks exchange them with an all-gather and every rank adds the world's copies
-//   in float32. Half the bytes of a float32 all-reduce at a world of two; the additions stay
-//   float32 and vectorised (Gloo's own float16 all-reduce adds in float16, slowly, and 1.13's
+//   floats; the ranks exchange them with all-gathers of kHalfChunkElements at a time, all
+//   issued before the first is waited for, and every rank adds the world's copies in float32.
+//   Half the bytes of a float32 all-reduce at a world of two; the additions stay float32 and
+//   vectorised (Gloo's own float16 all-reduce adds in float16, slowly, and 1.13's
 //   Gloo has no bfloat16: bfloat16 travels as its bits, typed float16, which an all-gather
 //   copies untouched).
 // - "powersgd": rank-r PowerSGD (Vogels et al., 2019) as PyTorch's powerSGD_hook: tensors of
@@ -63,6 +64,9 @@ class Compressor {
   // After every bucket of a synchronising step was reduced (counts PowerSGD's steps).
   virtual void EndStep() {}
 };
+
+// The 16-bit paths exchange a bucket in chunks of this many elements (512 KiB on the wire).
+inline constexpr int64_t kHalfChunkElements = 256 * 1024;
 
 // kind "none" gives nullptr. Throws std::invalid_argument for an unknown kind.
 std::unique_ptr<Compressor> MakeCompressor(const CompressionOptions& options, Dist& dist);
