@@ -8,16 +8,20 @@ shared), one intra-op thread per rank.
 For each link rate, alternating, --repeats times:
 - Convoy with each `trainer.compression` option (none, bf16, fp16, powersgd, auto);
 - torchrun + bench/torch_ddp.py with no hook, with fp16_compress_hook and with PowerSGD
-  (PowerSGDState + powerSGD_hook, the same rank and start step). bf16_compress_hook is not
-  run: Debian's torch 1.13 Gloo refuses bfloat16 all-reduces ("Invalid scalar type").
+  (PowerSGDState + powerSGD_hook, the same rank and start step: `powersgd` at Convoy's
+  explicit rank, `powersgd4` at the rank `auto` picks). bf16_compress_hook is not run:
+  Debian's torch 1.13 Gloo refuses bfloat16 all-reduces ("Invalid scalar type").
 
 Prints samples/s and test accuracy (after the run: one epoch with --steps 0) as medians, with
-the ratios against torchrun without a hook and against torchrun with the same hook. Measures
+the ratios against torchrun without a hook and against torchrun with the same hook (for
+`auto`, the hook of what it chose), and the share of Convoy's communication hidden behind
+backward. Measures
 each link's TCP throughput first. Removes the namespaces, links and processes afterwards.
 Needs root. Not a test: it asserts nothing.
 
   bench/ddp_shaped_link [--rates 1gbit,10gbit] [--steps 0] [--repeats 3]
-                        [--options none,bf16,fp16,powersgd,auto] [--torch none,fp16,powersgd]
+                        [--options none,bf16,fp16,powersgd,auto]
+                        [--torch none,fp16,powersgd,powersgd4]
 """
 
 import argparse
@@ -43,9 +47,10 @@ HOST_IF = ["cvbh0", "cvbh1"]
 NS_IF = ["cvbn0", "cvbn1"]
 POWERSGD_RANK = 2
 POWERSGD_START = 10
-# torchrun's hook for each Convoy option: the fair comparison.
-SAME_HOOK = {"none": "none", "bf16": "fp16", "fp16": "fp16", "powersgd": "powersgd",
-             "auto": "none"}
+AUTO_POWERSGD_RANK = 4  # kAutoPowerSgdRank in trainer/options.h
+# torchrun's hook for each Convoy option (for `auto`: for what it chose): the fair comparison.
+SAME_HOOK = {"none": "none", "bf16": "fp16", "fp16": "fp16", "powersgd": "powersgd"}
+AUTO_SAME_HOOK = dict(SAME_HOOK, powersgd="powersgd4")
 
 
 def host_addr(i):
@@ -197,8 +202,9 @@ _PORTS = iter(range(29611, 29711))
 
 def run_torchrun(hook, steps, timeout):
     port = next(_PORTS)  # a fresh one each run: the last run's may still be in TIME_WAIT
-    args = ["--batch-size", "32", "--threads", "1", "--hook", hook,
-            "--powersgd-rank", str(POWERSGD_RANK), "--powersgd-start-step", str(POWERSGD_START)]
+    rank = AUTO_POWERSGD_RANK if hook == "powersgd4" else POWERSGD_RANK
+    args = ["--batch-size", "32", "--threads", "1", "--hook", "powersgd" if hook == "powersgd4" else hook,
+            "--powersgd-rank", str(rank), "--powersgd-start-step", str(POWERSGD_START)]
     if steps:
         args += ["--max-steps", str(steps), "--no-eval"]
     with tempfile.TemporaryDirectory(prefix="torchrun-shaped-") as log_dir:
@@ -244,7 +250,8 @@ def main():
                          "measures throughput only)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--options", default="none,bf16,fp16,powersgd,auto")
-    ap.add_argument("--torch", default="none,fp16,powersgd", help="torchrun hooks to run")
+    ap.add_argument("--torch", default="none,fp16,powersgd,powersgd4",
+                    help="torchrun hooks to run (powersgd4: PowerSGD at the rank auto picks)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("ddp_shaped_link: needs root (network namespaces, tc)")
@@ -275,13 +282,16 @@ def main():
                             continue
                         rec = {"samples_per_s": sum(x["samples_per_s"] for x in s),
                                "accuracy": s[0].get("test_accuracy", -1),
-                               "chose": s[0].get("compression", "")}
+                               "chose": s[0].get("compression", ""),
+                               "hidden": statistics.mean(x.get("comm_hidden", -1) for x in s)}
                         results.setdefault(key, []).append(rec)
                         print(f"  {rate} run {rep + 1}: {kind:8s} {what:9s} "
                               f"{rec['samples_per_s']:7.0f} samples/s, accuracy "
                               + (f"{rec['accuracy'] * 100:.2f}%" if rec["accuracy"] >= 0
                                  else "not measured")
-                              + (f" (chose {rec['chose']})" if what == "auto" else ""),
+                              + (f" (chose {rec['chose']})" if what == "auto" else "")
+                              + (f", {rec['hidden'] * 100:.0f}% of communication hidden"
+                                 if kind == "convoy" and rec["hidden"] >= 0 else ""),
                               flush=True)
         finally:
             cluster.close()
@@ -295,7 +305,7 @@ def main():
     for rate in a.rates.split(","):
         print(f"\n{rate} (one TCP stream: {results[(rate, 'link')]:.0f} Mbit/s)")
         print(f"  {'':22s}{'samples/s':>10s}{'accuracy':>10s}{'vs torchrun':>13s}"
-              f"{'vs same hook':>14s}")
+              f"{'vs same hook':>14s}{'hidden':>8s}")
         base = med(rate, "torchrun none", "samples_per_s")
         for who in [f"convoy {o}" for o in options] + [f"torchrun {h}" for h in hooks]:
             v = med(rate, who, "samples_per_s")
@@ -306,8 +316,18 @@ def main():
             line = f"  {who:22s}{v:10.0f}" + (f"{acc * 100:9.2f}%" if acc >= 0 else f"{'-':>10s}")
             line += f"{v / base:13.2f}" if base else f"{'-':>13s}"
             if who.startswith("convoy"):
-                same = med(rate, "torchrun " + SAME_HOOK[who.split()[1]], "samples_per_s")
+                option = who.split()[1]
+                if option == "auto":
+                    chose = [r["chose"] for r in results[(rate, who)]]
+                    hook = AUTO_SAME_HOOK.get(max(set(chose), key=chose.count), "none")
+                else:
+                    hook = SAME_HOOK[option]
+                same = med(rate, "torchrun " + hook, "samples_per_s")
                 line += f"{v / same:14.2f}" if same else f"{'-':>14s}"
+                hidden = med(rate, who, "hidden")
+                line += f"{hidden * 100:7.0f}%" if hidden >= 0 else f"{'-':>8s}"
+                if option == "auto":
+                    line += f"  (chose {', '.join(sorted(set(chose)))}; vs torchrun {hook})"
             print(line)
 
 

@@ -82,16 +82,12 @@ class PowerSgdCompressor : public Compressor {
   void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) override {
     torch::NoGradGuard no_grad;
     torch::Tensor grads = flat.narrow(0, 0, layout.numel);
-    if (step_ < start_step_) {
+    if (step_ < start_step_ || layout.numel < kPowerSgdMinBucketElements) {
       dist_.AllReduceSum(grads);
       return;
     }
     State& st = states_[bucket];
-    if (!st.error.defined()) {
-      st.error = torch::zeros_like(grads);
-    } else if (error_feedback_) {
-      grads.add_(st.error);
-    }
+    if (error_feedback_ && !st.error.defined()) st.error = torch::zeros_like(grads);
     // Split: matrices worth compressing, and the rest.
     struct Mat {
       torch::Tensor m;  // n x m view into grads
@@ -118,9 +114,18 @@ class PowerSgdCompressor : public Compressor {
       plain.push_back(view);
       plain_size += numel;
     }
-    // The input of this step, for the error after compression.
-    std::vector<torch::Tensor> before;
-    for (const Mat& x : mats) before.push_back(x.m.clone());
+    // What is approximated: with error feedback, this step's gradient plus what the last
+    // step's approximation left out, summed in the residual's own buffer (no copy; it becomes
+    // this step's residual below). Only the compressed matrices carry a residual.
+    std::vector<torch::Tensor> inputs;
+    for (const Mat& x : mats) {
+      if (!error_feedback_) {
+        inputs.push_back(x.m);
+        continue;
+      }
+      torch::Tensor e = st.error.narrow(0, x.offset, x.n * x.cols).view({x.n, x.cols});
+      inputs.push_back(e.add_(x.m));
+    }
     const bool fresh = !st.q.defined();
     if (fresh) {
       st.p = torch::empty({p_size}, grads.options());
@@ -143,7 +148,7 @@ class PowerSgdCompressor : public Compressor {
     }
     // Warm start: last step's Q (orthogonalised again), else the random one.
     for (torch::Tensor& q : qs) OrthogonalizeColumns(q);
-    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(ps[k], mats[k].m, qs[k]);
+    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(ps[k], inputs[k], qs[k]);
     torch::Tensor plain_flat = plain.empty() ? torch::Tensor() : torch::cat(plain);
     std::unique_ptr<Pending> plain_pending;
     if (plain_size > 0) plain_pending = dist_.AllReduceSumAsync(plain_flat);
@@ -160,23 +165,21 @@ class PowerSgdCompressor : public Compressor {
     if (p_size == 0) return;
     p_pending->Wait();
     for (torch::Tensor& p : ps) OrthogonalizeColumns(p);
-    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(qs[k], mats[k].m.t(), ps[k]);
+    for (size_t k = 0; k < mats.size(); ++k) torch::matmul_out(qs[k], inputs[k].t(), ps[k]);
     // The gradients were divided by the world size on the way in: Q's sum is the mean's.
     dist_.AllReduceSum(st.q);
     const double inv_world = 1.0 / dist_.world();
     for (size_t k = 0; k < mats.size(); ++k) {
-      torch::matmul_out(mats[k].m, ps[k], qs[k].t());
       // This rank's share of what the approximation left out (the ranks' errors add up to
-      // the mean's residual).
-      st.error.narrow(0, mats[k].offset, mats[k].n * mats[k].cols)
-          .view({mats[k].n, mats[k].cols})
-          .copy_(before[k] - mats[k].m * inv_world);
+      // the mean's residual), in place: input - P Q^T / W.
+      if (error_feedback_) inputs[k].addmm_(ps[k], qs[k].t(), /*beta=*/1, /*alpha=*/-inv_world);
+      torch::matmul_out(mats[k].m, ps[k], qs[k].t());
     }
   }
 
  private:
   struct State {
-    torch::Tensor error;  // bucket-sized; zero outside the compressed matrices
+    torch::Tensor error;  // bucket-sized (with error feedback); zero outside the matrices
     torch::Tensor p, q;   // every matrix's P and Q, back to back (q: the warm start)
   };
   const int64_t rank_;

@@ -68,6 +68,12 @@ class Compressor {
 // The 16-bit paths exchange a bucket in chunks of this many elements (512 KiB on the wire).
 inline constexpr int64_t kHalfChunkElements = 256 * 1024;
 
+// PowerSGD reduces a bucket smaller than this (128 KiB of float32) uncompressed, in one
+// all-reduce: compressing it takes two more collectives after it, whose round trips cost more
+// than the bytes they save (the Fashion-MNIST CNN's last bucket, its convolutions, is 76 KB:
+// compressed it made PowerSGD 3-7 % slower than no compression at 10 Gbit/s).
+inline constexpr int64_t kPowerSgdMinBucketElements = 32 * 1024;
+
 // kind "none" gives nullptr. Throws std::invalid_argument for an unknown kind.
 std::unique_ptr<Compressor> MakeCompressor(const CompressionOptions& options, Dist& dist);
 

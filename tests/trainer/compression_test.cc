@@ -281,6 +281,68 @@ TEST_F(CompressionTest, PowerSgdErrorFeedbackMakesTheSumConverge) {
   EXPECT_LT(ef["sum_last"], 0.6 * plain["sum_last"]);
 }
 
+// A bucket under kPowerSgdMinBucketElements is all-reduced as it is, at every step: its
+// compression would cost two more round trips than it saves; one at the threshold is
+// compressed. Each rank reduces a square matrix (rank r's is r + 1 times a shared random one,
+// so the sum is 3 times it); reports the relative error against that sum.
+TEST_F(CompressionTest, PowerSgdLeavesASmallBucketUncompressed) {
+  const int port = FreePort();
+  const int64_t small_side = 150;  // 22,500 elements
+  const int64_t large_side = 182;  // 33,124
+  ASSERT_LT(small_side * small_side, kPowerSgdMinBucketElements);
+  ASSERT_GE(large_side * large_side, kPowerSgdMinBucketElements);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        torch::set_num_threads(1);
+        auto dist =
+            Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60), "gloo");
+        CompressionOptions o;
+        o.kind = "powersgd";
+        o.powersgd_start_step = 0;
+        auto compressor = MakeCompressor(o, *dist);
+        std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+        for (int64_t side : {small_side, large_side}) {
+          torch::manual_seed(11);
+          torch::Tensor shared = torch::randn({side * side});
+          torch::Tensor flat = shared * (rank + 1);
+          BucketLayout layout;
+          layout.shapes = {{side, side}};
+          layout.offsets = {0};
+          layout.numel = side * side;
+          compressor->Reduce(side == small_side ? 0 : 1, flat, layout);
+          const torch::Tensor exact = shared * 3;
+          out << side << " " << ((flat - exact).norm() / exact.norm()).item<double>() << "\n";
+        }
+        compressor->EndStep();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
+  }
+  std::map<int64_t, double> error;
+  std::ifstream in(dir_ / "rank0");
+  int64_t side;
+  double rel;
+  while (in >> side >> rel) error[side] = rel;
+  ASSERT_EQ(error.size(), 2u);
+  EXPECT_LT(error[small_side], 1e-6) << "the small bucket was compressed";
+  // A random 182 x 182 matrix is far from rank 2: compressed, most of it is left out.
+  EXPECT_GT(error[large_side], 0.5) << "the bucket at the threshold was not compressed";
+}
+
 TEST(OrthogonalizeTest, ColumnsBecomeOrthonormal) {
   torch::manual_seed(3);
   torch::Tensor m = torch::randn({50, 4});
