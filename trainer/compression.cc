@@ -15,7 +15,8 @@ namespace {
 // TCP backs off (bench/README "DDP over a shaped link").
 class HalfCompressor : public Compressor {
  public:
-  HalfCompressor(torch::ScalarType type, Dist& dist) : type_(type), dist_(dist) {}
+  HalfCompressor(torch::ScalarType type, bool error_feedback, Dist& dist)
+      : type_(type), error_feedback_(error_feedback), dist_(dist) {}
 
   void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) override {
     torch::NoGradGuard no_grad;
@@ -37,8 +38,19 @@ class HalfCompressor : public Compressor {
     // first is waited for.
     std::vector<std::unique_ptr<Pending>> pending;
     pending.reserve(buf.chunks.size());
+    if (error_feedback_ && !buf.residual.defined()) buf.residual = torch::zeros_like(grads);
     for (Chunk& c : buf.chunks) {
-      c.input.view(type_).copy_(grads.narrow(0, c.offset, c.numel));
+      torch::Tensor wire = c.input.view(type_);
+      if (error_feedback_) {
+        // Send this step's gradient plus what rounding left out of the last one's; keep what
+        // it leaves out of this one.
+        torch::Tensor e = buf.residual.narrow(0, c.offset, c.numel);
+        e.add_(grads.narrow(0, c.offset, c.numel));
+        wire.copy_(e);
+        e.sub_(wire);
+      } else {
+        wire.copy_(grads.narrow(0, c.offset, c.numel));
+      }
       pending.push_back(dist_.AllGatherAsync(c.outputs, c.input));
     }
     for (size_t k = 0; k < buf.chunks.size(); ++k) {
@@ -57,10 +69,12 @@ class HalfCompressor : public Compressor {
     std::vector<torch::Tensor> outputs;  // one per rank
   };
   struct Buffers {
-    torch::Tensor wire;  // this rank's 16-bit copy of the bucket
+    torch::Tensor wire;      // this rank's 16-bit copy of the bucket
+    torch::Tensor residual;  // with error feedback: what rounding left out, float32
     std::vector<Chunk> chunks;
   };
   const torch::ScalarType type_;
+  const bool error_feedback_;
   Dist& dist_;
   std::map<size_t, Buffers> buffers_;  // per bucket, reused
 };
@@ -208,8 +222,9 @@ void OrthogonalizeColumns(torch::Tensor matrix, double epsilon) {
 
 std::unique_ptr<Compressor> MakeCompressor(const CompressionOptions& o, Dist& dist) {
   if (o.kind == "none") return nullptr;
-  if (o.kind == "bf16") return std::make_unique<HalfCompressor>(torch::kBFloat16, dist);
-  if (o.kind == "fp16") return std::make_unique<HalfCompressor>(torch::kHalf, dist);
+  if (o.kind == "bf16")
+    return std::make_unique<HalfCompressor>(torch::kBFloat16, o.bf16_error_feedback, dist);
+  if (o.kind == "fp16") return std::make_unique<HalfCompressor>(torch::kHalf, false, dist);
   if (o.kind == "powersgd") return std::make_unique<PowerSgdCompressor>(o, dist);
   throw std::invalid_argument("--compression: unknown kind '" + o.kind + "'");
 }
