@@ -6,8 +6,10 @@
 
 namespace convoy::trainer {
 
-// The PowerSGD rank `compression: auto` uses at least (train.cc ChooseCompression).
+// The PowerSGD rank `compression: auto` uses at least, and the uncompressed steps it takes at
+// least before it (train.cc Connect).
 inline constexpr int kAutoPowerSgdRank = 4;
+inline constexpr int64_t kAutoPowerSgdStartStep = 10;
 
 struct Options {
   std::string model = "fmnist-cnn";
@@ -63,10 +65,11 @@ struct Options {
   // Gradient compression before the all-reduce (trainer/compression.h): "none", "bf16",
   // "fp16", "powersgd" or "auto" (timed at start-up: none while one all-reduce takes no
   // longer than a step's compute, bf16 up to twice it, else PowerSGD at rank
-  // kAutoPowerSgdRank or more). Only with --ddp hooks.
+  // kAutoPowerSgdRank or more, from step kAutoPowerSgdStartStep or later). Only with --ddp
+  // hooks.
   std::string compression = "none";
   int powersgd_rank = 2;            // `compression: auto` uses at least kAutoPowerSgdRank
-  int64_t powersgd_start_step = 0;  // optimiser steps all-reduced uncompressed first
+  int64_t powersgd_start_step = 0;  // optimiser steps all-reduced uncompressed first (auto: 10+)
   int threads = 0;   // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
   bool eval = true;  // test accuracy after each epoch
   bool fill_data_cache = false;  // --fill-data-cache: fill the data cache, train nothing
