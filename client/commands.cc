@@ -68,8 +68,10 @@ int RpcFailed(const CoordinatorClient& c, const grpc::Status& st, const std::str
       break;
     default:
       std::cerr << st.error_message();
+      // A coordinator that answered UNAVAILABLE itself (its store refuses writes, say) is
+      // running, and its message says why: the hint is for one that could not be reached.
       if (ExitCodeFor(st) == kExitUnavailable &&
-          st.error_message().find("store refuses writes") == std::string::npos) {
+          !(c.channel && c.channel->GetState(false) == GRPC_CHANNEL_READY)) {
         if (c.target.find(',') == std::string::npos) {
           std::cerr << " (is the coordinator running at " << c.target << "?)";
         } else {

@@ -298,10 +298,7 @@ void Coordinator::Tick() {
 void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
                          const std::string& request_id,
                          std::function<void(StatusOr<std::string>)> done) {
-  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
-    done(refused);
-    return;
-  }
+  if (RefusedWhileTheStoreFails(done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::string> id = jobs_.Submit(spec, owner, role, request_id);
@@ -311,10 +308,7 @@ void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, cons
 
 void Coordinator::Cancel(const std::string& id, const std::string& reason, const std::string& by,
                          std::function<void(StatusOr<v1::Job>)> done) {
-  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
-    done(refused);
-    return;
-  }
+  if (RefusedWhileTheStoreFails(done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by);
@@ -324,10 +318,7 @@ void Coordinator::Cancel(const std::string& id, const std::string& reason, const
 
 void Coordinator::Delete(const std::string& id, const std::string& by,
                          std::function<void(StatusOr<std::vector<std::string>>)> done) {
-  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
-    done(refused);
-    return;
-  }
+  if (RefusedWhileTheStoreFails(done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::vector<std::string>> workers = jobs_.Delete(id, by);
@@ -337,10 +328,7 @@ void Coordinator::Delete(const std::string& id, const std::string& by,
 
 void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
                              bool now, std::function<void(StatusOr<v1::WorkerInfo>)> done) {
-  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
-    done(refused);
-    return;
-  }
+  if (RefusedWhileTheStoreFails(done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by, now);
@@ -350,10 +338,7 @@ void Coordinator::SetDrained(const std::string& worker, bool drained, const std:
 
 void Coordinator::ForgetWorker(const std::string& worker, const std::string& by,
                                std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) {
-  if (Status refused = StoreAcceptsWrites(); !refused.ok()) {
-    done(refused);
-    return;
-  }
+  if (RefusedWhileTheStoreFails(done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<JobManager::ForgottenWorker> forgotten =

@@ -191,6 +191,16 @@ class Coordinator {
 
   // Whether the store refuses writes now (see above), and why.
   Status StoreAcceptsWrites() EXCLUDES(commit_mu_);
+  // A client's change while the store refuses writes: answers `done` with the refusal and
+  // returns true; false (`done` untouched) while it accepts them.
+  template <typename T>
+  bool RefusedWhileTheStoreFails(const std::function<void(StatusOr<T>)>& done)
+      EXCLUDES(commit_mu_) {
+    Status refused = StoreAcceptsWrites();
+    if (refused.ok()) return false;
+    done(refused);
+    return true;
+  }
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);

@@ -38,6 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_util::FreePort;
+using test_util::RunRanks;
 
 constexpr int kWorld = 2;
 constexpr int kSteps = 40;
@@ -120,49 +121,32 @@ class CompressionTest : public ::testing::Test {
                                const std::vector<torch::Tensor>& reduced,
                                std::map<std::string, double>* report)>& check) {
     const int port = FreePort();
-    std::vector<pid_t> pids;
-    for (int rank = 0; rank < kWorld; ++rank) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        int code = 0;
-        try {
-          torch::set_num_threads(1);
-          auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo",
-                                   std::chrono::seconds(60), "gloo");
-          std::vector<torch::Tensor> params = MakeParams();
-          auto sync = MakeGradSync("hooks", params, *dist, 0.25, options);
-          std::map<std::string, double> report;
-          report["buckets"] = static_cast<double>(sync->num_buckets());
-          for (int step = 0; step < steps; ++step) {
-            sync->BeforeForward(true);
-            torch::Tensor loss = Loss(params, rank, step);
-            sync->BeforeBackward();
-            loss.backward();
-            sync->Finish();
-            std::vector<torch::Tensor> reduced;
-            for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
-            ClearGrads(params);
-            check(step, params, reduced, &report);
-            if (step == steps - 1) {
-              torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
-            }
-          }
-          std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
-          for (const auto& [k, v] : report) out << k << " " << v << "\n";
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-          code = 1;
+    const std::vector<int> codes = RunRanks(kWorld, [&](int rank) {
+      auto dist =
+          Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60), "gloo");
+      std::vector<torch::Tensor> params = MakeParams();
+      auto sync = MakeGradSync("hooks", params, *dist, 0.25, options);
+      std::map<std::string, double> report;
+      report["buckets"] = static_cast<double>(sync->num_buckets());
+      for (int step = 0; step < steps; ++step) {
+        sync->BeforeForward(true);
+        torch::Tensor loss = Loss(params, rank, step);
+        sync->BeforeBackward();
+        loss.backward();
+        sync->Finish();
+        std::vector<torch::Tensor> reduced;
+        for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
+        ClearGrads(params);
+        check(step, params, reduced, &report);
+        if (step == steps - 1) {
+          torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
         }
-        std::fflush(stderr);
-        _exit(code);
       }
-      pids.push_back(pid);
-    }
-    for (pid_t pid : pids) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
-    }
+      std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+      for (const auto& [k, v] : report) out << k << " " << v << "\n";
+      return 0;
+    });
+    for (int code : codes) EXPECT_EQ(code, 0) << "a rank failed";
     // Every rank ends with the same gradients, bit for bit.
     std::vector<torch::Tensor> g0, g1;
     torch::load(g0, (dir_ / "grads0").string());
@@ -342,47 +326,30 @@ TEST_F(CompressionTest, PowerSgdLeavesASmallBucketUncompressed) {
   const int64_t large_side = 182;  // 33,124
   ASSERT_LT(small_side * small_side, kPowerSgdMinBucketElements);
   ASSERT_GE(large_side * large_side, kPowerSgdMinBucketElements);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        torch::set_num_threads(1);
-        auto dist =
-            Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60), "gloo");
-        CompressionOptions o;
-        o.kind = "powersgd";
-        o.powersgd_start_step = 0;
-        auto compressor = MakeCompressor(o, *dist);
-        std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
-        for (int64_t side : {small_side, large_side}) {
-          torch::manual_seed(11);
-          torch::Tensor shared = torch::randn({side * side});
-          torch::Tensor flat = shared * (rank + 1);
-          BucketLayout layout;
-          layout.shapes = {{side, side}};
-          layout.offsets = {0};
-          layout.numel = side * side;
-          compressor->Reduce(side == small_side ? 0 : 1, flat, layout);
-          const torch::Tensor exact = shared * 3;
-          out << side << " " << ((flat - exact).norm() / exact.norm()).item<double>() << "\n";
-        }
-        compressor->EndStep();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 1;
-      }
-      std::fflush(stderr);
-      _exit(code);
+  const std::vector<int> codes = RunRanks(kWorld, [&](int rank) {
+    auto dist =
+        Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60), "gloo");
+    CompressionOptions o;
+    o.kind = "powersgd";
+    o.powersgd_start_step = 0;
+    auto compressor = MakeCompressor(o, *dist);
+    std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+    for (int64_t side : {small_side, large_side}) {
+      torch::manual_seed(11);
+      torch::Tensor shared = torch::randn({side * side});
+      torch::Tensor flat = shared * (rank + 1);
+      BucketLayout layout;
+      layout.shapes = {{side, side}};
+      layout.offsets = {0};
+      layout.numel = side * side;
+      compressor->Reduce(side == small_side ? 0 : 1, flat, layout);
+      const torch::Tensor exact = shared * 3;
+      out << side << " " << ((flat - exact).norm() / exact.norm()).item<double>() << "\n";
     }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
-  }
+    compressor->EndStep();
+    return 0;
+  });
+  for (int code : codes) EXPECT_EQ(code, 0) << "a rank failed";
   std::map<int64_t, double> error;
   std::ifstream in(dir_ / "rank0");
   int64_t side;

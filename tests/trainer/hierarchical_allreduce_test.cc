@@ -24,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_util::FreePort;
+using test_util::RunRanks;
 
 constexpr int kNodes = 2;
 constexpr int kLocal = 2;
@@ -55,47 +56,30 @@ class HierarchicalAllReduceTest : public ::testing::Test {
 TEST_F(HierarchicalAllReduceTest, EqualsTheFlatGlooSumAndOnlyLeadersCrossNodes) {
   const int port = FreePort();
   const int flat_port = FreePort();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        torch::set_num_threads(1);
-        Topology topology;
-        topology.local_rank = rank % kLocal;
-        topology.local_world = kLocal;
-        topology.node = rank / kLocal;
-        topology.nodes = kNodes;
-        auto hier = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
-                                 "auto", 1 << 16, topology);
-        auto flat = Dist::Create(rank, kWorld, "127.0.0.1", flat_port, "gloo",
-                                 std::chrono::seconds(60), "gloo", 1 << 16, topology);
-        std::vector<torch::Tensor> h = Contribution(rank), f = Contribution(rank);
-        std::vector<std::unique_ptr<Pending>> pending;
-        for (auto& t : h) pending.push_back(hier->AllReduceSumAsync(t));
-        for (auto& t : f) pending.push_back(flat->AllReduceSumAsync(t));
-        for (auto& p : pending) p->Wait();
-        torch::save(h, (dir_ / ("hier" + std::to_string(rank))).string());
-        torch::save(f, (dir_ / ("flat" + std::to_string(rank))).string());
-        std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
-        out << hier->allreduce_path() << "\n"
-            << hier->cross_node_allreduces() << " " << hier->leaders_group_size() << " "
-            << flat->cross_node_allreduces() << "\n";
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 1;
-      }
-      std::fflush(stderr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
-  }
+  const std::vector<int> codes = RunRanks(kWorld, [&](int rank) {
+    Topology topology;
+    topology.local_rank = rank % kLocal;
+    topology.local_world = kLocal;
+    topology.node = rank / kLocal;
+    topology.nodes = kNodes;
+    auto hier = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
+                             "auto", 1 << 16, topology);
+    auto flat = Dist::Create(rank, kWorld, "127.0.0.1", flat_port, "gloo", std::chrono::seconds(60),
+                             "gloo", 1 << 16, topology);
+    std::vector<torch::Tensor> h = Contribution(rank), f = Contribution(rank);
+    std::vector<std::unique_ptr<Pending>> pending;
+    for (auto& t : h) pending.push_back(hier->AllReduceSumAsync(t));
+    for (auto& t : f) pending.push_back(flat->AllReduceSumAsync(t));
+    for (auto& p : pending) p->Wait();
+    torch::save(h, (dir_ / ("hier" + std::to_string(rank))).string());
+    torch::save(f, (dir_ / ("flat" + std::to_string(rank))).string());
+    std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+    out << hier->allreduce_path() << "\n"
+        << hier->cross_node_allreduces() << " " << hier->leaders_group_size() << " "
+        << flat->cross_node_allreduces() << "\n";
+    return 0;
+  });
+  for (int code : codes) ASSERT_EQ(code, 0) << "a rank failed";
 
   // The tolerance: the flat and the hierarchical sums add the same four float32 values in
   // different orders; each differs from the exact sum by at most about 3 ulps of the sum of
@@ -142,45 +126,28 @@ TEST_F(HierarchicalAllReduceTest, EqualsTheFlatGlooSumAndOnlyLeadersCrossNodes) 
 // falls back to the flat Gloo all-reduce, says why, and still sums.
 TEST_F(HierarchicalAllReduceTest, ANodeWithoutItsSegmentMakesEveryRankFallBackToGloo) {
   const int port = FreePort();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        torch::set_num_threads(1);
-        Topology topology;
-        topology.local_rank = rank % kLocal;
-        topology.local_world = kLocal;
-        topology.node = rank / kLocal;
-        topology.nodes = kNodes;
-        auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
-                                 "auto", int64_t{1} << 40, topology);
-        torch::Tensor t = torch::full({1000}, static_cast<float>(rank + 1));
-        dist->AllReduceSum(t);
-        const std::string path = dist->allreduce_path();
-        if (!torch::equal(t, torch::full({1000}, 10.0f))) code = 10;
-        if (path.rfind("gloo (hierarchical all-reduce unavailable: node 0: rank 0: ", 0) != 0 ||
-            path.find("/dev/shm") == std::string::npos) {
-          std::fprintf(stderr, "rank %d: path %s\n", rank, path.c_str());
-          code = 11;
-        }
-        if (dist->hierarchical() || dist->cross_node_allreduces() != -1) code = 12;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 1;
-      }
-      std::fflush(stderr);
-      _exit(code);
+  const std::vector<int> codes = RunRanks(kWorld, [&](int rank) {
+    int code = 0;
+    Topology topology;
+    topology.local_rank = rank % kLocal;
+    topology.local_world = kLocal;
+    topology.node = rank / kLocal;
+    topology.nodes = kNodes;
+    auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
+                             "auto", int64_t{1} << 40, topology);
+    torch::Tensor t = torch::full({1000}, static_cast<float>(rank + 1));
+    dist->AllReduceSum(t);
+    const std::string path = dist->allreduce_path();
+    if (!torch::equal(t, torch::full({1000}, 10.0f))) code = 10;
+    if (path.rfind("gloo (hierarchical all-reduce unavailable: node 0: rank 0: ", 0) != 0 ||
+        path.find("/dev/shm") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: path %s\n", rank, path.c_str());
+      code = 11;
     }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  }
+    if (dist->hierarchical() || dist->cross_node_allreduces() != -1) code = 12;
+    return code;
+  });
+  for (int code : codes) EXPECT_EQ(code, 0) << "exit " << code;
 }
 
 // Parameters of a small model: two buckets (b3 W3 b2 W2, past the first bucket's 1 MiB | b1
@@ -211,57 +178,40 @@ TEST_P(HierarchicalGradSyncTest, GradientsAreTheAverageOnEveryRank) {
   const std::string kind = GetParam();
   constexpr int kSteps = 2;
   const int port = FreePort();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        torch::set_num_threads(1);
-        Topology topology;
-        topology.local_rank = rank % kLocal;
-        topology.local_world = kLocal;
-        topology.node = rank / kLocal;
-        topology.nodes = kNodes;
-        auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
-                                 "auto", 1 << 16, topology);
-        CompressionOptions compression;
-        compression.kind = kind;
-        // The bound below is one step's rounding: without bf16's error feedback, which would
-        // carry the first step's into the last (compression_test checks that part).
-        compression.bf16_error_feedback = false;
-        std::vector<torch::Tensor> params = MakeParams();
-        auto sync = MakeGradSync("hooks", params, *dist, 0.25, compression);
-        std::vector<torch::Tensor> reduced;
-        for (int step = 0; step < kSteps; ++step) {
-          sync->BeforeForward(true);
-          const auto c = Coefficients(rank, step);
-          torch::Tensor loss = torch::zeros({});
-          for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * c[i]).sum();
-          sync->BeforeBackward();
-          loss.backward();
-          sync->Finish();
-          reduced.clear();
-          for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
-          ClearGrads(params);
-        }
-        torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
-        std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
-        out << dist->cross_node_allreduces() << " " << sync->num_buckets() << "\n";
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 1;
-      }
-      std::fflush(stderr);
-      _exit(code);
+  const std::vector<int> codes = RunRanks(kWorld, [&](int rank) {
+    Topology topology;
+    topology.local_rank = rank % kLocal;
+    topology.local_world = kLocal;
+    topology.node = rank / kLocal;
+    topology.nodes = kNodes;
+    auto dist = Dist::Create(rank, kWorld, "127.0.0.1", port, "gloo", std::chrono::seconds(60),
+                             "auto", 1 << 16, topology);
+    CompressionOptions compression;
+    compression.kind = kind;
+    // The bound below is one step's rounding: without bf16's error feedback, which would
+    // carry the first step's into the last (compression_test checks that part).
+    compression.bf16_error_feedback = false;
+    std::vector<torch::Tensor> params = MakeParams();
+    auto sync = MakeGradSync("hooks", params, *dist, 0.25, compression);
+    std::vector<torch::Tensor> reduced;
+    for (int step = 0; step < kSteps; ++step) {
+      sync->BeforeForward(true);
+      const auto c = Coefficients(rank, step);
+      torch::Tensor loss = torch::zeros({});
+      for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * c[i]).sum();
+      sync->BeforeBackward();
+      loss.backward();
+      sync->Finish();
+      reduced.clear();
+      for (const auto& p : params) reduced.push_back(p.grad().detach().clone());
+      ClearGrads(params);
     }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed";
-  }
+    torch::save(reduced, (dir_ / ("grads" + std::to_string(rank))).string());
+    std::ofstream out(dir_ / ("rank" + std::to_string(rank)));
+    out << dist->cross_node_allreduces() << " " << sync->num_buckets() << "\n";
+    return 0;
+  });
+  for (int code : codes) ASSERT_EQ(code, 0) << "a rank failed";
   // The exact average of the last step, and the scale of its error: the sum of magnitudes.
   std::vector<torch::Tensor> exact, abs_sum;
   for (int r = 0; r < kWorld; ++r) {

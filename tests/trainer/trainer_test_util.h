@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -27,6 +31,37 @@ inline int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Forks `world` processes, rank 0 to world - 1, each running `rank_main(rank)` (one thread of
+// intra-op parallelism) and exiting with what it returns; an exception is printed with its
+// rank and exits 1. Waits for all of them and returns their exit codes, in rank order (-1 for
+// one that did not exit normally).
+inline std::vector<int> RunRanks(int world, const std::function<int(int rank)>& rank_main) {
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        torch::set_num_threads(1);
+        code = rank_main(rank);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  return codes;
 }
 
 inline std::string ReadFile(const std::string& path) {
