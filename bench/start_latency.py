@@ -79,27 +79,37 @@ def event_time(job, to, attempt):
 
 def trainer_parts(s, launched):
     """The rank-side parts, from the launch message (or torchrun's start) to its first step."""
-    return [("launch -> process start (fork/exec)", s["start_unix"] - launched),
-            ("process start -> main (LibTorch load)", s["main_unix"] - s["start_unix"]),
-            ("data load", s["data_unix"] - s["main_unix"]),
-            ("model + warm-up", s["model_unix"] - s["data_unix"]),
-            ("rendezvous (waits for the slowest rank)", s["rendezvous_unix"] - s["model_unix"]),
-            ("first step", s["first_step_unix"] - s["rendezvous_unix"])]
+    parts = [("launch -> process start (fork/exec)", s["start_unix"] - launched),
+             ("process start -> main (LibTorch load)", s["main_unix"] - s["start_unix"]),
+             ("data load", s["data_unix"] - s["main_unix"]),
+             ("model + warm-up", s["model_unix"] - s["data_unix"]),
+             ("rendezvous (waits for the slowest rank)", s["rendezvous_unix"] - s["model_unix"])]
+    if "resumed_unix" in s:  # trainers since issue 45 say when the resume ended
+        return parts + [("resume (the newest state agreed, sent, loaded)",
+                         s["resumed_unix"] - s["rendezvous_unix"]),
+                        ("first step", s["first_step_unix"] - s["resumed_unix"])]
+    return parts + [("first step", s["first_step_unix"] - s["rendezvous_unix"])]
 
 
 def fills_data_cache():
-    """Whether these binaries' workers fill the data cache at start (issue 17)."""
+    """Whether these binaries' workers fill the data cache at start: before issue 45 through
+    `convoy-trainer --fill-data-cache` (logged "data cache ..."), since then themselves
+    (--prefill-data, logged "data cache ready")."""
+    with open(os.path.join(BIN, "convoy-worker"), "rb") as f:
+        if b"--prefill-data" in f.read():
+            return "data cache ready"
     with open(os.path.join(BIN, "convoy-trainer"), "rb") as f:
-        return b"--fill-data-cache" in f.read()
+        return "data cache" if b"--fill-data-cache" in f.read() else None
 
 
 def convoy_once(steps_before_kill):
     c = Cluster(workers=2)
     try:
-        if fills_data_cache():
+        filled = fills_data_cache()
+        if filled:
             # A worker that has been up a moment: its data cache is filled (a worker that has
             # just started is still decompressing, and its first ranks wait for that).
-            wait_for(lambda: all("data cache" in c.logs_of(w) for w in ("w1", "w2")), 60,
+            wait_for(lambda: all(filled in c.logs_of(w) for w in ("w1", "w2")), 60,
                      "the workers' data caches")
         # And their warm trainers loaded, where they have them.
         wait_for(lambda: all("warm trainer started" not in c.logs_of(w) or

@@ -1,6 +1,7 @@
 #include "trainer/data.h"
 
-#include "trainer/data_cache.h"
+#include "common/data_cache.h"
+#include "common/rank_contract.h"
 
 #include <array>
 #include <stdexcept>
@@ -22,8 +23,8 @@ uint32_t BigEndian(const Bytes& b, size_t off) {
 
 Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit,
                          const std::string& cache_dir) {
-  const std::string ipath = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  const std::string lpath = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+  const std::string ipath = rank_contract::DataFile(dir, prefix, "images");
+  const std::string lpath = rank_contract::DataFile(dir, prefix, "labels");
   CachedFile img_file = LoadGzCached(ipath, cache_dir);
   CachedFile lab_file = LoadGzCached(lpath, cache_dir);
   const Bytes& img = *img_file.bytes;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/rank_contract.h"
+
 namespace convoy::trainer {
 
 // The PowerSGD rank `compression: auto` uses at least, and the uncompressed steps it takes at
@@ -47,7 +49,7 @@ struct Options {
   // them, whose identity is then accepted; empty: a path the user named, any is accepted.
   std::string resume_from;
   std::string resume_from_uid;
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_dir = rank_contract::kDefaultDataDir;
   // The per-host cache of decompressed data (trainer/data_cache.h): --data-cache, else
   // CONVOY_CACHE_DIR (set by the worker); empty: every start decompresses the .gz files.
   std::string data_cache;

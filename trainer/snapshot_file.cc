@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "trainer/data_cache.h"
+#include "common/data_cache.h"
 
 namespace convoy::trainer {
 namespace fs = std::filesystem;

@@ -11,8 +11,9 @@ namespace convoy::trainer {
 int Run(const Options& options);
 
 // --fill-data-cache: decompresses the training and test sets of `options.data_dir` into the
-// data cache (`options.data_cache`, trainer/data_cache.h) and exits: what a worker runs once
-// at start so that its first rank finds them there. Returns 0, or 2 without a cache.
+// data cache `options.data_cache` (common/data_cache.h), which this user then owns, and
+// exits: a cache filled by hand for ranks run by hand (a worker fills its own). Returns 0, 1
+// when it cannot, or 2 without a cache.
 int FillDataCache(const Options& options);
 
 }  // namespace convoy::trainer

@@ -1,9 +1,11 @@
 """convoy-forkserver: a warm Python for the ranks of Convoy `command:` jobs.
 
 A convoy-worker started with `--warm-python PYTHON` runs `PYTHON -I -u convoy-forkserver.py 3
-<padding>` (fd 3: a SOCK_SEQPACKET socket to the worker) as the user its ranks run as, never
-root, isolated (-I: no PYTHON* variable, no user site) with HOME=/nonexistent, so that
-nothing a job plants in a home directory runs in it. It imports torch once, then forks a rank
+<padding>` (fd 3: a SOCK_SEQPACKET socket to the worker) as the worker itself, one for every
+job identity (as the warm trainer is), isolated (-I: no PYTHON* variable, no user site) with
+HOME=/nonexistent, so that nothing a job plants in a home directory runs in it. It runs
+nothing of any job: each forked rank joins its cgroup and drops to its job's identity before
+it decodes its own request. It imports torch once, then forks a rank
 for each request, so that a Python rank skips the seconds of `import torch`. It speaks
 the warm trainer's protocol (rank_process/zygote_protocol.h): Spawn requests (argv, environment,
 working directory, uid/gid, the rank's stdout and stderr as SCM_RIGHTS) in; 'R' ready, 'S'

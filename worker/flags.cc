@@ -77,6 +77,12 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
                  "read-only root a job's trainer.data_dir may name (repeatable)")
       ->take_all()
       ->capture_default_str();
+  app.add_option("--prefill-data", f->prefill_data,
+                 "a data directory under a --data-path whose data set the worker decompresses "
+                 "into its data cache at start, before any job asks (repeatable; none: only "
+                 "when a job first reads one)")
+      ->take_all()
+      ->capture_default_str();
   app.add_option("--shared-path", f->shared_paths,
                  "a directory a job's checkpoint_dir or working_dir may name besides its own "
                  "directory, shared between jobs (repeatable; none by default)");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_contract.h"
 #include "common/status.h"
 
 namespace convoy {
@@ -74,6 +75,9 @@ struct WorkerFlags {
   // Read-only roots a job's trainer.data_dir may name besides the job root; Debian's
   // dataset packages install under /usr/share/datasets.
   std::vector<std::string> data_paths = {"/usr/share/datasets"};
+  // Data directories whose trainer data sets the worker caches at start (worker/data_cache.h);
+  // default: the trainer's default data directory. "none": nothing at start.
+  std::vector<std::string> prefill_data = {rank_contract::kDefaultDataDir};
   // Writable roots a job's checkpoint_dir or working_dir may name besides its own directory
   // (shared between jobs: a team's checkpoint store). None by default: a job writes only
   // into its own directory, never another job's.

@@ -93,9 +93,6 @@ class ProcessLauncher {
     (void)pid;
     return false;
   }
-  // A job's identity was released (worker/job_identity.h): nothing of the launcher's may run
-  // as `uid` any more (a warm server for it ends). Never blocks long.
-  virtual void ReleaseUser(uid_t uid) { (void)uid; }
 };
 
 }  // namespace convoy

@@ -26,7 +26,6 @@
 #include "common/strings.h"
 #include "common/util.h"
 #include "spec/trainer_argv.h"
-#include "worker/data_cache_dir.h"
 #include "worker/file_removal.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
@@ -230,13 +229,6 @@ void Supervisor::Start() {
   if (stale_sockets > 0) {
     spdlog::info("removed {} metrics socket(s) an earlier run of this worker left in {}",
                  stale_sockets, run_dir);
-  }
-  // Likewise the data-cache files its ranks were writing when they died with it.
-  if (const int gone = RemoveDeadWritersCacheTemporaries(config_.work_dir); gone > 0) {
-    spdlog::info(
-        "removed {} data-cache temporaries that ranks of an earlier run of this worker "
-        "were writing when they died",
-        gone);
   }
   for (const std::string& d : {config_.job_root, config_.work_dir + "/run"}) {
     const std::string bad = FirstUnsearchableDir(d, u ? u->uid : geteuid(), u ? u->gid : getegid());
@@ -848,15 +840,14 @@ void Supervisor::StartAttempt(const LaunchPlan& plan) {
     }
   }
 
-  // The data cache: the worker's one, or with identities per job, the job's own (a cache
-  // shared between jobs would let one job plant data another trains on).
-  std::string cache_dir = config_.data_cache_dir;
-  if ((config_.identities != nullptr || config_.run_as_owner) && given.has_trainer()) {
-    auto made = PrepareDataCacheDir(config_.work_dir, user);
-    cache_dir = made.ok() ? *made : "";
-    if (!made.ok()) spdlog::warn("{}: no data cache ({})", label, made.status().message());
+  // The worker's data cache, which only the worker writes: every job reads the same entries,
+  // none can change what another reads. A trainer job's data set is cached now unless it is
+  // (a rank started meanwhile waits for the fill).
+  std::string cache_dir;
+  if (config_.data_cache != nullptr) {
+    cache_dir = config_.data_cache->dir();
+    if (given.has_trainer()) config_.data_cache->Ensure(dirs->data_dir);
   }
-  a.data_cache_dir = cache_dir;
   for (int l = 0; l < lws; ++l) {
     auto r = std::make_unique<Rank>();
     r->local_rank = l;
@@ -952,19 +943,6 @@ void Supervisor::SendExited(const Attempt& a, const Rank& r) {
   e->set_pid(r.pid);
   *e->mutable_exit() = r.exit;
   Send(out);
-  // What the rank was writing into the data cache when it died (trainer/data_cache.cc names
-  // its temporaries `<entry>.tmp.<pid>` and `<entry>.meta.tmp.<pid>`): nobody else will.
-  if (!a.data_cache_dir.empty() && r.pid > 0) {
-    const std::string suffix = ".tmp." + std::to_string(r.pid);
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(a.data_cache_dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (HasSuffix(name, suffix)) {
-        std::error_code rec;
-        std::filesystem::remove(e.path(), rec);
-      }
-    }
-  }
 }
 
 // ---- Kill, reap

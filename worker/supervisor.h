@@ -55,6 +55,7 @@
 #include "worker/attempt_key.h"
 #include "worker/cgroups.h"
 #include "worker/code_unpacker.h"
+#include "worker/data_cache.h"
 #include "worker/job_identity.h"
 #include "worker/metrics_server.h"
 #include "worker/nvml.h"
@@ -100,9 +101,9 @@ struct WorkerConfig {
   int64_t log_max_bytes = 64 << 20;
   // Base environment of every rank (normally the worker's own, ProcessEnvironment()).
   std::map<std::string, std::string> env;
-  // The ranks' per-host data cache (worker/data_cache_dir.h), passed as CONVOY_CACHE_DIR;
-  // empty: none.
-  std::string data_cache_dir;
+  // The worker's data cache (worker/data_cache.h), passed to every rank as CONVOY_CACHE_DIR
+  // and filled before a trainer job's ranks read it; null: none.
+  std::shared_ptr<WorkerDataCache> data_cache;
   // Where each job's snapshot directory is made (worker/snapshot_dir.h), passed as
   // CONVOY_SNAPSHOT_DIR; empty: none.
   std::string snapshot_root;
@@ -214,9 +215,6 @@ class Supervisor {
     // job uid, not by the job id, which repeats across clusters).
     std::string snapshot_key;
     std::string dir;
-    // The ranks' data cache (CONVOY_CACHE_DIR; empty: none): a rank killed while it wrote
-    // an entry leaves `<entry>.tmp.<pid>`, which the worker removes when the rank ends.
-    std::string data_cache_dir;
     // The user its ranks run as (the job's identity, or --run-as); unset: the worker's own.
     std::optional<RunAsUser> user;
     std::vector<std::unique_ptr<Rank>> ranks;

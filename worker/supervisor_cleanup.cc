@@ -87,12 +87,8 @@ void Supervisor::DeleteJobFiles(const v1::DeleteJobFiles& req) {
   }
   if (error.empty() && keep.empty() && config_.identities != nullptr) {
     // Its files are gone: so is its identity here, with what that uid left in /tmp,
-    // /var/tmp and /dev/shm and its data cache (the uid is handed out again later).
+    // /var/tmp and /dev/shm (the uid is handed out again later).
     if (auto uid = config_.identities->Release(name)) {
-      int64_t n = 0;
-      Status st = RemoveUnder(config_.work_dir + "/data-cache", std::to_string(*uid), &n);
-      if (!st.ok()) spdlog::warn("job {}: its data cache stays: {}", id, st.message());
-      launcher_.ReleaseUser(*uid);
       spdlog::info("job {}: its identity (uid {}) is released", id, *uid);
     }
   }

@@ -115,7 +115,7 @@ WarmTrainerLauncher::~WarmTrainerLauncher() {
     if (s.z.sock >= 0) close(s.z.sock);
   };
   stop(trainer_);
-  for (auto& [key, s] : pythons_) stop(*s);
+  stop(python_server_);
 }
 
 bool WarmTrainerLauncher::Start() {
@@ -123,74 +123,27 @@ bool WarmTrainerLauncher::Start() {
   return trainer_on_;
 }
 
-std::string WarmTrainerLauncher::UserKey(const std::optional<RunAsUser>& user) {
-  if (!user) return "self";
-  return std::to_string(user->uid) + ":" + std::to_string(user->gid) + ":" + user->home;
-}
-
-bool WarmTrainerLauncher::StartPython(const std::string& python, const std::string& forkserver,
-                                      const std::optional<RunAsUser>& user, bool start_now) {
+bool WarmTrainerLauncher::StartPython(const std::string& python, const std::string& forkserver) {
   python_ = python;
   python_key_ = InterpreterKey(python);
   forkserver_ = forkserver;
-  if (!start_now) return true;
-  auto& slot = pythons_[UserKey(user)];
-  if (!slot) {
-    slot = std::make_unique<Server>();
-    slot->what = "warm Python" + (user ? " for " + user->name : std::string());
-    // Isolated (-I: PYTHON* variables and the user site ignored, the script's directory not
-    // on sys.path) and unbuffered (-u, what PYTHONUNBUFFERED=1 gives every rank).
-    slot->command = {python_, "-I", "-u", forkserver_, "3"};
-    std::map<std::string, std::string> env = WithUser(env_, user);
-    // A home no job can write: nothing planted in a home directory runs in it.
-    env["HOME"] = "/nonexistent";
-    // What -I ignores is not the forkserver's: a rank that sets one starts cold.
-    for (auto it = env.begin(); it != env.end();) {
-      it = it->first.rfind("PYTHON", 0) == 0 ? env.erase(it) : std::next(it);
-    }
-    env["PYTHONUNBUFFERED"] = "1";  // as every rank has it (rank_env.cc), and -u does
-    env.erase("OMP_NUM_THREADS");   // each rank's own is applied after the fork
-    slot->env = env;
-    // Never root: a root worker starts it as the user its ranks run as.
-    if (user && geteuid() == 0 && user->uid != 0)
-      slot->run_as = zygote::RunAs{user->uid, user->gid};
-    slot->watched = {python_, forkserver_};
+  Server& s = python_server_;
+  s.what = "warm Python";
+  // Isolated (-I: PYTHON* variables and the user site ignored, the script's directory not on
+  // sys.path) and unbuffered (-u, what PYTHONUNBUFFERED=1 gives every rank).
+  s.command = {python_, "-I", "-u", forkserver_, "3"};
+  std::map<std::string, std::string> env = env_;
+  // A home no job can write: nothing planted in a home directory runs in it.
+  env["HOME"] = "/nonexistent";
+  // What -I ignores is not the forkserver's: a rank that sets one starts cold.
+  for (auto it = env.begin(); it != env.end();) {
+    it = it->first.rfind("PYTHON", 0) == 0 ? env.erase(it) : std::next(it);
   }
-  return StartServer(*slot);
-}
-
-void WarmTrainerLauncher::ReleaseUser(uid_t uid) {
-  const std::string prefix = std::to_string(uid) + ":";
-  for (auto it = pythons_.begin(); it != pythons_.end();) {
-    Server& s = *it->second;
-    if (it->first.rfind(prefix, 0) != 0 || !s.warm_pids.empty()) {
-      ++it;
-      continue;
-    }
-    if (s.z.pid > 0) {
-      spdlog::info("{} (pid {}) ends: its job's identity was released", s.what, s.z.pid);
-      kill(s.z.pid, SIGKILL);
-      waitpid(s.z.pid, nullptr, 0);
-      close(s.z.sock);
-      s.z = {};
-    }
-    it = pythons_.erase(it);
-  }
-}
-
-pid_t WarmTrainerLauncher::python_pid(const std::optional<RunAsUser>& user) const {
-  auto it = pythons_.find(UserKey(user));
-  return it == pythons_.end() ? -1 : it->second->z.pid;
-}
-
-bool WarmTrainerLauncher::python_ready(const std::optional<RunAsUser>& user) const {
-  auto it = pythons_.find(UserKey(user));
-  return it != pythons_.end() && it->second->z.pid > 0 && it->second->ready;
-}
-
-int WarmTrainerLauncher::python_launches(const std::optional<RunAsUser>& user) const {
-  auto it = pythons_.find(UserKey(user));
-  return it == pythons_.end() ? 0 : it->second->launches;
+  env["PYTHONUNBUFFERED"] = "1";  // as every rank has it (rank_env.cc), and -u does
+  env.erase("OMP_NUM_THREADS");   // each rank's own is applied after the fork
+  s.env = env;
+  s.watched = {python_, forkserver_};
+  return StartServer(s);
 }
 
 bool WarmTrainerLauncher::StartServer(Server& s) {
@@ -207,7 +160,7 @@ bool WarmTrainerLauncher::StartServer(Server& s) {
   std::vector<std::string> env;
   for (const auto& [k, v] : s.env) env.push_back(k + "=" + v);
   std::string error;
-  if (!zygote::Start(s.command, env, &s.z, &error, s.run_as ? &*s.run_as : nullptr)) {
+  if (!zygote::Start(s.command, env, &s.z, &error, nullptr)) {
     spdlog::warn("{}: cannot start {}: {}; ranks start cold", s.what, s.command[0], error);
     s.z = {};
     return false;
@@ -325,17 +278,7 @@ WarmTrainerLauncher::Server* WarmTrainerLauncher::PythonFor(const LaunchRequest&
       return nullptr;
     }
   }
-  auto& slot = pythons_[UserKey(request.user)];
-  if (!slot) {  // another run-as user: its own forkserver, from this launch on
-    StartPython(python_, forkserver_, request.user);
-    *why = "its warm Python is still loading";
-    return nullptr;
-  }
-  Server& s = *slot;
-  if (s.run_as && request.cgroup_join_needs_root) {
-    *why = "its cgroup can be joined only by root (cgroup v2), and the warm Python is not root";
-    return nullptr;
-  }
+  Server& s = python_server_;
   Revive(s);
   if (s.z.pid > 0 && !s.ready) DrainServer(s);
   if (s.z.pid <= 0) {
@@ -400,7 +343,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::SpawnOn(Server& s, const LaunchRe
   }
   zygote::SpawnRequest req;
   req.argv = request.argv;
-  if (request.user && !s.run_as) {  // as the POSIX launcher does (a server as the user: done)
+  if (request.user) {  // as the POSIX launcher does: dropped in the child, before anything runs
     req.drop = true;
     req.uid = request.user->uid;
     req.gid = request.user->gid;
@@ -445,7 +388,7 @@ StatusOr<LaunchedProcess> WarmTrainerLauncher::SpawnOn(Server& s, const LaunchRe
 std::vector<ReapedProcess> WarmTrainerLauncher::PollExits() {
   std::vector<ReapedProcess> out = cold_.PollExits();
   DrainServer(trainer_);
-  for (auto& [key, s] : pythons_) DrainServer(*s);
+  DrainServer(python_server_);
   out.insert(out.end(), pending_.begin(), pending_.end());
   pending_.clear();
   return out;
@@ -454,9 +397,7 @@ std::vector<ReapedProcess> WarmTrainerLauncher::PollExits() {
 int WarmTrainerLauncher::ExitWakeFds(std::vector<int>* fds) {
   const int period = cold_.ExitWakeFds(fds);
   if (trainer_.z.sock >= 0) fds->push_back(trainer_.z.sock);
-  for (const auto& [key, s] : pythons_) {
-    if (s->z.sock >= 0) fds->push_back(s->z.sock);
-  }
+  if (python_server_.z.sock >= 0) fds->push_back(python_server_.z.sock);
   return period;
 }
 

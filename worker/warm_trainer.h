@@ -15,11 +15,14 @@
 //    virtualenv's python is another interpreter) and unchanged, and the rank's environment
 //    agrees with the forkserver's on every variable read while the interpreter and torch load
 //    (those above but CUDA_VISIBLE_DEVICES, plus PYTHON*, PYTORCH_*, TORCH_*, LANG, LC_*,
-//    but HOME). There is one per run-as user (uid, gid, home), never shared between users,
-//    and it runs as that user, never as root: `PYTHON -I -u convoy-forkserver.py` (isolated:
-//    no PYTHON* variable, no user site, nothing on sys.path a job can write) with HOME set
-//    to /nonexistent, so that nothing a job plants in a home directory (a .pth, a
-//    sitecustomize) runs in it; each rank gets its own HOME, USER and LOGNAME after the fork.
+//    but HOME). There is one, run as the worker, as the warm trainer is (issue 45: one per
+//    user made the first job of every new identity start cold): `PYTHON -I -u
+//    convoy-forkserver.py` (isolated: no PYTHON* variable, no user site, nothing on sys.path
+//    a job can write) with HOME set to /nonexistent, so that nothing a job plants in a home
+//    directory (a .pth, a sitecustomize) runs in it. It runs nothing of a job: each rank is
+//    forked, joins its cgroup, drops to its job's identity (groups, gid, uid, verified) and
+//    gets its own HOME, USER and LOGNAME before the job's script is even decoded, so ranks
+//    of different jobs share nothing but the modules imported before the fork.
 //    `-c`, other options, another interpreter or program, a PYTHON* variable the forkserver
 //    does not have, and anything it cannot show in /proc start cold.
 //
@@ -61,12 +64,10 @@ class WarmTrainerLauncher : public ProcessLauncher {
   // it cannot; launches of trainer ranks then start cold. Without it, every trainer rank
   // starts cold.
   bool Start();
-  // Turns the warm Python on: `python` (an absolute path) runs `forkserver` (the script).
-  // Starts the one for `user` (nullopt: the worker's own user) now unless `start_now` is
-  // false (identities per job: no user is known yet); others start at their first launch.
-  // Logs and returns false when it cannot start it.
-  bool StartPython(const std::string& python, const std::string& forkserver,
-                   const std::optional<RunAsUser>& user, bool start_now = true);
+  // Turns the warm Python on: `python` (an absolute path) runs `forkserver` (the script), as
+  // the worker; it starts now (it loads in the background). Logs and returns false when it
+  // cannot start it.
+  bool StartPython(const std::string& python, const std::string& forkserver);
 
   StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
   void SignalGroup(pid_t pgid, int signal) override { cold_.SignalGroup(pgid, signal); }
@@ -74,16 +75,14 @@ class WarmTrainerLauncher : public ProcessLauncher {
   // The cold launcher's, and every warm server's socket (its ranks' exits, its readiness).
   int ExitWakeFds(std::vector<int>* fds) override;
   bool IsStopped(pid_t pid) override { return cold_.IsStopped(pid); }
-  // Ends the warm Python of `uid` (a released job identity), if it has no rank running.
-  void ReleaseUser(uid_t uid) override;
 
   // For tests and logs: the warm trainer's pid (-1: none), how many ranks it started; the
-  // same of the warm Python of `user`.
+  // same of the warm Python.
   pid_t warm_pid() const { return trainer_.z.pid; }
   int warm_launches() const { return trainer_.launches; }
-  pid_t python_pid(const std::optional<RunAsUser>& user) const;
-  bool python_ready(const std::optional<RunAsUser>& user) const;
-  int python_launches(const std::optional<RunAsUser>& user) const;
+  pid_t python_pid() const { return python_server_.z.pid; }
+  bool python_ready() const { return python_server_.z.pid > 0 && python_server_.ready; }
+  int python_launches() const { return python_server_.launches; }
 
  private:
   // One warm server process and the ranks it forked.
@@ -101,9 +100,6 @@ class WarmTrainerLauncher : public ProcessLauncher {
     bool broken = false;
     std::set<pid_t> warm_pids;  // ranks it forked that have not been reported ended
     int launches = 0;
-    // Set: the server itself runs as this user (a warm Python of a run-as user, started by a
-    // root worker), so its ranks need no drop; unset: as the worker.
-    std::optional<zygote::RunAs> run_as;
   };
 
   bool StartServer(Server& s);
@@ -121,7 +117,6 @@ class WarmTrainerLauncher : public ProcessLauncher {
   std::string TrainerColdReason(const LaunchRequest& request) const;
   // The warm Python for `request`, or null (with `why`) when it must start cold.
   Server* PythonFor(const LaunchRequest& request, std::string* why);
-  static std::string UserKey(const std::optional<RunAsUser>& user);
 
   ProcessLauncher& cold_;
   const std::string trainer_path_;
@@ -129,11 +124,11 @@ class WarmTrainerLauncher : public ProcessLauncher {
   Server trainer_;
   bool trainer_on_ = false;  // Start succeeded: trainer ranks fork from it from now on
   // The warm Python, when on: the interpreter (as given, and its path with directories
-  // resolved), the script, and one server per run-as user.
+  // resolved), the script, and its server.
   std::string python_;
   std::string python_key_;
   std::string forkserver_;
-  std::map<std::string, std::unique_ptr<Server>> pythons_;
+  Server python_server_;
   std::vector<ReapedProcess> pending_;
 };
 

@@ -9,11 +9,12 @@
 
 #include "common/job_paths.h"
 #include "common/pki.h"
+#include "common/rank_contract.h"
 #include "worker/attempt_dir_retention.h"
 #include "worker/code_fetch.h"
 #include "worker/coordinator_connection.h"
 #include "worker/credentials.h"
-#include "worker/data_cache_dir.h"
+#include "worker/data_cache.h"
 #include "worker/job_identity.h"
 #include "worker/job_root.h"
 #include "worker/metrics_http.h"
@@ -126,26 +127,31 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   auto job_root = StartupJobRoot(flags.job_root, config.work_dir, config.snapshot_root, ranks_user);
   if (!job_root.ok()) return Refused(job_root.status().message());
   config.job_root = *job_root;
-  // Decompressed data sets, shared by the ranks of this host (trainer/data_cache.h).
-  // With an identity per job, each job gets its own at its launch (supervisor.cc).
-  auto cache_dir = config.identities != nullptr
-                       ? StatusOr<std::string>(Status::Unavailable("per job"))
-                       : PrepareDataCacheDir(config.work_dir, config.run_as);
-  if (config.identities != nullptr) {
-    spdlog::info("data cache: one per job, made at its launch");
-  } else if (cache_dir.ok()) {
-    config.data_cache_dir = *cache_dir;
-    d->cache_filler_ = DataCacheFiller::Start(config.trainer_path, config.data_cache_dir,
-                                              config.run_as, config.env);
-  } else {
-    spdlog::warn("no data cache for the ranks: {}", cache_dir.status().message());
-  }
   if (!config.snapshot_root.empty()) {
     spdlog::info("snapshots of the ranks in {}", config.snapshot_root);
   }
   for (const std::string& p : flags.data_paths) {
     auto root = CanonicalPath(p);
     if (root.ok()) config.data_paths.push_back(*root);
+  }
+  // Decompressed data sets, written by the worker alone and read by every rank
+  // (worker/data_cache.h): from the read-only roots jobs cannot write.
+  {
+    std::vector<std::string> roots = config.data_paths;
+    auto default_dir = CanonicalPath(rank_contract::kDefaultDataDir);
+    if (default_dir.ok()) roots.push_back(*default_dir);
+    auto cache = WorkerDataCache::Open(config.work_dir, std::move(roots));
+    if (cache.ok()) {
+      config.data_cache = std::move(*cache);
+      int queued = 0;
+      for (const std::string& dir : flags.prefill_data) {
+        if (dir != "none") queued += config.data_cache->Ensure(dir);
+      }
+      spdlog::info("data cache {}: {} file(s) of --prefill-data to decompress",
+                   config.data_cache->dir(), queued);
+    } else {
+      spdlog::warn("no data cache for the ranks: {}", cache.status().message());
+    }
   }
   for (const std::string& p : flags.shared_paths) {
     auto root = CanonicalPath(p);
@@ -231,8 +237,7 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
           "../lib/convoy; Python ranks start cold");
     } else {
       warm = d->warm_launcher_->StartPython(
-                 python[0] == '/' ? python : std::filesystem::absolute(python).string(), script,
-                 config.run_as, /*start_now=*/config.identities == nullptr) ||
+                 python[0] == '/' ? python : std::filesystem::absolute(python).string(), script) ||
              warm;
     }
   }
@@ -289,7 +294,6 @@ void WorkerDaemon::Stop() {
   if (stopped_) return;
   stopped_ = true;
   http_.reset();  // probes fail from here on
-  cache_filler_.reset();
   if (retention_) retention_->Stop();
   if (supervising_) supervisor_->Stop();  // reports the exits while the stream is still up
   if (connection_) connection_->Shutdown();

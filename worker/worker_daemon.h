@@ -20,7 +20,6 @@ namespace convoy {
 
 class AttemptDirRetention;
 class CoordinatorConnection;
-class DataCacheFiller;
 class MetricsHttpServer;
 class PosixProcessLauncher;
 class Supervisor;
@@ -61,7 +60,6 @@ class WorkerDaemon {
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<MetricsHttpServer> http_;
   std::unique_ptr<AttemptDirRetention> retention_;
-  std::unique_ptr<DataCacheFiller> cache_filler_;
   std::thread connection_thread_;
   bool supervising_ = false;  // the supervisor was started
   bool stopped_ = false;

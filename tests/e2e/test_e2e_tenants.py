@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from cluster import wait_for
+from cluster import trainer_spec, wait_for
 from test_e2e_security import job_uid
 
 # Bob's rank: tries each access named in its environment, prints RESULT <what> <errno name>
@@ -226,3 +226,77 @@ def test_run_as_owner_runs_each_job_as_its_owners_account(make_cluster):
             st["message"], st["message"]
     finally:
         subprocess.run(["userdel", name], capture_output=True)
+
+
+# Issue 45: the data cache is the worker's. Mallory's rank tries to change what other jobs
+# read from it; Carol's trainer job then trains from the worker's entries, unchanged.
+CACHE_PROBE = r'''
+import errno, os
+d = os.environ["CONVOY_CACHE_DIR"]
+entries = [os.path.join(d, n) for n in os.environ["ENTRIES"].split(",")]
+
+def attempt(what, fn):
+    try:
+        fn()
+        print("RESULT", what, "OK", flush=True)
+    except OSError as e:
+        print("RESULT", what, errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+
+def write(path, mode="r+b"):
+    with open(path, mode) as f:
+        f.write(b"planted")
+
+attempt("write-entry", lambda: write(entries[0]))
+attempt("write-sidecar", lambda: write(entries[0] + ".meta", "wb"))
+attempt("replace-entry", lambda: os.rename(entries[1], entries[0]))
+attempt("unlink-entry", lambda: os.unlink(entries[0]))
+attempt("plant-file", lambda: write(os.path.join(d, "planted"), "wb"))
+attempt("chmod-entry", lambda: os.chmod(entries[0], 0o666))
+attempt("list-cache", lambda: os.listdir(d))
+'''
+
+
+def test_no_job_can_change_what_another_reads_from_the_data_cache(make_cluster, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("identities per job need a root worker; this test is not root")
+    c = make_cluster(workers=1, slots=1, secure=True)
+    cache = os.path.join(c.dir, "w1", "data-cache", "shared")
+    wait_for(lambda: "data cache ready" in c.logs_of("w1"), 60, "the worker's prefill")
+    entries = sorted(n for n in os.listdir(cache)
+                     if not n.endswith((".meta", ".lock")) and ".tmp." not in n)
+    assert len(entries) == 4, entries
+    before = {n: open(os.path.join(cache, n), "rb").read() for n in entries}
+    st = os.stat(cache)
+    assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o711
+
+    def submit(spec, token, code=None):
+        path = tmp_path / f"{spec['name']}.json"
+        path.write_text(json.dumps(spec))
+        args = ["submit", str(path), "--output", "json"] + (["--code", str(code)] if code else [])
+        job = json.loads(c.cli(*args, token=token).stdout)["job_id"]
+        c.jobs.append(job)
+        return job
+
+    probe = tmp_path / "mallory-code"
+    probe.mkdir()
+    (probe / "probe.py").write_text(CACHE_PROBE)
+    m = submit({"name": "mallory", "nodes": 1, "procs_per_node": 1,
+                "command": ["python3", "probe.py"], "max_restarts": 0,
+                "env": {"PATH": "/usr/bin:/bin", "ENTRIES": ",".join(entries)}},
+               c.make_token("user", user="mallory"), probe)
+    s = c.wait_state(m, {"SUCCEEDED", "FAILED"}, timeout=120)
+    assert s["state"] == "SUCCEEDED", (s["message"], c.logs(m, 0))
+    results = dict(line.split()[1:3] for line in c.logs(m, 0).splitlines()
+                   if line.startswith("RESULT "))
+    assert len(results) == 7, c.logs(m, 0)
+    wrong = {what: r for what, r in results.items() if r not in {"EACCES", "EPERM"}}
+    assert not wrong, f"mallory's rank changed the data cache: {wrong}"
+    assert {n: open(os.path.join(cache, n), "rb").read() for n in entries} == before
+
+    carol = submit(dict(trainer_spec(name="carol", nodes=1, max_steps=20), max_restarts=0),
+                   c.make_token("user", user="carol"))
+    s = c.wait_state(carol, {"SUCCEEDED", "FAILED"}, timeout=180)
+    assert s["state"] == "SUCCEEDED", (s["message"], c.logs(carol, 0))
+    data = [line for line in c.logs(carol, 0).splitlines() if line.startswith("data: ")]
+    assert data and data[0].count("cache hit") == 4, data
+    assert job_uid(c, m) != job_uid(c, carol)

@@ -17,8 +17,9 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pyth
 HAVE_TORCH = os.path.exists("/usr/lib/python3/dist-packages/torch")
 PY = "/usr/bin/python3"
 ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
-# The warm Python serves one user's jobs from one forkserver: a shared --run-as user (with
-# an identity per job, the default, each job would get its own, started at its first rank).
+# The warm Python: one forkserver per worker, serving every job identity (issue 45). These
+# tests run every job as one shared --run-as user, whose uid they check; the last one uses an
+# identity per job, the default.
 WARM = ["--warm-python", PY, "--run-as", "convoy"]
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="needs Debian's python3-torch")
@@ -90,7 +91,7 @@ def children_named(parent, needle):
 
 
 def forkserver_of(c, name):
-    wait_for(lambda: "warm Python for convoy ready" in c.logs_of(name), 60,
+    wait_for(lambda: "warm Python ready" in c.logs_of(name), 60,
              f"{name}'s warm Python")
     (pid,) = children_named(c.procs[name].pid, b"convoy-forkserver.py")
     return pid
@@ -215,3 +216,34 @@ def test_the_python_example_forks_from_the_warm_python_which_dies_with_its_worke
     wait_for(lambda: all(process_gone(p) for p in gone), 15, "no process of w1 left")
     c.cli("cancel", job)
     c.wait_state(job, "CANCELLED", timeout=60)
+
+
+def test_the_first_job_of_every_identity_forks_warm(make_cluster, tmp_path):
+    """Issue 45: with an identity per job (the default), the first rank of each job forks from
+    the worker's one forkserver and runs as its own job's identity, never root."""
+    if os.geteuid() != 0:
+        pytest.skip("identities per job need a root worker")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "who.py").write_text("import os; print('WHO', os.getuid(), os.getgid(), flush=True)\n"
+                                 "import time; time.sleep(1)\n")
+    c = make_cluster(workers=1, slots=2, worker_extra=["--warm-python", PY])
+    server = forkserver_of(c, "w1")
+    jobs = [submit_code(c, tmp_path, f"who{i}", {"name": f"who{i}", "nodes": 1,
+                                                  "procs_per_node": 1, "max_restarts": 0,
+                                                  "command": ["python3", "who.py"], "env": ENV})
+            for i in range(2)]
+    parents = {}
+    for job in jobs:
+        pid = wait_for(lambda: c.rank_pid(job, 0), 60, f"{job}'s rank")
+        parents[job] = int(stat_of(pid)[1])
+    uids = []
+    for job in jobs:
+        st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=60)
+        assert st["state"] == "SUCCEEDED", (st["message"], c.logs(job, 0))
+        m = re.search(r"^WHO (\d+) (\d+)$", c.logs(job, 0), re.M)
+        assert m, c.logs(job, 0)
+        uids.append(int(m.group(1)))
+    assert parents == {job: server for job in jobs}, "a job's first rank started cold"
+    assert len(set(uids)) == 2 and 0 not in uids, uids
+    assert "a Python rank starts cold" not in c.logs_of("w1")

@@ -1,4 +1,4 @@
-#include "trainer/data_cache.h"
+#include "common/data_cache.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace convoy::trainer {
+namespace convoy {
 namespace {
 
 class OwnedBytes : public Bytes {
@@ -57,6 +57,12 @@ std::string Errno() { return std::strerror(errno); }
 
 int64_t MtimeNs(const struct stat& st) {
   return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// Whether an entry file may be trusted: a regular file of `owner` that neither its group nor
+// others may write.
+bool Trusted(const struct stat& st, uid_t owner) {
+  return S_ISREG(st.st_mode) && st.st_uid == owner && (st.st_mode & 022) == 0;
 }
 
 // FNV-1a: a stable name for a source path.
@@ -130,10 +136,12 @@ bool ParseMeta(const std::string& text, Meta* m) {
   return fields == 7;
 }
 
-// Reads a small file opened without following a symlink; false when it cannot.
-bool ReadSmallFile(const std::string& path, std::string* out) {
+// Reads a small file of `owner` (Trusted) opened without following a symlink; false when it
+// cannot.
+bool ReadSmallFile(const std::string& path, uid_t owner, std::string* out) {
   Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd.fd < 0) return false;
+  struct stat st {};
+  if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !Trusted(st, owner)) return false;
   char buf[4096];
   ssize_t n;
   out->clear();
@@ -155,43 +163,29 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
-// The cache directory, ready: created 0700 when missing (with its parents), else a real
-// directory owned by us, tightened to 0700. Returns "" or why it cannot be used.
-std::string PrepareDir(const std::string& dir) {
+// Whether a reader may use `dir`: a real directory of root or of this process's effective
+// user that neither its group nor others may write. Returns "" and its owner in `owner`, or
+// why not.
+std::string TrustDir(const std::string& dir, uid_t* owner) {
   struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return "cannot stat " + dir + ": " + Errno();
-    // Parents first, each 0700 when this call makes it.
-    for (size_t slash = dir.find('/', 1); slash != std::string::npos;
-         slash = dir.find('/', slash + 1)) {
-      const std::string parent = dir.substr(0, slash);
-      if (mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
-        return "cannot create " + parent + ": " + Errno();
-      }
-    }
-    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      return "cannot create " + dir + ": " + Errno();
-    }
-    if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + Errno();
-  }
+  if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + Errno();
   if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
-  if (st.st_uid != geteuid()) {
-    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this process's " +
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", neither root nor uid " +
            std::to_string(geteuid());
   }
-  if ((st.st_mode & 077) != 0 && chmod(dir.c_str(), 0700) != 0) {
-    return "cannot make " + dir + " private: " + Errno();
-  }
+  if ((st.st_mode & 022) != 0) return dir + " may be written by others";
+  *owner = st.st_uid;
   return "";
 }
 
 // The entry at `data_path` when its sidecar says it is the decompressed `source` as it is
 // now (`src`): mapped, and "" in `why`; else null and why not.
 std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::string& source,
-                                       const struct stat& src, std::string* why) {
+                                       const struct stat& src, uid_t owner, std::string* why) {
   std::string text;
   Meta m;
-  if (!ReadSmallFile(data_path + ".meta", &text)) {
+  if (!ReadSmallFile(data_path + ".meta", owner, &text)) {
     *why = "no entry";
     return nullptr;
   }
@@ -214,7 +208,7 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
            std::to_string(m.size) + " (truncated?)";
     return nullptr;
   }
-  if (MtimeNs(st) != m.mtime_ns || st.st_ino != m.inode || st.st_uid != geteuid()) {
+  if (MtimeNs(st) != m.mtime_ns || st.st_ino != m.inode || !Trusted(st, owner)) {
     *why = "the cached file was modified or replaced";
     return nullptr;
   }
@@ -244,8 +238,9 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   Meta m;
   {
     unlink(tmp.c_str());
-    Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd.fd < 0) return "cannot create " + tmp + ": " + Errno();
+    fchmod(fd.fd, 0644);  // whatever the umask: every rank reads it
     if (!WriteAll(fd.fd, bytes->data(), bytes->size())) {
       const std::string err = "cannot write " + tmp + ": " + Errno();
       unlink(tmp.c_str());
@@ -264,7 +259,8 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   const std::string meta_tmp = data_path + ".meta.tmp." + std::to_string(getpid());
   {
     unlink(meta_tmp.c_str());
-    Fd fd(open(meta_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    Fd fd(open(meta_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd.fd >= 0) fchmod(fd.fd, 0644);
     const std::string text = FormatMeta(m);
     if (fd.fd < 0 || !WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size())) {
       const std::string err = "cannot write " + meta_tmp + ": " + Errno();
@@ -303,6 +299,14 @@ std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
   return std::make_shared<OwnedBytes>(std::move(out));
 }
 
+std::string EntryPath(const std::string& cache_dir, const std::string& source) {
+  std::string base = source.substr(source.rfind('/') + 1);
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
+    base.resize(base.size() - 3);
+  }
+  return cache_dir + "/" + base + "." + PathHash(source);
+}
+
 CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir) {
   if (cache_dir.empty()) return {ReadGzFile(gz_path), "not cached (no cache directory)"};
   auto uncached = [&](const std::string& why) {
@@ -314,33 +318,146 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
     return uncached("cannot resolve " + gz_path + ": " + Errno());  // ReadGzFile throws
   }
   const std::string source = resolved;
-  const std::string why_not = PrepareDir(cache_dir);
+  uid_t owner = 0;
+  const std::string why_not = TrustDir(cache_dir, &owner);
   if (!why_not.empty()) return uncached(why_not);
-
-  std::string base = source.substr(source.rfind('/') + 1);
-  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
-    base.resize(base.size() - 3);
-  }
-  const std::string data_path = cache_dir + "/" + base + "." + PathHash(source);
+  const std::string data_path = EntryPath(cache_dir, source);
   std::string why;
-  if (auto hit = OpenEntry(data_path, source, src, &why)) return {hit, "cache hit"};
-
-  // One builder at a time; whoever waited looks again before building.
-  Fd lock(open((data_path + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (lock.fd < 0) return uncached("cannot open the lock file: " + Errno());
-  while (flock(lock.fd, LOCK_EX) != 0) {
-    if (errno != EINTR) return uncached("cannot lock: " + Errno());
+  if (auto hit = OpenEntry(data_path, source, src, owner, &why)) return {hit, "cache hit"};
+  // The owner may be filling it now: wait for its lock (released when the fill ends, or
+  // when the filler dies), then look again.
+  Fd lock(open((data_path + ".lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat lst {};
+  if (lock.fd < 0 || fstat(lock.fd, &lst) != 0 || !Trusted(lst, owner)) {
+    return uncached(why + ": the worker has not cached it");
+  }
+  while (flock(lock.fd, LOCK_SH) != 0) {
+    if (errno != EINTR) return uncached("cannot wait for the entry's lock: " + Errno());
   }
   std::string why_again;
-  if (auto hit = OpenEntry(data_path, source, src, &why_again)) {
-    return {hit, "cache hit (built by another process)"};
+  if (auto hit = OpenEntry(data_path, source, src, owner, &why_again)) {
+    return {hit, "cache hit (waited for the worker's fill)"};
   }
+  return uncached(why_again);
+}
+
+std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
+  for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+       slash = dir.find('/', slash + 1)) {
+    const std::string parent = dir.substr(0, slash);
+    if (mkdir(parent.c_str(), 0711) != 0 && errno != EEXIST) {
+      return "cannot create " + parent + ": " + Errno();
+    }
+  }
+  if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
+    return "cannot create " + dir + ": " + Errno();
+  }
+  Fd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (fd.fd < 0 || fstat(fd.fd, &st) != 0) {
+    return dir + " is not a directory (or is a symlink): " + Errno();
+  }
+  if (st.st_uid != geteuid()) {
+    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this process's " +
+           std::to_string(geteuid());
+  }
+  if ((st.st_mode & 07777) != mode && fchmod(fd.fd, mode) != 0) {
+    return "cannot chmod " + dir + ": " + Errno();
+  }
+  return "";
+}
+
+EntryLock::~EntryLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+EntryLock& EntryLock::operator=(EntryLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+namespace {
+
+// Opens (making it, 0644) the lock file of `data_path`; -1 and `why` when it cannot.
+int OpenLockFile(const std::string& data_path, std::string* why) {
+  const std::string path = data_path + ".lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = "cannot open " + path + ": " + Errno();
+    return -1;
+  }
+  fchmod(fd, 0644);  // readers open it to wait on it
+  return fd;
+}
+
+bool ResolveSource(const std::string& gz_path, std::string* source, struct stat* src) {
+  char resolved[PATH_MAX];
+  if (realpath(gz_path.c_str(), resolved) == nullptr || stat(resolved, src) != 0) return false;
+  *source = resolved;
+  return true;
+}
+
+}  // namespace
+
+bool EntryLooksCurrent(const std::string& gz_path, const std::string& cache_dir) {
+  std::string source, text;
+  struct stat src {
+  }, st{};
+  Meta m;
+  if (!ResolveSource(gz_path, &source, &src)) return false;
+  const std::string data_path = EntryPath(cache_dir, source);
+  return ReadSmallFile(data_path + ".meta", geteuid(), &text) && ParseMeta(text, &m) &&
+         m.source == source && m.source_size == src.st_size && m.source_mtime_ns == MtimeNs(src) &&
+         lstat(data_path.c_str(), &st) == 0 && Trusted(st, geteuid()) && st.st_size == m.size &&
+         MtimeNs(st) == m.mtime_ns && st.st_ino == m.inode;
+}
+
+EntryLock TryLockEntry(const std::string& gz_path, const std::string& cache_dir, std::string* why) {
+  std::string source;
+  struct stat src {};
+  if (!ResolveSource(gz_path, &source, &src)) {
+    *why = "cannot resolve " + gz_path + ": " + Errno();
+    return EntryLock();
+  }
+  const int fd = OpenLockFile(EntryPath(cache_dir, source), why);
+  if (fd < 0) return EntryLock();
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    *why = errno == EWOULDBLOCK ? "a fill is under way" : "cannot lock: " + Errno();
+    close(fd);
+    return EntryLock();
+  }
+  return EntryLock(fd);
+}
+
+std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir, EntryLock lock) {
+  std::string source;
+  struct stat src {};
+  if (!ResolveSource(gz_path, &source, &src)) {
+    throw std::runtime_error(gz_path + ": cannot resolve: " + Errno());
+  }
+  const std::string data_path = EntryPath(cache_dir, source);
+  if (!lock.held()) {
+    std::string why;
+    const int fd = OpenLockFile(data_path, &why);
+    if (fd < 0) throw std::runtime_error(why);
+    lock = EntryLock(fd);
+    while (flock(fd, LOCK_EX) != 0) {
+      if (errno != EINTR) throw std::runtime_error("cannot lock " + data_path + ": " + Errno());
+    }
+  }
+  std::string why;
+  if (OpenEntry(data_path, source, src, geteuid(), &why)) return "cache hit";
   const std::string failed = BuildEntry(source, src, data_path);
-  if (!failed.empty()) return uncached(failed);
+  if (!failed.empty()) throw std::runtime_error(failed);
   std::string why_built;
-  auto built = OpenEntry(data_path, source, src, &why_built);
-  if (!built) return uncached("the new entry does not check: " + why_built);
-  return {built, why == "no entry" ? "cached (no entry)" : "rebuilt (" + why + ")"};
+  if (!OpenEntry(data_path, source, src, geteuid(), &why_built)) {
+    throw std::runtime_error(data_path + ": the new entry does not check: " + why_built);
+  }
+  return why == "no entry" ? "cached (no entry)" : "rebuilt (" + why + ")";
 }
 
 uint64_t Checksum64(const uint8_t* data, size_t size) {
@@ -367,4 +484,4 @@ uint64_t Checksum64(const uint8_t* data, size_t size) {
   return h;
 }
 
-}  // namespace convoy::trainer
+}  // namespace convoy

@@ -1,0 +1,109 @@
+// The worker's cache of decompressed data files (issue 45): a `.gz` data file is decompressed
+// once per worker and data set version, by the worker, into a directory the worker owns; the
+// ranks of every job map the entries read-only and never write there. So every job's first
+// start is warm, whatever identity it runs as, and no job can plant data that another trains
+// on (a cache a job could write, shared with another job, would let it).
+//
+// Layout: for a source `/d/train-images-idx3-ubyte.gz`, the cache directory holds
+// `train-images-idx3-ubyte.<h>` (the decompressed bytes; <h> is a hash of the source's
+// canonical path, so that two data directories never share an entry), `<that>.meta` (the
+// sidecar: the source's path, size and mtime; the cached file's size, mtime, inode and a
+// 64-bit checksum of its bytes) and `<that>.lock` (held by the filler while it builds the
+// entry). Entries are written under temporary names and renamed into place (data first,
+// then the sidecar).
+//
+// Who may write: only the cache directory's owner (the worker). A reader trusts a directory
+// only when it belongs to root or to the reader itself and neither its group nor others may
+// write it, and an entry only when it belongs to the directory's owner and neither its group
+// nor others may write it; everything else (a truncated, altered or replaced entry, a changed
+// source) is not used, and the reader decompresses the source into its own memory instead.
+//
+// No LibTorch here: plain files, zlib and the standard library (it is built into the worker
+// and into convoy-trainer, also when the trainer is built on its own).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace convoy {
+
+// Read-only bytes: an owned buffer or a read-only file mapping.
+class Bytes {
+ public:
+  virtual ~Bytes() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// Decompresses the whole gzip file at `path` into memory. Throws std::runtime_error naming
+// the file when it is missing, unreadable, truncated or corrupt.
+std::shared_ptr<const Bytes> ReadGzFile(const std::string& path);
+
+struct CachedFile {
+  std::shared_ptr<const Bytes> bytes;
+  // What happened, for the log: "cache hit", "cache hit (waited for the worker's fill)", or
+  // "not cached (<why>)" when the bytes were decompressed into memory instead.
+  std::string note;
+};
+
+// ---- Readers (ranks). Never write anything.
+
+// The decompressed bytes of the gzip file `gz_path`: the cache entry in `cache_dir` when it
+// holds a valid one made by the directory's owner (waiting while the owner is filling it),
+// else the file decompressed into memory. Empty `cache_dir`: no cache. A cache that cannot be
+// used is not an error (`note` says why). Throws like ReadGzFile for a bad source. Safe to
+// call from several processes at once.
+CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir);
+
+// ---- The owner (the worker, or `convoy-trainer --fill-data-cache` on a cache of its own).
+
+// Makes `dir` (and its missing parents, 0711) a real directory owned by this process's
+// effective user with mode `mode` (0711: ranks may open entries by name, not list them).
+// Returns "" or why it cannot.
+std::string PrepareCacheDir(const std::string& dir, unsigned mode = 0711);
+
+// The entry's lock, held (exclusively) while its holder fills the entry; readers that find
+// the entry missing wait on it. Move-only; closing releases it.
+class EntryLock {
+ public:
+  EntryLock() = default;
+  explicit EntryLock(int fd) : fd_(fd) {}
+  ~EntryLock();
+  EntryLock(EntryLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  EntryLock& operator=(EntryLock&& o) noexcept;
+  EntryLock(const EntryLock&) = delete;
+  EntryLock& operator=(const EntryLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Where the entry of the canonical source path `source` lives in `cache_dir`.
+std::string EntryPath(const std::string& cache_dir, const std::string& source);
+
+// Whether the entry of `gz_path` in `cache_dir` is in place and matches the source as it is
+// now, judged by sizes, times and inodes only (no checksum: cheap enough for a launch path).
+bool EntryLooksCurrent(const std::string& gz_path, const std::string& cache_dir);
+
+// Takes the entry's lock without waiting: held, or not held when someone else holds it (a
+// fill is under way) or the lock file cannot be made (`why` says which).
+EntryLock TryLockEntry(const std::string& gz_path, const std::string& cache_dir, std::string* why);
+
+// Makes the entry of `gz_path` in `cache_dir` valid: kept when it checks (checksum
+// included), built otherwise. `lock`: the entry's lock when the caller already holds it
+// (else it is taken here, waiting). Returns what it did ("cache hit", "cached (no entry)",
+// "rebuilt (<why>)"); throws std::runtime_error when it cannot (a bad source, a full disk).
+std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir,
+                        EntryLock lock = EntryLock());
+
+// The 64-bit checksum of the sidecar: four lanes of multiply-rotate over 8-byte words (the
+// stripe loop of XXH64, not XXH64 itself) and the tail bytes, mixed with the length. Fast
+// (memory bandwidth), not cryptographic: it detects damage; the trust rules above keep
+// writers out.
+uint64_t Checksum64(const uint8_t* data, size_t size);
+
+}  // namespace convoy
