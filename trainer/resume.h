@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -26,12 +27,37 @@ struct AgreedState {
 };
 
 // Collective: every rank calls it with its own offer (or nothing). Returns the agreed state on
-// every rank, or nothing when no rank holds one. `device`: where the backend's tensors live
-// (CUDA for NCCL). Throws when a collective fails.
+// every rank, or nothing when no rank holds one. When every rank holds the newest step, each
+// keeps its own copy (`holder` is then the rank itself) and nothing is broadcast. `device`: where
+// the backend's tensors live (CUDA for NCCL). Throws when a collective fails.
 std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
                                               std::optional<StateOffer> mine);
 
 // Of two offers, the newer (the higher step; `a` on a tie).
 std::optional<StateOffer> Newer(std::optional<StateOffer> a, std::optional<StateOffer> b);
+
+// The attempts of a job that still have ranks alive on this host (issue 45). A restart does
+// not wait for the killed attempt's ranks to be gone (its placement and start overlap their
+// teardown), but the survivors save the newest state on their way out (the last will): each
+// rank holds a shared lock on `<snapshot dir>/alive-<attempt>` for as long as it lives (the
+// kernel drops it when the process ends, however it ends), and a rank of a later attempt
+// waits for the earlier attempts' locks before it looks for the newest state.
+class AttemptPresence {
+ public:
+  // Takes this rank's lock for `attempt` in `dir` ("" or unusable: nothing to hold).
+  AttemptPresence(std::string dir, int attempt);
+  ~AttemptPresence();
+  AttemptPresence(const AttemptPresence&) = delete;
+  AttemptPresence& operator=(const AttemptPresence&) = delete;
+  // Waits until no process holds the lock of an earlier attempt in the directory (whose
+  // files it then removes), at most `timeout`. Returns the seconds it waited, or -1 when it
+  // gave up (a rank that does not exit: its state may then be missed).
+  double WaitForEarlierAttempts(std::chrono::milliseconds timeout) const;
+
+ private:
+  const std::string dir_;
+  const int attempt_;
+  int fd_ = -1;
+};
 
 }  // namespace convoy::trainer

@@ -11,6 +11,8 @@
 #include <optional>
 #include <thread>
 
+#include "common/data_cache.h"
+#include "common/rank_contract.h"
 #include "trainer/resume.h"
 #include "trainer/train_helpers.h"
 #include "trainer/training.h"
@@ -45,9 +47,17 @@ int Training::Run() {
   try {
     code = Loop();
   } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> state(watchdog_->state_mutex());
-    LastWill(std::string("training failed: ") + e.what());
-    throw;
+    {
+      std::lock_guard<std::mutex> state(watchdog_->state_mutex());
+      LastWill(std::string("training failed: ") + e.what());
+    }
+    // Nothing is left to save: leave at once instead of unwinding. The background snapshot
+    // writer (nice 19), Gloo's threads and LibTorch's static destructors can take hundreds of
+    // milliseconds on a busy host, and the job's next attempt waits for this exit.
+    std::cerr << "convoy-trainer: error: " << e.what() << std::endl;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(1);
   }
   // What the stop agreement and the snapshots cost this rank's training thread, per step.
   const double steps = static_cast<double>(std::max<int64_t>(1, attempt_steps_));
@@ -127,6 +137,7 @@ void Training::Setup() {
   // Wall-clock times of the start-up phases, printed as one "startup {...}" line at the first
   // step (bench/start_latency.py lines them up with the job's events).
   startup_ = {{"start_unix", UnixSeconds() - age_at_main_}, {"main_unix", UnixSeconds()}};
+  presence_ = std::make_unique<AttemptPresence>(o_.snapshot_dir, o_.attempt);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads_ = o_.threads;
   if (threads_ == 0) {
@@ -328,7 +339,19 @@ void Training::Resume() {
         return s;
       });
 
+  // The ranks of earlier attempts on this host may still be saving their last will (a
+  // restart overlaps their teardown): the newest state is the one they leave.
+  const double waited = presence_->WaitForEarlierAttempts(kWaitForEarlierAttempts);
+  if (waited < 0) {
+    std::cout << "ranks of an earlier attempt still run on this host after "
+              << kWaitForEarlierAttempts.count() << " ms; resuming without their last state"
+              << std::endl;
+  } else if (waited > 0.001) {
+    std::printf("waited %.0f ms for the ranks of an earlier attempt on this host to exit\n",
+                waited * 1e3);
+  }
   // What this rank holds: its host's newest snapshot; rank 0 also the newest checkpoint.
+  const auto t_resume = Clock::now();
   std::optional<StateOffer> mine;
   if (auto snap = ReadNewestSnapshot(o_.snapshot_dir, identity)) {
     mine = StateOffer{"snapshot", snap->path, snap->meta.step, std::move(snap->payload)};
@@ -353,15 +376,21 @@ void Training::Resume() {
       }
     }
   }
+  const double read_s = Seconds(t_resume);
+  const auto t_agree = Clock::now();
   std::optional<AgreedState> agreed = AgreeOnNewestState(*dist_, device_, std::move(mine));
+  const double agree_s = Seconds(t_agree);
   counts_ = SampleCounts(train_.size());
   if (agreed) {
+    const auto t_load = Clock::now();
     pos_ = LoadState(agreed->state.bytes, *model_, *optimizer_,
                      agreed->state.kind == "resume_from" ? ResumeIdentity() : id, Shape(),
                      &counts_.mutable_counts(), device_);
     std::cout << "resumed from " << agreed->state.kind << " " << agreed->state.path << " at epoch "
               << pos_.epoch << ", step " << pos_.global_step << " (sample " << pos_.sample
               << " of the epoch)" << std::endl;
+    std::printf("resume took %.0f ms: read %.0f ms, agreed and sent %.0f ms, loaded %.0f ms\n",
+                Seconds(t_resume) * 1e3, read_s * 1e3, agree_s * 1e3, Seconds(t_load) * 1e3);
     if (o_.world_size > 1) {
       std::cout << "(the newest state was rank " << agreed->holder << "'s)" << std::endl;
     }
@@ -369,6 +398,7 @@ void Training::Resume() {
     std::cout << "no checkpoint or snapshot to resume from: starting at step 0" << std::endl;
   }
   have_state_ = true;
+  startup_.emplace_back("resumed_unix", UnixSeconds());
 
   // Steps left at this world size; with a world size other than the previous attempt's, the
   // total changes (the samples left do not): total_steps is "this attempt's estimate".
@@ -404,10 +434,16 @@ int FillDataCache(const Options& o) {
               << std::endl;
     return 2;
   }
-  const Dataset train = LoadFashionMnist(o.data_dir, "train", 0, o.data_cache);
-  const Dataset test = LoadFashionMnist(o.data_dir, "t10k", 0, o.data_cache);
-  std::cout << "data cache " << o.data_cache << ": " << train.source_note << "; "
-            << test.source_note << std::endl;
+  const std::string bad = PrepareCacheDir(o.data_cache);
+  if (!bad.empty()) {
+    std::cerr << "convoy-trainer: --fill-data-cache: " << bad << std::endl;
+    return 1;
+  }
+  std::cout << "data cache " << o.data_cache << ":";
+  for (const std::string& file : rank_contract::DataFiles(o.data_dir)) {
+    std::cout << " " << file << " " << FillGzEntry(file, o.data_cache) << ";";
+  }
+  std::cout << std::endl;
   return 0;
 }
 

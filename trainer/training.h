@@ -20,6 +20,7 @@
 #include "trainer/metrics_sink.h"
 #include "trainer/models.h"
 #include "trainer/options.h"
+#include "trainer/resume.h"
 #include "trainer/sampler.h"
 #include "trainer/snapshotter.h"
 #include "trainer/stop.h"
@@ -37,6 +38,9 @@ constexpr double kAutoSnapshotSeconds = 2.0;
 // Auto snapshots: rank 0 times steps [kProbeFrom, kProbeTo) of the attempt (after warm-up).
 constexpr int64_t kProbeFrom = 5;
 constexpr int64_t kProbeTo = 15;
+// How long a restarted rank waits for the ranks of earlier attempts on its host to exit (they
+// write their last will on the way out) before it resumes without them.
+constexpr std::chrono::milliseconds kWaitForEarlierAttempts{10000};
 // SIGTERM while blocked this long in a collective: a peer hangs; write the last will, exit.
 constexpr std::chrono::milliseconds kStuckAfterStop{2000};
 
@@ -107,6 +111,8 @@ class Training {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<MetricsSink> metrics_;
   std::unique_ptr<Snapshotter> snapshotter_;
+  // This rank's presence in its host's snapshot directory, for its successors (resume.h).
+  std::unique_ptr<AttemptPresence> presence_;
   std::unique_ptr<StopWatchdog> watchdog_;
   double rendezvous_s_ = 0;
   Clock::time_point t_rdzv_;

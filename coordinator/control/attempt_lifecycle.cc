@@ -181,7 +181,21 @@ void AttemptLifecycle::Fail(JobRecord& r, const v1::RankFailure& cause) {
   // Counted once the decision stands.
   stats_.AttemptFailed(cause, r.job.state() == v1::RESTARTING && !resize);
   SendKill(r, cause.reason());
+  if (r.job.state() == v1::RESTARTING) ReleaseForRestart(r);
   MaybeFinishTeardown(r);
+}
+
+void AttemptLifecycle::ReleaseForRestart(JobRecord& r) {
+  // A rank's GPU is not shared with its successor while it may still hold the GPU's memory.
+  for (const auto& [rank, rr] : r.rt.ranks) {
+    if (!rr.gone && rr.resources.gpus_size() > 0) return;
+  }
+  // The next attempt does not wait for the killed ranks to be reported gone: its placement
+  // and start overlap their teardown (a survivor's last will, its exit). On each host, a
+  // restarted rank resumes only once the ranks of earlier attempts there have exited
+  // (trainer/resume.h), so it still finds the state they saved on the way out. Their exits,
+  // reported later, name an attempt that is no longer the job's and are not counted.
+  for (auto& [rank, rr] : r.rt.ranks) MarkGone(r.rt, rr);
 }
 
 void AttemptLifecycle::SendKill(JobRecord& r, const std::string& reason, bool preempt) {

@@ -130,6 +130,9 @@ class AttemptLifecycle {
   // Decides the failure window of `r`'s attempt when it can be (RootCause).
   void MaybeDecideFailure(JobRecord& r);
   // `preempt`: the ranks checkpoint and stop (Kill.preempt), with preempt_grace_ms.
+  // A restart: the killed attempt's resources go to the next attempt at once (CPU ranks; see
+  // the definition).
+  void ReleaseForRestart(JobRecord& r);
   void SendKill(JobRecord& r, const std::string& reason, bool preempt = false);
   // Frees the attempt's resources once every rank is gone or the teardown deadline passed.
   void MaybeFinishTeardown(JobRecord& r);

@@ -203,6 +203,14 @@ class JobManagerFixture : public ::testing::Test {
     EXPECT_TRUE(job.ok());
     return job.ok() ? *job : v1::Job();
   }
+  // Whether `job` has ever been in `state` (a restart passes RESTARTING at once when the next
+  // attempt can be placed: it does not wait for the old ranks' teardown).
+  static bool WentThrough(const v1::Job& job, v1::JobState state) {
+    for (const auto& e : job.events()) {
+      if (e.to() == state) return true;
+    }
+    return false;
+  }
 
   FakeClock clock_;
   CountingStore store_;
