@@ -316,8 +316,8 @@ TEST_F(SharingTest, AnElasticJobShrinksOnALostWorkerAndGrowsBackWhenOneJoins) {
   EXPECT_EQ(job.restarts(), 0);
   bool resized = false;
   for (const auto& e : job.events()) {
-    resized = resized || (e.to() == v1::RESTARTING &&
-                          e.reason().find("no restart used") != std::string::npos);
+    resized = resized ||
+              (e.to() == v1::RESTARTING && e.reason().find("no restart used") != std::string::npos);
   }
   EXPECT_TRUE(resized) << job.message();
   // Placed again at once on the two left (the teardown is not waited for); the lost
