@@ -10,41 +10,13 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/support/fake_worker_stream.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
 namespace {
 
 using namespace std::chrono_literals;
-
-class FakeStream : public WorkerStream {
- public:
-  bool Enqueue(const v1::CoordinatorMessage& msg) override {
-    MutexLock lock(mu_);
-    if (closed_) return false;
-    got_.push_back(msg);
-    return true;
-  }
-  void Close(const std::string& why) override {
-    MutexLock lock(mu_);
-    closed_ = true;
-    close_reason_ = why;
-  }
-  std::vector<v1::CoordinatorMessage> Messages() {
-    MutexLock lock(mu_);
-    return got_;
-  }
-  std::string close_reason() {
-    MutexLock lock(mu_);
-    return close_reason_;
-  }
-
- private:
-  Mutex mu_;
-  std::vector<v1::CoordinatorMessage> got_ GUARDED_BY(mu_);
-  bool closed_ GUARDED_BY(mu_) = false;
-  std::string close_reason_ GUARDED_BY(mu_);
-};
 
 v1::Register Registration(const std::string& name) {
   v1::Register reg;
@@ -189,37 +161,6 @@ TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
     inline_answer = true;
   });
   EXPECT_TRUE(inline_answer);
-}
-
-// A store that keeps failing does not keep the coordinator retrying forever behind a growing
-// queue: after store_give_up_ms it stops, saying why (crash-only); nothing it could not
-// persist was acknowledged.
-TEST(CoordinatorStoreTest, AStoreThatKeepsFailingStopsTheCoordinatorWithItsReason) {
-  FakeClock clock;
-  MemoryJobStore store;
-  CoordinatorOptions options;
-  options.run_ticker = false;
-  options.store_give_up_ms = 1500;
-  Mutex mu;
-  std::string lost;  // under mu
-  options.on_store_lost = [&](const std::string& why) {
-    MutexLock lock(mu);
-    lost = why;
-  };
-  Coordinator coordinator(clock, store, options);
-  ASSERT_TRUE(coordinator.Start().ok());
-  store.FailEveryWrite();
-  std::atomic<bool> replied{false};
-  coordinator.Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>&) { replied = true; });
-  coordinator.Flush();  // returns once the commit thread gave up
-  {
-    MutexLock lock(mu);
-    EXPECT_NE(lost.find("the durable store has failed for"), std::string::npos) << lost;
-    EXPECT_NE(lost.find("injected write failure"), std::string::npos) << lost;
-    EXPECT_NE(lost.find("crash-only"), std::string::npos) << lost;
-  }
-  EXPECT_FALSE(replied) << "a submit that was never persisted was acknowledged";
-  coordinator.Stop();
 }
 
 // While the store refuses writes, a client's change is refused at once (UNAVAILABLE, saying
