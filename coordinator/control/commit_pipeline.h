@@ -94,4 +94,16 @@ class CommitPipeline {
   std::thread thread_;
 };
 
+// A client's change while the store refuses writes (`pipeline`'s AcceptsWrites): answers
+// `done` with the refusal (UNAVAILABLE, saying why; nothing was changed, so the client may
+// retry) and returns true; false, `done` untouched, while it accepts them.
+template <typename T>
+bool RefusedWhileTheStoreFails(CommitPipeline& pipeline,
+                               const std::function<void(StatusOr<T>)>& done) {
+  Status refused = pipeline.AcceptsWrites();
+  if (refused.ok()) return false;
+  done(refused);
+  return true;
+}
+
 }  // namespace convoy

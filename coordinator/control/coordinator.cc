@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "coordinator/state/job_state_machine.h"
 
@@ -16,10 +17,10 @@ auto Coordinator::Locked(F&& f) {
   MutexLock lock(mu_);
   if constexpr (std::is_void_v<decltype(f())>) {
     f();
-    Seal();
+    pipeline_.Queue(std::exchange(effects_, Effects()));
   } else {
     auto result = f();
-    Seal();
+    pipeline_.Queue(std::exchange(effects_, Effects()));
     return result;
   }
 }
@@ -44,9 +45,25 @@ Status Coordinator::Start() {
   started_ = true;
   pipeline_.Start();
   if (options_.run_ticker) {
+    std::function<void()> export_snapshot;
+    if (on_export_) {
+      // Copied under the state lock in O(active jobs + workers), exported after it.
+      export_snapshot = [this] {
+        ExportSnapshot snap;
+        {
+          MutexLock lock(mu_);
+          snap.stats = jobs_.GetStats();
+          snap.active = jobs_.ListActive();
+          snap.finished = jobs_.TakeFinished();
+          snap.workers = registry_.List();
+          snap.durations = jobs_.TakeDurations();
+        }
+        on_export_(snap);
+      };
+    }
     ticker_ = std::make_unique<Ticker>(
         clock_, Ticker::Options{options_.tick_ms, options_.export_interval_ms}, [this] { Tick(); },
-        on_export_ ? std::function<void()>([this] { Export(); }) : nullptr);
+        std::move(export_snapshot));
     ticker_->Start();
   }
   return Status::Ok();
@@ -64,25 +81,7 @@ void Coordinator::Stop() {
 
 // ---- Locked sections
 
-void Coordinator::Seal() {
-  pipeline_.Queue(std::move(effects_));
-  effects_ = Effects();
-}
-
 void Coordinator::Flush() { pipeline_.Flush(); }
-
-void Coordinator::Export() {
-  ExportSnapshot snap;
-  {
-    MutexLock lock(mu_);
-    snap.stats = jobs_.GetStats();
-    snap.active = jobs_.ListActive();
-    snap.finished = jobs_.TakeFinished();
-    snap.workers = registry_.List();
-    snap.durations = jobs_.TakeDurations();
-  }
-  on_export_(snap);
-}
 
 void Coordinator::Tick() {
   Locked([&] {
@@ -96,52 +95,54 @@ void Coordinator::Tick() {
 void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
                          const std::string& request_id,
                          std::function<void(StatusOr<std::string>)> done) {
-  if (RefusedWhileTheStoreFails(done)) return;
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::string> id = jobs_.Submit(spec, owner, role, request_id);
-    Defer([done = std::move(done), id = std::move(id)] { done(id); });
+    effects_.after.push_back([done = std::move(done), id = std::move(id)] { done(id); });
   });
 }
 
 void Coordinator::Cancel(const std::string& id, const std::string& reason, const std::string& by,
                          std::function<void(StatusOr<v1::Job>)> done) {
-  if (RefusedWhileTheStoreFails(done)) return;
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by);
-    Defer([done = std::move(done), job = std::move(job)] { done(job); });
+    effects_.after.push_back([done = std::move(done), job = std::move(job)] { done(job); });
   });
 }
 
 void Coordinator::Delete(const std::string& id, const std::string& by,
                          std::function<void(StatusOr<std::vector<std::string>>)> done) {
-  if (RefusedWhileTheStoreFails(done)) return;
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<std::vector<std::string>> workers = jobs_.Delete(id, by);
-    Defer([done = std::move(done), workers = std::move(workers)] { done(workers); });
+    effects_.after.push_back(
+        [done = std::move(done), workers = std::move(workers)] { done(workers); });
   });
 }
 
 void Coordinator::SetDrained(const std::string& worker, bool drained, const std::string& by,
                              bool now, std::function<void(StatusOr<v1::WorkerInfo>)> done) {
-  if (RefusedWhileTheStoreFails(done)) return;
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<v1::WorkerInfo> info = jobs_.SetDrained(worker, drained, by, now);
-    Defer([done = std::move(done), info = std::move(info)] { done(info); });
+    effects_.after.push_back([done = std::move(done), info = std::move(info)] { done(info); });
   });
 }
 
 void Coordinator::ForgetWorker(const std::string& worker, const std::string& by,
                                std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) {
-  if (RefusedWhileTheStoreFails(done)) return;
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
     StatusOr<JobManager::ForgottenWorker> forgotten =
         jobs_.ForgetWorker(worker, by, streams_.Connected(worker));
-    Defer([done = std::move(done), forgotten = std::move(forgotten)] { done(forgotten); });
+    effects_.after.push_back(
+        [done = std::move(done), forgotten = std::move(forgotten)] { done(forgotten); });
   });
 }
 
@@ -159,7 +160,7 @@ void Coordinator::AnswerCommitted(const std::function<T()>& read, std::function<
     if (effects_.empty() && pipeline_.Idle()) {
       now = std::move(value);
     } else {
-      Defer([done, value = std::move(value)] { done(value); });
+      effects_.after.push_back([done, value = std::move(value)] { done(value); });
     }
   });
   if (now.has_value()) done(std::move(*now));
@@ -177,16 +178,6 @@ void Coordinator::GetCommitted(const std::string& id, std::function<void(StatusO
 StatusOr<v1::JobMetrics> Coordinator::GetMetrics(const std::string& id) {
   MutexLock lock(mu_);
   return jobs_.GetMetrics(id);
-}
-
-std::vector<v1::Job> Coordinator::List(bool full) {
-  MutexLock lock(mu_);
-  return jobs_.List(full);
-}
-
-JobManager::JobPage Coordinator::ListPage(const JobQuery& query) {
-  MutexLock lock(mu_);
-  return jobs_.ListPage(query);
 }
 
 void Coordinator::ListPageCommitted(const JobQuery& query,
@@ -214,11 +205,6 @@ JobManager::WorkerPage Coordinator::ListWorkersPage(const WorkerQuery& query) {
   return jobs_.ListWorkersPage(query);
 }
 
-JobManager::Stats Coordinator::GetStats() {
-  MutexLock lock(mu_);
-  return jobs_.GetStats();
-}
-
 StatusOr<uint64_t> Coordinator::Watch(const std::string& id, JobManager::WatchFn fn) {
   auto shared = std::make_shared<JobManager::WatchFn>(std::move(fn));
   return Locked([&] {
@@ -227,7 +213,7 @@ StatusOr<uint64_t> Coordinator::Watch(const std::string& id, JobManager::WatchFn
     // commit thread, in order, after what it reports is durable.
     return jobs_.Watch(id, [this, shared](const v1::WatchJobResponse& update, bool done) {
       mu_.AssertHeld();
-      Defer([shared, update, done] { (*shared)(update, done); });
+      effects_.after.push_back([shared, update, done] { (*shared)(update, done); });
     });
   });
 }
@@ -247,7 +233,7 @@ StatusOr<Coordinator::LogRequest> Coordinator::RequestLogs(const std::string& id
     auto asked = jobs_.RequestLogs(id, rank, attempt, offset, max_bytes, wait_ms,
                                    [this, shared](const StatusOr<v1::LogData>& data) {
                                      mu_.AssertHeld();
-                                     Defer([shared, data] { (*shared)(data); });
+                                     effects_.after.push_back([shared, data] { (*shared)(data); });
                                    });
     if (!asked.ok()) return asked.status();
     LogRequest out;
@@ -273,7 +259,8 @@ void Coordinator::OnRegister(const v1::Register& reg, std::shared_ptr<WorkerStre
                           {stream, std::move(ack)});
     if (replaced) {
       spdlog::warn("worker {} connected again; closing its previous stream", reg.name());
-      Defer([replaced] { replaced->Close("replaced by a newer stream of the same worker"); });
+      effects_.after.push_back(
+          [replaced] { replaced->Close("replaced by a newer stream of the same worker"); });
     }
   });
 }
@@ -289,7 +276,7 @@ void Coordinator::OnWorkerMessage(const std::string& worker, const v1::WorkerMes
         spdlog::warn(
             "worker {} was declared lost but is still talking; asking it to register again",
             worker);
-        Defer([stream] { stream->Close("declared lost; register again"); });
+        effects_.after.push_back([stream] { stream->Close("declared lost; register again"); });
       }
       return;
     }

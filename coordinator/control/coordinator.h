@@ -64,14 +64,15 @@ struct CoordinatorOptions {
   std::function<void(const std::string& why)> on_store_lost;
 };
 
+// Not copyable (it holds the state lock).
+//
+// Size: 30 methods. The clients' API is as wide as the gRPC services that call it; each is a
+// locked section that routes to the JobManager (itself a router over the controllers).
 class Coordinator {
  public:
   // `store` is the durable store (SQLite in production); only the commit thread writes it.
   Coordinator(const Clock& clock, JobStore& store, CoordinatorOptions options);
   ~Coordinator();
-
-  Coordinator(const Coordinator&) = delete;
-  Coordinator& operator=(const Coordinator&) = delete;
 
   // Loads the state from the store and starts the commit thread and the ticker. Call once.
   Status Start() EXCLUDES(mu_);
@@ -91,13 +92,14 @@ class Coordinator {
   // Called every export_interval_ms on the ticker thread, with no lock held. Set before Start.
   using ExportFn = std::function<void(const ExportSnapshot&)>;
   void set_on_export(ExportFn fn) { on_export_ = std::move(fn); }
-  // Called on the commit thread, no lock held, after each group commit reached the durable
-  // store: how long the successful write took and how many changes it held. Set before Start.
-  using CommitFn = CommitPipeline::CommitFn;
-  void set_on_commit(CommitFn fn) { pipeline_.set_on_commit(std::move(fn)); }
+  // The commit pipeline: its on_commit (called on the commit thread, no lock held, after each
+  // group commit reached the durable store: how long the write took, how many changes it
+  // held) is set before Start; AcceptsWrites says whether the store refuses writes now (while
+  // it does, clients' changes are refused, below).
+  CommitPipeline& pipeline() { return pipeline_; }
 
   // ---- Clients. Replies (`done`) run on the commit thread once the decision is durable.
-  // While the store refuses writes (Persist retrying: etcd without a quorum, a full disk),
+  // While the store refuses writes (the pipeline retrying: etcd without a quorum, a full disk),
   // a client's change (Submit, Cancel, Delete, SetDrained, ForgetWorker) is refused at
   // once, UNAVAILABLE saying why, instead of waiting behind the failing commit; it changes
   // nothing, so the client may retry (a submit with its request id).
@@ -122,10 +124,7 @@ class Coordinator {
       EXCLUDES(mu_);
   // The job's metric history (JobManager::GetMetrics); NOT_FOUND for an unknown id.
   StatusOr<v1::JobMetrics> GetMetrics(const std::string& id) EXCLUDES(mu_);
-  std::vector<v1::Job> List(bool full) EXCLUDES(mu_);
-  // One page of jobs / workers (JobManager::ListPage, ListWorkersPage).
-  JobManager::JobPage ListPage(const JobQuery& query) EXCLUDES(mu_);
-  // ListPage, answered as GetCommitted is.
+  // One page of jobs (JobManager::ListPage), answered as GetCommitted is.
   void ListPageCommitted(const JobQuery& query, std::function<void(JobManager::JobPage)> done)
       EXCLUDES(mu_);
   std::vector<v1::WorkerInfo> ListWorkers() EXCLUDES(mu_);
@@ -139,7 +138,6 @@ class Coordinator {
   // the removal is durable.
   void ForgetWorker(const std::string& worker, const std::string& by,
                     std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) EXCLUDES(mu_);
-  JobManager::Stats GetStats() EXCLUDES(mu_);
 
   // Watches a job: `fn` gets the snapshot, then every event, metric and snapshot, and
   // finally done = true; it runs on the commit thread, in order, and must not block.
@@ -164,22 +162,9 @@ class Coordinator {
   void OnWorkerMessage(const std::string& worker, const v1::WorkerMessage& msg) EXCLUDES(mu_);
   // The stream ended. Ignored unless `stream` is still the worker's current one.
   void OnStreamClosed(const std::string& worker, const WorkerStream* stream) EXCLUDES(mu_);
-  // Open streams (for logs and tests).
-  size_t ConnectedWorkers() { return streams_.size(); }
-  // Whether a worker of this name has its stream open now. Any thread; no state lock.
-  bool WorkerConnected(const std::string& name) { return streams_.Connected(name); }
-
-  // Whether the store refuses writes now (see above), and why.
-  Status StoreAcceptsWrites() { return pipeline_.AcceptsWrites(); }
-  // A client's change while the store refuses writes: answers `done` with the refusal and
-  // returns true; false (`done` untouched) while it accepts them.
-  template <typename T>
-  bool RefusedWhileTheStoreFails(const std::function<void(StatusOr<T>)>& done) {
-    Status refused = StoreAcceptsWrites();
-    if (refused.ok()) return false;
-    done(refused);
-    return true;
-  }
+  // The open streams: whether a worker is connected, how many are (any thread, no state
+  // lock).
+  const WorkerStreamTable& streams() const { return streams_; }
 
   // Advances timeouts once (the ticker does this every tick_ms).
   void Tick() EXCLUDES(mu_);
@@ -190,21 +175,17 @@ class Coordinator {
   void Flush() EXCLUDES(mu_);
 
  private:
-  // Runs `f` with mu_ held, then queues what it decided for the commit thread. Clang's
-  // analysis does not follow the lock into a lambda: each `f` starts with mu_.AssertHeld().
+  // Runs `f` with mu_ held, then hands what it decided to the commit pipeline (what `f` puts
+  // in effects_.after runs on the commit thread once the section's writes are durable).
+  // Clang's analysis does not follow the lock into a lambda: each `f` starts with
+  // mu_.AssertHeld().
   template <typename F>
   auto Locked(F&& f) EXCLUDES(mu_);
-  // Hands the section's effects to the commit pipeline.
-  void Seal() REQUIRES(mu_);
-  // Runs `fn` on the commit thread after this section's writes are durable.
-  void Defer(std::function<void()> fn) REQUIRES(mu_) { effects_.after.push_back(std::move(fn)); }
   // `read`'s result (taken under the lock) to `done` once every change it can see is durable:
   // at once, without the lock, when nothing waits for the commit thread; else on it, after
   // what is queued (GetCommitted, ListPageCommitted).
   template <typename T>
   void AnswerCommitted(const std::function<T()>& read, std::function<void(T)> done) EXCLUDES(mu_);
-  // The ticker's export: a snapshot taken under the lock, handed to on_export_ after it.
-  void Export() EXCLUDES(mu_);
 
   const Clock& clock_;
   const CoordinatorOptions options_;

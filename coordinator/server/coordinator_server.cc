@@ -175,7 +175,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     MetricsExporter* exporter = exporter_.get();
     coordinator_->set_on_export(
         [exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
-    coordinator_->set_on_commit(
+    coordinator_->pipeline().set_on_commit(
         [exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
   }
   if (Status started = coordinator_->Start(); !started.ok()) {

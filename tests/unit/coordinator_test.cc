@@ -103,7 +103,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
   coordinator_->Tick();
   // The job is decided (visible to readers) but neither acknowledged nor acted on.
   std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(coordinator_->List(false).size(), 1u);
+  EXPECT_TRUE(coordinator_->Get("j-000001").ok());
   EXPECT_FALSE(replied);
   EXPECT_EQ(stream->Messages().size(), 1u);
 
@@ -174,16 +174,16 @@ TEST(CoordinatorStoreTest, ChangesAreRefusedSayingWhyWhileTheStoreFails) {
   options.store_give_up_ms = 600000;
   Coordinator coordinator(clock, store, options);
   ASSERT_TRUE(coordinator.Start().ok());
-  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  EXPECT_TRUE(coordinator.pipeline().AcceptsWrites().ok());
   store.FailEveryWrite();
   std::atomic<bool> first_replied{false};
   coordinator.Submit(OneRank(), "", "", "",
                      [&](const StatusOr<std::string>& id) { first_replied = id.ok(); });
   // The commit thread meets the failure and keeps retrying.
-  for (int i = 0; i < 500 && coordinator.StoreAcceptsWrites().ok(); ++i) {
+  for (int i = 0; i < 500 && coordinator.pipeline().AcceptsWrites().ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const Status refusing = coordinator.StoreAcceptsWrites();
+  const Status refusing = coordinator.pipeline().AcceptsWrites();
   ASSERT_EQ(refusing.code(), StatusCode::kUnavailable);
   EXPECT_NE(refusing.message().find("injected write failure"), std::string::npos)
       << refusing.message();
@@ -194,12 +194,12 @@ TEST(CoordinatorStoreTest, ChangesAreRefusedSayingWhyWhileTheStoreFails) {
   StatusOr<v1::Job> cancelled = Status::Ok();
   coordinator.Cancel("j-000001", "", "", [&](const StatusOr<v1::Job>& j) { cancelled = j; });
   EXPECT_EQ(cancelled.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(coordinator.List(false).size(), 1u);  // the refused submit made no job
+  EXPECT_FALSE(coordinator.Get("j-000002").ok());  // the refused submit made no job
 
   store.StopFailing();
   coordinator.Flush();
   EXPECT_TRUE(first_replied);
-  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  EXPECT_TRUE(coordinator.pipeline().AcceptsWrites().ok());
   std::string third;
   coordinator.Submit(OneRank(), "", "", "",
                      [&](const StatusOr<std::string>& id) { third = id.ok() ? *id : ""; });
@@ -255,7 +255,7 @@ TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
   coordinator_->OnRegister(Registration("w1"), second);
   coordinator_->Flush();
   EXPECT_NE(first->close_reason().find("replaced"), std::string::npos);
-  EXPECT_EQ(coordinator_->ConnectedWorkers(), 1u);
+  EXPECT_EQ(coordinator_->streams().size(), 1u);
 
   // The old stream ending says nothing about the worker, which is on the new one.
   coordinator_->OnStreamClosed("w1", first.get());
@@ -269,7 +269,7 @@ TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
 
   coordinator_->OnStreamClosed("w1", second.get());
   EXPECT_EQ(coordinator_->ListWorkers()[0].state(), v1::WORKER_UNREACHABLE);
-  EXPECT_EQ(coordinator_->ConnectedWorkers(), 0u);
+  EXPECT_EQ(coordinator_->streams().size(), 0u);
   (void)id;
 }
 
