@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/code_archive.h"
+#include "coordinator/control/code_access.h"
 
 namespace convoy {
 
@@ -21,21 +22,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   if (!ceiling.ok()) return FinishNow(context, ceiling);
   Status quota = auth_.TakeSubmit(*who);
   if (!quota.ok()) return FinishNow(context, quota);
-  if (!req->spec().code_sha256().empty() &&
-      (code_ == nullptr || !code_->Has(req->spec().code_sha256()))) {
-    return FinishNow(context, Status::FailedPrecondition(
-                                  "code_sha256: no code archive " + req->spec().code_sha256() +
-                                  " is stored; upload it with UploadCode first"));
-  }
   // Code its owner uploaded (admins: any). Knowing a hash is not having the code.
-  if (!req->spec().code_sha256().empty() && !who->admin() &&
-      !code_->OwnedBy(req->spec().code_sha256(), who->name)) {
-    return FinishNow(
-        context,
-        Status::PermissionDenied("code_sha256: code archive " + req->spec().code_sha256() +
-                                 " was not uploaded by " + who->Describe() +
-                                 "; a job names only its owner's code (upload it: submit --code)"));
-  }
+  Status code =
+      CheckJobCode(code_, req->spec().code_sha256(), who->name, who->admin(), who->Describe());
+  if (!code.ok()) return FinishNow(context, code);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const bool user = who->kind == Principal::Kind::kUser;
   const std::string owner = user ? who->name : "";
@@ -188,30 +178,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::ForgetWorker(grpc::CallbackServerConte
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
-  TokenStore* tokens = tokens_;
-  const std::string name = req->name();
-  coordinator_.ForgetWorker(
-      name, by,
-      [reactor, resp, tokens, name](const StatusOr<JobManager::ForgottenWorker>& forgotten) {
-        Status st = forgotten.status();
-        if (forgotten.ok()) {
-          *resp->mutable_worker() = forgotten->worker;
-          for (const std::string& id : forgotten->abandoned_file_deletions) {
-            resp->add_abandoned_file_deletions(id);
-          }
-        }
-        // The name's certificate record goes too, so that a join token may take the name again:
-        // also for a worker that joined but never registered (NOT_FOUND above).
-        if (tokens != nullptr && (st.ok() || st.code() == StatusCode::kNotFound)) {
-          auto had = tokens->ForgetCertificate(name);
-          if (!had.ok()) {
-            st = had.status();
-          } else if (*had && !st.ok()) {
-            st = Status::Ok();
-          }
-        }
-        reactor->Finish(ToGrpc(st));
-      });
+  forgetter_->Forget(req->name(), by, [reactor, resp](const WorkerForgetter::Outcome& outcome) {
+    if (outcome.forgotten) {
+      *resp->mutable_worker() = outcome.forgotten->worker;
+      for (const std::string& id : outcome.forgotten->abandoned_file_deletions) {
+        resp->add_abandoned_file_deletions(id);
+      }
+    }
+    reactor->Finish(ToGrpc(outcome.status));
+  });
   return reactor;
 }
 

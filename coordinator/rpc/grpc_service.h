@@ -15,8 +15,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <memory>
+
 #include "convoy/v1/job.grpc.pb.h"
 #include "coordinator/control/coordinator.h"
+#include "coordinator/control/worker_forgetter.h"
 #include "coordinator/rpc/auth.h"
 #include "coordinator/rpc/join_service.h"
 #include "coordinator/rpc/outbound.h"
@@ -28,7 +31,10 @@ namespace convoy {
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
-      : coordinator_(coordinator), auth_(auth), limits_(limits) {}
+      : coordinator_(coordinator),
+        auth_(auth),
+        limits_(limits),
+        forgetter_(std::make_unique<WorkerForgetter>(coordinator, nullptr)) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* req,
@@ -68,14 +74,16 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   void SetCodeStore(CodeStore* code) { code_ = code; }
   // ForgetWorker also drops the name's certificate record (so that a join token may take the
   // name again). Before the server starts; null: --insecure.
-  void SetTokenStore(TokenStore* tokens) { tokens_ = tokens; }
+  void SetTokenStore(TokenStore* tokens) {
+    forgetter_ = std::make_unique<WorkerForgetter>(coordinator_, tokens);
+  }
 
  private:
   Coordinator& coordinator_;
   Authorizer& auth_;
   const StreamLimits limits_;
   CodeStore* code_ = nullptr;
-  TokenStore* tokens_ = nullptr;
+  std::unique_ptr<WorkerForgetter> forgetter_;
 };
 
 }  // namespace convoy

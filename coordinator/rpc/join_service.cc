@@ -56,53 +56,18 @@ grpc::ServerUnaryReactor* JoinServiceImpl::Join(grpc::CallbackServerContext* con
                      Status::InvalidArgument("name: '" + req->name() +
                                              "' is not valid: use 1-63 of [A-Za-z0-9._-]"));
   }
-  if (tokens_ == nullptr) return FinishNow(context, Issue(req->name(), req->csr_pem(), resp));
+  if (admission_ == nullptr) return FinishNow(context, Issue(req->name(), req->csr_pem(), resp));
   bool malformed = false;
   const std::string token = Authorizer::BearerToken(*context, &malformed);
-  MutexLock lock(join_mu_);
-  auto record = tokens_->Check(token, clock_.NowUnixMs(), false);
-  if (!record.ok()) return FinishNow(context, record.status());
-  if (!record->name.empty() && record->name != req->name()) {
-    return FinishNow(
-        context, Status::PermissionDenied("name: join token " + record->id + " joins only as '" +
-                                          record->name + "', not '" + req->name() + "'"));
-  }
-  if (record->name.empty()) {
-    // An unbound token takes only a free name: a leaked one cannot replace a live worker.
-    auto holder = Holder(req->name());
-    if (!holder.ok()) return FinishNow(context, holder.status());
-    if (!holder->empty()) {
-      return FinishNow(
-          context, Status::AlreadyExists(
-                       "name: '" + req->name() + "' is held by " + *holder +
-                       "; join it with a token bound to it (convoy-coordinator token create --role "
-                       "worker --name " +
-                       req->name() + "), or have an admin run `convoy worker forget " +
-                       req->name() + "` once that worker is gone"));
-    }
-  }
-  // The use is taken only now that the request is known to be well formed and allowed.
-  auto used = tokens_->Check(token, clock_.NowUnixMs(), true);
-  if (!used.ok()) return FinishNow(context, used.status());
-  Status issued = Issue(req->name(), req->csr_pem(), resp);
-  if (issued.ok()) {
-    issued = tokens_->RecordCertificate(req->name(), resp->not_after_unix_s());
-  }
-  if (issued.ok()) {
+  auto joined = admission_->Join(token, req->name(), [&]() -> StatusOr<int64_t> {
+    CONVOY_RETURN_IF_ERROR(Issue(req->name(), req->csr_pem(), resp));
+    return resp->not_after_unix_s();
+  });
+  if (joined.ok()) {
     spdlog::info("worker {} joined from {} with join token {}{}", req->name(), context->peer(),
-                 who->token_id, record->name.empty() ? "" : " (bound to the name)");
+                 who->token_id, joined->name.empty() ? "" : " (bound to the name)");
   }
-  return FinishNow(context, issued);
-}
-
-StatusOr<std::string> JoinServiceImpl::Holder(const std::string& name) {
-  if (connected_ && connected_(name)) return std::string("a connected worker");
-  auto not_after = tokens_->CertificateNotAfter(name);
-  if (!not_after.ok()) return not_after.status();
-  if (*not_after > clock_.NowUnixMs() / 1000) {
-    return "a worker certificate valid until " + UtcIso8601(*not_after);
-  }
-  return std::string();
+  return FinishNow(context, joined.status());
 }
 
 grpc::ServerUnaryReactor* JoinServiceImpl::Renew(grpc::CallbackServerContext* context,

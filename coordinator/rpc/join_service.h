@@ -6,12 +6,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/pki.h"
 #include "convoy/v1/auth.grpc.pb.h"
+#include "coordinator/control/join_admission.h"
 #include "coordinator/rpc/auth.h"
 #include "coordinator/rpc/outbound.h"
 #include "coordinator/store/token_store.h"
@@ -38,7 +40,13 @@ class JoinServiceImpl final : public v1::JoinService::CallbackService {
   // its stream open.
   JoinServiceImpl(Authorizer& auth, const ClusterCa* ca, TokenStore* tokens, const Clock& clock,
                   std::function<bool(const std::string&)> connected)
-      : auth_(auth), ca_(ca), tokens_(tokens), clock_(clock), connected_(std::move(connected)) {}
+      : auth_(auth),
+        ca_(ca),
+        tokens_(tokens),
+        clock_(clock),
+        admission_(tokens != nullptr
+                       ? std::make_unique<JoinAdmission>(*tokens, clock, std::move(connected))
+                       : nullptr) {}
 
   grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
                                            const v1::GetClusterInfoRequest* req,
@@ -50,18 +58,13 @@ class JoinServiceImpl final : public v1::JoinService::CallbackService {
 
  private:
   Status Issue(const std::string& name, const std::string& csr_pem, v1::JoinResponse* resp);
-  // Who holds `name` now ("a connected worker", "a certificate valid until ..."); empty:
-  // nobody, a join token may take it.
-  StatusOr<std::string> Holder(const std::string& name);
 
   Authorizer& auth_;
   const ClusterCa* const ca_;
   TokenStore* const tokens_;
   const Clock& clock_;
-  const std::function<bool(const std::string&)> connected_;
-  // One Join at a time: the check that a name is free and the record of its new certificate
-  // are one step (Joins are rare; only they wait on it, never the state lock).
-  Mutex join_mu_;
+  // Who may join as which name (null: --insecure).
+  const std::unique_ptr<JoinAdmission> admission_;
 };
 
 }  // namespace convoy
