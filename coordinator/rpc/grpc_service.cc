@@ -211,19 +211,24 @@ grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext
   }
   Status quota = auth_.TakeUpload(*who, static_cast<int64_t>(req->data().size()));
   if (!quota.ok()) return FinishNow(context, quota);
-  // File I/O on a callback thread: bounded by the chunk size; never under the state lock.
-  auto progress =
-      code_->Append(req->sha256(), req->total_size(), req->offset(), req->data(), who->name);
-  if (progress.ok()) {
-    resp->set_received(progress->received);
-    resp->set_complete(progress->complete);
-    if (progress->complete &&
-        req->offset() + static_cast<int64_t>(req->data().size()) == req->total_size()) {
-      spdlog::info("code archive {} ({} bytes) stored for {}", req->sha256(), req->total_size(),
-                   who->Describe());
-    }
-  }
-  return FinishNow(context, progress.status());
+  // File I/O on a callback thread: bounded by the chunk size; never under the state lock. The
+  // last chunk is hashed and replicated on the code store's thread, which answers.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const bool last = req->offset() + static_cast<int64_t>(req->data().size()) == req->total_size();
+  code_->Append(req->sha256(), req->total_size(), req->offset(), req->data(), who->name,
+                [reactor, resp, last, sha = req->sha256(), total = req->total_size(),
+                 uploader = who->Describe()](StatusOr<CodeStore::Progress> progress) {
+                  if (progress.ok()) {
+                    resp->set_received(progress->received);
+                    resp->set_complete(progress->complete);
+                    if (progress->complete && last) {
+                      spdlog::info("code archive {} ({} bytes) stored for {}", sha, total,
+                                   uploader);
+                    }
+                  }
+                  reactor->Finish(ToGrpc(progress.status()));
+                });
+  return reactor;
 }
 
 }  // namespace convoy
