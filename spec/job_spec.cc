@@ -1,5 +1,7 @@
 #include "spec/job_spec.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 #include <sys/stat.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -21,6 +23,7 @@
 
 #include "common/util.h"
 #include "spec/job_spec_validation.h"
+#include "spec/trainer_spec_env.h"
 
 namespace convoy {
 namespace {
@@ -242,40 +245,43 @@ class SpecReader {
     return "unknown field (known: " + known + ")";
   }
 
+  // Every field of TrainerSpec, by protobuf reflection: a field added to the message is read
+  // under its own name, with its type's checks, without a list to extend here.
   void ReadTrainer(const YAML::Node& node, const std::string& prefix, v1::TrainerSpec* t) {
-    ForEachField(
-        node, prefix,
-        {
-            {"model", [&](auto& n, auto& f) { t->set_model(ToString(n, f)); }},
-            {"epochs", [&](auto& n, auto& f) { t->set_epochs(ToInt<int32_t>(n, f)); }},
-            {"max_steps", [&](auto& n, auto& f) { t->set_max_steps(ToInt<int64_t>(n, f)); }},
-            {"batch_size", [&](auto& n, auto& f) { t->set_batch_size(ToInt<int32_t>(n, f)); }},
-            {"lr", [&](auto& n, auto& f) { t->set_lr(ToDouble(n, f)); }},
-            {"momentum", [&](auto& n, auto& f) { t->set_momentum(ToDouble(n, f)); }},
-            {"optimizer", [&](auto& n, auto& f) { t->set_optimizer(ToString(n, f)); }},
-            {"lr_schedule", [&](auto& n, auto& f) { t->set_lr_schedule(ToString(n, f)); }},
-            {"clip_grad_norm", [&](auto& n, auto& f) { t->set_clip_grad_norm(ToDouble(n, f)); }},
-            {"accumulate", [&](auto& n, auto& f) { t->set_accumulate(ToInt<int32_t>(n, f)); }},
-            {"bucket_mb", [&](auto& n, auto& f) { t->set_bucket_mb(ToDouble(n, f)); }},
-            {"checkpoint_every",
-             [&](auto& n, auto& f) { t->set_checkpoint_every(ToInt<int64_t>(n, f)); }},
-            {"data_dir", [&](auto& n, auto& f) { t->set_data_dir(ToString(n, f)); }},
-            {"seed", [&](auto& n, auto& f) { t->set_seed(ToInt<int64_t>(n, f)); }},
-            {"ddp", [&](auto& n, auto& f) { t->set_ddp(ToString(n, f)); }},
-            {"allreduce", [&](auto& n, auto& f) { t->set_allreduce(ToString(n, f)); }},
-            {"amp", [&](auto& n, auto& f) { t->set_amp(ToString(n, f)); }},
-            {"snapshot_every",
-             [&](auto& n, auto& f) { t->set_snapshot_every(ToInt<int64_t>(n, f)); }},
-            {"compression", [&](auto& n, auto& f) { t->set_compression(ToString(n, f)); }},
-            {"powersgd_rank",
-             [&](auto& n, auto& f) { t->set_powersgd_rank(ToInt<int32_t>(n, f)); }},
-            {"powersgd_start_step",
-             [&](auto& n, auto& f) { t->set_powersgd_start_step(ToInt<int64_t>(n, f)); }},
-            {"extra_args",
-             [&](auto& n, auto& f) {
-               ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
-             }},
-        });
+    using google::protobuf::FieldDescriptor;
+    const google::protobuf::Reflection* r = t->GetReflection();
+    std::map<std::string, Handler> handlers;
+    const google::protobuf::Descriptor* d = t->GetDescriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* fd = d->field(i);
+      Handler read;
+      if (fd->is_repeated()) {  // extra_args: a list of strings
+        read = [this, r, t, fd](auto& n, auto& f) {
+          ToStringList(n, f, [r, t, fd](std::string s) { r->AddString(t, fd, std::move(s)); });
+        };
+      } else {
+        switch (fd->cpp_type()) {
+          case FieldDescriptor::CPPTYPE_STRING:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetString(t, fd, ToString(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_INT32:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetInt32(t, fd, ToInt<int32_t>(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_INT64:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetInt64(t, fd, ToInt<int64_t>(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_DOUBLE:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetDouble(t, fd, ToDouble(n, f)); };
+            break;
+          default:  // no such field yet: one would need its reading written here
+            read = [this, fd](auto&, auto& f) {
+              Fail(f, "a " + std::string(fd->cpp_type_name()) + " field cannot be read yet");
+            };
+        }
+      }
+      handlers.emplace(fd->name(), std::move(read));
+    }
+    ForEachField(node, prefix, handlers);
   }
 
   void ReadEnv(const YAML::Node& node, const std::string& field, v1::JobSpec* s) {
@@ -646,10 +652,33 @@ StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
   return Status::InvalidArgument(JoinSpecProblemLines(texts, source + ": "));
 }
 
-std::string FormatDouble(double value) {
-  char text[40];
-  std::snprintf(text, sizeof(text), "%.17g", value);
-  return text;
+// The fields `t` sets (TrainerSpecValues: by reflection), as their text form writes them.
+YAML::Node TrainerNode(const v1::TrainerSpec& t) {
+  using google::protobuf::FieldDescriptor;
+  YAML::Node n(YAML::NodeType::Map);
+  for (const auto& [name, value] : TrainerSpecValues(t)) {
+    const FieldDescriptor* fd = t.GetDescriptor()->FindFieldByName(name);
+    const google::protobuf::Reflection* r = t.GetReflection();
+    switch (fd->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+        n[name] = r->GetInt32(t, fd);
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        n[name] = r->GetInt64(t, fd);
+        break;
+      default:  // strings, and doubles as 17 digits (they read back exactly)
+        n[name] = value;
+    }
+  }
+  for (int i = 0; i < t.GetDescriptor()->field_count(); ++i) {  // extra_args: lists
+    const FieldDescriptor* fd = t.GetDescriptor()->field(i);
+    const int size = fd->is_repeated() ? t.GetReflection()->FieldSize(t, fd) : 0;
+    if (size == 0) continue;
+    YAML::Node items(YAML::NodeType::Sequence);
+    for (int j = 0; j < size; ++j) items.push_back(t.GetReflection()->GetRepeatedString(t, fd, j));
+    n[fd->name()] = items;
+  }
+  return n;
 }
 
 // `spec` as the tree its text form would read to (code_sha256, set by the CLI, is not part
@@ -672,37 +701,7 @@ YAML::Node ToNode(const v1::JobSpec& s) {
     number("procs_per_node", s.procs_per_node());
   }
   text("backend", s.backend());
-  if (s.has_trainer()) {
-    const v1::TrainerSpec& t = s.trainer();
-    YAML::Node n(YAML::NodeType::Map);
-    if (!t.model().empty()) n["model"] = t.model();
-    if (t.has_epochs()) n["epochs"] = t.epochs();
-    if (t.max_steps() != 0) n["max_steps"] = t.max_steps();
-    if (t.has_batch_size()) n["batch_size"] = t.batch_size();
-    if (t.has_lr()) n["lr"] = FormatDouble(t.lr());
-    if (t.has_momentum()) n["momentum"] = FormatDouble(t.momentum());
-    if (!t.optimizer().empty()) n["optimizer"] = t.optimizer();
-    if (!t.lr_schedule().empty()) n["lr_schedule"] = t.lr_schedule();
-    if (t.clip_grad_norm() != 0) n["clip_grad_norm"] = FormatDouble(t.clip_grad_norm());
-    if (t.has_accumulate()) n["accumulate"] = t.accumulate();
-    if (t.has_bucket_mb()) n["bucket_mb"] = FormatDouble(t.bucket_mb());
-    if (t.checkpoint_every() != 0) n["checkpoint_every"] = t.checkpoint_every();
-    if (!t.data_dir().empty()) n["data_dir"] = t.data_dir();
-    if (t.has_seed()) n["seed"] = t.seed();
-    if (!t.ddp().empty()) n["ddp"] = t.ddp();
-    if (!t.allreduce().empty()) n["allreduce"] = t.allreduce();
-    if (!t.amp().empty()) n["amp"] = t.amp();
-    if (t.has_snapshot_every()) n["snapshot_every"] = t.snapshot_every();
-    if (!t.compression().empty()) n["compression"] = t.compression();
-    if (t.has_powersgd_rank()) n["powersgd_rank"] = t.powersgd_rank();
-    if (t.powersgd_start_step() != 0) n["powersgd_start_step"] = t.powersgd_start_step();
-    if (t.extra_args_size() > 0) {
-      YAML::Node args(YAML::NodeType::Sequence);
-      for (const auto& a : t.extra_args()) args.push_back(a);
-      n["extra_args"] = args;
-    }
-    root["trainer"] = n;
-  }
+  if (s.has_trainer()) root["trainer"] = TrainerNode(s.trainer());
   if (s.command_size() > 0) {
     YAML::Node argv(YAML::NodeType::Sequence);
     for (const auto& a : s.command()) argv.push_back(a);
