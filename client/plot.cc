@@ -214,6 +214,93 @@ std::vector<PlotSeries> MeanPerColumn(const std::vector<PlotSeries>& series, dou
   return out;
 }
 
+// The chart's dots: rows x cols braille cells of 2 x 4 dots each, and per cell the series
+// that drew last (for its colour).
+struct Canvas {
+  Canvas(int rows, int cols)
+      : cols(cols),
+        dw(cols * 2),
+        dh(rows * 4),
+        cells(static_cast<size_t>(rows * cols), 0),
+        owner(cells.size(), -1) {}
+  void Dot(int x, int y, int s) {
+    if (x < 0 || y < 0 || x >= dw || y >= dh) return;
+    const size_t c = static_cast<size_t>((y / 4) * cols + x / 2);
+    cells[c] |= DotBit(x % 2, y % 4);
+    owner[c] = s;
+  }
+  // A straight line from (x0, y0) to (x, y) (Bresenham).
+  void Line(int x0, int y0, int x, int y, int s) {
+    const int dx = std::abs(x - x0), dy = -std::abs(y - y0);
+    const int sx = x0 < x ? 1 : -1, sy = y0 < y ? 1 : -1;
+    int err = dx + dy;
+    for (;;) {
+      Dot(x0, y0, s);
+      if (x0 == x && y0 == y) break;
+      const int e2 = 2 * err;
+      if (e2 >= dy) {
+        err += dy;
+        x0 += sx;
+      }
+      if (e2 <= dx) {
+        err += dx;
+        y0 += sy;
+      }
+    }
+  }
+  const int cols, dw, dh;
+  std::vector<unsigned> cells;
+  std::vector<int> owner;
+};
+
+// Each series as lines between its points (a point that is not finite breaks the line), on
+// axes from (xmin, ymin) to (xmax, ymax).
+void DrawSeries(const std::vector<PlotSeries>& series, double xmin, double xmax, double ymin,
+                double ymax, Canvas* canvas) {
+  auto to_dot = [&](const PlotPoint& p, int* x, int* y) {
+    *x = static_cast<int>(
+        std::lround((static_cast<double>(p.step) - xmin) / (xmax - xmin) * (canvas->dw - 1)));
+    *y = static_cast<int>(std::lround((ymax - p.value) / (ymax - ymin) * (canvas->dh - 1)));
+  };
+  for (size_t si = 0; si < series.size(); ++si) {
+    bool have_prev = false;
+    int px = 0, py = 0;
+    for (const PlotPoint& p : series[si].points) {
+      if (!std::isfinite(p.value)) {
+        have_prev = false;
+        continue;
+      }
+      int x, y;
+      to_dot(p, &x, &y);
+      if (!have_prev) {
+        canvas->Dot(x, y, static_cast<int>(si));
+      } else {
+        canvas->Line(px, py, x, y, static_cast<int>(si));
+      }
+      px = x;
+      py = y;
+      have_prev = true;
+    }
+  }
+}
+
+// The x axis's labels under a plot `cols` wide after `label_w` columns of y labels: the first
+// and last steps, and "step" between them where it fits.
+std::string StepLabels(size_t label_w, int cols, double xmin, double xmax) {
+  const std::string first = Printf("%.0f", xmin), last = Printf("%.0f", xmax), name = "step";
+  std::string xl = std::string(label_w + 2, ' ') + first;
+  const int inner = cols - static_cast<int>(first.size() + last.size());
+  if (inner >= static_cast<int>(name.size()) + 2) {
+    const int left = (inner - static_cast<int>(name.size())) / 2;
+    xl += std::string(static_cast<size_t>(left), ' ') + name +
+          std::string(static_cast<size_t>(inner - left - static_cast<int>(name.size())), ' ') +
+          last;
+  } else {
+    xl += " " + last;
+  }
+  return xl;
+}
+
 }  // namespace
 
 std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& o) {
@@ -251,58 +338,10 @@ std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& 
   const size_t label_w = std::max({top.size(), mid.size(), bottom.size()});
   const int cols = std::max(10, width - static_cast<int>(label_w) - 2);
 
-  // Dots, then per cell the series that drew last (for its colour).
-  const int dw = cols * 2, dh = rows * 4;
-  std::vector<unsigned> cells(static_cast<size_t>(rows * cols), 0);
-  std::vector<int> owner(cells.size(), -1);
-  auto dot = [&](int x, int y, int s) {
-    if (x < 0 || y < 0 || x >= dw || y >= dh) return;
-    const size_t c = static_cast<size_t>((y / 4) * cols + x / 2);
-    cells[c] |= DotBit(x % 2, y % 4);
-    owner[c] = s;
-  };
-  auto to_dot = [&](const PlotPoint& p, int* x, int* y) {
-    *x = static_cast<int>(
-        std::lround((static_cast<double>(p.step) - xmin) / (xmax - xmin) * (dw - 1)));
-    *y = static_cast<int>(std::lround((ymax - p.value) / (ymax - ymin) * (dh - 1)));
-  };
-  for (size_t si = 0; si < series.size(); ++si) {
-    bool have_prev = false;
-    int px = 0, py = 0;
-    for (const PlotPoint& p : series[si].points) {
-      if (!std::isfinite(p.value)) {
-        have_prev = false;
-        continue;
-      }
-      int x, y;
-      to_dot(p, &x, &y);
-      if (!have_prev) {
-        dot(x, y, static_cast<int>(si));
-      } else {
-        // A straight line from the previous point (Bresenham).
-        int x0 = px, y0 = py;
-        const int dx = std::abs(x - x0), dy = -std::abs(y - y0);
-        const int sx = x0 < x ? 1 : -1, sy = y0 < y ? 1 : -1;
-        int err = dx + dy;
-        for (;;) {
-          dot(x0, y0, static_cast<int>(si));
-          if (x0 == x && y0 == y) break;
-          const int e2 = 2 * err;
-          if (e2 >= dy) {
-            err += dy;
-            x0 += sx;
-          }
-          if (e2 <= dx) {
-            err += dx;
-            y0 += sy;
-          }
-        }
-      }
-      px = x;
-      py = y;
-      have_prev = true;
-    }
-  }
+  Canvas canvas(rows, cols);
+  DrawSeries(series, xmin, xmax, ymin, ymax, &canvas);
+  const std::vector<unsigned>& cells = canvas.cells;
+  const std::vector<int>& owner = canvas.owner;
 
   if (legend) {
     std::string line(label_w + 2, ' ');
@@ -347,18 +386,7 @@ std::string RenderChart(const std::vector<PlotSeries>& raw, const ChartOptions& 
     const int left = std::max(0, (cols - static_cast<int>(label.size())) / 2);
     return out + std::string(label_w + 2 + static_cast<size_t>(left), ' ') + label + "\n";
   }
-  const std::string first = Printf("%.0f", xmin), last = Printf("%.0f", xmax), name = "step";
-  std::string xl = std::string(label_w + 2, ' ') + first;
-  const int inner = cols - static_cast<int>(first.size() + last.size());
-  if (inner >= static_cast<int>(name.size()) + 2) {
-    const int left = (inner - static_cast<int>(name.size())) / 2;
-    xl += std::string(static_cast<size_t>(left), ' ') + name +
-          std::string(static_cast<size_t>(inner - left - static_cast<int>(name.size())), ' ') +
-          last;
-  } else {
-    xl += " " + last;
-  }
-  return out + xl + "\n";
+  return out + StepLabels(label_w, cols, xmin, xmax) + "\n";
 }
 
 std::string FormatHistorySummary(const v1::JobMetrics& metrics, size_t width) {

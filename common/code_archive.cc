@@ -343,16 +343,82 @@ StatusOr<PackedCode> PackCodeDirectory(const std::string& dir, int64_t max_bytes
 
 namespace {
 
+// `fd` gets `mode` and, when `uid` >= 0, that owner.
+bool Give(int fd, mode_t mode, int64_t uid, int64_t gid) {
+  if (fchmod(fd, mode) != 0) return false;
+  return uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0;
+}
+
+// Walks down from `dest_fd` through the first `ndirs` of `parts`, creating directories (0750,
+// given to uid/gid) and never following a link; the last directory's fd (the caller closes
+// it), or why not (`name`, `dest`: for the message).
+StatusOr<int> WalkDown(int dest_fd, const std::vector<std::string>& parts, size_t ndirs,
+                       const std::string& name, const std::string& dest, int64_t uid, int64_t gid) {
+  int fd = dup(dest_fd);
+  for (size_t i = 0; i < ndirs; ++i) {
+    const bool created = mkdirat(fd, parts[i].c_str(), 0750) == 0;
+    const int next = openat(fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(fd);
+    fd = next;
+    if (next < 0) {
+      return Status::InvalidArgument("code archive: cannot unpack '" + name + "': " + parts[i] +
+                                     " is a link or not a directory in " + dest);
+    }
+    if (created && !Give(next, 0750, uid, gid)) {
+      close(fd);
+      return Status::Internal("cannot give " + name + " to uid " + std::to_string(uid) + ": " +
+                              Errno());
+    }
+  }
+  return fd;
+}
+
+// Writes the next `size` bytes of `stream` (`padded` with the block's padding) as the file
+// `base` in the directory `fd`, with `mode`, given to uid/gid. Written under a name of its
+// own, then renamed over `base` in one step: whoever else unpacks into the same directory at
+// the same time (two workers sharing a job root) never sees a half-written file nor finds
+// `base` taken (issue 32). A symlink at `base` is replaced, never followed.
+Status WriteEntry(TarStream& stream, int fd, const std::string& base, mode_t mode, uint64_t size,
+                  uint64_t padded, int64_t uid, int64_t gid, const std::string& path) {
+  const std::string temp = "." + base.substr(0, 200) + ".convoy-unpack-" + RandomSuffix();
+  const int out =
+      openat(fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  bool ok = out >= 0 && Give(out, mode, uid, gid);
+  std::string why;
+  if (ok) {
+    uint64_t left = size;
+    Status copied = stream.Copy(padded, [&](const char* data, size_t n) {
+      const size_t mine = static_cast<size_t>(std::min<uint64_t>(left, n));
+      left -= mine;
+      for (size_t off = 0; off < mine;) {
+        const ssize_t w = write(out, data + off, mine - off);
+        if (w <= 0) return false;
+        off += static_cast<size_t>(w);
+      }
+      return true;
+    });
+    if (!copied.ok()) {
+      ok = false;
+      why = copied.message();
+    }
+  }
+  if (why.empty() && !ok) why = Errno();
+  if (out >= 0) close(out);
+  ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
+  if (!ok) {
+    if (why.empty()) why = Errno();
+    if (out >= 0) unlinkat(fd, temp.c_str(), 0);
+    return Status::Internal("cannot write " + path + ": " + why);
+  }
+  return Status::Ok();
+}
+
 // One pass over the archive from `fill`. `dest_fd` < 0: checks it only (the gzip stream, the
 // size, every name and type) and writes nothing; else unpacks into the directory `dest_fd`.
 StatusOr<int64_t> UnpackPass(const TarStream::Fill& fill, int dest_fd, const std::string& dest,
                              int64_t uid, int64_t gid, int64_t max_bytes) {
   auto stream = std::make_unique<TarStream>(fill, max_bytes);
   const bool writing = dest_fd >= 0;
-  auto give = [&](int fd, mode_t mode) {
-    if (fchmod(fd, mode) != 0) return false;
-    return uid < 0 || fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0;
-  };
   int64_t files = 0;
   char h[kBlock];
   while (true) {
@@ -395,28 +461,10 @@ StatusOr<int64_t> UnpackPass(const TarStream::Fill& fill, int dest_fd, const std
       if (!is_dir) ++files;
       continue;
     }
-    // Walk down from dest, creating directories, never following a link.
-    int fd = dup(dest_fd);
-    const size_t ndirs = is_dir ? parts.size() : parts.size() - 1;
-    Status result = Status::Ok();
-    for (size_t i = 0; i < ndirs && result.ok(); ++i) {
-      const bool created = mkdirat(fd, parts[i].c_str(), 0750) == 0;
-      const int next =
-          openat(fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      close(fd);
-      fd = next;
-      if (next < 0) {
-        result = Status::InvalidArgument("code archive: cannot unpack '" + name + "': " + parts[i] +
-                                         " is a link or not a directory in " + dest);
-      } else if (created && !give(next, 0750)) {
-        result = Status::Internal("cannot give " + name + " to uid " + std::to_string(uid) + ": " +
-                                  Errno());
-      }
-    }
-    if (!result.ok()) {
-      if (fd >= 0) close(fd);
-      return result;
-    }
+    auto dir =
+        WalkDown(dest_fd, parts, is_dir ? parts.size() : parts.size() - 1, name, dest, uid, gid);
+    if (!dir.ok()) return dir.status();
+    const int fd = *dir;
     if (is_dir) {
       close(fd);
       CONVOY_RETURN_IF_ERROR(stream->Copy(padded, nullptr));
@@ -428,43 +476,10 @@ StatusOr<int64_t> UnpackPass(const TarStream::Fill& fill, int dest_fd, const std
       close(fd);
       return Status::InvalidArgument("code archive: cannot replace " + dest + "/" + name);
     }
-    // Written under a name of its own, then renamed over `base` in one step: whoever
-    // else unpacks into the same directory at the same time (two workers sharing a job
-    // root) never sees a half-written file nor finds `base` taken (issue 32). A symlink
-    // at `base` is replaced, never followed.
-    const std::string temp = "." + base.substr(0, 200) + ".convoy-unpack-" + RandomSuffix();
     const mode_t mode = (GetOctal(h + 100, 8) & 0100) != 0 ? 0750 : 0640;
-    const int out =
-        openat(fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    bool ok = out >= 0 && give(out, mode);
-    std::string why;
-    if (ok) {
-      uint64_t left = size;
-      Status copied = stream->Copy(padded, [&](const char* data, size_t n) {
-        const size_t mine = static_cast<size_t>(std::min<uint64_t>(left, n));
-        left -= mine;
-        for (size_t off = 0; off < mine;) {
-          const ssize_t w = write(out, data + off, mine - off);
-          if (w <= 0) return false;
-          off += static_cast<size_t>(w);
-        }
-        return true;
-      });
-      if (!copied.ok()) {
-        ok = false;
-        why = copied.message();
-      }
-    }
-    if (why.empty() && !ok) why = Errno();
-    if (out >= 0) close(out);
-    ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
-    if (!ok) {
-      if (why.empty()) why = Errno();
-      if (out >= 0) unlinkat(fd, temp.c_str(), 0);
-      close(fd);
-      return Status::Internal("cannot write " + dest + "/" + name + ": " + why);
-    }
+    Status written = WriteEntry(*stream, fd, base, mode, size, padded, uid, gid, dest + "/" + name);
     close(fd);
+    CONVOY_RETURN_IF_ERROR(written);
     ++files;
   }
   return files;

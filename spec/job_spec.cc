@@ -1,5 +1,7 @@
 #include "spec/job_spec.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 #include <sys/stat.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -21,6 +23,9 @@
 
 #include "common/util.h"
 #include "spec/job_spec_validation.h"
+#include "spec/spec_overrides.h"
+#include "spec/spec_text.h"
+#include "spec/trainer_spec_env.h"
 
 namespace convoy {
 namespace {
@@ -33,66 +38,7 @@ struct SpecError {
   bool fatal = false;  // stops reading the rest of the spec
 };
 
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "nothing (null)";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    default: {
-      std::string text = node.Scalar();
-      if (text.size() > 40) text = text.substr(0, 40) + "...";
-      return (node.Tag() == "!" ? "the string '" : "'") + text + "'";
-    }
-  }
-}
-
-// A scalar written as text: quoted, or tagged !!str. Such a scalar is never a number.
-bool IsTextScalar(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
-}
-
-// Levenshtein distance, for "did you mean" hints on unknown fields.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// "line:column: " for a mark, "" when the mark is unknown.
-std::string Where(const YAML::Mark& mark) {
-  if (mark.is_null()) return "";
-  return std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ":";
-}
-
-// `text` for quoting in a one-line message: control bytes as \xNN, at most `max` bytes (cut at
-// a UTF-8 character boundary).
-std::string OneLine(const std::string& text, size_t max = 100) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (out.size() >= max && (c & 0xC0) != 0x80) return out + "...";
-    if (c < 0x20 || c == 0x7f) {
-      char hex[5];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
+using namespace spec_internal;
 
 // Reads one spec document into a JobSpec, remembering where each field was written so that
 // errors found later (by ValidateJobSpec) can point at the line too. A field that cannot be
@@ -242,40 +188,43 @@ class SpecReader {
     return "unknown field (known: " + known + ")";
   }
 
+  // Every field of TrainerSpec, by protobuf reflection: a field added to the message is read
+  // under its own name, with its type's checks, without a list to extend here.
   void ReadTrainer(const YAML::Node& node, const std::string& prefix, v1::TrainerSpec* t) {
-    ForEachField(
-        node, prefix,
-        {
-            {"model", [&](auto& n, auto& f) { t->set_model(ToString(n, f)); }},
-            {"epochs", [&](auto& n, auto& f) { t->set_epochs(ToInt<int32_t>(n, f)); }},
-            {"max_steps", [&](auto& n, auto& f) { t->set_max_steps(ToInt<int64_t>(n, f)); }},
-            {"batch_size", [&](auto& n, auto& f) { t->set_batch_size(ToInt<int32_t>(n, f)); }},
-            {"lr", [&](auto& n, auto& f) { t->set_lr(ToDouble(n, f)); }},
-            {"momentum", [&](auto& n, auto& f) { t->set_momentum(ToDouble(n, f)); }},
-            {"optimizer", [&](auto& n, auto& f) { t->set_optimizer(ToString(n, f)); }},
-            {"lr_schedule", [&](auto& n, auto& f) { t->set_lr_schedule(ToString(n, f)); }},
-            {"clip_grad_norm", [&](auto& n, auto& f) { t->set_clip_grad_norm(ToDouble(n, f)); }},
-            {"accumulate", [&](auto& n, auto& f) { t->set_accumulate(ToInt<int32_t>(n, f)); }},
-            {"bucket_mb", [&](auto& n, auto& f) { t->set_bucket_mb(ToDouble(n, f)); }},
-            {"checkpoint_every",
-             [&](auto& n, auto& f) { t->set_checkpoint_every(ToInt<int64_t>(n, f)); }},
-            {"data_dir", [&](auto& n, auto& f) { t->set_data_dir(ToString(n, f)); }},
-            {"seed", [&](auto& n, auto& f) { t->set_seed(ToInt<int64_t>(n, f)); }},
-            {"ddp", [&](auto& n, auto& f) { t->set_ddp(ToString(n, f)); }},
-            {"allreduce", [&](auto& n, auto& f) { t->set_allreduce(ToString(n, f)); }},
-            {"amp", [&](auto& n, auto& f) { t->set_amp(ToString(n, f)); }},
-            {"snapshot_every",
-             [&](auto& n, auto& f) { t->set_snapshot_every(ToInt<int64_t>(n, f)); }},
-            {"compression", [&](auto& n, auto& f) { t->set_compression(ToString(n, f)); }},
-            {"powersgd_rank",
-             [&](auto& n, auto& f) { t->set_powersgd_rank(ToInt<int32_t>(n, f)); }},
-            {"powersgd_start_step",
-             [&](auto& n, auto& f) { t->set_powersgd_start_step(ToInt<int64_t>(n, f)); }},
-            {"extra_args",
-             [&](auto& n, auto& f) {
-               ToStringList(n, f, [t](std::string s) { t->add_extra_args(std::move(s)); });
-             }},
-        });
+    using google::protobuf::FieldDescriptor;
+    const google::protobuf::Reflection* r = t->GetReflection();
+    std::map<std::string, Handler> handlers;
+    const google::protobuf::Descriptor* d = t->GetDescriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* fd = d->field(i);
+      Handler read;
+      if (fd->is_repeated()) {  // extra_args: a list of strings
+        read = [this, r, t, fd](auto& n, auto& f) {
+          ToStringList(n, f, [r, t, fd](std::string s) { r->AddString(t, fd, std::move(s)); });
+        };
+      } else {
+        switch (fd->cpp_type()) {
+          case FieldDescriptor::CPPTYPE_STRING:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetString(t, fd, ToString(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_INT32:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetInt32(t, fd, ToInt<int32_t>(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_INT64:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetInt64(t, fd, ToInt<int64_t>(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_DOUBLE:
+            read = [this, r, t, fd](auto& n, auto& f) { r->SetDouble(t, fd, ToDouble(n, f)); };
+            break;
+          default:  // no such field yet: one would need its reading written here
+            read = [this, fd](auto&, auto& f) {
+              Fail(f, "a " + std::string(fd->cpp_type_name()) + " field cannot be read yet");
+            };
+        }
+      }
+      handlers.emplace(fd->name(), std::move(read));
+    }
+    ForEachField(node, prefix, handlers);
   }
 
   void ReadEnv(const YAML::Node& node, const std::string& field, v1::JobSpec* s) {
@@ -399,192 +348,6 @@ class SpecReader {
   size_t expanded_bytes_ = 0;
 };
 
-// 1-based line and column of byte `offset` of `text`.
-std::string LineColumn(const std::string& text, size_t offset) {
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(column) + ":";
-}
-
-// JSON is read by the YAML parser, which is more lenient than JSON (comments, trailing
-// commas, unquoted words): a spec that looks like JSON must first be strict JSON.
-Status CheckStrictJson(const std::string& text, const std::string& source) {
-  try {
-    const nlohmann::json parsed = nlohmann::json::parse(text);
-    (void)parsed;
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string why = e.what();
-    const size_t at = why.find("syntax error");
-    if (at != std::string::npos) why = why.substr(at);
-    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    return Status::InvalidArgument(source + ":" + LineColumn(text, offset) +
-                                   " invalid JSON: " + OneLine(why, 200));
-  } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument(source + ": invalid JSON: " + OneLine(e.what(), 200));
-  }
-  return Status::Ok();
-}
-
-// Counts the documents of a YAML stream without building them. Not YAML::LoadAll: in
-// yaml-cpp 0.7 it loops forever, allocating, on a ',' outside any flow collection
-// (jbeder/yaml-cpp#1040): the parser reports an empty document without consuming the token,
-// again and again. A document that starts where the previous one did is that token.
-size_t CountDocuments(const std::string& text) {
-  struct Starts : YAML::EventHandler {
-    void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
-    void OnDocumentEnd() override {}
-    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  const std::string&) override {}
-    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                         YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                    YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
-    std::vector<YAML::Mark> marks;
-  } starts;
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  while (parser.HandleNextDocument(starts)) {
-    const size_t n = starts.marks.size();
-    if (n >= 2 && starts.marks[n - 1].pos == starts.marks[n - 2].pos) {
-      const YAML::Mark& at = starts.marks[n - 1];
-      const char c = at.pos >= 0 && static_cast<size_t>(at.pos) < text.size() ? text[at.pos] : ' ';
-      throw YAML::ParserException(at, std::string("unexpected '") + c + "'");
-    }
-  }
-  return starts.marks.size();
-}
-
-// A field set by `--set`: its path as messages name it, and how to name the --set.
-struct Override {
-  std::string field;  // "trainer.max_steps", "env.FOO"
-  std::string label;  // "--set trainer.max_steps=300"
-};
-
-// The first child of `map` under the scalar key `key`, or an invalid (!IsDefined) node.
-YAML::Node ChildOf(const YAML::Node& map, const std::string& key) {
-  for (const auto& kv : map) {
-    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.second;
-  }
-  return YAML::Node(YAML::NodeType::Undefined);
-}
-
-// Applies each "PATH=VALUE" of `sets` to the mapping `root`, in order (a later one wins), and
-// records each in `applied`. Returns one message line per --set that cannot be applied.
-std::vector<std::string> ApplyOverrides(YAML::Node root, const std::vector<std::string>& sets,
-                                        std::vector<Override>* applied) {
-  std::vector<std::string> errors;
-  for (const std::string& set : sets) {
-    const std::string label = "--set " + OneLine(set);
-    const size_t eq = set.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      errors.push_back(label + ": expected FIELD=VALUE, as trainer.max_steps=300");
-      continue;
-    }
-    const std::string path = set.substr(0, eq);
-    // Names of env variables and labels may hold dots: after env. or node_selector. the rest
-    // of the path is one key.
-    std::vector<std::string> keys;
-    for (size_t start = 0;;) {
-      const size_t dot = path.find('.', start);
-      if (keys.size() == 1 && (keys[0] == "env" || keys[0] == "node_selector")) {
-        keys.push_back(path.substr(start));
-        break;
-      }
-      keys.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    if (std::any_of(keys.begin(), keys.end(), [](const std::string& k) { return k.empty(); })) {
-      errors.push_back(label + ": '" + OneLine(path) +
-                       "' is not a field (FIELD or FIELD.FIELD, as trainer.max_steps)");
-      continue;
-    }
-    const std::string field = keys.size() == 2 && (keys[0] == "env" || keys[0] == "node_selector")
-                                  ? MapKeyFieldName(keys[0], keys[1])
-                                  : OneLine(path, 128);
-    YAML::Node value;
-    try {
-      const std::string text = set.substr(eq + 1);
-      const size_t docs = CountDocuments(text);
-      if (docs > 1) {
-        errors.push_back(label + ": " + field + ": expected one value, got " +
-                         std::to_string(docs) + " YAML documents");
-        continue;
-      }
-      value = docs == 0 ? YAML::Node() : YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      errors.push_back(label + ": " + field + ": invalid YAML: " + e.msg);
-      continue;
-    }
-    // Walk to the mapping that holds the last key, making mappings where there are none.
-    // (Assigning one YAML::Node to another replaces the node in the tree; reset() moves the
-    // handle.)
-    YAML::Node map;
-    map.reset(root);
-    std::string walked;
-    bool ok = true;
-    for (size_t i = 0; i + 1 < keys.size(); ++i) {
-      walked += (i == 0 ? "" : ".") + keys[i];
-      YAML::Node child = ChildOf(map, keys[i]);
-      if (!child.IsDefined()) {
-        map.force_insert(keys[i], YAML::Node(YAML::NodeType::Map));
-        child.reset(ChildOf(map, keys[i]));
-      } else if (child.IsNull()) {
-        child = YAML::Node(YAML::NodeType::Map);  // `trainer:` alone: now a mapping
-      } else if (!child.IsMap()) {
-        errors.push_back(label + ": " + walked + ": expected a mapping, got " + Describe(child));
-        ok = false;
-        break;
-      }
-      map.reset(child);
-    }
-    if (!ok) continue;
-    YAML::Node target = ChildOf(map, keys.back());
-    if (target.IsDefined()) {
-      target = value;  // replaces the node in the tree
-    } else {
-      map.force_insert(keys.back(), value);
-    }
-    applied->push_back({field, label});
-  }
-  return errors;
-}
-
-// The --set that wrote `field` or a mapping or list above it (the last one), or null.
-const Override* OverrideOf(const std::vector<Override>& applied, const std::string& field) {
-  for (auto it = applied.rbegin(); it != applied.rend(); ++it) {
-    const std::string& f = it->field;
-    if (field == f || (field.size() > f.size() && field.compare(0, f.size(), f) == 0 &&
-                       (field[f.size()] == '.' || field[f.size()] == '['))) {
-      return &*it;
-    }
-  }
-  return nullptr;
-}
-
-// Whether `field` or a field above it ("trainer" for "trainer.lr", "command" for
-// "command[1]") is in `fields`.
-bool UnderAny(const std::set<std::string>& fields, const std::string& field) {
-  for (size_t i = 1; i <= field.size(); ++i) {
-    if ((i == field.size() || field[i] == '.' || field[i] == '[') &&
-        fields.count(field.substr(0, i)) != 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Reads `root` (after applying `sets`) into a spec and validates it; every error, one a line.
 StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
                                    const std::vector<std::string>& sets) {
@@ -646,10 +409,33 @@ StatusOr<v1::JobSpec> ReadSpecTree(YAML::Node root, const std::string& source,
   return Status::InvalidArgument(JoinSpecProblemLines(texts, source + ": "));
 }
 
-std::string FormatDouble(double value) {
-  char text[40];
-  std::snprintf(text, sizeof(text), "%.17g", value);
-  return text;
+// The fields `t` sets (TrainerSpecValues: by reflection), as their text form writes them.
+YAML::Node TrainerNode(const v1::TrainerSpec& t) {
+  using google::protobuf::FieldDescriptor;
+  YAML::Node n(YAML::NodeType::Map);
+  for (const auto& [name, value] : TrainerSpecValues(t)) {
+    const FieldDescriptor* fd = t.GetDescriptor()->FindFieldByName(name);
+    const google::protobuf::Reflection* r = t.GetReflection();
+    switch (fd->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+        n[name] = r->GetInt32(t, fd);
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        n[name] = r->GetInt64(t, fd);
+        break;
+      default:  // strings, and doubles as 17 digits (they read back exactly)
+        n[name] = value;
+    }
+  }
+  for (int i = 0; i < t.GetDescriptor()->field_count(); ++i) {  // extra_args: lists
+    const FieldDescriptor* fd = t.GetDescriptor()->field(i);
+    const int size = fd->is_repeated() ? t.GetReflection()->FieldSize(t, fd) : 0;
+    if (size == 0) continue;
+    YAML::Node items(YAML::NodeType::Sequence);
+    for (int j = 0; j < size; ++j) items.push_back(t.GetReflection()->GetRepeatedString(t, fd, j));
+    n[fd->name()] = items;
+  }
+  return n;
 }
 
 // `spec` as the tree its text form would read to (code_sha256, set by the CLI, is not part
@@ -672,37 +458,7 @@ YAML::Node ToNode(const v1::JobSpec& s) {
     number("procs_per_node", s.procs_per_node());
   }
   text("backend", s.backend());
-  if (s.has_trainer()) {
-    const v1::TrainerSpec& t = s.trainer();
-    YAML::Node n(YAML::NodeType::Map);
-    if (!t.model().empty()) n["model"] = t.model();
-    if (t.has_epochs()) n["epochs"] = t.epochs();
-    if (t.max_steps() != 0) n["max_steps"] = t.max_steps();
-    if (t.has_batch_size()) n["batch_size"] = t.batch_size();
-    if (t.has_lr()) n["lr"] = FormatDouble(t.lr());
-    if (t.has_momentum()) n["momentum"] = FormatDouble(t.momentum());
-    if (!t.optimizer().empty()) n["optimizer"] = t.optimizer();
-    if (!t.lr_schedule().empty()) n["lr_schedule"] = t.lr_schedule();
-    if (t.clip_grad_norm() != 0) n["clip_grad_norm"] = FormatDouble(t.clip_grad_norm());
-    if (t.has_accumulate()) n["accumulate"] = t.accumulate();
-    if (t.has_bucket_mb()) n["bucket_mb"] = FormatDouble(t.bucket_mb());
-    if (t.checkpoint_every() != 0) n["checkpoint_every"] = t.checkpoint_every();
-    if (!t.data_dir().empty()) n["data_dir"] = t.data_dir();
-    if (t.has_seed()) n["seed"] = t.seed();
-    if (!t.ddp().empty()) n["ddp"] = t.ddp();
-    if (!t.allreduce().empty()) n["allreduce"] = t.allreduce();
-    if (!t.amp().empty()) n["amp"] = t.amp();
-    if (t.has_snapshot_every()) n["snapshot_every"] = t.snapshot_every();
-    if (!t.compression().empty()) n["compression"] = t.compression();
-    if (t.has_powersgd_rank()) n["powersgd_rank"] = t.powersgd_rank();
-    if (t.powersgd_start_step() != 0) n["powersgd_start_step"] = t.powersgd_start_step();
-    if (t.extra_args_size() > 0) {
-      YAML::Node args(YAML::NodeType::Sequence);
-      for (const auto& a : t.extra_args()) args.push_back(a);
-      n["extra_args"] = args;
-    }
-    root["trainer"] = n;
-  }
+  if (s.has_trainer()) root["trainer"] = TrainerNode(s.trainer());
   if (s.command_size() > 0) {
     YAML::Node argv(YAML::NodeType::Sequence);
     for (const auto& a : s.command()) argv.push_back(a);

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "spec/job_spec_validation.h"
@@ -31,6 +32,47 @@ StatusOr<v1::TrainerSpec> DecodeTrainerSpec(const std::string& text) {
   CONVOY_RETURN_IF_ERROR(
       SpecProblemsStatus(FindTrainerSpecProblems(trainer), std::string(kTrainerSpecEnv) + ": "));
   return trainer;
+}
+
+std::vector<std::pair<std::string, std::string>> TrainerSpecValues(const v1::TrainerSpec& trainer) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = trainer.GetReflection();
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<const FieldDescriptor*> set;
+  r->ListFields(trainer, &set);  // the fields set, by number
+  for (const FieldDescriptor* fd : set) {
+    if (fd->is_repeated()) continue;
+    std::string text;
+    switch (fd->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING:
+        text = r->GetString(trainer, fd);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        text = std::to_string(r->GetInt32(trainer, fd));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        text = std::to_string(r->GetInt64(trainer, fd));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        char buf[40];
+        std::snprintf(buf, sizeof(buf), "%.17g", r->GetDouble(trainer, fd));
+        text = buf;
+        break;
+      }
+      default:
+        continue;  // no field of another type yet
+    }
+    out.emplace_back(fd->name(), std::move(text));
+  }
+  return out;
+}
+
+std::string TrainerFlagName(const std::string& field) {
+  std::string flag = "--" + field;
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
 }
 
 }  // namespace convoy

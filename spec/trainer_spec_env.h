@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "convoy/v1/common.pb.h"
@@ -24,5 +26,17 @@ std::string EncodeTrainerSpec(const v1::TrainerSpec& trainer);
 // be ...") when it is not that JSON, has a field this trainer does not know (a worker of
 // another version), or has a value outside its range.
 StatusOr<v1::TrainerSpec> DecodeTrainerSpec(const std::string& text);
+
+// Each field `trainer` sets, found by protobuf reflection (so that no list of the fields is
+// kept by hand: the spec's reader and writer, job_spec.cc, and the trainer's options,
+// trainer/spec_options.cc, follow the message): a written optional field, a non-empty
+// string, a non-zero number, in the message's order, as its name and its value as text
+// (integers in decimal, doubles with 17 significant digits, which read back exactly). Lists
+// (extra_args, on argv) are left out.
+std::vector<std::pair<std::string, std::string>> TrainerSpecValues(const v1::TrainerSpec& trainer);
+
+// The convoy-trainer flag that sets a TrainerSpec field: "--" and the field's name with '-'
+// for '_' (max_steps: --max-steps).
+std::string TrainerFlagName(const std::string& field);
 
 }  // namespace convoy

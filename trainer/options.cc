@@ -30,83 +30,94 @@ bool ToDouble(const std::string& s, double lo, double hi, double* out) {
   return true;
 }
 
+template <typename T>
+FlagSetter IntFlag(T* field, int64_t lo, int64_t hi) {
+  return [field, lo, hi](const std::string& v) -> std::string {
+    int64_t x;
+    if (!ToInt(v, lo, hi, &x)) {
+      return "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+             "], got '" + v + "'";
+    }
+    *field = static_cast<T>(x);
+    return "";
+  };
+}
+
+FlagSetter RealFlag(double* field, double lo, double hi) {
+  return [field, lo, hi](const std::string& v) -> std::string {
+    if (!ToDouble(v, lo, hi, field)) return "expected a number, got '" + v + "'";
+    return "";
+  };
+}
+
+FlagSetter Choice(std::string* field, std::initializer_list<const char*> allowed) {
+  std::vector<std::string> a(allowed.begin(), allowed.end());
+  return [field, a](const std::string& v) -> std::string {
+    for (const auto& x : a) {
+      if (x == v) {
+        *field = v;
+        return "";
+      }
+    }
+    std::string list;
+    for (const auto& x : a) list += (list.empty() ? "" : ", ") + x;
+    return "expected one of " + list + ", got '" + v + "'";
+  };
+}
+
+FlagSetter Text(std::string* field) {
+  return [field](const std::string& v) -> std::string {
+    *field = v;
+    return "";
+  };
+}
+
 }  // namespace
 
-std::string ParseOptions(int argc, char** argv, Options* o) {
-  using Setter = std::function<std::string(const std::string&)>;
-  auto int_flag = [](auto* field, int64_t lo, int64_t hi) -> Setter {
-    return [field, lo, hi](const std::string& v) -> std::string {
-      int64_t x;
-      if (!ToInt(v, lo, hi, &x)) {
-        return "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-               "], got '" + v + "'";
-      }
-      *field = static_cast<std::remove_pointer_t<decltype(field)>>(x);
-      return "";
-    };
-  };
-  auto real_flag = [](double* field, double lo, double hi) -> Setter {
-    return [field, lo, hi](const std::string& v) -> std::string {
-      if (!ToDouble(v, lo, hi, field)) return "expected a number, got '" + v + "'";
-      return "";
-    };
-  };
-  auto choice = [](std::string* field, std::initializer_list<const char*> allowed) -> Setter {
-    std::vector<std::string> a(allowed.begin(), allowed.end());
-    return [field, a](const std::string& v) -> std::string {
-      for (const auto& x : a) {
-        if (x == v) {
-          *field = v;
-          return "";
-        }
-      }
-      std::string list;
-      for (const auto& x : a) list += (list.empty() ? "" : ", ") + x;
-      return "expected one of " + list + ", got '" + v + "'";
-    };
-  };
-  auto text = [](std::string* field) -> Setter {
-    return [field](const std::string& v) -> std::string {
-      *field = v;
-      return "";
-    };
-  };
-  if (std::string err = ReadTrainerSpecEnvironment(o); !err.empty()) return err;
+std::map<std::string, FlagSetter> OptionFlags(Options* o) {
   namespace lim = trainer_limits;
-  std::map<std::string, Setter> flags = {
-      {"--model", choice(&o->model, {"fmnist-cnn", "mlp", "resnet"})},
-      {"--epochs", int_flag(&o->epochs, lim::kMinEpochs, lim::kMaxEpochs)},
-      {"--max-steps", int_flag(&o->max_steps, 0, lim::kMaxSteps)},
-      {"--batch-size", int_flag(&o->batch_size, 1, lim::kMaxBatchSize)},
-      {"--lr", real_flag(&o->lr, 0, lim::kMaxLr)},
-      {"--momentum", real_flag(&o->momentum, 0, lim::kMaxMomentum)},
-      {"--optimizer", choice(&o->optimizer, {"sgd", "adam"})},
-      {"--lr-schedule", choice(&o->lr_schedule, {"none", "step", "cosine"})},
-      {"--clip-grad-norm", real_flag(&o->clip_grad_norm, 0, lim::kMaxClipGradNorm)},
-      {"--accumulate", int_flag(&o->accumulate, 1, lim::kMaxAccumulate)},
-      {"--bucket-mb", real_flag(&o->bucket_mb, lim::kMinBucketMb, lim::kMaxBucketMb)},
-      {"--checkpoint-every", int_flag(&o->checkpoint_every, 0, lim::kMaxSteps)},
-      {"--checkpoint-dir", text(&o->checkpoint_dir)},
-      {"--snapshot-every", int_flag(&o->snapshot_every, 0, lim::kMaxSteps)},
-      {"--snapshot-dir", text(&o->snapshot_dir)},
-      {"--resume-from", text(&o->resume_from)},
-      {"--max-world-size", int_flag(&o->max_world_size, 1, 1 << 20)},
-      {"--data-dir", text(&o->data_dir)},
-      {"--data-cache", text(&o->data_cache)},
-      {"--seed", int_flag(&o->seed, 0, lim::kMaxSeed)},
-      {"--backend", choice(&o->backend, {"gloo", "nccl", "auto"})},
-      {"--allreduce", choice(&o->allreduce, {"auto", "shm", "gloo"})},
-      {"--ddp", choice(&o->ddp, {"hooks", "reducer"})},
-      {"--amp", choice(&o->amp, {"off", "bf16"})},
-      {"--compression", choice(&o->compression, {"none", "bf16", "fp16", "powersgd", "auto"})},
-      {"--powersgd-rank", int_flag(&o->powersgd_rank, 1, lim::kMaxPowerSgdRank)},
-      {"--powersgd-start-step", int_flag(&o->powersgd_start_step, 0, lim::kMaxSteps)},
-      {"--threads", int_flag(&o->threads, 1, 1024)},
-      {"--log-every", int_flag(&o->log_every, 1, 1 << 30)},
-      {"--pg-timeout-s", int_flag(&o->pg_timeout_s, 1, 86400)},
-      {"--save-params", text(&o->save_params)},
-      {"--train-limit", int_flag(&o->train_limit, 0, int64_t{1} << 40)},
+  return {
+      {"--model", Choice(&o->model, {"fmnist-cnn", "mlp", "resnet"})},
+      {"--epochs", IntFlag(&o->epochs, lim::kMinEpochs, lim::kMaxEpochs)},
+      {"--max-steps", IntFlag(&o->max_steps, 0, lim::kMaxSteps)},
+      {"--batch-size", IntFlag(&o->batch_size, 1, lim::kMaxBatchSize)},
+      {"--lr", RealFlag(&o->lr, 0, lim::kMaxLr)},
+      {"--momentum", RealFlag(&o->momentum, 0, lim::kMaxMomentum)},
+      {"--optimizer", Choice(&o->optimizer, {"sgd", "adam"})},
+      {"--lr-schedule", Choice(&o->lr_schedule, {"none", "step", "cosine"})},
+      {"--clip-grad-norm", RealFlag(&o->clip_grad_norm, 0, lim::kMaxClipGradNorm)},
+      {"--accumulate", IntFlag(&o->accumulate, 1, lim::kMaxAccumulate)},
+      {"--bucket-mb", RealFlag(&o->bucket_mb, lim::kMinBucketMb, lim::kMaxBucketMb)},
+      {"--checkpoint-every", IntFlag(&o->checkpoint_every, 0, lim::kMaxSteps)},
+      {"--checkpoint-dir", Text(&o->checkpoint_dir)},
+      {"--snapshot-every", IntFlag(&o->snapshot_every, 0, lim::kMaxSteps)},
+      {"--snapshot-dir", Text(&o->snapshot_dir)},
+      {"--resume-from", Text(&o->resume_from)},
+      {"--max-world-size", IntFlag(&o->max_world_size, 1, 1 << 20)},
+      {"--data-dir", Text(&o->data_dir)},
+      {"--data-cache", Text(&o->data_cache)},
+      {"--seed", IntFlag(&o->seed, 0, lim::kMaxSeed)},
+      {"--backend", Choice(&o->backend, {"gloo", "nccl", "auto"})},
+      {"--allreduce", Choice(&o->allreduce, {"auto", "shm", "gloo"})},
+      {"--ddp", Choice(&o->ddp, {"hooks", "reducer"})},
+      {"--amp", Choice(&o->amp, {"off", "bf16"})},
+      {"--compression", Choice(&o->compression, {"none", "bf16", "fp16", "powersgd", "auto"})},
+      {"--powersgd-rank", IntFlag(&o->powersgd_rank, 1, lim::kMaxPowerSgdRank)},
+      {"--powersgd-start-step", IntFlag(&o->powersgd_start_step, 0, lim::kMaxSteps)},
+      {"--threads", IntFlag(&o->threads, 1, 1024)},
+      {"--log-every", IntFlag(&o->log_every, 1, 1 << 30)},
+      {"--pg-timeout-s", IntFlag(&o->pg_timeout_s, 1, 86400)},
+      {"--save-params", Text(&o->save_params)},
+      {"--train-limit", IntFlag(&o->train_limit, 0, int64_t{1} << 40)},
   };
+}
+
+namespace {
+
+// argv: every flag of OptionFlags (--flag VALUE or --flag=VALUE), --no-eval and
+// --fill-data-cache.
+std::string ParseArgv(int argc, char** argv, const std::map<std::string, FlagSetter>& flags,
+                      Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--no-eval") {
@@ -132,11 +143,11 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
     std::string err = it->second(value);
     if (!err.empty()) return flag + ": " + err;
   }
-  if (o->compression != "none" && o->ddp == "reducer") {
-    return "--compression: '" + o->compression +
-           "' needs --ddp hooks (the Reducer path does not compress)";
-  }
-  // The torchrun environment.
+  return "";
+}
+
+// The torchrun environment and Convoy's variables.
+std::string ReadEnvironment(Options* o) {
   auto env_int = [](const char* name, int lo, int hi, int* field) -> std::string {
     const char* v = std::getenv(name);
     if (v == nullptr) return "";
@@ -193,6 +204,18 @@ std::string ParseOptions(int argc, char** argv, Options* o) {
   }
   if (o->max_world_size == 0) o->max_world_size = o->world_size;
   return "";
+}
+
+}  // namespace
+
+std::string ParseOptions(int argc, char** argv, Options* o) {
+  if (std::string err = ReadTrainerSpecEnvironment(o); !err.empty()) return err;
+  if (std::string err = ParseArgv(argc, argv, OptionFlags(o), o); !err.empty()) return err;
+  if (o->compression != "none" && o->ddp == "reducer") {
+    return "--compression: '" + o->compression +
+           "' needs --ddp hooks (the Reducer path does not compress)";
+  }
+  return ReadEnvironment(o);
 }
 
 }  // namespace convoy::trainer

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "common/rank_contract.h"
@@ -99,6 +101,13 @@ struct Options {
 // string, or the error naming the flag, variable or spec field ("--batch-size: expected a
 // positive integer, got 'x'", "CONVOY_TRAINER_SPEC: trainer.lr: must be ...").
 std::string ParseOptions(int argc, char** argv, Options* out);
+
+// Sets one option from a flag's value: "" or what is wrong with the value.
+using FlagSetter = std::function<std::string(const std::string& value)>;
+// The flags that take a value (--model, --epochs, ...), each with its check, setting `o`'s
+// field. ParseOptions reads argv with them, and the job spec's TrainerSpec is applied through
+// them (spec_options.cc: field max_steps is flag --max-steps).
+std::map<std::string, FlagSetter> OptionFlags(Options* o);
 
 // The options of CONVOY_TRAINER_SPEC (spec/trainer_spec_env.h), when it is set: "" or the
 // error. trainer/spec_options.cc in the Convoy tree; spec_options_standalone.cc (which

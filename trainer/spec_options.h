@@ -11,9 +11,11 @@
 namespace convoy::trainer {
 
 // Sets each field `trainer` gives (a written optional field, a non-empty string, a non-zero
-// number) and leaves the others at their defaults. `trainer` must be valid
-// (FindTrainerSpecProblems): the fields are copied, not checked again. extra_args are flags
-// on argv and are not read here.
-void ApplyTrainerSpec(const v1::TrainerSpec& trainer, Options* out);
+// number: TrainerSpecValues, by reflection) through the flag of the same name (OptionFlags:
+// max_steps sets --max-steps), and leaves the others at their defaults. Returns "" or the
+// error naming the field ("trainer.lr: ..."): a field without a flag, or a value the flag
+// refuses, which a spec FindTrainerSpecProblems accepted never has. extra_args are flags on
+// argv and are not read here.
+std::string ApplyTrainerSpec(const v1::TrainerSpec& trainer, Options* out);
 
 }  // namespace convoy::trainer

@@ -57,6 +57,101 @@ int HistoryPoints(const v1::JobSpec& spec) {
   return MetricHistory::PointsPerRank(int64_t{std::max(1, MaxNodes(spec))} * per_node);
 }
 
+// resume_from naming a job: a finished job of the same owner, fixed now by its uid (its id
+// may name another job after a restore; its uid never does). nullopt: it names no job (a
+// path, or nothing).
+StatusOr<std::optional<v1::ResumeSource>> ResumeSourceOf(const JobTable& table,
+                                                         const v1::JobSpec& spec,
+                                                         const std::string& owner) {
+  std::optional<v1::ResumeSource> resume;
+  if (IsJobIdLike(spec.resume_from())) {
+    const JobRecord* from = table.Find(spec.resume_from());
+    if (from == nullptr) {
+      return Status::InvalidArgument("resume_from: no job " + spec.resume_from() +
+                                     " (a finished job of yours, or a path under the job's "
+                                     "directory)");
+    }
+    if (from->job.owner() != owner) {
+      return Status::PermissionDenied(
+          "resume_from: job " + spec.resume_from() + " belongs to " +
+          (from->job.owner().empty() ? std::string("nobody") : from->job.owner()) +
+          "; a job resumes only from its owner's jobs");
+    }
+    if (!IsTerminal(from->job.state())) {
+      return Status::FailedPrecondition("resume_from: job " + spec.resume_from() + " is " +
+                                        StateName(from->job.state()) +
+                                        "; resume from it when it has finished");
+    }
+    resume.emplace();
+    resume->set_job_id(from->job.id());
+    resume->set_uid(from->job.uid());
+    resume->set_checkpoint_dir(from->job.spec().checkpoint_dir());
+  }
+  return resume;
+}
+
+// A submit within its owner's quotas: jobs waiting, and (with --over-quota refuse, or when the
+// job alone is over it) processes and GPUs.
+Status CheckQuotaAtSubmit(const JobTable& table, const SchedulingController& sched,
+                          bool refuse_over_quota, const v1::JobSpec& spec, const std::string& owner,
+                          const std::string& role) {
+  v1::Job probe;
+  probe.set_owner(owner);
+  probe.set_owner_role(role);
+  const Quota quota = sched.QuotaOf(probe);
+  if (quota.queued > 0 && !owner.empty()) {
+    int queued = 0;
+    for (const std::string& id : table.waiting())
+      queued += table.at(id).job.owner() == owner ? 1 : 0;
+    if (queued >= quota.queued) {
+      return Status::ResourceExhausted("quota: " + owner + " has " + std::to_string(queued) +
+                                       " jobs waiting, the most " + "a user may (" +
+                                       quota.queued_source + " " + std::to_string(quota.queued) +
+                                       "); submit again when one has started");
+    }
+  }
+  if ((quota.slots > 0 || quota.gpus > 0) && !owner.empty()) {
+    // The least this job holds when it runs (a GPU job's size depends on its workers).
+    const int procs = spec.procs_per_node_gpu() ? 1 : spec.procs_per_node();
+    const int64_t slots = int64_t{MinNodes(spec)} * procs;
+    const int64_t gpus = slots * GpusPerProc(spec);
+    int64_t used_slots = 0, used_gpus = 0;
+    for (const std::string& id : table.attached()) {
+      const JobRecord& other = table.at(id);
+      if (other.job.owner() != owner || other.rt.tearing_down) continue;
+      for (const NodeHold& h : SchedulingController::Holds(other)) {
+        used_slots += h.slots;
+        used_gpus += h.gpus;
+      }
+    }
+    auto refuse = [&](const std::string& what, int64_t used, int64_t limit, int64_t need,
+                      const std::string& source) {
+      return Status::ResourceExhausted(
+          "quota: " + owner + "'s running jobs use " + std::to_string(used) + " of " +
+          std::to_string(limit) + " " + what + " (" + source + ") and this job needs " +
+          std::to_string(need) +
+          (need > limit ? "; it can never start: ask for fewer"
+                        : "; submit again when they end (this coordinator refuses jobs over "
+                          "quota: --over-quota refuse)"));
+    };
+    if (quota.slots > 0 && slots > quota.slots) {
+      return refuse("processes", used_slots, quota.slots, slots, quota.source);
+    }
+    if (quota.gpus > 0 && gpus > quota.gpus) {
+      return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
+    }
+    if (refuse_over_quota) {
+      if (quota.slots > 0 && used_slots + slots > quota.slots) {
+        return refuse("processes", used_slots, quota.slots, slots, quota.source);
+      }
+      if (quota.gpus > 0 && used_gpus + gpus > quota.gpus) {
+        return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void JobManager::ReleaseIdentityOf(const std::string& job_uid) {
@@ -147,86 +242,10 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
     return done->job.id();
   }
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  // resume_from naming a job: a finished job of the same owner, fixed now by its uid (its id
-  // may name another job after a restore; its uid never does).
-  std::optional<v1::ResumeSource> resume;
-  if (IsJobIdLike(spec.resume_from())) {
-    const JobRecord* from = table_.Find(spec.resume_from());
-    if (from == nullptr) {
-      return Status::InvalidArgument("resume_from: no job " + spec.resume_from() +
-                                     " (a finished job of yours, or a path under the job's "
-                                     "directory)");
-    }
-    if (from->job.owner() != owner) {
-      return Status::PermissionDenied(
-          "resume_from: job " + spec.resume_from() + " belongs to " +
-          (from->job.owner().empty() ? std::string("nobody") : from->job.owner()) +
-          "; a job resumes only from its owner's jobs");
-    }
-    if (!IsTerminal(from->job.state())) {
-      return Status::FailedPrecondition("resume_from: job " + spec.resume_from() + " is " +
-                                        StateName(from->job.state()) +
-                                        "; resume from it when it has finished");
-    }
-    resume.emplace();
-    resume->set_job_id(from->job.id());
-    resume->set_uid(from->job.uid());
-    resume->set_checkpoint_dir(from->job.spec().checkpoint_dir());
-  }
-  v1::Job probe;
-  probe.set_owner(owner);
-  probe.set_owner_role(role);
-  const Quota quota = sched_.QuotaOf(probe);
-  if (quota.queued > 0 && !owner.empty()) {
-    int queued = 0;
-    for (const std::string& id : table_.waiting())
-      queued += table_.at(id).job.owner() == owner ? 1 : 0;
-    if (queued >= quota.queued) {
-      return Status::ResourceExhausted("quota: " + owner + " has " + std::to_string(queued) +
-                                       " jobs waiting, the most " + "a user may (" +
-                                       quota.queued_source + " " + std::to_string(quota.queued) +
-                                       "); submit again when one has started");
-    }
-  }
-  if ((quota.slots > 0 || quota.gpus > 0) && !owner.empty()) {
-    // The least this job holds when it runs (a GPU job's size depends on its workers).
-    const int procs = spec.procs_per_node_gpu() ? 1 : spec.procs_per_node();
-    const int64_t slots = int64_t{MinNodes(spec)} * procs;
-    const int64_t gpus = slots * GpusPerProc(spec);
-    int64_t used_slots = 0, used_gpus = 0;
-    for (const std::string& id : table_.attached()) {
-      const JobRecord& other = table_.at(id);
-      if (other.job.owner() != owner || other.rt.tearing_down) continue;
-      for (const NodeHold& h : SchedulingController::Holds(other)) {
-        used_slots += h.slots;
-        used_gpus += h.gpus;
-      }
-    }
-    auto refuse = [&](const std::string& what, int64_t used, int64_t limit, int64_t need,
-                      const std::string& source) {
-      return Status::ResourceExhausted(
-          "quota: " + owner + "'s running jobs use " + std::to_string(used) + " of " +
-          std::to_string(limit) + " " + what + " (" + source + ") and this job needs " +
-          std::to_string(need) +
-          (need > limit ? "; it can never start: ask for fewer"
-                        : "; submit again when they end (this coordinator refuses jobs over "
-                          "quota: --over-quota refuse)"));
-    };
-    if (quota.slots > 0 && slots > quota.slots) {
-      return refuse("processes", used_slots, quota.slots, slots, quota.source);
-    }
-    if (quota.gpus > 0 && gpus > quota.gpus) {
-      return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
-    }
-    if (options_.refuse_over_quota) {
-      if (quota.slots > 0 && used_slots + slots > quota.slots) {
-        return refuse("processes", used_slots, quota.slots, slots, quota.source);
-      }
-      if (quota.gpus > 0 && used_gpus + gpus > quota.gpus) {
-        return refuse("GPUs", used_gpus, quota.gpus, gpus, quota.gpus_source);
-      }
-    }
-  }
+  auto resume = ResumeSourceOf(table_, spec, owner);
+  if (!resume.ok()) return resume.status();
+  CONVOY_RETURN_IF_ERROR(
+      CheckQuotaAtSubmit(table_, sched_, options_.refuse_over_quota, spec, owner, role));
   const std::string id = table_.NextId();
   v1::Job job;
   job.set_id(id);
@@ -240,10 +259,10 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   job.set_owner_role(role);
   job.set_request_id(request_id);
   std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
-  if (resume) {
-    *job.mutable_resume_source() = *resume;
-    submitted += "; starts from the newest checkpoint of job " + resume->job_id() + " (uid " +
-                 resume->uid() + ")";
+  if (*resume) {
+    *job.mutable_resume_source() = **resume;
+    submitted += "; starts from the newest checkpoint of job " + (*resume)->job_id() + " (uid " +
+                 (*resume)->uid() + ")";
   } else if (!spec.resume_from().empty()) {
     submitted += "; starts from " + spec.resume_from() + " (resume_from)";
   }

@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   s->job_service_ = std::make_unique<JobServiceImpl>(coordinator, *s->auth_, limits);
   s->join_service_ = std::make_unique<JoinServiceImpl>(
       *s->auth_, sec.insecure ? nullptr : &sec.ca, sec.tokens, s->clock_,
-      [&coordinator](const std::string& name) { return coordinator.WorkerConnected(name); });
+      [&coordinator](const std::string& name) { return coordinator.streams().Connected(name); });
   s->job_service_->SetTokenStore(sec.insecure ? nullptr : sec.tokens);
   s->worker_service_->SetCodeStore(sec.code);
   s->job_service_->SetCodeStore(sec.code);

@@ -1,6 +1,9 @@
 // The gRPC services of convoy-coordinator on gRPC's callback API: no thread per call or
-// stream, no polling. They translate messages and statuses and call the Coordinator, which
-// makes every decision (coordinator/control/coordinator.h).
+// stream, no polling. They translate messages and statuses and call the Coordinator and the
+// policies of coordinator/control/, which make every decision
+// (coordinator/control/coordinator.h). One service each: JobService here (its unary calls in
+// grpc_service.cc, WatchJob and GetLogs in job_service_streams.cc), WorkerService in
+// worker_service.h, JoinService in join_service.h; what they share in outbound.h.
 //
 // Threading: reactions run on gRPC's callback threads; the Coordinator's replies, watch
 // updates and log data arrive on its commit thread. Each streaming call keeps a bounded
@@ -12,57 +15,26 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <cstddef>
-#include <functional>
+#include <memory>
 
-#include "common/pki.h"
-#include "convoy/v1/auth.grpc.pb.h"
 #include "convoy/v1/job.grpc.pb.h"
-#include "convoy/v1/worker.grpc.pb.h"
 #include "coordinator/control/coordinator.h"
+#include "coordinator/control/worker_forgetter.h"
 #include "coordinator/rpc/auth.h"
+#include "coordinator/rpc/join_service.h"
+#include "coordinator/rpc/outbound.h"
+#include "coordinator/rpc/worker_service.h"
 #include "coordinator/store/code_store.h"
 
 namespace convoy {
 
-// grpc::Status for a convoy::Status.
-grpc::Status ToGrpc(const Status& status);
-
-// Bounds of the per-stream queues.
-struct StreamLimits {
-  // Messages queued for one worker before it counts as stuck and its stream is dropped
-  // (it reconnects and reconciles). A 10,000-rank attempt's launch is one message per worker.
-  size_t worker_queue = 4096;
-  // Updates queued for one `convoy watch` before the watcher counts as too slow.
-  size_t watch_queue = 1024;
-};
-
-class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
- public:
-  WorkerServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
-      : coordinator_(coordinator), auth_(auth), limits_(limits) {}
-
-  grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* FetchCode(grpc::CallbackServerContext* context,
-                                      const v1::FetchCodeRequest* req,
-                                      v1::CodeChunk* resp) override;
-
-  // Where code archives are kept (not owned; null: FetchCode answers FAILED_PRECONDITION).
-  // Before the server starts.
-  void SetCodeStore(CodeStore* code) { code_ = code; }
-
- private:
-  Coordinator& coordinator_;
-  Authorizer& auth_;
-  const StreamLimits limits_;
-  CodeStore* code_ = nullptr;
-};
-
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
-      : coordinator_(coordinator), auth_(auth), limits_(limits) {}
+      : coordinator_(coordinator),
+        auth_(auth),
+        limits_(limits),
+        forgetter_(std::make_unique<WorkerForgetter>(coordinator, nullptr)) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* req,
@@ -102,60 +74,16 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   void SetCodeStore(CodeStore* code) { code_ = code; }
   // ForgetWorker also drops the name's certificate record (so that a join token may take the
   // name again). Before the server starts; null: --insecure.
-  void SetTokenStore(TokenStore* tokens) { tokens_ = tokens; }
+  void SetTokenStore(TokenStore* tokens) {
+    forgetter_ = std::make_unique<WorkerForgetter>(coordinator_, tokens);
+  }
 
  private:
   Coordinator& coordinator_;
   Authorizer& auth_;
   const StreamLimits limits_;
   CodeStore* code_ = nullptr;
-  TokenStore* tokens_ = nullptr;
-};
-
-// The cluster's certificate authority as the coordinator holds it.
-struct ClusterCa {
-  // The CA's certificate and key; the key is empty when the operator brought their own PKI
-  // (--tls-ca): then the coordinator issues nothing and Join answers FAILED_PRECONDITION.
-  KeyAndCert ca;
-  std::string fingerprint;
-  // The cluster's id (coordinator/store/cluster_id.h), answered by GetClusterInfo.
-  std::string cluster_id;
-  // Lifetime of the client certificates it issues to workers (they renew at 2/3 of it).
-  int64_t worker_cert_ttl_s = 24 * 3600;
-};
-
-// JoinService (proto/convoy/v1/auth.proto): the CA certificate for anyone, a worker
-// certificate for a join token, a renewed one for a worker's current certificate.
-class JoinServiceImpl final : public v1::JoinService::CallbackService {
- public:
-  // `ca` null: --insecure, nothing to hand out. `connected(name)`: a worker of that name has
-  // its stream open.
-  JoinServiceImpl(Authorizer& auth, const ClusterCa* ca, TokenStore* tokens, const Clock& clock,
-                  std::function<bool(const std::string&)> connected)
-      : auth_(auth), ca_(ca), tokens_(tokens), clock_(clock), connected_(std::move(connected)) {}
-
-  grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
-                                           const v1::GetClusterInfoRequest* req,
-                                           v1::ClusterInfo* resp) override;
-  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context, const v1::JoinRequest* req,
-                                 v1::JoinResponse* resp) override;
-  grpc::ServerUnaryReactor* Renew(grpc::CallbackServerContext* context, const v1::RenewRequest* req,
-                                  v1::JoinResponse* resp) override;
-
- private:
-  Status Issue(const std::string& name, const std::string& csr_pem, v1::JoinResponse* resp);
-  // Who holds `name` now ("a connected worker", "a certificate valid until ..."); empty:
-  // nobody, a join token may take it.
-  StatusOr<std::string> Holder(const std::string& name);
-
-  Authorizer& auth_;
-  const ClusterCa* const ca_;
-  TokenStore* const tokens_;
-  const Clock& clock_;
-  const std::function<bool(const std::string&)> connected_;
-  // One Join at a time: the check that a name is free and the record of its new certificate
-  // are one step (Joins are rare; only they wait on it, never the state lock).
-  Mutex join_mu_;
+  std::unique_ptr<WorkerForgetter> forgetter_;
 };
 
 }  // namespace convoy

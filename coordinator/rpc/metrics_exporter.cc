@@ -33,6 +33,12 @@ prometheus::Histogram::BucketBoundaries CommitBuckets() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 }
 
+prometheus::Histogram* AddHistogram(prometheus::Registry& r, const std::string& name,
+                                    const std::string& help,
+                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
+}
+
 std::string WorkerStateLabel(v1::WorkerState state) {
   std::string name = v1::WorkerState_Name(state);
   if (name.rfind("WORKER_", 0) == 0) name = name.substr(7);
@@ -45,7 +51,35 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
     : clock_(clock),
       options_(std::move(options)),
       registry_(std::make_shared<prometheus::Registry>()) {
+  // In the order /metrics lists them.
   prometheus::Registry& r = *registry_;
+  RegisterClusterMetrics(r);
+  RegisterAttemptMetrics(r);
+  RegisterJobMetrics(r);
+  RegisterRankMetrics(r);
+  rpc_handled_ = &prometheus::BuildCounter()
+                      .Name("convoy_grpc_server_handled_total")
+                      .Help("RPCs completed, by service, method and status code")
+                      .Register(r);
+  rpc_seconds_ = &prometheus::BuildHistogram()
+                      .Name("convoy_grpc_server_handling_seconds")
+                      .Help("Time from an RPC's start to its end (a stream's whole life)")
+                      .Register(r);
+  commit_seconds_ =
+      AddHistogram(r, "convoy_store_commit_seconds",
+                   "Time of each group commit to the state store (SQLite)", CommitBuckets());
+  commit_writes_ = &prometheus::BuildCounter()
+                        .Name("convoy_store_commit_writes_total")
+                        .Help("Changes written to the state store")
+                        .Register(r)
+                        .Add({});
+  if (!options_.listen.empty()) {
+    exposer_ = std::make_unique<prometheus::Exposer>(options_.listen);
+    exposer_->RegisterCollectable(registry_);
+  }
+}
+
+void MetricsExporter::RegisterClusterMetrics(prometheus::Registry& r) {
   prometheus::BuildGauge()
       .Name("convoy_coordinator_info")
       .Help("This coordinator's version (always 1)")
@@ -66,6 +100,9 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
                         .Name("convoy_worker_heartbeat_age_seconds")
                         .Help("Seconds since each worker was last heard from")
                         .Register(r);
+}
+
+void MetricsExporter::RegisterAttemptMetrics(prometheus::Registry& r) {
   attempts_started_ = &prometheus::BuildCounter()
                            .Name("convoy_attempts_started_total")
                            .Help("Attempts placed on workers")
@@ -92,22 +129,21 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
                             .Register(r);
   for (const char* why : {"priority", "drain", "resize"})
     preemptions_total_->Add({{"reason", why}});
-  auto histogram = [&r](const std::string& name, const std::string& help,
-                        const prometheus::Histogram::BucketBoundaries& buckets) {
-    return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
-  };
-  queue_seconds_ =
-      histogram("convoy_job_queue_seconds",
-                "Time a job waited (PENDING or RESTARTING) before it was placed", PhaseBuckets());
+  queue_seconds_ = AddHistogram(r, "convoy_job_queue_seconds",
+                                "Time a job waited (PENDING or RESTARTING) before it was placed",
+                                PhaseBuckets());
   schedule_seconds_ =
-      histogram("convoy_job_schedule_seconds",
-                "Time from a job's submission to its first placement", PhaseBuckets());
+      AddHistogram(r, "convoy_job_schedule_seconds",
+                   "Time from a job's submission to its first placement", PhaseBuckets());
   rendezvous_seconds_ =
-      histogram("convoy_job_rendezvous_seconds",
-                "Time from an attempt's placement until every rank started", PhaseBuckets());
+      AddHistogram(r, "convoy_job_rendezvous_seconds",
+                   "Time from an attempt's placement until every rank started", PhaseBuckets());
   first_step_seconds_ =
-      histogram("convoy_job_first_step_seconds",
-                "Time from an attempt's placement to its first metric record", PhaseBuckets());
+      AddHistogram(r, "convoy_job_first_step_seconds",
+                   "Time from an attempt's placement to its first metric record", PhaseBuckets());
+}
+
+void MetricsExporter::RegisterJobMetrics(prometheus::Registry& r) {
   job_info_ = &prometheus::BuildGauge()
                    .Name("convoy_job_info")
                    .Help(
@@ -134,6 +170,9 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
                               .Name("convoy_job_failed_attempts")
                               .Help("Attempts of each job that failed, by root cause")
                               .Register(r);
+}
+
+void MetricsExporter::RegisterRankMetrics(prometheus::Registry& r) {
   rank_step_ = &prometheus::BuildGauge()
                     .Name("convoy_rank_step")
                     .Help("Latest training step reported by each rank")
@@ -158,26 +197,6 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
                    .Name("convoy_rank_last_record_age_seconds")
                    .Help("Seconds since each rank's latest metric record")
                    .Register(r);
-  rpc_handled_ = &prometheus::BuildCounter()
-                      .Name("convoy_grpc_server_handled_total")
-                      .Help("RPCs completed, by service, method and status code")
-                      .Register(r);
-  rpc_seconds_ = &prometheus::BuildHistogram()
-                      .Name("convoy_grpc_server_handling_seconds")
-                      .Help("Time from an RPC's start to its end (a stream's whole life)")
-                      .Register(r);
-  commit_seconds_ =
-      histogram("convoy_store_commit_seconds",
-                "Time of each group commit to the state store (SQLite)", CommitBuckets());
-  commit_writes_ = &prometheus::BuildCounter()
-                        .Name("convoy_store_commit_writes_total")
-                        .Help("Changes written to the state store")
-                        .Register(r)
-                        .Add({});
-  if (!options_.listen.empty()) {
-    exposer_ = std::make_unique<prometheus::Exposer>(options_.listen);
-    exposer_->RegisterCollectable(registry_);
-  }
 }
 
 MetricsExporter::~MetricsExporter() = default;

@@ -86,6 +86,12 @@ class MetricsExporter : public RpcObserver {
   int port() const;
 
  private:
+  // The families of the constructor, in the order /metrics lists them: the cluster's gauges,
+  // attempts and their phases, jobs, ranks.
+  void RegisterClusterMetrics(prometheus::Registry& r);
+  void RegisterAttemptMetrics(prometheus::Registry& r);
+  void RegisterJobMetrics(prometheus::Registry& r);
+  void RegisterRankMetrics(prometheus::Registry& r);
   using GaugeFamily = prometheus::Family<prometheus::Gauge>;
   using Series = std::set<std::pair<GaugeFamily*, prometheus::Gauge*>>;
   struct JobSeries {

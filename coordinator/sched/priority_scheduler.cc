@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace convoy {
 namespace {
@@ -86,19 +90,291 @@ std::vector<std::string> PriorityScheduler::ChooseVictims(
   return ids;
 }
 
+namespace {
+
+// One pass of PriorityScheduler::Plan over the queue, in its order: what is placed, what is
+// held for the first in line, who is preempted, and why each job left waits.
+class PriorityPass {
+ public:
+  PriorityPass(const PriorityPolicy& policy, std::vector<WorkerCapacity> capacity,
+               const ScheduleContext& ctx);
+  // Places `job` now, holds for it as the first in line, backfills it, or says why it waits.
+  void Visit(const WaitingJob& job, int effective);
+  SchedulePlan Take() { return std::move(plan_); }
+
+ private:
+  // Why `job` waits for its owner's quota; empty when it is within it.
+  std::string OverQuota(const WaitingJob& job);
+  void Place(const WaitingJob& job, const std::vector<std::string>& chosen);
+  void Wait(const WaitingJob& job, int effective, std::string reason, int64_t start);
+  // Lower-priority preemptible jobs that free enough for `job` now (and their releases, now).
+  std::vector<std::string> Preempt(const WaitingJob& job);
+  // `job` is the first that does not fit: it preempts, or has slots held where it will fit.
+  void Reserve(const WaitingJob& job, int effective);
+  // A job behind the first in line: placed where it does not take the held slots, or on
+  // them when it ends before the first in line starts.
+  void Backfill(const WaitingJob& job, int effective);
+  // `capacity` with what `r` holds given back.
+  void GiveBack(const Release& r, std::vector<WorkerCapacity>& capacity) const;
+
+  const PriorityPolicy& policy_;
+  const ScheduleContext& ctx_;
+  const int64_t now_;
+  std::vector<WorkerCapacity> capacity_;
+  std::unordered_map<std::string, size_t> by_name_;
+  // When slots come back: jobs being stopped (now), running jobs with a max_runtime, and the
+  // jobs placed in this pass.
+  std::vector<Release> releases_;
+  std::vector<Release> open_ended_;  // running without a max_runtime
+  // What each owner's jobs run now (quotas), and as placements are made in this pass.
+  std::map<std::string, OwnerUse> owner_use_;
+  SchedulePlan plan_;
+  bool reserved_ = false;
+  std::string holder_;
+  int64_t holder_start_ = 0;
+  std::vector<NodeHold> hold_;     // per worker, what is held for the first in line
+  std::set<std::string> victims_;  // preempted in this pass
+};
+
+PriorityPass::PriorityPass(const PriorityPolicy& policy, std::vector<WorkerCapacity> capacity,
+                           const ScheduleContext& ctx)
+    : policy_(policy),
+      ctx_(ctx),
+      now_(ctx.now_ms),
+      capacity_(std::move(capacity)),
+      hold_(capacity_.size()) {
+  for (size_t i = 0; i < capacity_.size(); ++i) by_name_[capacity_[i].name] = i;
+  for (const RunningJob& r : ctx_.running) {
+    const int64_t at = r.stopping ? now_ : r.ends_by_ms;
+    (at > 0 ? releases_ : open_ended_).push_back({at, r.id, r.slots});
+  }
+  for (const RunningJob& r : ctx_.running) {
+    if (r.stopping) continue;
+    for (const NodeHold& h : r.slots) {
+      owner_use_[r.owner].slots += h.slots;
+      owner_use_[r.owner].gpus += h.gpus;
+    }
+  }
+}
+
+void PriorityPass::GiveBack(const Release& r, std::vector<WorkerCapacity>& capacity) const {
+  for (const NodeHold& h : r.slots) {
+    auto it = by_name_.find(h.worker);
+    if (it != by_name_.end()) Apply(h, capacity[it->second], -1);
+  }
+}
+
+void PriorityPass::Place(const WaitingJob& job, const std::vector<std::string>& chosen) {
+  Release rel{
+      job.spec->max_runtime_s() > 0 ? now_ + job.spec->max_runtime_s() * 1000 : 0, job.id, {}};
+  for (const std::string& name : chosen) {
+    WorkerCapacity& w = capacity_[by_name_.at(name)];
+    const NodeHold need = NodeNeeds(*job.spec, w);
+    Apply(need, w, 1);
+    rel.slots.push_back(need);
+    owner_use_[job.owner].slots += need.slots;
+    owner_use_[job.owner].gpus += need.gpus;
+  }
+  (rel.at_ms > 0 ? releases_ : open_ended_).push_back(std::move(rel));
+  plan_.placements.push_back({job.id, chosen});
+}
+
+void PriorityPass::Wait(const WaitingJob& job, int effective, std::string reason, int64_t start) {
+  QueueEntry e;
+  e.id = job.id;
+  e.position = static_cast<int>(plan_.queue.size()) + 1;
+  e.effective_priority = effective;
+  e.reason = std::move(reason);
+  e.estimated_start_ms = start;
+  plan_.queue.push_back(std::move(e));
+}
+
+std::string PriorityPass::OverQuota(const WaitingJob& job) {
+  if (job.owner.empty()) return "";
+  const v1::JobSpec& spec = *job.spec;
+  Quota quota;
+  if (auto it = ctx_.quotas.find(job.owner); it != ctx_.quotas.end()) {
+    quota = it->second;
+  } else {
+    quota.slots = policy_.max_slots_per_owner;
+    quota.source = "--max-slots-per-user";
+  }
+  if (quota.slots <= 0 && quota.gpus <= 0) return "";
+  // The job's size where it would run now, or on the idlest workers.
+  NodeHold size;
+  if (auto where = PlaceGang(spec, capacity_, job.preferred)) {
+    for (const std::string& name : *where) {
+      const NodeHold n = NodeNeeds(spec, capacity_[by_name_.at(name)]);
+      size.slots += n.slots;
+      size.gpus += n.gpus;
+    }
+  } else if (!spec.procs_per_node_gpu()) {
+    size.slots = MinNodes(spec) * spec.procs_per_node();
+    size.gpus = size.slots * GpusPerProc(spec);
+  }
+  const OwnerUse used = owner_use_[job.owner];
+  if (quota.slots > 0 && used.slots + size.slots > quota.slots) {
+    return job.owner + "'s running jobs use " + std::to_string(used.slots) + " of " +
+           std::to_string(quota.slots) + " processes (" + quota.source + ") and this one needs " +
+           std::to_string(size.slots);
+  }
+  if (quota.gpus > 0 && used.gpus + size.gpus > quota.gpus) {
+    return job.owner + "'s running jobs hold " + std::to_string(used.gpus) + " of " +
+           std::to_string(quota.gpus) + " GPUs (" + quota.gpus_source + ") and this one needs " +
+           std::to_string(size.gpus);
+  }
+  return "";
+}
+
+void PriorityPass::Visit(const WaitingJob& job, int effective) {
+  if (std::string over = OverQuota(job); !over.empty()) {
+    Wait(job, effective, "over quota: " + over, 0);
+    return;
+  }
+  if (reserved_) {
+    Backfill(job, effective);
+    return;
+  }
+  if (auto chosen = PlaceGang(*job.spec, capacity_, job.preferred)) {
+    Place(job, *chosen);
+    return;
+  }
+  Reserve(job, effective);
+}
+
+std::vector<std::string> PriorityPass::Preempt(const WaitingJob& job) {
+  const v1::JobSpec& spec = *job.spec;
+  // Counting what jobs already being stopped (preempted earlier, failed, cancelled) give
+  // back: a job that fits once they have stopped preempts nobody more.
+  std::vector<WorkerCapacity> after_stopping = capacity_;
+  std::vector<RunningJob> others;
+  for (const RunningJob& r : ctx_.running) {
+    if (r.stopping || victims_.count(r.id) != 0) {
+      GiveBack({0, r.id, r.slots}, after_stopping);
+    } else {
+      others.push_back(r);
+    }
+  }
+  std::vector<std::string> preempt;
+  if (!PlaceGang(spec, after_stopping, job.preferred)) {
+    preempt = PriorityScheduler::ChooseVictims(spec, job.preferred, after_stopping, others);
+  }
+  for (const std::string& v : preempt) {
+    victims_.insert(v);
+    plan_.preemptions.push_back({v, job.id});
+    for (Release& r : releases_) {
+      if (r.id == v) r.at_ms = now_;
+    }
+    for (auto it = open_ended_.begin(); it != open_ended_.end();) {
+      if (it->id == v) {
+        releases_.push_back({now_, it->id, it->slots});
+        it = open_ended_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return preempt;
+}
+
+void PriorityPass::Reserve(const WaitingJob& job, int effective) {
+  const v1::JobSpec& spec = *job.spec;
+  const std::vector<std::string> preempt = Preempt(job);
+  // First in line: when, and where, will it fit?
+  std::vector<WorkerCapacity> sim = capacity_;
+  std::sort(releases_.begin(), releases_.end(),
+            [](const Release& a, const Release& b) { return a.at_ms < b.at_ms; });
+  std::optional<std::vector<std::string>> at;
+  int64_t start = 0;
+  std::vector<std::string> awaited;
+  for (const Release& r : releases_) {
+    GiveBack(r, sim);
+    awaited.push_back(r.id);
+    if ((at = PlaceGang(spec, sim, job.preferred))) {
+      start = r.at_ms;
+      break;
+    }
+  }
+  if (!at) {
+    for (const Release& r : open_ended_) {
+      GiveBack(r, sim);
+      awaited.push_back(r.id);
+    }
+    at = PlaceGang(spec, sim, job.preferred);
+  }
+  std::string reason = WhyNoFit(spec, capacity_);
+  if (!at) {
+    // Not even an empty cluster of these workers fits it: holding slots would only waste
+    // them.
+    Wait(job, effective, reason + "; not even these workers idle would fit it", 0);
+    return;
+  }
+  reserved_ = true;
+  holder_ = job.id;
+  holder_start_ = start;
+  for (const std::string& name : *at) {
+    const size_t w = by_name_.at(name);
+    // Held: what it needs there, as far as it is free now.
+    NodeHold need = NodeNeeds(spec, sim[w]);
+    const WorkerCapacity& free = capacity_[w];
+    need.slots = std::min(std::max(free.free_slots, 0), need.slots);
+    need.gpus = std::min(std::max(free.FreeGpus(), 0), need.gpus);
+    need.cpus = free.free_cpus < 0 ? 0 : std::min(free.free_cpus, need.cpus);
+    need.memory = free.free_memory < 0 ? 0 : std::min(free.free_memory, need.memory);
+    hold_[w] = need;
+  }
+  if (!preempt.empty()) {
+    reason += "; preempting " + JoinIds(preempt) + " (lower priority): starts when " +
+              std::string(preempt.size() == 1 ? "it has" : "they have") +
+              " checkpointed and stopped";
+  } else {
+    reason += "; first in line, its slots are held as they free up";
+    if (!awaited.empty()) {
+      const std::string end = awaited.size() == 1 ? " ends" : " end";
+      reason += "; starts when " + JoinIds(awaited) + end +
+                (start > 0 ? " (by " + std::string(awaited.size() == 1 ? "its" : "their") +
+                                 " max_runtime)"
+                           : "");
+    }
+  }
+  Wait(job, effective, reason, start);
+}
+
+void PriorityPass::Backfill(const WaitingJob& job, int effective) {
+  const v1::JobSpec& spec = *job.spec;
+  const bool ends_in_time = holder_start_ > 0 && spec.max_runtime_s() > 0 &&
+                            now_ + spec.max_runtime_s() * 1000 <= holder_start_;
+  std::vector<WorkerCapacity> view = capacity_;
+  if (!ends_in_time) {
+    for (size_t w = 0; w < view.size(); ++w) Apply(hold_[w], view[w], 1);
+  }
+  if (auto chosen = PlaceGang(spec, view, job.preferred)) {
+    Place(job, *chosen);
+    return;
+  }
+  if (PlaceGang(spec, capacity_, job.preferred)) {
+    Wait(job, effective,
+         "would fit now, but would delay " + holder_ + ", which is first in line" +
+             (spec.max_runtime_s() == 0
+                  ? " (a max_runtime that ends before it starts would let it backfill)"
+                  : " (its max_runtime ends after " + holder_ + " is due to start)"),
+         0);
+  } else {
+    Wait(job, effective, WhyNoFit(spec, capacity_) + "; behind " + holder_, 0);
+  }
+}
+
+}  // namespace
+
 SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
                                      std::vector<WorkerCapacity> capacity,
                                      const ScheduleContext& ctx) const {
-  const int64_t now = ctx.now_ms;
-  std::unordered_map<std::string, size_t> by_name;
-  for (size_t i = 0; i < capacity.size(); ++i) by_name[capacity[i].name] = i;
-
   // The queue's order.
   std::vector<size_t> order(waiting.size());
   std::vector<int> effective(waiting.size());
   for (size_t i = 0; i < waiting.size(); ++i) {
     order[i] = i;
-    effective[i] = EffectivePriority(*waiting[i].spec, waiting[i].waiting_since_ms, now);
+    effective[i] = EffectivePriority(*waiting[i].spec, waiting[i].waiting_since_ms, ctx.now_ms);
   }
   auto usage = [&ctx](const std::string& owner) {
     auto it = ctx.usage.find(owner);
@@ -113,229 +389,9 @@ SchedulePlan PriorityScheduler::Plan(const std::vector<WaitingJob>& waiting,
     }
     return waiting[a].id < waiting[b].id;
   });
-
-  // When slots come back: jobs being stopped (now), running jobs with a max_runtime, and the
-  // jobs placed below.
-  std::vector<Release> releases;
-  std::vector<Release> open_ended;  // running without a max_runtime
-  for (const RunningJob& r : ctx.running) {
-    const int64_t at = r.stopping ? now : r.ends_by_ms;
-    (at > 0 ? releases : open_ended).push_back({at, r.id, r.slots});
-  }
-
-  // What each owner's jobs run now (quotas), and as placements are made below.
-  std::map<std::string, OwnerUse> owner_use;
-  for (const RunningJob& r : ctx.running) {
-    if (r.stopping) continue;
-    for (const NodeHold& h : r.slots) {
-      owner_use[r.owner].slots += h.slots;
-      owner_use[r.owner].gpus += h.gpus;
-    }
-  }
-  auto quota_of = [&](const std::string& owner) {
-    auto it = ctx.quotas.find(owner);
-    if (it != ctx.quotas.end()) return it->second;
-    Quota q;
-    q.slots = policy_.max_slots_per_owner;
-    q.source = "--max-slots-per-user";
-    return q;
-  };
-
-  SchedulePlan plan;
-  bool reserved = false;
-  std::string holder;
-  int64_t holder_start = 0;
-  // Per worker, what is held for the first in line.
-  std::vector<NodeHold> hold(capacity.size());
-  std::set<std::string> victims;  // preempted in this pass
-
-  auto take = [&](const WaitingJob& job, const std::vector<std::string>& chosen) {
-    Release rel{
-        job.spec->max_runtime_s() > 0 ? now + job.spec->max_runtime_s() * 1000 : 0, job.id, {}};
-    for (const std::string& name : chosen) {
-      WorkerCapacity& w = capacity[by_name.at(name)];
-      const NodeHold need = NodeNeeds(*job.spec, w);
-      Apply(need, w, 1);
-      rel.slots.push_back(need);
-      owner_use[job.owner].slots += need.slots;
-      owner_use[job.owner].gpus += need.gpus;
-    }
-    (rel.at_ms > 0 ? releases : open_ended).push_back(std::move(rel));
-    plan.placements.push_back({job.id, chosen});
-  };
-  auto wait = [&](const WaitingJob& job, int eff, std::string reason, int64_t start) {
-    QueueEntry e;
-    e.id = job.id;
-    e.position = static_cast<int>(plan.queue.size()) + 1;
-    e.effective_priority = eff;
-    e.reason = std::move(reason);
-    e.estimated_start_ms = start;
-    plan.queue.push_back(std::move(e));
-  };
-
-  for (size_t i : order) {
-    const WaitingJob& job = waiting[i];
-    const v1::JobSpec& spec = *job.spec;
-    if (!job.owner.empty()) {
-      const Quota quota = quota_of(job.owner);
-      if (quota.slots > 0 || quota.gpus > 0) {
-        // The job's size where it would run now, or on the idlest workers.
-        NodeHold size;
-        if (auto where = PlaceGang(spec, capacity, job.preferred)) {
-          for (const std::string& name : *where) {
-            const NodeHold n = NodeNeeds(spec, capacity[by_name.at(name)]);
-            size.slots += n.slots;
-            size.gpus += n.gpus;
-          }
-        } else if (!spec.procs_per_node_gpu()) {
-          size.slots = MinNodes(spec) * spec.procs_per_node();
-          size.gpus = size.slots * GpusPerProc(spec);
-        }
-        const OwnerUse used = owner_use[job.owner];
-        std::string over;
-        if (quota.slots > 0 && used.slots + size.slots > quota.slots) {
-          over = job.owner + "'s running jobs use " + std::to_string(used.slots) + " of " +
-                 std::to_string(quota.slots) + " processes (" + quota.source +
-                 ") and this one needs " + std::to_string(size.slots);
-        } else if (quota.gpus > 0 && used.gpus + size.gpus > quota.gpus) {
-          over = job.owner + "'s running jobs hold " + std::to_string(used.gpus) + " of " +
-                 std::to_string(quota.gpus) + " GPUs (" + quota.gpus_source +
-                 ") and this one needs " + std::to_string(size.gpus);
-        }
-        if (!over.empty()) {
-          wait(job, effective[i], "over quota: " + over, 0);
-          continue;
-        }
-      }
-    }
-    if (!reserved) {
-      if (auto chosen = PlaceGang(spec, capacity, job.preferred)) {
-        take(job, *chosen);
-        continue;
-      }
-      // Preemption: lower-priority preemptible jobs that free enough for this one now,
-      // counting what jobs already being stopped (preempted earlier, failed, cancelled)
-      // give back: a job that fits once they have stopped preempts nobody more.
-      std::vector<WorkerCapacity> after_stopping = capacity;
-      std::vector<RunningJob> others;
-      for (const RunningJob& r : ctx.running) {
-        if (r.stopping || victims.count(r.id) != 0) {
-          for (const NodeHold& h : r.slots) {
-            auto it = by_name.find(h.worker);
-            if (it != by_name.end()) Apply(h, after_stopping[it->second], -1);
-          }
-        } else {
-          others.push_back(r);
-        }
-      }
-      std::vector<std::string> preempt;
-      if (!PlaceGang(spec, after_stopping, job.preferred)) {
-        preempt = ChooseVictims(spec, job.preferred, after_stopping, others);
-      }
-      for (const std::string& v : preempt) {
-        victims.insert(v);
-        plan.preemptions.push_back({v, job.id});
-        for (Release& r : releases) {
-          if (r.id == v) r.at_ms = now;
-        }
-        for (auto it = open_ended.begin(); it != open_ended.end();) {
-          if (it->id == v) {
-            releases.push_back({now, it->id, it->slots});
-            it = open_ended.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
-      // First in line: when, and where, will it fit?
-      std::vector<WorkerCapacity> sim = capacity;
-      auto give_back = [&](const Release& r) {
-        for (const NodeHold& h : r.slots) {
-          auto it = by_name.find(h.worker);
-          if (it != by_name.end()) Apply(h, sim[it->second], -1);
-        }
-      };
-      std::sort(releases.begin(), releases.end(),
-                [](const Release& a, const Release& b) { return a.at_ms < b.at_ms; });
-      std::optional<std::vector<std::string>> at;
-      int64_t start = 0;
-      std::vector<std::string> awaited;
-      for (const Release& r : releases) {
-        give_back(r);
-        awaited.push_back(r.id);
-        if ((at = PlaceGang(spec, sim, job.preferred))) {
-          start = r.at_ms;
-          break;
-        }
-      }
-      if (!at) {
-        for (const Release& r : open_ended) {
-          give_back(r);
-          awaited.push_back(r.id);
-        }
-        at = PlaceGang(spec, sim, job.preferred);
-      }
-      std::string reason = WhyNoFit(spec, capacity);
-      if (!at) {
-        // Not even an empty cluster of these workers fits it: holding slots would only
-        // waste them.
-        wait(job, effective[i], reason + "; not even these workers idle would fit it", 0);
-        continue;
-      }
-      reserved = true;
-      holder = job.id;
-      holder_start = start;
-      for (const std::string& name : *at) {
-        const size_t w = by_name.at(name);
-        // Held: what it needs there, as far as it is free now.
-        NodeHold need = NodeNeeds(spec, sim[w]);
-        const WorkerCapacity& free = capacity[w];
-        need.slots = std::min(std::max(free.free_slots, 0), need.slots);
-        need.gpus = std::min(std::max(free.FreeGpus(), 0), need.gpus);
-        need.cpus = free.free_cpus < 0 ? 0 : std::min(free.free_cpus, need.cpus);
-        need.memory = free.free_memory < 0 ? 0 : std::min(free.free_memory, need.memory);
-        hold[w] = need;
-      }
-      if (!preempt.empty()) {
-        reason += "; preempting " + JoinIds(preempt) + " (lower priority): starts when " +
-                  std::string(preempt.size() == 1 ? "it has" : "they have") +
-                  " checkpointed and stopped";
-      } else {
-        reason += "; first in line, its slots are held as they free up";
-        if (!awaited.empty()) {
-          const std::string end = awaited.size() == 1 ? " ends" : " end";
-          reason += "; starts when " + JoinIds(awaited) + end +
-                    (start > 0 ? " (by " + std::string(awaited.size() == 1 ? "its" : "their") +
-                                     " max_runtime)"
-                               : "");
-        }
-      }
-      wait(job, effective[i], reason, start);
-      continue;
-    }
-    // Backfill around the first in line.
-    const bool ends_in_time = holder_start > 0 && spec.max_runtime_s() > 0 &&
-                              now + spec.max_runtime_s() * 1000 <= holder_start;
-    std::vector<WorkerCapacity> view = capacity;
-    if (!ends_in_time) {
-      for (size_t w = 0; w < view.size(); ++w) Apply(hold[w], view[w], 1);
-    }
-    if (auto chosen = PlaceGang(spec, view, job.preferred)) {
-      take(job, *chosen);
-      continue;
-    }
-    if (PlaceGang(spec, capacity, job.preferred)) {
-      wait(job, effective[i],
-           "would fit now, but would delay " + holder + ", which is first in line" +
-               (spec.max_runtime_s() == 0
-                    ? " (a max_runtime that ends before it starts would let it backfill)"
-                    : " (its max_runtime ends after " + holder + " is due to start)"),
-           0);
-    } else {
-      wait(job, effective[i], WhyNoFit(spec, capacity) + "; behind " + holder, 0);
-    }
-  }
-  return plan;
+  PriorityPass pass(policy_, std::move(capacity), ctx);
+  for (size_t i : order) pass.Visit(waiting[i], effective[i]);
+  return pass.Take();
 }
 
 }  // namespace convoy

@@ -73,42 +73,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   // included: it finds out now, not when it is needed).
   ServerSecurity security;
   security.insecure = flags.insecure;
-  if (!flags.insecure) {
-    const int64_t now_s = system_clock_.NowUnixMs() / 1000;
-    StatusOr<ClusterPki> pki = Status::Ok();
-    if (!flags.tls_cert.empty()) {
-      pki = LoadOwnPki(flags.tls_cert, flags.tls_key, flags.tls_ca, now_s);
-    } else {
-      auto hp = ParseHostPort(flags.listen, "--listen");
-      if (!hp.ok()) return hp.status();
-      if (etcd_) CONVOY_RETURN_IF_ERROR(RefuseSecondCa(flags));
-      pki =
-          EnsureClusterPki(flags.state_dir + "/tls",
-                           ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
-    }
-    if (!pki.ok()) return Status::Internal("TLS: " + pki.status().message());
-    pki_ = *pki;
-    if (pki_.created_ca) {
-      spdlog::info("made the cluster CA in {}/tls (first start)", flags.state_dir);
-    }
-    spdlog::info("cluster CA fingerprint {}", pki_.ca_fingerprint);
-    if (etcd_) CONVOY_RETURN_IF_ERROR(CheckClusterCa(flags));
-    auto tokens = etcd_ ? TokenStore::Open(MakeEtcdTokenBackend(*etcd_, flags.etcd_prefix))
-                        : TokenStore::Open(flags.state_dir + "/tokens.db");
-    if (!tokens.ok()) return tokens.status();
-    tokens_ = std::move(*tokens);
-    security.tokens = tokens_.get();
-    security.server_cert_pem = pki_.server.cert_pem;
-    security.server_key_pem = pki_.server.key_pem;
-    security.ca.ca = pki_.ca;
-    security.ca.fingerprint = pki_.ca_fingerprint;
-    security.ca.cluster_id = cluster_id_;
-    security.ca.worker_cert_ttl_s = flags.worker_cert_ttl_s;
-    security.auth.max_streams_per_token = flags.max_streams_per_token;
-    security.auth.submits_per_minute = flags.submits_per_minute;
-    security.auth.upload_bytes_per_day = flags.upload_bytes_per_day;
-    security.auth.max_archives_per_user = flags.max_archives_per_user;
-  }
+  if (!flags.insecure) CONVOY_RETURN_IF_ERROR(Secure(flags, &security));
   if (etcd_) CONVOY_RETURN_IF_ERROR(Lead(flags, deps));
   security.auth.max_user_priority = flags.max_user_priority;
   if (deps.tune_auth) deps.tune_auth(&security.auth);
@@ -118,6 +83,88 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     store_ = std::move(*store);
   }
 
+  auto options = OptionsFrom(flags);
+  if (!options.ok()) return options.status();
+  if (deps.tune_options) deps.tune_options(&*options);
+  const Clock& clock = deps.clock != nullptr ? *deps.clock : system_clock_;
+  coordinator_ = std::make_unique<Coordinator>(clock, *store_, *options);
+
+  if (!flags.metrics_listen.empty()) {
+    MetricsExporter::Options metrics;
+    metrics.listen = flags.metrics_listen;
+    metrics.retention_ms = static_cast<int64_t>(flags.metrics_retention_s * 1000);
+    try {
+      exporter_ = std::make_unique<MetricsExporter>(clock, metrics);
+    } catch (const std::exception& e) {
+      return Status::Unavailable("--metrics-listen " + flags.metrics_listen + ": " + e.what());
+    }
+    spdlog::info("serving /metrics on {}", flags.metrics_listen);
+    MetricsExporter* exporter = exporter_.get();
+    coordinator_->set_on_export(
+        [exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
+    coordinator_->pipeline().set_on_commit(
+        [exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
+  }
+  if (Status started = coordinator_->Start(); !started.ok()) {
+    return Status::Internal("cannot load state from " + db_path_ + ": " + started.message());
+  }
+
+  // Code archives of `convoy submit --code` (issue 18): once each, by hash, 0600 in a 0700 dir.
+  // On etcd, every archive is kept there too: the next leader has it.
+  auto code = CodeStore::Open(flags.state_dir + "/code",
+                              etcd_ ? MakeEtcdCodeReplica(*etcd_, flags.etcd_prefix) : nullptr);
+  if (!code.ok()) return code.status();
+  code_ = std::move(*code);
+  security.code = code_.get();
+  auto server = GrpcServer::Start(*coordinator_, flags.listen, std::move(security), deps.limits,
+                                  exporter_.get());
+  if (!server.ok()) return server.status();
+  server_ = std::move(*server);
+  if (health_) health_->SetLeading(true);
+  spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
+               flags.insecure ? "PLAIN TEXT" : "TLS", db_path_);
+  housekeeping_ = std::thread([this] { Housekeep(); });
+  return Status::Ok();
+}
+
+Status CoordinatorServer::Secure(const CoordinatorFlags& flags, ServerSecurity* security) {
+  const int64_t now_s = system_clock_.NowUnixMs() / 1000;
+  StatusOr<ClusterPki> pki = Status::Ok();
+  if (!flags.tls_cert.empty()) {
+    pki = LoadOwnPki(flags.tls_cert, flags.tls_key, flags.tls_ca, now_s);
+  } else {
+    auto hp = ParseHostPort(flags.listen, "--listen");
+    if (!hp.ok()) return hp.status();
+    if (etcd_) CONVOY_RETURN_IF_ERROR(RefuseSecondCa(flags));
+    pki = EnsureClusterPki(flags.state_dir + "/tls",
+                           ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
+  }
+  if (!pki.ok()) return Status::Internal("TLS: " + pki.status().message());
+  pki_ = *pki;
+  if (pki_.created_ca) {
+    spdlog::info("made the cluster CA in {}/tls (first start)", flags.state_dir);
+  }
+  spdlog::info("cluster CA fingerprint {}", pki_.ca_fingerprint);
+  if (etcd_) CONVOY_RETURN_IF_ERROR(CheckClusterCa(flags));
+  auto tokens = etcd_ ? TokenStore::Open(MakeEtcdTokenBackend(*etcd_, flags.etcd_prefix))
+                      : TokenStore::Open(flags.state_dir + "/tokens.db");
+  if (!tokens.ok()) return tokens.status();
+  tokens_ = std::move(*tokens);
+  security->tokens = tokens_.get();
+  security->server_cert_pem = pki_.server.cert_pem;
+  security->server_key_pem = pki_.server.key_pem;
+  security->ca.ca = pki_.ca;
+  security->ca.fingerprint = pki_.ca_fingerprint;
+  security->ca.cluster_id = cluster_id_;
+  security->ca.worker_cert_ttl_s = flags.worker_cert_ttl_s;
+  security->auth.max_streams_per_token = flags.max_streams_per_token;
+  security->auth.submits_per_minute = flags.submits_per_minute;
+  security->auth.upload_bytes_per_day = flags.upload_bytes_per_day;
+  security->auth.max_archives_per_user = flags.max_archives_per_user;
+  return Status::Ok();
+}
+
+StatusOr<CoordinatorOptions> CoordinatorServer::OptionsFrom(const CoordinatorFlags& flags) {
   CoordinatorOptions options;
   options.jobs.lifecycle.cluster_id = cluster_id_;
   options.worker_timeout_ms = static_cast<int64_t>(flags.worker_timeout_s * 1000);
@@ -158,46 +205,7 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
                      ? "beyond the newest " + std::to_string(flags.job_retention_count)
                      : "after " + flags.job_retention);
   }
-  if (deps.tune_options) deps.tune_options(&options);
-  const Clock& clock = deps.clock != nullptr ? *deps.clock : system_clock_;
-  coordinator_ = std::make_unique<Coordinator>(clock, *store_, options);
-
-  if (!flags.metrics_listen.empty()) {
-    MetricsExporter::Options metrics;
-    metrics.listen = flags.metrics_listen;
-    metrics.retention_ms = static_cast<int64_t>(flags.metrics_retention_s * 1000);
-    try {
-      exporter_ = std::make_unique<MetricsExporter>(clock, metrics);
-    } catch (const std::exception& e) {
-      return Status::Unavailable("--metrics-listen " + flags.metrics_listen + ": " + e.what());
-    }
-    spdlog::info("serving /metrics on {}", flags.metrics_listen);
-    MetricsExporter* exporter = exporter_.get();
-    coordinator_->set_on_export(
-        [exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
-    coordinator_->set_on_commit(
-        [exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
-  }
-  if (Status started = coordinator_->Start(); !started.ok()) {
-    return Status::Internal("cannot load state from " + db_path_ + ": " + started.message());
-  }
-
-  // Code archives of `convoy submit --code` (issue 18): once each, by hash, 0600 in a 0700 dir.
-  // On etcd, every archive is kept there too: the next leader has it.
-  auto code = CodeStore::Open(flags.state_dir + "/code",
-                              etcd_ ? MakeEtcdCodeReplica(*etcd_, flags.etcd_prefix) : nullptr);
-  if (!code.ok()) return code.status();
-  code_ = std::move(*code);
-  security.code = code_.get();
-  auto server = GrpcServer::Start(*coordinator_, flags.listen, std::move(security), deps.limits,
-                                  exporter_.get());
-  if (!server.ok()) return server.status();
-  server_ = std::move(*server);
-  if (health_) health_->SetLeading(true);
-  spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
-               flags.insecure ? "PLAIN TEXT" : "TLS", db_path_);
-  housekeeping_ = std::thread([this] { Housekeep(); });
-  return Status::Ok();
+  return options;
 }
 
 Status CoordinatorServer::ConnectEtcd(const CoordinatorFlags& flags, const Deps& deps) {

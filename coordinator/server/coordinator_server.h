@@ -95,6 +95,12 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   Status Build(const CoordinatorFlags& flags, Deps deps);
+  // Without --insecure, before anything serves: the PKI (the cluster's CA, made at the first
+  // start, or the operator's), the token store, and what the gRPC server's security needs.
+  Status Secure(const CoordinatorFlags& flags, ServerSecurity* security);
+  // The Coordinator's options from the flags (INVALID_ARGUMENT for a bad --quota); makes the
+  // scheduler the flags name.
+  StatusOr<CoordinatorOptions> OptionsFrom(const CoordinatorFlags& flags);
   // --store etcd://, before anything else: the client and the cluster id kept in etcd
   // (waiting for etcd while it is unreachable).
   Status ConnectEtcd(const CoordinatorFlags& flags, const Deps& deps);

@@ -74,11 +74,9 @@ struct Subcommands {
   CLI::Option* san_option = nullptr;
 };
 
-// Every option and subcommand of convoy-coordinator, bound to `f` (and `subs`).
-void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, ConfigCheck* check) {
-  app.set_version_flag("--version", VersionLine("convoy-coordinator"));
-  app.fallthrough();
-  AddConfigFileOptions(&app, check);
+// --check-config, where the coordinator keeps its state and serves (gRPC, etcd, /metrics,
+// health), and how long finished jobs and their series stay.
+void DefineServingOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_flag("--check-config", f->check_config,
                "validate the whole configuration (addresses, directories, TLS files) and exit "
                "0 (\"configuration OK\"), or 1 with one \"configuration error:\" line per "
@@ -112,6 +110,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
                  "delete finished jobs (rows, and their files on workers) older than this "
                  "(7d, 12h) or beyond the newest N finished (1000); 0: keep every job")
       ->capture_default_str();
+}
+
+// --insecure, TLS, and the limits each token or user has.
+void DefineSecurityOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_flag("--insecure", f->insecure,
                "plain-text gRPC without authentication (loopback addresses only)");
   app.add_option("--advertise-address", f->advertise_address,
@@ -138,6 +140,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
                  "names are removed after 10 minutes (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+// Worker liveness, teardown and rendezvous.
+void DefineTimeoutOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_option("--worker-timeout", f->worker_timeout_s,
                  "seconds without heartbeat before a worker is lost")
       ->check(CLI::Range(0.5, 3600.0))
@@ -152,6 +158,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   app.add_option("--heartbeat-interval-ms", f->heartbeat_interval_ms, "how often workers heartbeat")
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
+}
+
+// The scheduler, priorities, quotas and preemption.
+void DefineSchedulingOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_option("--scheduler", f->scheduler,
                  "priority (priorities, fair share, reservation) or fifo")
       ->check(CLI::IsMember({"priority", "fifo"}))
@@ -201,10 +211,10 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
           CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
       ->check(CLI::Range(0.0, 7 * 86400.0))
       ->capture_default_str();
-  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-      ->capture_default_str();
+}
 
+// `init` and `token create|list|revoke`, bound to `subs` (and `f`).
+void DefineAdminCommands(CLI::App& app, CoordinatorFlags* f, Subcommands* subs) {
   auto state_dir = [subs](CLI::App* sub) {
     subs->state_dir_options.push_back(
         sub->add_option("--state-dir", subs->state_dir,
@@ -259,6 +269,22 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
   state_dir(subs->revoke);
   token_store(subs->revoke);
   subs->revoke->add_option("id_or_user", f->revoke, "token id or user")->required();
+}
+
+// Every option and subcommand of convoy-coordinator, bound to `f` (and `subs`), in the order
+// --help lists them.
+void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, ConfigCheck* check) {
+  app.set_version_flag("--version", VersionLine("convoy-coordinator"));
+  app.fallthrough();
+  AddConfigFileOptions(&app, check);
+  DefineServingOptions(app, f);
+  DefineSecurityOptions(app, f);
+  DefineTimeoutOptions(app, f);
+  DefineSchedulingOptions(app, f);
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+  DefineAdminCommands(app, f, subs);
 }
 
 // The checks after the parse, every one of them (--check-config reports them all; a start

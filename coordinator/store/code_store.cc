@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "common/code_archive.h"
@@ -161,73 +162,114 @@ Status CodeStore::AddOwnerLocked(const std::string& sha256, const std::string& u
 StatusOr<CodeStore::Progress> CodeStore::Append(const std::string& sha256, int64_t total_size,
                                                 int64_t offset, const std::string& data,
                                                 const std::string& uploader) {
+  std::promise<StatusOr<Progress>> answer;
+  Append(sha256, total_size, offset, data, uploader,
+         [&answer](StatusOr<Progress> progress) { answer.set_value(std::move(progress)); });
+  return answer.get_future().get();
+}
+
+void CodeStore::Append(const std::string& sha256, int64_t total_size, int64_t offset,
+                       const std::string& data, const std::string& uploader, AppendFn done) {
   if (!IsSha256Hex(sha256)) {
-    return Status::InvalidArgument("sha256: want 64 lower-case hex digits");
+    return done(Status::InvalidArgument("sha256: want 64 lower-case hex digits"));
   }
   if (total_size < 1 || total_size > kMaxCodeArchiveBytes) {
-    return Status::InvalidArgument("total_size: " + std::to_string(total_size) +
-                                   " bytes; a code archive is at most 100 MB");
+    return done(Status::InvalidArgument("total_size: " + std::to_string(total_size) +
+                                        " bytes; a code archive is at most 100 MB"));
   }
   if (uploader.find('\n') != std::string::npos) {
-    return Status::InvalidArgument("uploader: a name has no line break");
+    return done(Status::InvalidArgument("uploader: a name has no line break"));
   }
-  MutexLock lock(mu_);
-  const std::string done = PathOf(sha256);
-  // The replica is asked once per upload, at its first chunk (which restores a stored archive
-  // to this disk); the chunks after it look here only.
-  const bool stored = offset == 0 ? PresentLocked(sha256) : access(done.c_str(), R_OK) == 0;
-  if (stored && OwnedByLocked(sha256, uploader)) {
-    utimensat(AT_FDCWD, done.c_str(), nullptr, 0);  // uploaded again now: Collect's grace anew
-    return Progress{total_size, true};
+  std::string whole;  // the upload's name while it is completed
+  {
+    MutexLock lock(mu_);
+    const std::string stored_path = PathOf(sha256);
+    // The replica is asked once per upload, at its first chunk (which restores a stored
+    // archive to this disk); the chunks after it look here only.
+    const bool stored =
+        offset == 0 ? PresentLocked(sha256) : access(stored_path.c_str(), R_OK) == 0;
+    if (stored && OwnedByLocked(sha256, uploader)) {
+      utimensat(AT_FDCWD, stored_path.c_str(), nullptr, 0);  // uploaded again: Collect's grace
+      return done(Progress{total_size, true});
+    }
+    const std::string part =
+        dir_ + "/" + sha256 + "." + Sha256Hex(uploader).substr(0, 16) + ".part";
+    struct stat st {};
+    const int64_t have = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
+    if (offset != 0 && offset != have) {
+      return done(Status::InvalidArgument("offset " + std::to_string(offset) +
+                                          ": the coordinator has " + std::to_string(have) +
+                                          " bytes of this archive"));
+    }
+    if (offset + static_cast<int64_t>(data.size()) > total_size) {
+      return done(Status::InvalidArgument("chunk goes past total_size"));
+    }
+    const int fd = open(part.c_str(),
+                        O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : O_APPEND), 0600);
+    if (fd < 0) return done(Status::Internal("cannot write " + part + ": " + std::strerror(errno)));
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = write(fd, data.data() + off, data.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(fd);
+    if (off != data.size()) {
+      return done(Status::Internal("cannot write " + part + ": " + std::strerror(errno)));
+    }
+    const int64_t received = offset + static_cast<int64_t>(data.size());
+    if (received < total_size) return done(Progress{received, false});
+    // The whole upload, under a name of its own (still a .part, which Open and Collect
+    // remove when left behind): a new upload of the same uploader starts a new .part.
+    whole = part.substr(0, part.size() - 5) + "." + std::to_string(++completions_) + ".part";
+    if (rename(part.c_str(), whole.c_str()) != 0) {
+      return done(Status::Internal("cannot store " + part + ": " + std::strerror(errno)));
+    }
+    if (stored) utimensat(AT_FDCWD, stored_path.c_str(), nullptr, 0);  // Collect's grace anew
   }
-  const std::string part = dir_ + "/" + sha256 + "." + Sha256Hex(uploader).substr(0, 16) + ".part";
-  struct stat st {};
-  const int64_t have = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
-  if (offset != 0 && offset != have) {
-    return Status::InvalidArgument("offset " + std::to_string(offset) + ": the coordinator has " +
-                                   std::to_string(have) + " bytes of this archive");
+  completer_.Post([this, sha256, total_size, whole, uploader, done = std::move(done)] {
+    done(Complete(sha256, total_size, whole, uploader));
+  });
+}
+
+StatusOr<CodeStore::Progress> CodeStore::Complete(const std::string& sha256, int64_t total_size,
+                                                  const std::string& whole,
+                                                  const std::string& uploader) {
+  std::string bytes;
+  {
+    std::ifstream f(whole, std::ios::binary);
+    std::ostringstream s;
+    s << f.rdbuf();
+    bytes = s.str();
   }
-  if (offset + static_cast<int64_t>(data.size()) > total_size) {
-    return Status::InvalidArgument("chunk goes past total_size");
-  }
-  const int fd =
-      open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : O_APPEND), 0600);
-  if (fd < 0) return Status::Internal("cannot write " + part + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (off != data.size())
-    return Status::Internal("cannot write " + part + ": " + std::strerror(errno));
-  const int64_t received = offset + static_cast<int64_t>(data.size());
-  if (received < total_size) return Progress{received, false};
-  std::ifstream f(part, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (Sha256Hex(s.str()) != sha256) {
-    unlink(part.c_str());
+  if (Sha256Hex(bytes) != sha256) {
+    unlink(whole.c_str());
     return Status::InvalidArgument("the archive's bytes do not hash to " + sha256);
   }
   if (replica_) {
-    // Kept there before it is acknowledged: the next leader has it.
-    std::vector<std::string> owners = stored ? OwnersLocked(sha256) : std::vector<std::string>{};
+    // Kept there before it is acknowledged: the next leader has it. Completions run one at
+    // a time on this thread, and only they add owners: the list read here is the one to keep.
+    std::vector<std::string> owners;
+    {
+      MutexLock lock(mu_);
+      if (access(PathOf(sha256).c_str(), R_OK) == 0) owners = OwnersLocked(sha256);
+    }
     if (std::find(owners.begin(), owners.end(), uploader) == owners.end()) {
       owners.push_back(uploader);
     }
-    if (Status put = replica_->Put(sha256, s.str(), owners); !put.ok()) {
-      unlink(part.c_str());
+    if (Status put = replica_->Put(sha256, bytes, owners); !put.ok()) {
+      unlink(whole.c_str());
       return Status::Unavailable("code archive " + sha256 + " not kept (" + put.message() +
                                  "); upload it again");
     }
   }
-  if (stored) {
-    unlink(part.c_str());  // the same bytes are there: they proved they have them
-    utimensat(AT_FDCWD, done.c_str(), nullptr, 0);
-  } else if (rename(part.c_str(), done.c_str()) != 0) {
-    return Status::Internal("cannot store " + done + ": " + std::strerror(errno));
+  MutexLock lock(mu_);
+  const std::string stored_path = PathOf(sha256);
+  if (access(stored_path.c_str(), R_OK) == 0) {
+    unlink(whole.c_str());  // the same bytes are there: they proved they have them
+    utimensat(AT_FDCWD, stored_path.c_str(), nullptr, 0);
+  } else if (rename(whole.c_str(), stored_path.c_str()) != 0) {
+    return Status::Internal("cannot store " + stored_path + ": " + std::strerror(errno));
   }
   CONVOY_RETURN_IF_ERROR(AddOwnerLocked(sha256, uploader));
   return Progress{total_size, true};

@@ -15,11 +15,15 @@
 // job may name.
 //
 // Threading: every method may be called from any thread (gRPC's callback threads); a
-// mutex of its own serialises them (file and replica I/O included: code calls wait on each
-// other, nothing else does). It never touches the coordinator's state lock.
+// mutex of its own serialises them (file I/O of at most one chunk, and the replica's reads:
+// code calls wait on each other, nothing else does). An archive's last chunk is checked
+// elsewhere: hashing up to 100 MB and handing it to the replica run on a thread of the
+// store's own, without the mutex, and the upload is answered from there (issue 44: nothing
+// slow on a callback thread). It never touches the coordinator's state lock.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +32,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/work_thread.h"
 
 namespace convoy {
 
@@ -63,8 +68,15 @@ class CodeStore {
   // Appends one chunk of the archive `sha256` (see UploadCodeRequest). Offset 0 starts over;
   // another offset must equal what was received so far. The last chunk checks the hash.
   // `uploader`: who sends it (the principal's name; empty on an --insecure coordinator).
+  // `done` gets the progress: on the calling thread for a chunk that leaves the archive
+  // incomplete (or an error found before the hash); for the last chunk, on the store's own
+  // thread once the bytes were hashed and the replica keeps them. `done` must not call Append.
+  using AppendFn = std::function<void(StatusOr<Progress>)>;
+  void Append(const std::string& sha256, int64_t total_size, int64_t offset,
+              const std::string& data, const std::string& uploader, AppendFn done) EXCLUDES(mu_);
+  // The same, waiting for the answer (tests, tools; never on the store's thread).
   StatusOr<Progress> Append(const std::string& sha256, int64_t total_size, int64_t offset,
-                            const std::string& data, const std::string& uploader);
+                            const std::string& data, const std::string& uploader) EXCLUDES(mu_);
   // Whether the archive is stored (complete and checked).
   bool Has(const std::string& sha256);
   // Whether `user` uploaded the stored archive (a job of theirs may name it).
@@ -91,10 +103,16 @@ class CodeStore {
   std::string OwnersOf(const std::string& sha256) const { return dir_ + "/" + sha256 + ".owners"; }
   bool OwnedByLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
   Status AddOwnerLocked(const std::string& sha256, const std::string& user) REQUIRES(mu_);
+  // On the store's thread: hashes the whole upload at `whole` (renamed from its .part, so no
+  // new upload writes into it), has the replica keep it, and stores it as the archive.
+  StatusOr<Progress> Complete(const std::string& sha256, int64_t total_size,
+                              const std::string& whole, const std::string& uploader) EXCLUDES(mu_);
 
   const std::string dir_;
   const std::unique_ptr<CodeReplica> replica_;
-  Mutex mu_;  // serialises file and replica operations
+  Mutex mu_;                                  // serialises file operations and the replica's reads
+  uint64_t completions_ GUARDED_BY(mu_) = 0;  // names each upload being completed
+  WorkThread completer_;                      // last: its work uses the members above
 };
 
 }  // namespace convoy

@@ -1,6 +1,9 @@
 #include "coordinator/store/token_store.h"
 
+#include <poll.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -90,7 +93,8 @@ namespace {
 // tokens.db: the SQLite backend. One connection, serialized by its own mutex.
 class SqliteTokenBackend : public TokenBackend {
  public:
-  static StatusOr<std::unique_ptr<SqliteTokenBackend>> Open(const std::string& db_path) {
+  static StatusOr<std::unique_ptr<SqliteTokenBackend>> Open(const std::string& db_path,
+                                                            int64_t poll_ms) {
     sqlite3* db = nullptr;
     if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                         nullptr) != SQLITE_OK) {
@@ -99,7 +103,7 @@ class SqliteTokenBackend : public TokenBackend {
       return Status::Unavailable(db_path + ": " + why);
     }
     sqlite3_busy_timeout(db, 5000);
-    std::unique_ptr<SqliteTokenBackend> b(new SqliteTokenBackend(db));
+    std::unique_ptr<SqliteTokenBackend> b(new SqliteTokenBackend(db, db_path, poll_ms));
     MutexLock lock(b->mu_);
     CONVOY_RETURN_IF_ERROR(b->Exec("PRAGMA journal_mode=WAL"));
     CONVOY_RETURN_IF_ERROR(b->Exec(kSchema));
@@ -113,9 +117,39 @@ class SqliteTokenBackend : public TokenBackend {
     }
     return b;
   }
-  ~SqliteTokenBackend() override { sqlite3_close(db_); }
+  ~SqliteTokenBackend() override {
+    if (inotify_ >= 0) close(inotify_);
+    sqlite3_close(db_);
+  }
 
-  int64_t poll_ms() const override { return 0; }
+  int64_t poll_ms() const override { return poll_ms_; }
+
+  // inotify on tokens.db and its WAL (where another connection's commit lands first). Called
+  // by the poller only.
+  std::optional<bool> WaitForWrite(int64_t wait_ms) override {
+    if (inotify_ < 0) return std::nullopt;
+    const uint32_t mask = IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
+    for (Watch& w : watches_) {
+      if (w.wd < 0) w.wd = inotify_add_watch(inotify_, w.path.c_str(), mask);  // made later
+    }
+    pollfd p{inotify_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(wait_ms)) <= 0) return false;
+    alignas(inotify_event) char buf[4096];
+    bool any = false;
+    for (ssize_t n; (n = read(inotify_, buf, sizeof(buf))) > 0;) {
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+        if (e->mask & IN_IGNORED) {  // the file went (the WAL, once every connection closed)
+          for (Watch& w : watches_) {
+            if (w.wd == e->wd) w.wd = -1;
+          }
+        }
+        any = true;
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    }
+    return any;
+  }
 
   StatusOr<bool> MayHaveChanged() override {
     MutexLock lock(mu_);
@@ -246,7 +280,11 @@ class SqliteTokenBackend : public TokenBackend {
   }
 
  private:
-  explicit SqliteTokenBackend(sqlite3* db) : db_(db) {}
+  SqliteTokenBackend(sqlite3* db, const std::string& db_path, int64_t poll_ms)
+      : db_(db), poll_ms_(poll_ms), inotify_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    watches_.push_back({db_path, -1});
+    watches_.push_back({db_path + "-wal", -1});
+  }
   Status Exec(const char* sql) REQUIRES(mu_) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -260,15 +298,24 @@ class SqliteTokenBackend : public TokenBackend {
     return Status::Unavailable(std::string(table) + ": " + sqlite3_errmsg(db_));
   }
 
+  struct Watch {
+    std::string path;
+    int wd;
+  };
+
   Mutex mu_;
   sqlite3* const db_;
   int64_t loaded_version_ GUARDED_BY(mu_) = -1;
+  const int64_t poll_ms_;
+  const int inotify_;           // -1: unavailable (then the poller only polls)
+  std::vector<Watch> watches_;  // the poller's only
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_path) {
-  auto backend = SqliteTokenBackend::Open(db_path);
+StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& db_path,
+                                                       int64_t poll_ms) {
+  auto backend = SqliteTokenBackend::Open(db_path, poll_ms);
   if (!backend.ok()) return backend.status();
   return Open(std::unique_ptr<TokenBackend>(std::move(*backend)));
 }
@@ -296,14 +343,27 @@ TokenStore::~TokenStore() {
 }
 
 void TokenStore::Poll() {
-  const auto interval = std::chrono::milliseconds(backend_->poll_ms());
+  SystemClock clock;
+  const int64_t interval = backend_->poll_ms();
+  int64_t next = clock.NowMonotonicMs() + interval;
   for (;;) {
+    // A backend that can tell of a write wakes the poller at once (SQLite); every poll_ms it
+    // looks anyway (etcd: only that).
+    const std::optional<bool> written = backend_->WaitForWrite(kWakeMs);
     {
       MutexLock lock(poll_mu_);
-      if (!stopping_) poll_cv_.WaitFor(poll_mu_, interval);
+      if (stopping_) return;
+      const int64_t left = next - clock.NowMonotonicMs();
+      if (!written.has_value() && left > 0) {
+        poll_cv_.WaitFor(poll_mu_, std::chrono::milliseconds(left));
+      }
       if (stopping_) return;
     }
-    Reload(true).ok();  // unreachable for now: the table in memory serves until the next poll
+    if (written.value_or(false) || clock.NowMonotonicMs() >= next) {
+      // Unreachable for now: the table in memory serves until the next look.
+      Reload(false).ok();
+      next = clock.NowMonotonicMs() + interval;
+    }
   }
 }
 
@@ -354,7 +414,7 @@ StatusOr<std::string> TokenStore::Create(const std::string& user, Role role, int
 }
 
 StatusOr<std::vector<TokenRecord>> TokenStore::List() {
-  CONVOY_RETURN_IF_ERROR(Reload(backend_->poll_ms() > 0));
+  CONVOY_RETURN_IF_ERROR(Reload(false));
   MutexLock lock(mu_);
   std::vector<TokenRecord> out;
   for (const auto& [id, row] : rows_) out.push_back(row.record);
@@ -392,13 +452,12 @@ StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms
   if (!SplitToken(token, &id, &secret)) {
     return Status::Unauthenticated("malformed token (expected cvy_<id>.<secret>)");
   }
-  if (backend_->poll_ms() == 0) CONVOY_RETURN_IF_ERROR(Reload(false));
   bool known = false;
   {
     MutexLock lock(mu_);
     known = rows_.count(id) > 0;
   }
-  if (!known && backend_->poll_ms() > 0) {
+  if (!known) {
     // Made since the last poll (`token create` elsewhere, just now): read again before
     // refusing it, at most once per kMissReloadMs however many unknown tokens come.
     const int64_t now = SystemClock().NowMonotonicMs();
@@ -446,9 +505,6 @@ StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms
 }
 
 bool TokenStore::StillValid(const std::string& id, int64_t now_ms) {
-  if (backend_->poll_ms() == 0 && !Reload(false).ok()) {
-    return true;  // unreadable for now: decided on the next look
-  }
   MutexLock lock(mu_);
   auto it = rows_.find(id);
   if (it == rows_.end()) return false;

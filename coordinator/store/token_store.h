@@ -4,8 +4,9 @@
 // one). Where they are kept is a TokenBackend:
 //   - SQLite (the default store): <state-dir>/tokens.db, tables `tokens` and `worker_certs`;
 //     a file of its own so that the local `token` commands never touch the jobs' database.
-//     The coordinator reloads the table when another connection has committed (PRAGMA
-//     data_version, asked on every check), so a revocation takes effect on the next call.
+//     The coordinator's poller wakes when the file is written (inotify on tokens.db and its
+//     WAL) and every second, and reloads the table when another connection has committed
+//     (PRAGMA data_version), so a revocation takes effect within milliseconds.
 //   - etcd (--store etcd://, etcd_token_backend.h): keys <prefix>token/<id> and
 //     <prefix>worker-cert/<name>, so that every coordinator of the group, and the `token`
 //     commands run anywhere that reaches etcd, see the same tokens. The coordinator reloads
@@ -13,9 +14,11 @@
 //     token it does not know yet (made a moment ago) makes it read them again at once.
 //
 // `convoy-coordinator token create|list|revoke` and the running coordinator each open the
-// store; the coordinator keeps the tokens in memory. Last use is kept in memory and written
-// in batches (Flush). A limited join token's use is taken in the backend at once, atomically
-// (two coordinators cannot both take its last use).
+// store; the coordinator keeps the tokens in memory and answers Check and StillValid from
+// there (issue 44: no query on every authenticated call), except for an id it has never seen
+// (a token made a moment ago), which makes it read the backend again, at most every 200 ms. Last
+// use is kept in memory and written in batches (Flush). A limited join token's use is taken in the
+// backend at once, atomically (two coordinators cannot both take its last use).
 //
 // Thread-safe; the store's own mutex (never the coordinator's state lock) guards the table in
 // memory and is never held over a backend call.
@@ -25,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,11 +70,18 @@ struct TokenRow {
 class TokenBackend {
  public:
   virtual ~TokenBackend() = default;
-  // > 0: TokenStore reloads every that many ms on its own thread (a remote store, where even
-  // asking whether anything changed is a round trip). 0: it asks MayHaveChanged on every check.
+  // > 0: TokenStore's poller asks MayHaveChanged (and reloads when it says so) every that
+  // many ms, and whenever WaitForWrite says something was written. 0: no poller (tests): the
+  // tokens are read at Open, and again only for an unknown id.
   virtual int64_t poll_ms() const = 0;
   // Whether anything may have been written since the last LoadAll (by anyone).
   virtual StatusOr<bool> MayHaveChanged() = 0;
+  // Waits up to `wait_ms` for a sign that anyone wrote the tokens: true when one came, false
+  // when none did. nullopt at once: this backend cannot tell (the poller then only polls).
+  virtual std::optional<bool> WaitForWrite(int64_t wait_ms) {
+    (void)wait_ms;
+    return std::nullopt;
+  }
   virtual StatusOr<std::vector<TokenRow>> LoadAll() = 0;
   // Stores a new token (its id is new).
   virtual Status Insert(const TokenRow& row) = 0;
@@ -88,8 +99,9 @@ class TokenBackend {
 
 class TokenStore {
  public:
-  // SQLite, at db_path.
-  static StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& db_path);
+  // SQLite, at db_path; the poller looks every `poll_ms` besides when the file is written.
+  static StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& db_path,
+                                                    int64_t poll_ms = 1000);
   // Any backend (etcd: MakeEtcdTokenBackend); loads the tokens once before returning.
   static StatusOr<std::unique_ptr<TokenStore>> Open(std::unique_ptr<TokenBackend> backend);
   ~TokenStore();
@@ -106,8 +118,8 @@ class TokenStore {
   StatusOr<int> Revoke(const std::string& id_or_user) EXCLUDES(mu_);
 
   // The token's record when the token is known, its secret right, and it is neither revoked,
-  // expired nor used up; UNAUTHENTICATED saying which otherwise. `consume` takes one use of
-  // a limited join token (written at once).
+  // expired nor used up; UNAUTHENTICATED saying which otherwise. From memory (see above).
+  // `consume` takes one use of a limited join token (written in the backend at once: Join).
   StatusOr<TokenRecord> Check(const std::string& token, int64_t now_ms, bool consume) EXCLUDES(mu_);
 
   // Writes the last-use times noted since the previous flush (one transaction).
@@ -130,10 +142,12 @@ class TokenStore {
   // Reads the backend (without mu_) and replaces the table (with it). `force`: even when the
   // backend says nothing changed.
   Status Reload(bool force) EXCLUDES(mu_);
-  void Poll() EXCLUDES(mu_);
+  void Poll() EXCLUDES(mu_, poll_mu_);
 
-  // A polled backend is read again for a token it does not know, at most this often.
+  // The backend is read again for a token it does not know, at most this often.
   static constexpr int64_t kMissReloadMs = 200;
+  // How long the poller waits at a time (how soon it stops).
+  static constexpr int64_t kWakeMs = 100;
   const std::unique_ptr<TokenBackend> backend_;
   std::atomic<int64_t> last_miss_reload_ms_{0};
   Mutex mu_;

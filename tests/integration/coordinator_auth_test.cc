@@ -471,7 +471,7 @@ TEST_P(CoordinatorForgetWorkerTest, OnlyAdminsForgetAndOnlyALostWorker) {
 
   w1->Close();
   ASSERT_TRUE(testing::TestCluster::WaitFor(
-      [&] { return cluster.coordinator().ConnectedWorkers() == 0; }, 10s));
+      [&] { return cluster.coordinator().streams().size() == 0; }, 10s));
   EXPECT_EQ(forget(*alice, "w1").error_code(), StatusCode::PERMISSION_DENIED);
   v1::ForgetWorkerResponse resp;
   st = forget(*admin, "w1", &resp);

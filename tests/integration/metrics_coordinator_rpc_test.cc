@@ -25,7 +25,7 @@ TEST(RpcMetrics, InterceptorCountsCallbackRpcs) {
   CoordinatorOptions options;
   Coordinator coordinator(clock, store, options);
   MetricsExporter exporter(clock, {});
-  coordinator.set_on_commit(
+  coordinator.pipeline().set_on_commit(
       [&exporter](double seconds, size_t writes) { exporter.OnCommit(seconds, writes); });
   ASSERT_TRUE(coordinator.Start().ok());
   auto server = GrpcServer::Start(coordinator, "127.0.0.1:0", InsecureForTests(), {}, &exporter);

@@ -6,8 +6,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/pki.h"
 #include "tests/support/temp_dir.h"
 
@@ -157,6 +160,89 @@ TEST(CodeStoreTest, ArchivesNoJobNamesAreCollectedAndPartsGoAtStart) {
   ASSERT_TRUE(store.ok());
   EXPECT_EQ(parts(), 0);
   EXPECT_TRUE((*store)->Has(fresh));
+}
+
+// A replica that holds each Put until it is let go, noting the thread it ran on.
+class HeldReplica : public CodeReplica {
+ public:
+  Status Put(const std::string&, const std::string&, const std::vector<std::string>&) override {
+    MutexLock lock(mu_);
+    put_thread_ = std::this_thread::get_id();
+    entered_ = true;
+    cv_.SignalAll();
+    while (held_) cv_.Wait(mu_);
+    return Status::Ok();
+  }
+  Status Get(const std::string&, std::string*, std::vector<std::string>*) override {
+    return Status::NotFound("none");
+  }
+  Status Remove(const std::string&) override { return Status::Ok(); }
+  StatusOr<std::vector<std::pair<std::string, int64_t>>> List() override {
+    return std::vector<std::pair<std::string, int64_t>>{};
+  }
+  void WaitEntered() {
+    MutexLock lock(mu_);
+    while (!entered_) cv_.Wait(mu_);
+  }
+  void LetGo() {
+    MutexLock lock(mu_);
+    held_ = false;
+    cv_.SignalAll();
+  }
+  std::thread::id put_thread() {
+    MutexLock lock(mu_);
+    return put_thread_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  bool held_ GUARDED_BY(mu_) = true;
+  bool entered_ GUARDED_BY(mu_) = false;
+  std::thread::id put_thread_ GUARDED_BY(mu_);
+};
+
+// Issue 44: an archive's last chunk (hashing up to 100 MB, handing it to the replica) is
+// completed on the store's own thread, not the caller's (a gRPC callback thread), and
+// without the store's mutex: other uploads and reads go on meanwhile.
+TEST(CodeStoreTest, TheLastChunkIsCompletedOffTheCallersThreadAndMutex) {
+  testing::TempDir dir;
+  auto replica = std::make_unique<HeldReplica>();
+  HeldReplica* held = replica.get();
+  auto store = CodeStore::Open((dir.path() / "code").string(), std::move(replica));
+  ASSERT_TRUE(store.ok());
+  const std::string data = "the whole archive";
+  const std::string sha = Sha256Hex(data);
+  std::promise<StatusOr<CodeStore::Progress>> answer;
+  std::thread::id caller;  // a gRPC callback thread, say
+  auto appended = std::async(std::launch::async, [&] {
+    caller = std::this_thread::get_id();
+    (*store)->Append(sha, static_cast<int64_t>(data.size()), 0, data, "alice",
+                     [&](StatusOr<CodeStore::Progress> p) { answer.set_value(std::move(p)); });
+  });
+  held->WaitEntered();  // the completion has hashed the bytes and waits on the replica
+  // Meanwhile Append has returned, and the store's mutex is free: another upload's chunk and
+  // a read are answered.
+  const bool returned = appended.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  auto other = std::async(std::launch::async, [&] {
+    const bool stored = (*store)->Has(sha);
+    auto p = (*store)->Append(Sha256Hex("another"), 7, 0, "ano", "bob");
+    return !stored && p.ok() && !p->complete;
+  });
+  const bool free = other.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  auto answered = answer.get_future();
+  const bool early = answered.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+  held->LetGo();
+  appended.wait();
+  auto p = answered.get();
+  ASSERT_TRUE(returned) << "Append waited for the archive's completion";
+  ASSERT_TRUE(free) << "the store's mutex is held while the last chunk is completed";
+  EXPECT_FALSE(early) << "answered before the replica kept the archive";
+  EXPECT_NE(held->put_thread(), caller);
+  EXPECT_TRUE(other.get());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->complete);
+  EXPECT_TRUE((*store)->OwnedBy(sha, "alice"));
 }
 
 }  // namespace

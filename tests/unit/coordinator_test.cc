@@ -10,41 +10,13 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/support/fake_worker_stream.h"
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
 namespace {
 
 using namespace std::chrono_literals;
-
-class FakeStream : public WorkerStream {
- public:
-  bool Enqueue(const v1::CoordinatorMessage& msg) override {
-    MutexLock lock(mu_);
-    if (closed_) return false;
-    got_.push_back(msg);
-    return true;
-  }
-  void Close(const std::string& why) override {
-    MutexLock lock(mu_);
-    closed_ = true;
-    close_reason_ = why;
-  }
-  std::vector<v1::CoordinatorMessage> Messages() {
-    MutexLock lock(mu_);
-    return got_;
-  }
-  std::string close_reason() {
-    MutexLock lock(mu_);
-    return close_reason_;
-  }
-
- private:
-  Mutex mu_;
-  std::vector<v1::CoordinatorMessage> got_ GUARDED_BY(mu_);
-  bool closed_ GUARDED_BY(mu_) = false;
-  std::string close_reason_ GUARDED_BY(mu_);
-};
 
 v1::Register Registration(const std::string& name) {
   v1::Register reg;
@@ -131,7 +103,7 @@ TEST_F(CoordinatorTest, NeitherReplyNorMessageLeavesBeforeTheWriteIsDurable) {
   coordinator_->Tick();
   // The job is decided (visible to readers) but neither acknowledged nor acted on.
   std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(coordinator_->List(false).size(), 1u);
+  EXPECT_TRUE(coordinator_->Get("j-000001").ok());
   EXPECT_FALSE(replied);
   EXPECT_EQ(stream->Messages().size(), 1u);
 
@@ -191,37 +163,6 @@ TEST_F(CoordinatorTest, AClientReadWaitsUntilWhatItShowsIsDurable) {
   EXPECT_TRUE(inline_answer);
 }
 
-// A store that keeps failing does not keep the coordinator retrying forever behind a growing
-// queue: after store_give_up_ms it stops, saying why (crash-only); nothing it could not
-// persist was acknowledged.
-TEST(CoordinatorStoreTest, AStoreThatKeepsFailingStopsTheCoordinatorWithItsReason) {
-  FakeClock clock;
-  MemoryJobStore store;
-  CoordinatorOptions options;
-  options.run_ticker = false;
-  options.store_give_up_ms = 1500;
-  Mutex mu;
-  std::string lost;  // under mu
-  options.on_store_lost = [&](const std::string& why) {
-    MutexLock lock(mu);
-    lost = why;
-  };
-  Coordinator coordinator(clock, store, options);
-  ASSERT_TRUE(coordinator.Start().ok());
-  store.FailEveryWrite();
-  std::atomic<bool> replied{false};
-  coordinator.Submit(OneRank(), "", "", "", [&](const StatusOr<std::string>&) { replied = true; });
-  coordinator.Flush();  // returns once the commit thread gave up
-  {
-    MutexLock lock(mu);
-    EXPECT_NE(lost.find("the durable store has failed for"), std::string::npos) << lost;
-    EXPECT_NE(lost.find("injected write failure"), std::string::npos) << lost;
-    EXPECT_NE(lost.find("crash-only"), std::string::npos) << lost;
-  }
-  EXPECT_FALSE(replied) << "a submit that was never persisted was acknowledged";
-  coordinator.Stop();
-}
-
 // While the store refuses writes, a client's change is refused at once (UNAVAILABLE, saying
 // why) and changes nothing, rather than waiting behind the failing commit; once the store
 // writes again, changes are accepted, and the one that was waiting is answered.
@@ -233,16 +174,16 @@ TEST(CoordinatorStoreTest, ChangesAreRefusedSayingWhyWhileTheStoreFails) {
   options.store_give_up_ms = 600000;
   Coordinator coordinator(clock, store, options);
   ASSERT_TRUE(coordinator.Start().ok());
-  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  EXPECT_TRUE(coordinator.pipeline().AcceptsWrites().ok());
   store.FailEveryWrite();
   std::atomic<bool> first_replied{false};
   coordinator.Submit(OneRank(), "", "", "",
                      [&](const StatusOr<std::string>& id) { first_replied = id.ok(); });
   // The commit thread meets the failure and keeps retrying.
-  for (int i = 0; i < 500 && coordinator.StoreAcceptsWrites().ok(); ++i) {
+  for (int i = 0; i < 500 && coordinator.pipeline().AcceptsWrites().ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const Status refusing = coordinator.StoreAcceptsWrites();
+  const Status refusing = coordinator.pipeline().AcceptsWrites();
   ASSERT_EQ(refusing.code(), StatusCode::kUnavailable);
   EXPECT_NE(refusing.message().find("injected write failure"), std::string::npos)
       << refusing.message();
@@ -253,12 +194,12 @@ TEST(CoordinatorStoreTest, ChangesAreRefusedSayingWhyWhileTheStoreFails) {
   StatusOr<v1::Job> cancelled = Status::Ok();
   coordinator.Cancel("j-000001", "", "", [&](const StatusOr<v1::Job>& j) { cancelled = j; });
   EXPECT_EQ(cancelled.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(coordinator.List(false).size(), 1u);  // the refused submit made no job
+  EXPECT_FALSE(coordinator.Get("j-000002").ok());  // the refused submit made no job
 
   store.StopFailing();
   coordinator.Flush();
   EXPECT_TRUE(first_replied);
-  EXPECT_TRUE(coordinator.StoreAcceptsWrites().ok());
+  EXPECT_TRUE(coordinator.pipeline().AcceptsWrites().ok());
   std::string third;
   coordinator.Submit(OneRank(), "", "", "",
                      [&](const StatusOr<std::string>& id) { third = id.ok() ? *id : ""; });
@@ -314,7 +255,7 @@ TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
   coordinator_->OnRegister(Registration("w1"), second);
   coordinator_->Flush();
   EXPECT_NE(first->close_reason().find("replaced"), std::string::npos);
-  EXPECT_EQ(coordinator_->ConnectedWorkers(), 1u);
+  EXPECT_EQ(coordinator_->streams().size(), 1u);
 
   // The old stream ending says nothing about the worker, which is on the new one.
   coordinator_->OnStreamClosed("w1", first.get());
@@ -328,7 +269,7 @@ TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
 
   coordinator_->OnStreamClosed("w1", second.get());
   EXPECT_EQ(coordinator_->ListWorkers()[0].state(), v1::WORKER_UNREACHABLE);
-  EXPECT_EQ(coordinator_->ConnectedWorkers(), 0u);
+  EXPECT_EQ(coordinator_->streams().size(), 0u);
   (void)id;
 }
 

@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "spec/job_spec_validation.h"
+#include "spec/trainer_spec_env.h"
 
 namespace convoy {
 namespace {
@@ -926,6 +927,11 @@ TEST(OverrideJobSpecTest, ASpecWithoutAFileTakesSetsToo) {
   auto same = OverrideJobSpec(*full, {}, "submit");
   ASSERT_TRUE(same.ok()) << same.status().message();
   EXPECT_EQ(same->SerializeAsString(), full->SerializeAsString());
+  // The sample sets every TrainerSpec field: the reader and the writer follow the message by
+  // reflection (issue 44), and a field added to it is round-tripped here once it is set above.
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  full->trainer().GetReflection()->ListFields(full->trainer(), &set);
+  EXPECT_EQ(static_cast<int>(set.size()), v1::TrainerSpec::descriptor()->field_count());
   v1::JobSpec elastic = base;
   elastic.clear_nodes();
   elastic.set_min_nodes(1);
@@ -1109,6 +1115,24 @@ TEST(JobSpecFuzzRegressionTest, MessagesNameAFieldAndQuoteLittle) {
   s.mutable_env()->clear();
   (*s.mutable_node_selector())[""] = "a";
   EXPECT_EQ(ValidateJobSpec(s).message(), "node_selector: a label has an empty name");
+}
+
+// What the trainer is given of its TrainerSpec (spec/trainer_spec_env.h): each field set, by
+// reflection, as text that reads back exactly, under the flag of its name.
+TEST(TrainerSpecValuesTest, EachFieldSetAsTextThatReadsBackExactly) {
+  v1::TrainerSpec t;
+  t.set_lr(0.1);
+  t.set_seed(0);       // optional: written, so set
+  t.set_max_steps(0);  // not optional: 0 is unset
+  t.set_model("mlp");
+  t.add_extra_args("--threads");  // a list: argv's, not a value
+  const auto values = TrainerSpecValues(t);
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_EQ(values[0], (std::pair<std::string, std::string>{"model", "mlp"}));
+  EXPECT_EQ(values[1].first, "lr");
+  EXPECT_EQ(std::strtod(values[1].second.c_str(), nullptr), 0.1);
+  EXPECT_EQ(values[2], (std::pair<std::string, std::string>{"seed", "0"}));
+  EXPECT_EQ(TrainerFlagName("powersgd_start_step"), "--powersgd-start-step");
 }
 
 }  // namespace

@@ -1,0 +1,51 @@
+// Issue 44: TokenStore answers Check and StillValid from memory: an authenticated call asks
+// its backend nothing; only an id it has never seen makes it read the backend again, at most
+// every 200 ms however many unknown tokens come.
+#include <gtest/gtest.h>
+
+#include "coordinator/store/token_store.h"
+#include "tests/support/memory_token_backend.h"
+
+namespace convoy {
+namespace {
+
+constexpr int64_t kNow = 1'800'000'000'000;
+
+TEST(TokenStoreMemoryTest, ChecksAreAnsweredFromMemory) {
+  auto backend = std::make_unique<MemoryTokenBackend>();
+  MemoryTokenBackend* counted = backend.get();
+  auto store = TokenStore::Open(std::move(backend));
+  ASSERT_TRUE(store.ok());
+  auto token = (*store)->Create("alice", Role::kUser, 0, 0, kNow);
+  ASSERT_TRUE(token.ok());
+  std::string id, secret;
+  ASSERT_TRUE(SplitToken(*token, &id, &secret));
+  const int before = counted->asked();
+  for (int i = 0; i < 100; ++i) {
+    auto r = (*store)->Check(*token, kNow + i, false);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE((*store)->StillValid(id, kNow + i));
+  }
+  EXPECT_EQ(counted->asked(), before) << "an authenticated call asked the backend";
+}
+
+TEST(TokenStoreMemoryTest, AnUnknownIdReadsTheBackendAtMostEvery200Ms) {
+  auto backend = std::make_unique<MemoryTokenBackend>();
+  MemoryTokenBackend* counted = backend.get();
+  auto store = TokenStore::Open(std::move(backend));
+  ASSERT_TRUE(store.ok());
+  const int before = counted->asked();
+  const std::string unknown = "cvy_0123456789abcdef." + std::string(64, 'a');
+  for (int i = 0; i < 50; ++i) {
+    auto r = (*store)->Check(unknown, kNow, false);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("unknown token"), std::string::npos);
+  }
+  // A read for the first miss, and not one per miss after it (50 refusals take far less
+  // than 200 ms; the bound leaves room for a slow machine).
+  EXPECT_GE(counted->asked() - before, 1);
+  EXPECT_LT(counted->asked() - before, 10);
+}
+
+}  // namespace
+}  // namespace convoy
