@@ -28,6 +28,9 @@ namespace convoy {
 // grpc::Status for a convoy::Status.
 grpc::Status ToGrpc(const Status& status);
 
+// Makes a web UI login link for `who` (JobService.CreateUiLogin); called on a gRPC thread.
+using UiLoginFn = std::function<StatusOr<v1::CreateUiLoginResponse>(const Principal& who)>;
+
 // Bounds of the per-stream queues.
 struct StreamLimits {
   // Messages queued for one worker before it counts as stuck and its stream is dropped
@@ -96,6 +99,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* UploadCode(grpc::CallbackServerContext* context,
                                        const v1::UploadCodeRequest* req,
                                        v1::UploadCodeResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateUiLogin(grpc::CallbackServerContext* context,
+                                          const v1::CreateUiLoginRequest* req,
+                                          v1::CreateUiLoginResponse* resp) override;
 
   // Where code archives are kept (not owned; null: UploadCode answers FAILED_PRECONDITION
   // and a spec naming code_sha256 is refused). Before the server starts.
@@ -103,6 +109,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // ForgetWorker also drops the name's certificate record (so that a join token may take the
   // name again). Before the server starts; null: --insecure.
   void SetTokenStore(TokenStore* tokens) { tokens_ = tokens; }
+  // CreateUiLogin's answer for an authorised caller (the web UI's one-time login link,
+  // coordinator/web). Before the server starts; empty: FAILED_PRECONDITION, no web UI.
+  void SetUiLogin(UiLoginFn ui_login) { ui_login_ = std::move(ui_login); }
 
  private:
   Coordinator& coordinator_;
@@ -110,6 +119,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   const StreamLimits limits_;
   CodeStore* code_ = nullptr;
   TokenStore* tokens_ = nullptr;
+  UiLoginFn ui_login_;
 };
 
 // The cluster's certificate authority as the coordinator holds it.
