@@ -144,6 +144,10 @@ grpc::Status GetMetrics(CoordinatorClient& c, const std::string& job, v1::JobMet
 
 }  // namespace
 
+int ReportRpcFailure(const CoordinatorClient& c, const grpc::Status& st, const std::string& what) {
+  return RpcFailed(c, st, what);
+}
+
 CoordinatorClient ConnectToCoordinator(const ClientConfig& config, bool insecure_flag) {
   const std::string& target = config.coordinator;
   grpc::ChannelArguments args;

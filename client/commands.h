@@ -55,6 +55,10 @@ std::optional<std::pair<int, std::string>> ExplainConnectFailure(const Coordinat
 // against `fingerprint` ("SHA256:..."): how `convoy login --ca-fingerprint` trusts a cluster.
 StatusOr<std::string> FetchPinnedCa(const std::string& target, const std::string& fingerprint);
 
+// Prints why the call `what` failed ("convoy: WHAT: ...", with ExplainConnectFailure's
+// better reason where it has one) and returns its exit code.
+int ReportRpcFailure(const CoordinatorClient& c, const grpc::Status& st, const std::string& what);
+
 // `convoy login`: checks the credentials with one call, then writes them to `path`.
 int LoginCommand(const ClientConfig& config, const std::string& path);
 

@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/config.h"
 #include "client/format.h"
+#include "client/ui.h"
 #include "common/util.h"
 #include "common/version.h"
 
@@ -223,6 +224,12 @@ int main(int argc, char** argv) {
       "\\\n    --token \"$(convoy-coordinator token create --user alice --role user)\"");
   login->add_option("--ca-fingerprint", ca_fingerprint,
                     "fetch the CA from the coordinator and check it against this SHA256:...");
+  bool ui_open = false;
+  CLI::App* ui = app.add_subcommand(
+      "ui", "print a one-time login link to the coordinator's web UI (valid a minute)");
+  ui->add_option("JOB", job, "open at this job's page (default: the jobs)");
+  ui->add_flag("--open", ui_open, "also open it in the browser ($BROWSER, else xdg-open)");
+  ui->footer("Examples:\n  convoy ui\n  convoy ui j-000001 --open");
 
   try {
     // `convoy submit ... -- CMD ARGS`: what follows the first `--` after `submit` is the
@@ -333,5 +340,6 @@ int main(int argc, char** argv) {
   if (forget->parsed()) return ForgetWorkerCommand(c, worker, options);
   if (plot->parsed()) return PlotCommand(c, job, metric, plot_rank, plot_output);
   if (top->parsed()) return TopCommand(c, once, interval_ms);
+  if (ui->parsed()) return UiCommand(c, coordinator, job, ui_open);
   return kExitUsage;
 }
