@@ -400,6 +400,11 @@
   }
 
   function renderHead(el, job) {
+    // The same state again (a snapshot after an event): nothing to redraw, and a button the
+    // user is about to press stays where it is.
+    const key = JSON.stringify([job.state, job.message, job.pending_reason]);
+    if (el.dataset.key === key) return;
+    el.dataset.key = key;
     const actions = h('span.actions', {});
     if (session.may.cancel && mine(job)) {
       if (!TERMINAL.has(job.state)) {
