@@ -112,6 +112,11 @@ class CoordinatorUiTest : public ::testing::Test {
     return resp.job_id();
   }
 
+  // A coordinator's clock for the tests that move it: declared before the cluster, so that it
+  // outlives the coordinator's threads that read it.
+  FakeClock fake_clock_{std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count()};
   std::unique_ptr<testing::TestCluster> cluster_;
   int port_ = 0;
   std::string ca_;
@@ -376,9 +381,7 @@ TEST_F(CoordinatorUiTest, StreamsCountAgainstTheTokensLimit) {
 }
 
 TEST_F(CoordinatorUiTest, SessionsAndLinksExpireOnTheCoordinatorsClock) {
-  FakeClock clock(std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count());
+  FakeClock& clock = fake_clock_;
   Start(&clock);
   const std::string token = cluster_->MakeToken("alice", Role::kUser);
   Session s = LogIn(token);
