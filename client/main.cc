@@ -13,6 +13,7 @@
 #include "client/commands.h"
 #include "client/config.h"
 #include "client/format.h"
+#include "client/ui.h"
 #include "common/util.h"
 #include "common/version.h"
 
@@ -65,6 +66,8 @@ struct Invocation {
   CLI::App* plot = nullptr;
   CLI::App* top = nullptr;
   CLI::App* login = nullptr;
+  CLI::App* ui = nullptr;
+  bool ui_open = false;
 };
 
 void AddOutput(Invocation& v, CLI::App* cmd) {
@@ -250,6 +253,11 @@ void AddOtherVerbs(CLI::App& app, Invocation& v) {
       "\\\n    --token \"$(convoy-coordinator token create --user alice --role user)\"");
   v.login->add_option("--ca-fingerprint", v.ca_fingerprint,
                       "fetch the CA from the coordinator and check it against this SHA256:...");
+  v.ui = app.add_subcommand(
+      "ui", "print a one-time login link to the coordinator's web UI (valid a minute)");
+  v.ui->add_option("JOB", v.job, "open at this job's page (default: the jobs)");
+  v.ui->add_flag("--open", v.ui_open, "also open it in the browser ($BROWSER, else xdg-open)");
+  v.ui->footer("Examples:\n  convoy ui\n  convoy ui j-000001 --open");
 }
 
 // Parses the command line into `v`; an exit code when the process is to exit at once (help,
@@ -373,6 +381,7 @@ int Dispatch(const Invocation& v, const ClientConfig& config) {
   if (v.forget->parsed()) return ForgetWorkerCommand(c, v.worker, options);
   if (v.plot->parsed()) return PlotCommand(c, v.job, v.metric, v.plot_rank, v.plot_output);
   if (v.top->parsed()) return TopCommand(c, v.once, v.interval_ms);
+  if (v.ui->parsed()) return UiCommand(c, v.coordinator, v.job, v.ui_open);
   return kExitUsage;
 }
 

@@ -2,7 +2,8 @@
 # The main job end to end on one machine: installs what is missing, builds, starts a local
 # convoy-coordinator and two convoy-worker daemons, submits a 2 nodes x 1 process DDP job
 # that trains the Fashion-MNIST CNN for one epoch over Gloo, shows live progress and the
-# final test accuracy, and stops everything it started (also on Ctrl-C or failure).
+# final test accuracy, and stops everything it started (also on Ctrl-C or failure). It prints
+# a login link to the coordinator's web UI at the job's page (`convoy ui JOB`).
 #
 # It runs the secure default, as a cluster would (README "Securing a cluster"): it makes a
 # throwaway cluster CA in its temp dir (convoy-coordinator init), joins the two workers with
@@ -48,9 +49,10 @@ free_port() {
 }
 PORT=$(free_port)
 METRICS_PORT=$(free_port)
+UI_PORT=$(free_port)
 export CONVOY_COORDINATOR=127.0.0.1:$PORT
 
-echo "demo: coordinator on $CONVOY_COORDINATOR, metrics on 127.0.0.1:$METRICS_PORT, state in $RUN_DIR"
+echo "demo: coordinator on $CONVOY_COORDINATOR, metrics on 127.0.0.1:$METRICS_PORT, web UI on 127.0.0.1:$UI_PORT, state in $RUN_DIR"
 COORD_SECURITY=(--insecure)
 WORKER_SECURITY=(--insecure)
 JOIN_TOKEN=
@@ -70,7 +72,8 @@ if [ "${CONVOY_DEMO_INSECURE:-0}" != 1 ]; then
   echo "demo: TLS with a throwaway CA $FINGERPRINT; workers join with a token, you submit as 'demo'"
 fi
 "$BIN/convoy-coordinator" --listen "$CONVOY_COORDINATOR" --state-dir "$RUN_DIR/state" \
-  --metrics-listen "127.0.0.1:$METRICS_PORT" "${COORD_SECURITY[@]}" >"$RUN_DIR/coordinator.log" 2>&1 &
+  --metrics-listen "127.0.0.1:$METRICS_PORT" --ui-listen "127.0.0.1:$UI_PORT" \
+  "${COORD_SECURITY[@]}" >"$RUN_DIR/coordinator.log" 2>&1 &
 PIDS+=($!)
 for name in w1 w2; do
   # Two workers share this machine: each declares half of its cores.
@@ -90,12 +93,18 @@ done
 "$BIN/convoy" workers
 
 START=$(date +%s.%N)
+JOB=$("$BIN/convoy" submit "$SPEC" --output json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
+# The web UI beside the job: a one-time login link (valid a minute) to its page, where its
+# loss, samples/s and accuracy are drawn live (`convoy ui JOB` makes another).
+echo "demo: job $JOB; in a browser: $("$BIN/convoy" ui "$JOB")"
+if [ "${CONVOY_DEMO_INSECURE:-0}" != 1 ]; then
+  echo "demo:   (HTTPS with the demo's throwaway CA, $CONVOY_CA: the browser asks before trusting it)"
+fi
 set +e
-"$BIN/convoy" submit "$SPEC" --watch
+"$BIN/convoy" watch "$JOB"
 rc=$?
 set -e
 END=$(date +%s.%N)
-JOB=$("$BIN/convoy" list --output json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][-1]["id"])')
 echo
 "$BIN/convoy" status "$JOB" | tail -n 25
 awk -v s="$START" -v e="$END" -v j="$JOB" -v rc="$rc" 'BEGIN { printf "demo: job %s finished in %.1f s (exit code %d)\n", j, e - s, rc }'

@@ -13,7 +13,11 @@ PACKAGES=(
   dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
   libsystemd-dev python3-yaml ccache llvm etcd-server etcd-client
+  chromium chromium-driver python3-selenium
 )
+# chromium, chromium-driver, python3-selenium: the web UI's browser tests (tests/browser,
+# ctest -L browser) drive a real headless Chromium; Playwright's and Puppeteer's own browser
+# downloads need the internet, Debian's do not.
 # etcd-server: the etcd store's tests start real members on loopback ports (issue 30);
 # etcd-client: etcdctl, for operators of an etcd-backed cluster.
 # clang: the fuzzers, -Wthread-safety and the ThreadSanitizer stage (scripts/thread-checks.sh);
@@ -36,6 +40,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The web UI's chart library (issue 43): uPlot from npm, pinned by ui/npm/package-lock.json,
+# into .cache/ui-npm (ignored by git); the build embeds it into convoy-coordinator, so
+# nothing is fetched at run time. Debian's npm when the machine has none.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+UI_NPM=$ROOT/.cache/ui-npm
+if [ ! -f "$UI_NPM/node_modules/uplot/dist/uPlot.iife.min.js" ] ||
+   ! cmp -s "$ROOT/ui/npm/package-lock.json" "$UI_NPM/package-lock.json"; then
+  if ! command -v npm >/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
+  fi
+  echo "install-deps: vendoring uPlot from npm into $UI_NPM"
+  mkdir -p "$UI_NPM"
+  cp "$ROOT/ui/npm/package.json" "$ROOT/ui/npm/package-lock.json" "$UI_NPM/"
+  (cd "$UI_NPM" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 fi
 
 OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3

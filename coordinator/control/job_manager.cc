@@ -305,16 +305,26 @@ std::vector<v1::Job> JobManager::List(bool full) const {
 
 JobManager::JobPage JobManager::ListPage(const JobQuery& query) const {
   JobPage page;
-  const JobTable::Records& jobs = table_.records();
-  auto it = query.after.empty() ? jobs.begin() : jobs.upper_bound(query.after);
-  for (; it != jobs.end(); ++it) {
-    if (!query.Matches(it->second.job)) continue;
+  // Returns false once the page is full and another match follows.
+  auto take = [&](const v1::Job& job) {
+    if (!query.Matches(job)) return true;
     if (page.jobs.size() == static_cast<size_t>(query.limit)) {
       // Another match follows: the page is not the last.
-      page.next_page_token = JobPageToken(page.jobs.back().id());
-      break;
+      page.next_page_token = JobPageToken(page.jobs.back().id(), query.newest_first);
+      return false;
     }
-    page.jobs.push_back(query.full ? it->second.job : Summary(it->second.job));
+    page.jobs.push_back(query.full ? job : Summary(job));
+    return true;
+  };
+  const JobTable::Records& jobs = table_.records();
+  if (query.newest_first) {
+    auto it = query.after.empty() ? jobs.end() : jobs.lower_bound(query.after);
+    while (it != jobs.begin() && take((--it)->second.job)) {
+    }
+    return page;
+  }
+  auto it = query.after.empty() ? jobs.begin() : jobs.upper_bound(query.after);
+  for (; it != jobs.end() && take(it->second.job); ++it) {
   }
   return page;
 }

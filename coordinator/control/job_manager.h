@@ -132,7 +132,8 @@ class JobManager {
   // Every job, oldest first. Without `full`, each is a summary (ListJobsRequest.full): no
   // event log, and each attempt without its nodes and exits (node_count/exit_count set).
   std::vector<v1::Job> List(bool full = true) const;
-  // One page of the jobs that match `query`, oldest first, and the token of the next page
+  // One page of the jobs that match `query`, oldest first (newest first with
+  // query.newest_first), and the token of the next page
   // (empty when no matching job follows). O(jobs scanned): from the cursor to the first
   // match after the page.
   struct JobPage {

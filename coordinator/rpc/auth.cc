@@ -53,6 +53,8 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/ForgetWorker", Right::kWorkersForget},
       {"/convoy.v1.JobService/GetJobMetrics", Right::kJobsRead},
       {"/convoy.v1.JobService/UploadCode", Right::kJobsSubmit},
+      // A web UI login link for the caller's own token: whoever may read may look.
+      {"/convoy.v1.JobService/CreateUiLogin", Right::kJobsRead},
       {"/convoy.v1.WorkerService/Connect", Right::kWorker},
       {"/convoy.v1.WorkerService/FetchCode", Right::kWorker},
       {"/convoy.v1.JoinService/GetClusterInfo", Right::kPublic},
@@ -173,6 +175,17 @@ StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& context,
     return refuse(Status::Unauthenticated(
         "no credentials: give a token (--token, CONVOY_TOKEN or `convoy login`)"));
   }
+  return CheckToken(token, right, method, context.peer());
+}
+
+StatusOr<Principal> Authorizer::CheckToken(const std::string& token, Right right,
+                                           const std::string& what, const std::string& peer) {
+  Principal who;
+  auto refuse = [&](Status st) -> Status {
+    spdlog::warn("refused {} from {} ({}): {}", what, peer, who.Describe(), st.message());
+    return st;
+  };
+  if (options_.tokens == nullptr) return refuse(Status::Unauthenticated("no token store"));
   auto record = options_.tokens->Check(token, options_.clock->NowUnixMs(), false);
   if (!record.ok()) return refuse(record.status());
   who.kind = record->role == Role::kWorker ? Principal::Kind::kJoin : Principal::Kind::kUser;
@@ -185,6 +198,21 @@ StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& context,
                                            RightName(right)));
   }
   return who;
+}
+
+bool Authorizer::Holds(const Principal& who, Right right) {
+  switch (who.kind) {
+    case Principal::Kind::kLocal:
+      return right != Right::kWorker && right != Right::kJoin;
+    case Principal::Kind::kUser:
+    case Principal::Kind::kJoin:
+      return RoleHas(who.role, right);
+    case Principal::Kind::kWorker:
+      return right == Right::kWorker;
+    case Principal::Kind::kAnonymous:
+      return right == Right::kPublic;
+  }
+  return false;
 }
 
 Status Authorizer::CheckOwner(const Principal& who, const v1::Job& job, Right right) {

@@ -107,6 +107,15 @@ class Authorizer {
   // PERMISSION_DENIED (logged with the peer). `method` must be in MethodRights.
   StatusOr<Principal> Check(const grpc::ServerContextBase& context, const std::string& method);
 
+  // Check for a caller that is no gRPC call (the web UI, coordinator/web): `token` (the
+  // bearer token's text) must be known, valid and of a role that holds `right`; refusals are
+  // logged naming `what` and `peer`, as Check's are.
+  StatusOr<Principal> CheckToken(const std::string& token, Right right, const std::string& what,
+                                 const std::string& peer);
+  // Whether `who` (as Check or CheckToken made it) holds `right` by its role; the local admin
+  // (--insecure) holds every right but a worker's.
+  static bool Holds(const Principal& who, Right right);
+
   // Cancelling or reading the logs of `job`: its owner or an admin.
   static Status CheckOwner(const Principal& who, const v1::Job& job, Right right);
   // What `who` may see of `job`: all of it for its owner or an admin; for anyone else the

@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Coordinator& coordinator
   s->job_service_->SetTokenStore(sec.insecure ? nullptr : sec.tokens);
   s->worker_service_->SetCodeStore(sec.code);
   s->job_service_->SetCodeStore(sec.code);
+  s->job_service_->SetUiLogin(sec.ui_login);
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (sec.insecure) {

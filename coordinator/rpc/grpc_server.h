@@ -34,6 +34,8 @@ struct ServerSecurity {
   AuthOptions auth;  // insecure, tokens and clock are filled in by Start
   // Where uploaded code archives are kept (not owned; null: no `submit --code`).
   CodeStore* code = nullptr;
+  // The web UI's login links (JobService.CreateUiLogin); empty: no web UI.
+  UiLoginFn ui_login;
 };
 
 // Plain text for tests and the local demo (no TLS, no tokens).
@@ -52,6 +54,9 @@ class GrpcServer {
   ~GrpcServer();
 
   int port() const { return listener_->port(); }
+  // Who may do what, and the per-token stream limits: shared with the web UI (coordinator/web),
+  // so that its pages count against the same bounds as `convoy watch`.
+  Authorizer& auth() { return *auth_; }
   uint64_t shed_connections() const { return listener_->shed(); }
   // Stops accepting, then shuts the server down (calls in flight get `grace_ms`).
   void Shutdown(int grace_ms = 2000);

@@ -231,4 +231,21 @@ grpc::ServerUnaryReactor* JobServiceImpl::UploadCode(grpc::CallbackServerContext
   return reactor;
 }
 
+// ---- The web UI's login link (coordinator/web/ui_sessions.h)
+
+grpc::ServerUnaryReactor* JobServiceImpl::CreateUiLogin(grpc::CallbackServerContext* context,
+                                                        const v1::CreateUiLoginRequest*,
+                                                        v1::CreateUiLoginResponse* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/CreateUiLogin");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (!ui_login_) {
+    return FinishNow(context, Status::FailedPrecondition(
+                                  "this coordinator serves no web UI: start it with --ui-listen "
+                                  "HOST:PORT"));
+  }
+  auto link = ui_login_(*who);
+  if (link.ok()) *resp = std::move(*link);
+  return FinishNow(context, link.status());
+}
+
 }  // namespace convoy

@@ -28,6 +28,9 @@
 
 namespace convoy {
 
+// Makes a web UI login link for `who` (JobService.CreateUiLogin); called on a gRPC thread.
+using UiLoginFn = std::function<StatusOr<v1::CreateUiLoginResponse>(const Principal& who)>;
+
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(Coordinator& coordinator, Authorizer& auth, StreamLimits limits = {})
@@ -68,6 +71,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* UploadCode(grpc::CallbackServerContext* context,
                                        const v1::UploadCodeRequest* req,
                                        v1::UploadCodeResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateUiLogin(grpc::CallbackServerContext* context,
+                                          const v1::CreateUiLoginRequest* req,
+                                          v1::CreateUiLoginResponse* resp) override;
 
   // Where code archives are kept (not owned; null: UploadCode answers FAILED_PRECONDITION
   // and a spec naming code_sha256 is refused). Before the server starts.
@@ -77,6 +83,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   void SetTokenStore(TokenStore* tokens) {
     forgetter_ = std::make_unique<WorkerForgetter>(coordinator_, tokens);
   }
+  // CreateUiLogin's answer for an authorised caller (the web UI's one-time login link,
+  // coordinator/web). Before the server starts; empty: FAILED_PRECONDITION, no web UI.
+  void SetUiLogin(UiLoginFn ui_login) { ui_login_ = std::move(ui_login); }
 
  private:
   Coordinator& coordinator_;
@@ -84,6 +93,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   const StreamLimits limits_;
   CodeStore* code_ = nullptr;
   std::unique_ptr<WorkerForgetter> forgetter_;
+  UiLoginFn ui_login_;
 };
 
 }  // namespace convoy

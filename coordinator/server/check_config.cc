@@ -105,6 +105,9 @@ void CheckCoordinatorConfig(const CoordinatorFlags& flags, std::vector<std::stri
   notes->push_back("listen " + flags.listen + (flags.insecure ? " (plain text)" : " (TLS)"));
   if (!flags.metrics_listen.empty()) notes->push_back("metrics " + flags.metrics_listen);
   if (!flags.health_listen.empty()) notes->push_back("health " + flags.health_listen);
+  if (!flags.ui_listen.empty()) {
+    notes->push_back("web UI " + flags.ui_listen + (flags.insecure ? " (plain HTTP)" : " (HTTPS)"));
+  }
   if (fail(CheckWritableDir("--state-dir", flags.state_dir))) return;  // the rest lives there
   notes->push_back("state dir " + flags.state_dir + " writable");
   std::error_code ec;

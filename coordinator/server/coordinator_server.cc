@@ -22,6 +22,7 @@
 #include "coordinator/store/leader_election.h"
 #include "coordinator/store/sqlite_job_store.h"
 #include "coordinator/store/token_store.h"
+#include "coordinator/web/ui_server.h"
 
 namespace convoy {
 
@@ -74,6 +75,8 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   ServerSecurity security;
   security.insecure = flags.insecure;
   if (!flags.insecure) CONVOY_RETURN_IF_ERROR(Secure(flags, &security));
+  const Clock& clock = deps.clock != nullptr ? *deps.clock : system_clock_;
+  if (!flags.ui_listen.empty()) CONVOY_RETURN_IF_ERROR(StartUi(flags, clock));
   if (etcd_) CONVOY_RETURN_IF_ERROR(Lead(flags, deps));
   security.auth.max_user_priority = flags.max_user_priority;
   if (deps.tune_auth) deps.tune_auth(&security.auth);
@@ -86,7 +89,6 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   auto options = OptionsFrom(flags);
   if (!options.ok()) return options.status();
   if (deps.tune_options) deps.tune_options(&*options);
-  const Clock& clock = deps.clock != nullptr ? *deps.clock : system_clock_;
   coordinator_ = std::make_unique<Coordinator>(clock, *store_, *options);
 
   if (!flags.metrics_listen.empty()) {
@@ -100,10 +102,17 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
     }
     spdlog::info("serving /metrics on {}", flags.metrics_listen);
     MetricsExporter* exporter = exporter_.get();
-    coordinator_->set_on_export(
-        [exporter](const Coordinator::ExportSnapshot& snap) { exporter->Update(snap); });
     coordinator_->pipeline().set_on_commit(
         [exporter](double seconds, size_t writes) { exporter->OnCommit(seconds, writes); });
+  }
+  // Once a second: the exporter's series, and the web UI's list pages' changes.
+  if (exporter_ || ui_feed_) {
+    MetricsExporter* exporter = exporter_.get();
+    ClusterFeed* feed = ui_feed_.get();
+    coordinator_->set_on_export([exporter, feed](const Coordinator::ExportSnapshot& snap) {
+      if (exporter != nullptr) exporter->Update(snap);
+      if (feed != nullptr) feed->Update(snap);
+    });
   }
   if (Status started = coordinator_->Start(); !started.ok()) {
     return Status::Internal("cannot load state from " + db_path_ + ": " + started.message());
@@ -116,10 +125,15 @@ Status CoordinatorServer::Build(const CoordinatorFlags& flags, Deps deps) {
   if (!code.ok()) return code.status();
   code_ = std::move(*code);
   security.code = code_.get();
+  if (ui_) {
+    UiServer* ui = ui_.get();
+    security.ui_login = [ui](const Principal& who) { return ui->Login(who); };
+  }
   auto server = GrpcServer::Start(*coordinator_, flags.listen, std::move(security), deps.limits,
                                   exporter_.get());
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
+  if (ui_) ui_->Attach(*coordinator_, server_->auth(), tokens_.get(), *ui_feed_);
   if (health_) health_->SetLeading(true);
   spdlog::info("convoy-coordinator {} listening on {} ({}; state {})", CONVOY_VERSION, flags.listen,
                flags.insecure ? "PLAIN TEXT" : "TLS", db_path_);
@@ -136,8 +150,14 @@ Status CoordinatorServer::Secure(const CoordinatorFlags& flags, ServerSecurity* 
     auto hp = ParseHostPort(flags.listen, "--listen");
     if (!hp.ok()) return hp.status();
     if (etcd_) CONVOY_RETURN_IF_ERROR(RefuseSecondCa(flags));
+    // The web UI's host, too: browsers check the certificate against it.
+    std::vector<std::string> sans = flags.tls_sans;
+    auto ui = ParseHostPort(flags.ui_listen, "--ui-listen");
+    if (ui.ok() && ui->first != hp->first && ui->first != "0.0.0.0" && ui->first != "::") {
+      sans.push_back(ui->first);
+    }
     pki = EnsureClusterPki(flags.state_dir + "/tls",
-                           ServerNames(hp->first, flags.advertise_address, flags.tls_sans), now_s);
+                           ServerNames(hp->first, flags.advertise_address, sans), now_s);
   }
   if (!pki.ok()) return Status::Internal("TLS: " + pki.status().message());
   pki_ = *pki;
@@ -237,6 +257,35 @@ Status CoordinatorServer::ConnectEtcd(const CoordinatorFlags& flags, const Deps&
   return Status::Ok();
 }
 
+Status CoordinatorServer::StartUi(const CoordinatorFlags& flags, const Clock& clock) {
+  UiServer::Options ui;
+  ui.listen = flags.ui_listen;
+  ui.insecure = flags.insecure;
+  if (!flags.insecure) {
+    ui.cert_pem = pki_.server.cert_pem;
+    ui.key_pem = pki_.server.key_pem;
+  }
+  ui.advertise_host = flags.advertise_address;  // a host, or HOST:PORT
+  if (auto adv = ParseHostPort(flags.advertise_address, "--advertise-address"); adv.ok()) {
+    ui.advertise_host = adv->first;
+  }
+  // A follower's page names (and redirects to) whoever leads, as the election key says.
+  std::function<std::string()> leader;
+  if (etcd_) {
+    EtcdClient* etcd = etcd_.get();
+    const std::string key = flags.etcd_prefix + "leader";
+    leader = [etcd, key] {
+      auto kv = etcd->Get(key);
+      return kv.ok() ? kv->value() : std::string();
+    };
+  }
+  auto server = UiServer::Start(ui, clock, std::move(leader));
+  if (!server.ok()) return server.status();
+  ui_ = std::move(*server);
+  ui_feed_ = std::make_unique<ClusterFeed>();
+  return Status::Ok();
+}
+
 bool CoordinatorServer::Stopping(const Deps& deps) {
   return deps.stop_requested && deps.stop_requested();
 }
@@ -329,6 +378,8 @@ void CoordinatorServer::Shutdown(int grace_ms) {
     housekeeping_.join();
   }
   if (health_) health_->Shutdown();
+  // The UI's streams hold watches and stream slots: they end before what they watch.
+  if (ui_) ui_->Shutdown();
   if (server_) server_->Shutdown(grace_ms);
   if (coordinator_) coordinator_->Stop();
   if (tokens_) tokens_->Flush();
@@ -339,6 +390,7 @@ void CoordinatorServer::Shutdown(int grace_ms) {
 CoordinatorServer::~CoordinatorServer() {
   Shutdown(0);
   server_.reset();  // before what it serves
+  ui_.reset();
   coordinator_.reset();
 }
 

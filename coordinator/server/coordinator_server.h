@@ -35,6 +35,8 @@ class JobStore;
 class LeaderElection;
 class TokenStore;
 class HealthServer;
+class UiServer;
+class ClusterFeed;
 
 // --store etcd://... and --etcd-ca/--etcd-cert/--etcd-key as the etcd client's options (the
 // daemon, --check-config and the token commands dial etcd alike).
@@ -91,6 +93,8 @@ class CoordinatorServer {
   CodeStore& code() { return *code_; }
   // With --metrics-listen, else null.
   MetricsExporter* exporter() { return exporter_.get(); }
+  // With --ui-listen, else null.
+  UiServer* ui() { return ui_.get(); }
 
  private:
   CoordinatorServer() = default;
@@ -117,6 +121,9 @@ class CoordinatorServer {
   Status CheckClusterCa(const CoordinatorFlags& flags);
   static std::string CaFingerprintKey(const CoordinatorFlags& flags);
   static bool Stopping(const Deps& deps);
+  // --ui-listen: binds the web UI before a follower campaigns (it redirects to the leader
+  // until this coordinator leads; UiServer::Attach then serves it).
+  Status StartUi(const CoordinatorFlags& flags, const Clock& clock);
   // Every 10 s, tokens' last use is written; every 6th round, code archives that no kept job
   // names (stored over 10 minutes ago) are removed (CodeStore::Collect).
   void Housekeep();
@@ -135,6 +142,8 @@ class CoordinatorServer {
   std::unique_ptr<CodeStore> code_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<HealthServer> health_;  // --health-listen
+  std::unique_ptr<ClusterFeed> ui_feed_;  // --ui-listen: the list pages' changes
+  std::unique_ptr<UiServer> ui_;          // --ui-listen
   std::mutex housekeeping_mu_;
   std::condition_variable housekeeping_cv_;
   bool stopping_ = false;  // guarded by housekeeping_mu_

@@ -100,6 +100,9 @@ void DefineServingOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_option("--health-listen", f->health_listen,
                  "HOST:PORT of a plain-text grpc.health.v1 for probes that cannot speak TLS "
                  "(:PORT binds loopback)");
+  app.add_option("--ui-listen", f->ui_listen,
+                 "HOST:PORT of the web UI: HTTPS, or HTTP on loopback with --insecure (:PORT "
+                 "binds loopback; `convoy ui` prints a login link)");
   app.add_option("--metrics-retention", f->metrics_retention_s,
                  "how long a finished job's series stay on /metrics (600, 600s, 10m, 1h)")
       ->transform(
@@ -328,17 +331,19 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
     if (f->token_role == "worker" && f->token_uses == 0) f->token_uses = 1;
   }
   if (f->command != "serve") return problems;
-  for (std::string* addr : {&f->metrics_listen, &f->health_listen}) {
+  for (std::string* addr : {&f->metrics_listen, &f->health_listen, &f->ui_listen}) {
     if (!addr->empty() && addr->front() == ':') *addr = "127.0.0.1" + *addr;
   }
-  std::string listen_host;
+  std::string listen_host, ui_host;
   for (const auto& [flag, value] : {std::make_pair("--listen", f->listen),
                                     std::make_pair("--metrics-listen", f->metrics_listen),
-                                    std::make_pair("--health-listen", f->health_listen)}) {
+                                    std::make_pair("--health-listen", f->health_listen),
+                                    std::make_pair("--ui-listen", f->ui_listen)}) {
     if (value.empty()) continue;
     auto hp = ParseHostPort(value, flag);
     check(hp.status());
     if (hp.ok() && std::string(flag) == "--listen") listen_host = hp->first;
+    if (hp.ok() && std::string(flag) == "--ui-listen") ui_host = hp->first;
   }
   if (f->insecure) {
     if (!listen_host.empty() && !IsLoopbackHost(listen_host)) {
@@ -346,6 +351,12 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
           "--insecure serves plain text without authentication: --listen must be a loopback "
           "address (127.0.0.1, ::1, localhost), not '" +
           listen_host + "'; drop --insecure to serve TLS"));
+    }
+    if (!ui_host.empty() && !IsLoopbackHost(ui_host)) {
+      problems.push_back(Status::InvalidArgument(
+          "--insecure serves the web UI in plain HTTP without login: --ui-listen must be a "
+          "loopback address (127.0.0.1, ::1, localhost), not '" +
+          ui_host + "'; drop --insecure to serve HTTPS"));
     }
     if (!f->tls_cert.empty() || !f->tls_key.empty() || !f->tls_ca.empty()) {
       problems.push_back(

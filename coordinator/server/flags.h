@@ -40,6 +40,9 @@ struct CoordinatorFlags {
   // Empty: none. grpc.health.v1 alone in plain text, for probes that cannot speak TLS
   // (Kubernetes). A bare ":PORT" binds loopback only.
   std::string health_listen;
+  // Empty: no web UI. The web UI (coordinator/web): HTTPS with the serving certificate, or
+  // plain HTTP on loopback only under --insecure. A bare ":PORT" binds loopback only.
+  std::string ui_listen;
   // How long a finished job's per-job and per-rank series stay on /metrics (seconds; the
   // flag takes 600, 600s, 10m or 1h): long enough for a few scrapes and an alert to see
   // the end, short enough that series do not pile up with every job ever run.

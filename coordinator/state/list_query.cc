@@ -6,6 +6,7 @@ namespace convoy {
 namespace {
 
 constexpr const char kJobTokenPrefix[] = "jobs-after:";
+constexpr const char kJobNewestTokenPrefix[] = "jobs-before:";
 constexpr const char kWorkerTokenPrefix[] = "workers-after:";
 
 Status CheckLimit(int32_t limit, int* out) {
@@ -50,7 +51,9 @@ StatusOr<JobQuery> ParseJobQuery(const v1::ListJobsRequest& req) {
   }
   q.since_unix_ms = req.since_unix_ms();
   CONVOY_RETURN_IF_ERROR(CheckLimit(req.limit(), &q.limit));
-  auto after = ParseToken(req.page_token(), kJobTokenPrefix);
+  q.newest_first = req.newest_first();
+  auto after =
+      ParseToken(req.page_token(), q.newest_first ? kJobNewestTokenPrefix : kJobTokenPrefix);
   if (!after.ok()) return after.status();
   q.after = *after;
   return q;
@@ -65,7 +68,9 @@ StatusOr<WorkerQuery> ParseWorkerQuery(const v1::ListWorkersRequest& req) {
   return q;
 }
 
-std::string JobPageToken(const std::string& last_job_id) { return kJobTokenPrefix + last_job_id; }
+std::string JobPageToken(const std::string& last_job_id, bool newest_first) {
+  return (newest_first ? kJobNewestTokenPrefix : kJobTokenPrefix) + last_job_id;
+}
 
 std::string WorkerPageToken(const std::string& last_worker) {
   return kWorkerTokenPrefix + last_worker;

@@ -38,7 +38,10 @@ struct JobQuery {
   std::string owner;              // empty: every owner
   int64_t since_unix_ms = 0;      // jobs created at or after it; 0: all
   int limit = kDefaultPageSize;
-  std::string after;  // the job id the page starts after; empty: from the oldest
+  // Oldest first: the job id the page starts after (empty: from the oldest). Newest first:
+  // the job id the page starts before (empty: from the newest).
+  std::string after;
+  bool newest_first = false;
 
   // Whether `job` passes the filters (states, owner, since).
   bool Matches(const v1::Job& job) const;
@@ -55,8 +58,9 @@ struct WorkerQuery {
 };
 StatusOr<WorkerQuery> ParseWorkerQuery(const v1::ListWorkersRequest& req);
 
-// The next_page_token after a page whose last entry is `last_job_id` / `last_worker`.
-std::string JobPageToken(const std::string& last_job_id);
+// The next_page_token after a page whose last entry is `last_job_id` / `last_worker`
+// ("jobs-after:ID", or "jobs-before:ID" for a page newest first).
+std::string JobPageToken(const std::string& last_job_id, bool newest_first = false);
 std::string WorkerPageToken(const std::string& last_worker);
 
 }  // namespace convoy

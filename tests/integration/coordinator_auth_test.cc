@@ -233,6 +233,8 @@ TEST_P(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.WorkerService/Connect", StatusCode::UNAUTHENTICATED},  // no certificate
       {"/convoy.v1.WorkerService/FetchCode", StatusCode::UNAUTHENTICATED},
       {"/convoy.v1.JobService/UploadCode", StatusCode::PERMISSION_DENIED},
+      // Allowed; this cluster serves no web UI (--ui-listen).
+      {"/convoy.v1.JobService/CreateUiLogin", StatusCode::FAILED_PRECONDITION},
       {"/convoy.v1.JoinService/Renew", StatusCode::UNAUTHENTICATED},
   };
   for (const Caller& caller : callers) {

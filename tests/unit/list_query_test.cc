@@ -190,6 +190,37 @@ TEST_F(ListPageTest, FiltersByStateOwnerAndSince) {
   EXPECT_EQ(second.next_page_token, "");
 }
 
+TEST_F(ListPageTest, NewestFirstPagesGoTowardsOlderJobs) {
+  for (int i = 0; i < 5; ++i) Submit(i % 2 == 0 ? "alice" : "bob");
+  JobQuery q = Query(2);
+  q.newest_first = true;
+  auto first = jm_.ListPage(q);
+  EXPECT_EQ(Ids(first), (std::vector<std::string>{"j-000005", "j-000004"}));
+  EXPECT_EQ(first.next_page_token, "jobs-before:j-000004");
+  // The token, parsed back in the same order, starts the next page before that job.
+  v1::ListJobsRequest req;
+  req.set_newest_first(true);
+  req.set_limit(2);
+  req.set_page_token(first.next_page_token);
+  auto parsed = ParseJobQuery(req);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  auto second = jm_.ListPage(*parsed);
+  EXPECT_EQ(Ids(second), (std::vector<std::string>{"j-000003", "j-000002"}));
+  req.set_page_token(second.next_page_token);
+  auto last = jm_.ListPage(*ParseJobQuery(req));
+  EXPECT_EQ(Ids(last), (std::vector<std::string>{"j-000001"}));
+  EXPECT_EQ(last.next_page_token, "");
+  // With a filter: only matches count, newest first.
+  q.owner = "alice";
+  q.limit = 100;
+  EXPECT_EQ(Ids(jm_.ListPage(q)), (std::vector<std::string>{"j-000005", "j-000003", "j-000001"}));
+  // A token of the other order is refused, naming the field.
+  req.set_page_token("jobs-after:j-000002");
+  auto mixed = ParseJobQuery(req);
+  EXPECT_EQ(mixed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mixed.status().message().find("page_token"), std::string::npos);
+}
+
 TEST_F(ListPageTest, WorkersPageByName) {
   for (const char* name : {"w3", "w1", "w2"}) {
     v1::Register reg;
