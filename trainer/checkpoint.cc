@@ -1,10 +1,12 @@
 #include "trainer/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -88,9 +90,8 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
                    const StepShape& legacy_shape, std::vector<uint8_t>* counts,
                    torch::Device device) {
-  std::istringstream in(bytes);
   torch::serialize::InputArchive root, m, o;
-  root.load_from(in, device);
+  root.load_from(bytes.data(), bytes.size(), device);  // no copy into a stream
   {
     std::string found_cluster, found_uid;
     torch::Tensor owner;
@@ -218,8 +219,8 @@ std::optional<FoundCheckpoint> ReadNewestValid(
   }
   std::sort(all.rbegin(), all.rend());
   for (const std::string& path : all) {
-    std::ifstream in(path, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes;
+    if (!ReadWholeFile(path, &bytes)) continue;  // removed meanwhile
     try {
       probe(bytes);
       return FoundCheckpoint{path, std::move(bytes)};

@@ -228,9 +228,8 @@ std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const Sn
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
   for (const auto& [step, path] : ListSnapshots(dir)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) continue;  // pruned by another rank meanwhile
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes;
+    if (!ReadWholeFile(path, &bytes)) continue;  // pruned by another rank meanwhile
     FoundSnapshot found;
     std::string why;
     if (!ParseSnapshot(bytes, &found, &why)) {
@@ -258,6 +257,25 @@ std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const Sn
     return found;
   }
   return std::nullopt;
+}
+
+bool ReadWholeFile(const std::string& path, std::string* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool ok = fstat(fd, &st) == 0;
+  if (ok) {
+    out->resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (ok && done < out->size()) {
+      const ssize_t n = read(fd, out->data() + done, out->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+  }
+  close(fd);
+  return ok;
 }
 
 }  // namespace convoy::trainer

@@ -267,10 +267,10 @@ std::optional<FoundCheckpoint> Training::ReadResumeFrom(int64_t& step) {
   if (std::filesystem::is_directory(o_.resume_from, ec)) {
     found = ReadNewestValid(o_.resume_from, probe);
   } else {
-    std::ifstream in(o_.resume_from, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes;
+    const bool read = ReadWholeFile(o_.resume_from, &bytes);
     try {
-      if (!in.is_open()) throw std::runtime_error("cannot read it");
+      if (!read) throw std::runtime_error("cannot read it");
       probe(bytes);
       found = FoundCheckpoint{o_.resume_from, std::move(bytes)};
     } catch (const std::exception& e) {
