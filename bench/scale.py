@@ -271,6 +271,46 @@ class Run:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def py_storm(args, n):
+    """N workers arriving at once from an asyncio Python client (bench/scale_py_storm.py: a
+    channel each, 200 registrations in flight, 100 ms minimum reconnect backoff) against a
+    fresh coordinator: seconds until all registered, failed attempts."""
+    d = tempfile.mkdtemp(prefix=f"convoy-pystorm-{n}-")
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    row = {"py_workers": n}
+    with open(os.path.join(d, "coordinator.log"), "w") as log:
+        coord = subprocess.Popen(
+            [os.path.join(args.bin_dir, "convoy-coordinator"), "--listen", target, "--state-dir",
+             os.path.join(d, "state"), "--insecure", "--log-level", "warn"], stdout=log, stderr=log)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        r = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "scale_py_storm.py"),
+                            "--coordinator", target, "--workers", str(n),
+                            "--timeout", str(args.register_timeout)],
+                           capture_output=True, text=True, timeout=args.register_timeout + 60)
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        row.update(py_registered=out["registered"], py_registered_s=out["registered_s"],
+                   py_failed_attempts=out["failed_attempts"], py_errors=out["errors"])
+    except Exception as e:  # reported, never a crash
+        row["py_error"] = str(e)
+    finally:
+        coord.send_signal(signal.SIGTERM)
+        try:
+            coord.wait(10)
+        except subprocess.TimeoutExpired:
+            coord.kill()
+        if not args.keep:
+            shutil.rmtree(d, ignore_errors=True)
+    return row
+
+
 def emfile_check(args):
     """The coordinator under a 300-descriptor limit, 400 workers dialling: it must say it ran
     out, keep serving (`convoy list`), and accept again once the workers are gone."""
@@ -349,6 +389,9 @@ def main():
     p.add_argument("--emfile", action="store_true",
                    help="also run the coordinator out of file descriptors (300) with 400 workers")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (logs)")
+    p.add_argument("--py-storm", action="store_true",
+                   help="also register each N from an asyncio Python client "
+                        "(bench/scale_py_storm.py; needs python3-grpcio)")
     args = p.parse_args()
     if args.check:
         args.window = min(args.window, 3)
@@ -376,6 +419,13 @@ def main():
             for f in r["failures"]:
                 print(f"{r['workers']} workers: {f}")
     failed = sum(len(r["failures"]) for r in rows)
+    if args.py_storm:
+        print("\n| workers (asyncio Python client) | registered | in s | failed attempts |")
+        print("|---|---|---|---|")
+        for n in [int(x) for x in args.workers.split(",") if x]:
+            row = py_storm(args, n)
+            print(f"| {n} | {row.get('py_registered', '-')} | {row.get('py_registered_s', '-')} "
+                  f"| {row.get('py_failed_attempts', row.get('py_error', '-'))} |", flush=True)
     checks = len(rows) * (6 if args.restart else 5)
     if args.emfile:
         print("== out of file descriptors: limit 300, 400 workers", flush=True)

@@ -12,12 +12,14 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
   dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
   iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
-  libsystemd-dev python3-yaml ccache llvm etcd-server etcd-client
+  libsystemd-dev python3-yaml ccache llvm etcd-server etcd-client python3-grpcio
   chromium chromium-driver python3-selenium
 )
 # chromium, chromium-driver, python3-selenium: the web UI's browser tests (tests/browser,
 # ctest -L browser) drive a real headless Chromium; Playwright's and Puppeteer's own browser
 # downloads need the internet, Debian's do not.
+# python3-grpcio: bench/scale.py --py-storm registers workers from an asyncio Python client
+# (bench/scale_py_storm.py), beside the C++ simulator.
 # etcd-server: the etcd store's tests start real members on loopback ports (issue 30);
 # etcd-client: etcdctl, for operators of an etcd-backed cluster.
 # clang: the fuzzers, -Wthread-safety and the ThreadSanitizer stage (scripts/thread-checks.sh);
