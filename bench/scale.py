@@ -55,6 +55,31 @@ def proc_stat(pid):
     return cpu, rss, threads
 
 
+def stop_coordinator(coord, keep, d):
+    """SIGTERM (SIGKILL after 10 s) the coordinator `coord`, then remove `d` unless `keep`."""
+    if coord.poll() is None:
+        coord.send_signal(signal.SIGTERM)
+        try:
+            coord.wait(10)
+        except subprocess.TimeoutExpired:
+            coord.kill()
+            coord.wait()
+    if not keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def wait_listening(port, timeout=20):
+    """True once something accepts connections on 127.0.0.1:`port` (within `timeout` s)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
 def pct(values, q):
     values = sorted(values)
     if not values:
@@ -120,14 +145,8 @@ class Run:
             [os.path.join(self.args.bin_dir, "convoy-coordinator"), "--listen", self.target,
              "--state-dir", os.path.join(self.dir, "state"), "--insecure",
              "--log-level", "warn"], stdout=log, stderr=log)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the coordinator did not start listening")
+        if not wait_listening(self.port):
+            raise RuntimeError("the coordinator did not start listening")
 
     def wait(self, pred, timeout, step=0.1):
         deadline = time.time() + timeout
@@ -284,13 +303,7 @@ def py_storm(args, n):
             [os.path.join(args.bin_dir, "convoy-coordinator"), "--listen", target, "--state-dir",
              os.path.join(d, "state"), "--insecure", "--log-level", "warn"], stdout=log, stderr=log)
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.05)
+        wait_listening(port)
         r = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "scale_py_storm.py"),
                             "--coordinator", target, "--workers", str(n),
                             "--timeout", str(args.register_timeout)],
@@ -301,13 +314,7 @@ def py_storm(args, n):
     except Exception as e:  # reported, never a crash
         row["py_error"] = str(e)
     finally:
-        coord.send_signal(signal.SIGTERM)
-        try:
-            coord.wait(10)
-        except subprocess.TimeoutExpired:
-            coord.kill()
-        if not args.keep:
-            shutil.rmtree(d, ignore_errors=True)
+        stop_coordinator(coord, args.keep, d)
     return row
 
 
@@ -355,14 +362,7 @@ def emfile_check(args):
     finally:
         if gen:
             gen.stop()
-        if coord.poll() is None:
-            coord.send_signal(signal.SIGTERM)
-            try:
-                coord.wait(10)
-            except subprocess.TimeoutExpired:
-                coord.kill()
-        if not args.keep:
-            shutil.rmtree(d, ignore_errors=True)
+        stop_coordinator(coord, args.keep, d)
     return failures
 
 
