@@ -8,12 +8,14 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace convoy {
 namespace {
@@ -281,6 +283,27 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   return "";
 }
 
+// Takes a shared lock on `fd`, waiting; with `while_waiting`, polls instead and calls it about
+// once a second until the lock is taken. False (errno set) when it cannot be taken at all.
+bool WaitShared(int fd, const std::function<void()>& while_waiting) {
+  if (!while_waiting) {
+    while (flock(fd, LOCK_SH) != 0) {
+      if (errno != EINTR) return false;
+    }
+    return true;
+  }
+  auto next_call = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (std::chrono::steady_clock::now() >= next_call) {
+      while_waiting();
+      next_call += std::chrono::seconds(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
@@ -307,7 +330,8 @@ std::string EntryPath(const std::string& cache_dir, const std::string& source) {
   return cache_dir + "/" + base + "." + PathHash(source);
 }
 
-CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir) {
+CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir,
+                        const std::function<void()>& while_waiting) {
   if (cache_dir.empty()) return {ReadGzFile(gz_path), "not cached (no cache directory)"};
   auto uncached = [&](const std::string& why) {
     return CachedFile{ReadGzFile(gz_path), "not cached (" + why + ")"};
@@ -331,8 +355,8 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   if (lock.fd < 0 || fstat(lock.fd, &lst) != 0 || !Trusted(lst, owner)) {
     return uncached(why + ": the worker has not cached it");
   }
-  while (flock(lock.fd, LOCK_SH) != 0) {
-    if (errno != EINTR) return uncached("cannot wait for the entry's lock: " + Errno());
+  if (!WaitShared(lock.fd, while_waiting)) {
+    return uncached("cannot wait for the entry's lock: " + Errno());
   }
   std::string why_again;
   if (auto hit = OpenEntry(data_path, source, src, owner, &why_again)) {

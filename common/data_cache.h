@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,8 +56,11 @@ struct CachedFile {
 // holds a valid one made by the directory's owner (waiting while the owner is filling it),
 // else the file decompressed into memory. Empty `cache_dir`: no cache. A cache that cannot be
 // used is not an error (`note` says why). Throws like ReadGzFile for a bad source. Safe to
-// call from several processes at once.
-CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir);
+// call from several processes at once. `while_waiting`, when given, is called about once a
+// second while the owner's fill is awaited (a rank says it is alive: hang detection counts
+// from its start, and a first fill on a loaded host takes seconds).
+CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir,
+                        const std::function<void()>& while_waiting = nullptr);
 
 // ---- The owner (the worker, or `convoy-trainer --fill-data-cache` on a cache of its own).
 

@@ -22,11 +22,11 @@ uint32_t BigEndian(const Bytes& b, size_t off) {
 }  // namespace
 
 Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit,
-                         const std::string& cache_dir) {
+                         const std::string& cache_dir, const std::function<void()>& while_waiting) {
   const std::string ipath = rank_contract::DataFile(dir, prefix, "images");
   const std::string lpath = rank_contract::DataFile(dir, prefix, "labels");
-  CachedFile img_file = LoadGzCached(ipath, cache_dir);
-  CachedFile lab_file = LoadGzCached(lpath, cache_dir);
+  CachedFile img_file = LoadGzCached(ipath, cache_dir, while_waiting);
+  CachedFile lab_file = LoadGzCached(lpath, cache_dir, while_waiting);
   const Bytes& img = *img_file.bytes;
   const Bytes& lab = *lab_file.bytes;
   if (img.size() < 16) throw std::runtime_error(ipath + ": truncated header");

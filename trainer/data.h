@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -32,8 +33,10 @@ struct Dataset {
 // 0..9, or image and label counts that differ. `limit` > 0 keeps the first `limit` samples.
 // Non-empty `cache_dir`: the decompressed files come from the per-host cache there
 // (trainer/data_cache.h), and `images` is a read-only view of its mapping: never write to it.
+// `while_waiting`: called about once a second while the worker's fill of the cache is awaited.
 Dataset LoadFashionMnist(const std::string& dir, const std::string& prefix, int64_t limit = 0,
-                         const std::string& cache_dir = "");
+                         const std::string& cache_dir = "",
+                         const std::function<void()>& while_waiting = nullptr);
 
 // The order in which `epoch` visits an n-sample data set: torch.randperm(n) with a generator
 // seeded by seed + epoch (what DistributedSampler(shuffle=True, seed) draws). Which rank takes

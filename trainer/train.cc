@@ -173,8 +173,12 @@ void Training::Setup() {
             << ", lr " << lr << ", mixed precision " << o_.amp << ", intra-op threads " << threads_
             << ", BLAS " << LoadedBlas() << std::endl;
 
-  train_ = LoadFashionMnist(o_.data_dir, "train", o_.train_limit, o_.data_cache);
-  test_ = LoadFashionMnist(o_.data_dir, "t10k", 0, o_.data_cache);
+  // The sink first: a rank waiting for the worker's fill of the data cache says it is alive
+  // (hang detection counts from the rank's start).
+  metrics_ = std::make_unique<MetricsSink>(o_.metrics_socket);
+  const auto alive = [this] { metrics_->Write("heartbeat", {}); };
+  train_ = LoadFashionMnist(o_.data_dir, "train", o_.train_limit, o_.data_cache, alive);
+  test_ = LoadFashionMnist(o_.data_dir, "t10k", 0, o_.data_cache, alive);
   std::cout << "data: " << train_.source_note << "; " << test_.source_note << std::endl;
   startup_.emplace_back("data_unix", UnixSeconds());
 
@@ -425,7 +429,6 @@ void Training::Resume() {
     std::cout << "snapshots: about every " << kAutoSnapshotSeconds << " s of training (auto) in "
               << o_.snapshot_dir << std::endl;
   }
-  metrics_ = std::make_unique<MetricsSink>(o_.metrics_socket);
 }
 
 int FillDataCache(const Options& o) {

@@ -170,9 +170,18 @@ def test_hosts_stay_private_modes_and_environment(make_cluster, monkeypatch):
     state = os.path.join(c.dir, "state")
     assert os.path.exists(os.path.join(state, "convoy.db"))
     assert os.path.exists(os.path.join(state, "convoy.db.lock"))
+    # The worker's data cache holds public data (decompressed copies of what
+    # trainer.data_dir names) that ranks of every identity read: readable by design, but
+    # written by no one but the worker (the tenants test checks what another uid can do).
+    shared = os.path.join(c.dir, "w1", "data-cache", "shared") + os.sep
+    for p in left:
+        if p.startswith(shared):
+            st = os.lstat(p)
+            assert st.st_uid == os.getuid() and st.st_mode & 0o022 == 0, \
+                f"{p} {oct(st.st_mode & 0o777)} uid {st.st_uid}: the data cache is the worker's"
     leaky = [f"{p} {oct(os.lstat(p).st_mode & 0o777)}" for p in left
-             if _others_can_read(p) and not (os.path.isdir(p) and
-                                             os.lstat(p).st_mode & 0o077 == 0o011)]
+             if not p.startswith(shared) and _others_can_read(p) and
+             not (os.path.isdir(p) and os.lstat(p).st_mode & 0o077 == 0o011)]
     assert not leaky, f"readable by others: {leaky}"
     mine = os.path.join(c.job_dir(job), "mine.txt")
     assert os.lstat(mine).st_mode & 0o777 == 0o600

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +190,27 @@ TEST_F(DataCacheTest, AReaderWaitsWhileTheOwnerFills) {
   auto reader = std::async(std::launch::async, [&] { return LoadGzCached(source_, cache_); });
   EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
       << "the reader decompressed its own copy instead of waiting for the fill";
+  EXPECT_EQ(FillGzEntry(source_, cache_, std::move(lock)), "cached (no entry)");
+  CachedFile read = reader.get();
+  EXPECT_EQ(read.note, "cache hit (waited for the worker's fill)");
+  EXPECT_EQ(AsString(read), Content(300000, 1));
+}
+
+// A rank waiting for the fill says it is alive (its heartbeats keep hang detection quiet):
+// the callback runs while the lock is held, and the read still ends as a hit.
+TEST_F(DataCacheTest, AReaderWaitingForTheFillSaysItIsAlive) {
+  std::string why;
+  EntryLock lock = TryLockEntry(source_, cache_, &why);
+  ASSERT_TRUE(lock.held()) << why;
+  std::atomic<int> calls{0};
+  auto reader = std::async(std::launch::async, [&] {
+    return LoadGzCached(source_, cache_, [&] { calls.fetch_add(1); });
+  });
+  for (int i = 0; i < 1000 && calls.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(calls.load(), 2) << "no sign of life while the fill was awaited";
+  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
   EXPECT_EQ(FillGzEntry(source_, cache_, std::move(lock)), "cached (no entry)");
   CachedFile read = reader.get();
   EXPECT_EQ(read.note, "cache hit (waited for the worker's fill)");
