@@ -30,8 +30,13 @@ constexpr auto kHealthyStream = std::chrono::seconds(5);
 }  // namespace
 
 CoordinatorConnection::CoordinatorConnection(const std::string& target,
-                                             WorkerCredentials* credentials)
-    : coordinators_(target), credentials_(credentials) {
+                                             WorkerCredentials* credentials, ReportQueue& reports,
+                                             LinkListener& listener, std::string work_dir)
+    : coordinators_(target),
+      credentials_(credentials),
+      reports_(reports),
+      listener_(listener),
+      work_dir_(std::move(work_dir)) {
   Dial();
 }
 
@@ -56,21 +61,6 @@ void CoordinatorConnection::Dial() {
                                                         : grpc::InsecureChannelCredentials();
   channel_ = grpc::CreateCustomChannel(coordinators_.current(), creds, args);
   stub_ = v1::WorkerService::NewStub(channel_);
-}
-
-bool CoordinatorConnection::registered() {
-  MutexLock lock(mu_);
-  return registered_;
-}
-
-bool CoordinatorConnection::Send(const v1::WorkerMessage& msg) {
-  // Far more than a worker sends in the seconds a healthy stream can stall.
-  constexpr size_t kMaxQueued = 100000;
-  MutexLock lock(mu_);
-  if (stream_ == nullptr || !registered_ || out_.size() >= kMaxQueued) return false;
-  out_.push_back(msg);
-  out_cv_.Signal();
-  return true;
 }
 
 void CoordinatorConnection::Shutdown() {
@@ -128,7 +118,7 @@ void CoordinatorConnection::Serve() {
   auto stream = stub_->Connect(&context);
   // Built before taking mu_ (no lock is held while another is taken).
   v1::WorkerMessage reg;
-  *reg.mutable_register_() = supervisor_->BuildRegister();
+  *reg.mutable_register_() = listener_.BuildRegister();
   {
     MutexLock lock(mu_);
     if (stopping_) {
@@ -137,36 +127,22 @@ void CoordinatorConnection::Serve() {
       return;
     }
     context_ = &context;
-    stream_ = stream.get();
-    registered_ = false;
   }
   v1::CoordinatorMessage msg;
   bool ok = false;
   std::thread writer;
   {
-    // Nobody else writes until registered_, so this write needs no lock.
+    // Nobody else writes until the queue opens, so this write needs no lock.
     ok = stream->Write(reg);
   }
   if (ok && stream->Read(&msg)) {
     if (msg.has_register_ack()) {
-      {
-        MutexLock lock(mu_);
-        registered_ = true;
-        writer_stop_ = false;
-        out_.clear();
-      }
+      reports_.Open();
       // The writer: the only thread that writes from now on, so a write that waits on flow
       // control holds nobody's lock.
       writer = std::thread([this, s = stream.get(), ctx = &context] {
-        for (;;) {
-          v1::WorkerMessage next;
-          {
-            MutexLock lock(mu_);
-            while (!writer_stop_ && out_.empty()) out_cv_.Wait(mu_);
-            if (writer_stop_) return;
-            next = std::move(out_.front());
-            out_.pop_front();
-          }
+        v1::WorkerMessage next;
+        while (reports_.Next(&next)) {
           if (!s->Write(next)) {
             ctx->TryCancel();  // the read loop ends too
             return;
@@ -177,36 +153,31 @@ void CoordinatorConnection::Serve() {
       spdlog::info("registered with the coordinator at {} ({} attempt(s) reported)",
                    coordinators_.current(), reg.register_().attempts_size());
       const auto& stale = msg.register_ack().stale_snapshot_keys();
-      supervisor_->OnConnected(msg.register_ack().heartbeat_interval_ms(),
-                               std::vector<std::string>(stale.begin(), stale.end()));
+      listener_.OnConnected(msg.register_ack().heartbeat_interval_ms(),
+                            std::vector<std::string>(stale.begin(), stale.end()));
       while (stream->Read(&msg)) {
         // A Launch that ships code: fetch it first (the supervisor only reads the cache).
         if (msg.has_launch() && !msg.launch().spec().code_sha256().empty()) {
           const std::string& sha = msg.launch().spec().code_sha256();
-          Status fetched = FetchCodeArchive(*stub_, supervisor_->work_dir(), sha);
+          Status fetched = FetchCodeArchive(*stub_, work_dir_, sha);
           if (!fetched.ok()) spdlog::error("code archive {}: {}", sha, fetched.message());
         }
-        supervisor_->Post(msg);
+        listener_.Post(msg);
       }
     } else {
       spdlog::error("the coordinator at {} answered Register with message case {}, not an ack",
                     coordinators_.current(), static_cast<int>(msg.msg_case()));
     }
   }
-  const bool was_registered = [&] {
+  const bool was_registered = reports_.open();
+  reports_.Close();
+  {
     MutexLock lock(mu_);
-    const bool r = registered_;
     context_ = nullptr;
-    stream_ = nullptr;
-    registered_ = false;
-    writer_stop_ = true;
-    out_.clear();
-    out_cv_.SignalAll();
-    return r;
-  }();
+  }
   context.TryCancel();  // unblocks a write that waits on flow control
   if (writer.joinable()) writer.join();
-  if (was_registered) supervisor_->OnDisconnected();
+  if (was_registered) listener_.OnDisconnected();
   context.TryCancel();
   const grpc::Status st = stream->Finish();
   if (stopping_) return;

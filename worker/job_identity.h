@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/process_launcher.h"
+#include "worker/users.h"
 
 namespace convoy {
 

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "common/job_paths.h"
-#include "worker/check_config.h"
 
 namespace convoy {
 
@@ -60,6 +59,43 @@ StatusOr<std::string> StartupJobRoot(const std::string& flag_value, const std::s
     }
   }
   return *root;
+}
+
+Status CheckJobRootForRanks(const std::string& job_root, const std::string& work_dir,
+                            const std::optional<RunAsUser>& run_as) {
+  auto root = CanonicalPath(job_root);
+  if (!root.ok()) return Status::InvalidArgument("--job-root " + root.status().message());
+  auto work = CanonicalPath(work_dir);
+  if (!work.ok()) return Status::InvalidArgument("--work-dir " + work.status().message());
+  const std::string shown = "--job-root " + job_root;
+  if (IsPathUnder(*work, *root)) {
+    return Status::InvalidArgument(
+        shown + ": holds the worker's own directory --work-dir " + work_dir +
+        " (job directories would contain the worker's files); choose a job root apart from it, "
+        "e.g. " +
+        *work + "/job-root");
+  }
+  for (const char* sub : {"jobs", "run", "code", "tls", "data-cache", "snapshots"}) {
+    const std::string own = *work + "/" + sub;
+    if (IsPathUnder(*root, own)) {
+      return Status::InvalidArgument(
+          shown + (*root == own ? ": is" : ": lies in") + " the worker's own directory " + own +
+          " (job directories would mix with the worker's files); choose a job root apart from "
+          "it, e.g. " +
+          *work + "/job-root");
+    }
+  }
+  const uid_t uid = run_as ? run_as->uid : geteuid();
+  const gid_t gid = run_as ? run_as->gid : getegid();
+  const std::string bad = FirstUnsearchableDir(*root, uid, gid);
+  if (!bad.empty()) {
+    const std::string who = run_as ? "user " + run_as->name + ", uid " + std::to_string(uid)
+                                   : "uid " + std::to_string(uid);
+    return Status::InvalidArgument(shown + ": the ranks (" + who + ") cannot reach it: " + bad +
+                                   " is not searchable for them; choose a job root they can "
+                                   "reach, or make that directory searchable (chmod o+x)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace convoy

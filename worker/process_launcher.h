@@ -21,17 +21,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/users.h"
 
 namespace convoy {
-
-// The user a rank runs as (issue 12): its uid, its primary gid (the only group it keeps),
-// and its name and home directory for USER, LOGNAME and HOME.
-struct RunAsUser {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::string name;
-  std::string home;
-};
 
 struct LaunchRequest {
   std::vector<std::string> argv;

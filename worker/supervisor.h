@@ -57,11 +57,13 @@
 #include "worker/code_unpacker.h"
 #include "worker/data_cache.h"
 #include "worker/job_identity.h"
+#include "worker/link_listener.h"
 #include "worker/metrics_server.h"
 #include "worker/nvml.h"
 #include "worker/port_reservations.h"
 #include "worker/process_launcher.h"
 #include "worker/rank_log.h"
+#include "worker/report_queue.h"
 
 namespace convoy {
 
@@ -119,15 +121,7 @@ struct WorkerConfig {
   std::function<void(const std::string& sha256)> before_unpack;
 };
 
-// Where the supervisor's reports go (the coordinator connection).
-class Outbox {
- public:
-  virtual ~Outbox() = default;
-  // Sends now; false when not connected (the message is then dropped).
-  virtual bool Send(const v1::WorkerMessage& msg) = 0;
-};
-
-class Supervisor {
+class Supervisor : public LinkListener {
  public:
   // Metric records kept while the coordinator is away; older ones are dropped.
   static constexpr size_t kMaxPendingRecords = 10000;
@@ -138,7 +132,7 @@ class Supervisor {
   // `clock` drives kill grace, heartbeats, metric batching and the orphan timeout.
   Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& outbox, const Clock& clock);
   // Stops (as Stop) if still running.
-  ~Supervisor();
+  ~Supervisor() override;
 
   // Starts the supervisor thread. Call once.
   void Start();
@@ -149,19 +143,18 @@ class Supervisor {
 
   // Queues a coordinator message for the supervisor thread. Any thread; never blocks on
   // process work.
-  void Post(const v1::CoordinatorMessage& msg);
+  void Post(const v1::CoordinatorMessage& msg) override;
   // A Register carrying every attempt that still runs or whose exits were not forgotten.
   // Any thread (the connection's, before it sends it).
-  v1::Register BuildRegister();
-  // The worker's --work-dir (where code archives are cached, worker/code_fetch.h). Any thread.
-  const std::string& work_dir() const { return config_.work_dir; }
+  v1::Register BuildRegister() override;
   // The coordinator acknowledged the last BuildRegister; heartbeats every
   // `heartbeat_interval_ms`. `stale_snapshot_keys` (RegisterAck's): snapshot directories that
   // belong to no job of the cluster that may still run, removed unless an attempt here still
   // uses one. Any thread.
-  void OnConnected(int heartbeat_interval_ms, std::vector<std::string> stale_snapshot_keys = {});
+  void OnConnected(int heartbeat_interval_ms,
+                   std::vector<std::string> stale_snapshot_keys = {}) override;
   // The stream broke. Any thread.
-  void OnDisconnected();
+  void OnDisconnected() override;
 
   // ---- For the worker's /metrics (worker_metrics.h).
   // One rank the supervisor knows (running, or exited and not yet forgotten).

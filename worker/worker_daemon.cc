@@ -20,6 +20,7 @@
 #include "worker/metrics_http.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
+#include "worker/report_queue.h"
 #include "worker/resources.h"
 #include "worker/snapshot_dir.h"
 #include "worker/supervisor.h"
@@ -173,8 +174,7 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   if (!credentials.ok()) return credentials.status();
   d->credentials_ = std::move(*credentials);
   d->credentials_->StartRenewal();
-  d->connection_ = std::make_unique<CoordinatorConnection>(
-      flags.coordinator, flags.insecure ? nullptr : d->credentials_.get());
+  d->reports_ = std::make_unique<ReportQueue>();
   // Opened after everything that may refuse to start (the credentials above), so that a
   // worker that does not start leaves no group behind.
   // Enforced limits (issue 27): each rank in a cgroup of its own under the worker's, named by
@@ -243,8 +243,10 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   }
   ProcessLauncher* launcher = d->cold_launcher_.get();
   if (warm) launcher = d->warm_launcher_.get();
-  d->supervisor_ = std::make_unique<Supervisor>(config, *launcher, *d->connection_, clock);
-  d->connection_->SetSupervisor(d->supervisor_.get());
+  d->supervisor_ = std::make_unique<Supervisor>(config, *launcher, *d->reports_, clock);
+  d->connection_ = std::make_unique<CoordinatorConnection>(
+      flags.coordinator, flags.insecure ? nullptr : d->credentials_.get(), *d->reports_,
+      *d->supervisor_, config.work_dir);
   Supervisor* supervisor = d->supervisor_.get();
   // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
   if (!flags.metrics_listen.empty()) {

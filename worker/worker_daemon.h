@@ -22,6 +22,7 @@ class AttemptDirRetention;
 class CoordinatorConnection;
 class MetricsHttpServer;
 class PosixProcessLauncher;
+class ReportQueue;
 class Supervisor;
 class WarmTrainerLauncher;
 class WorkerCredentials;
@@ -53,6 +54,7 @@ class WorkerDaemon {
   std::string coordinator_;
   std::unique_ptr<WorkerConfig> config_;
   std::unique_ptr<WorkerCredentials> credentials_;
+  std::unique_ptr<ReportQueue> reports_;
   std::unique_ptr<CoordinatorConnection> connection_;
   std::shared_ptr<void> remove_cgroups_;  // removes the worker's cgroups when reset
   std::unique_ptr<PosixProcessLauncher> cold_launcher_;

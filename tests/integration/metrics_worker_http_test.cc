@@ -76,9 +76,9 @@ TEST(WorkerHttp, ReadyOnlyWhileRegistered) {
   config.env = {{"PATH", "/usr/bin:/bin"}};
   SystemClock clock;
   PosixProcessLauncher launcher;
-  CoordinatorConnection connection(address);
-  Supervisor supervisor(config, launcher, connection, clock);
-  connection.SetSupervisor(&supervisor);
+  ReportQueue reports;
+  Supervisor supervisor(config, launcher, reports, clock);
+  CoordinatorConnection connection(address, nullptr, reports, supervisor, config.work_dir);
 
   auto registry = std::make_shared<prometheus::Registry>();
   prometheus::BuildGauge()

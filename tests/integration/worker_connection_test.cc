@@ -145,9 +145,9 @@ class WorkerConnectionTest : public ::testing::Test {
     config.slots = 2;
     config.kill_grace_ms = 2000;
     config.env = ProcessEnvironment();
-    connection_ = std::make_unique<CoordinatorConnection>("127.0.0.1:" + std::to_string(port_));
-    supervisor_ = std::make_unique<Supervisor>(config, launcher_, *connection_, clock_);
-    connection_->SetSupervisor(supervisor_.get());
+    supervisor_ = std::make_unique<Supervisor>(config, launcher_, reports_, clock_);
+    connection_ = std::make_unique<CoordinatorConnection>(
+        "127.0.0.1:" + std::to_string(port_), nullptr, reports_, *supervisor_, config.work_dir);
     supervisor_->Start();
     conn_thread_ = std::thread([this] { connection_->Run(); });
   }
@@ -173,6 +173,7 @@ class WorkerConnectionTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   SystemClock clock_;
   PosixProcessLauncher launcher_;
+  ReportQueue reports_;
   std::unique_ptr<CoordinatorConnection> connection_;
   std::unique_ptr<Supervisor> supervisor_;
   std::thread conn_thread_;

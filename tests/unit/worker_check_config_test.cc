@@ -2,6 +2,7 @@
 // worker/flags.h): the CA fingerprint's form, a job root apart from the worker's own
 // directories and reachable by the ranks, every problem reported at once.
 #include "worker/check_config.h"
+#include "worker/job_root.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
