@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "tests/support/test_cluster.h"
-#include "worker/coordinator_connection.h"
-#include "worker/metrics_http.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/supervisor.h"
+#include "worker/daemon/metrics_http.h"
+#include "worker/exec/posix_process_launcher.h"
+#include "worker/link/coordinator_connection.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy::testing {
 namespace {

@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "convoy/v1/worker.grpc.pb.h"
-#include "worker/coordinator_connection.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/rank_env.h"
-#include "worker/supervisor.h"
+#include "worker/exec/posix_process_launcher.h"
+#include "worker/exec/rank_env.h"
+#include "worker/link/coordinator_connection.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy {
 namespace {

@@ -19,9 +19,9 @@
 #include <sstream>
 #include <thread>
 
-#include "worker/posix_process_launcher.h"
-#include "worker/rank_env.h"
-#include "worker/supervisor.h"
+#include "worker/exec/posix_process_launcher.h"
+#include "worker/exec/rank_env.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy {
 namespace {

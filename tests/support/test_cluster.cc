@@ -9,7 +9,7 @@
 
 #include "coordinator/store/etcd_client.h"
 #include "tests/support/etcd_cluster.h"
-#include "worker/worker_daemon.h"
+#include "worker/daemon/worker_daemon.h"
 
 namespace convoy::testing {
 
