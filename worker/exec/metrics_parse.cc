@@ -5,8 +5,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/rank_contract.h"
+
 namespace convoy {
 namespace {
+
+namespace metric = rank_contract::metric;
 
 // JSON numbers as integers without undefined behaviour (a double out of range, a huge
 // unsigned): clamped to the type's range.
@@ -52,26 +56,26 @@ StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line, bool* has_ra
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const auto& v = it.value();
-    if (key == "kind" && v.is_string()) {
+    if (key == metric::kKind && v.is_string()) {
       rec.set_kind(Utf8Prefix(v.get<std::string>(), 64));
       continue;
     }
     if (!v.is_number()) continue;  // strings, lists, nested objects, booleans: ignored
     const double d = v.get<double>();
     if (!std::isfinite(d)) continue;
-    if (key == "step") {
+    if (key == metric::kStep) {
       rec.set_step(ToInt<int64_t>(v));
       rec.set_has_step(true);
-    } else if (key == "epoch") {
+    } else if (key == metric::kEpoch) {
       rec.set_epoch(ToInt<int32_t>(v));
-    } else if (key == "loss") {
+    } else if (key == metric::kLoss) {
       rec.set_loss(d);
       rec.set_has_loss(true);
-    } else if (key == "samples") {
+    } else if (key == metric::kSamples) {
       rec.set_samples(ToInt<int64_t>(v));
-    } else if (key == "seconds") {
+    } else if (key == metric::kSeconds) {
       rec.set_seconds(d);
-    } else if (key == "rank") {
+    } else if (key == metric::kRank) {
       rec.set_rank(ToInt<int32_t>(v));
       if (has_rank != nullptr) *has_rank = true;
     } else if (rec.values_size() < 64 && !key.empty() && key.size() <= 64) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/rank_contract.h"
 #include "spec/trainer_spec_env.h"
 
 extern char** environ;
@@ -46,24 +47,26 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(launch.restart_count());
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(launch.max_restarts());
   env["TORCHELASTIC_RUN_ID"] = launch.run_id();
-  env["CONVOY_JOB_ID"] = launch.job_id();
-  env["CONVOY_ATTEMPT"] = std::to_string(launch.attempt());
+  env[rank_contract::kJobIdEnv] = launch.job_id();
+  env[rank_contract::kAttemptEnv] = std::to_string(launch.attempt());
   // The job's and the cluster's identity: saved state carries them and a rank resumes only
   // from its own (empty from a coordinator older than them: then left unset).
-  if (!launch.job_uid().empty()) env["CONVOY_JOB_UID"] = launch.job_uid();
-  if (!launch.cluster_id().empty()) env["CONVOY_CLUSTER_ID"] = launch.cluster_id();
-  env["CONVOY_MAX_WORLD_SIZE"] =
+  if (!launch.job_uid().empty()) env[rank_contract::kJobUidEnv] = launch.job_uid();
+  if (!launch.cluster_id().empty()) env[rank_contract::kClusterIdEnv] = launch.cluster_id();
+  env[rank_contract::kMaxWorldSizeEnv] =
       std::to_string(std::max(launch.max_world_size(), launch.world_size()));
-  env["CONVOY_METRICS_SOCKET"] = files.metrics_socket;
-  env["CONVOY_CHECKPOINT_DIR"] = files.checkpoint_dir;
+  env[rank_contract::kMetricsSocketEnv] = files.metrics_socket;
+  env[rank_contract::kCheckpointDirEnv] = files.checkpoint_dir;
   env["PYTHONUNBUFFERED"] = "1";
   if (!files.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = files.error_file;
-  if (!files.snapshot_dir.empty()) env["CONVOY_SNAPSHOT_DIR"] = files.snapshot_dir;
-  if (!files.preempt_file.empty()) env["CONVOY_PREEMPT_FILE"] = files.preempt_file;
+  if (!files.snapshot_dir.empty()) env[rank_contract::kSnapshotDirEnv] = files.snapshot_dir;
+  if (!files.preempt_file.empty()) env[rank_contract::kPreemptFileEnv] = files.preempt_file;
   if (!files.resume_from.empty()) {
-    env["CONVOY_RESUME_FROM"] = files.resume_from;
-    if (!files.resume_from_uid.empty()) env["CONVOY_RESUME_FROM_UID"] = files.resume_from_uid;
+    env[rank_contract::kResumeFromEnv] = files.resume_from;
+    if (!files.resume_from_uid.empty())
+      env[rank_contract::kResumeFromUidEnv] = files.resume_from_uid;
   }
+  if (!files.cache_dir.empty()) env[rank_contract::kCacheDirEnv] = files.cache_dir;
   if (launch.spec().has_trainer()) {
     v1::TrainerSpec trainer = launch.spec().trainer();
     if (!files.data_dir.empty()) trainer.set_data_dir(files.data_dir);

@@ -33,6 +33,8 @@ struct RankFiles {
   // The built-in trainer's data_dir as checked and resolved under the job root (empty: the
   // spec's own): it replaces the spec's in CONVOY_TRAINER_SPEC.
   std::string data_dir;
+  // CONVOY_CACHE_DIR: the worker's data cache (worker/files/data_cache.h); empty: none.
+  std::string cache_dir;
 };
 
 // `base` (the worker's allowlisted environment, AllowedWorkerEnvironment), then the spec's env,

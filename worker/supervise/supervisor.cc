@@ -23,6 +23,7 @@
 #include "common/code_archive.h"
 #include "common/job_paths.h"
 #include "common/process_exit.h"
+#include "common/rank_contract.h"
 #include "common/strings.h"
 #include "common/util.h"
 #include "spec/trainer_argv.h"
@@ -93,8 +94,7 @@ StatusOr<std::string> CopyCheckpoints(const std::string& from, const std::string
   int copied = 0;
   while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
     const std::string name = e->d_name;
-    if (name.rfind("ckpt-", 0) != 0 || name.size() < 4 || name.substr(name.size() - 3) != ".pt")
-      continue;
+    if (!rank_contract::IsCheckpointName(name)) continue;
     const int in = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat fst {};
     if (in < 0 || fstat(in, &fst) != 0 || !S_ISREG(fst.st_mode)) {
@@ -880,8 +880,8 @@ void Supervisor::StartAttempt(const LaunchPlan& plan) {
     files.resume_from = resume_from;
     files.resume_from_uid = launch.has_resume_source() ? launch.resume_source().uid() : "";
     files.data_dir = dirs->data_dir;
+    files.cache_dir = cache_dir;
     req.env = BuildRankEnv(config_.env, launch, l, config_.cores, files);
-    if (!cache_dir.empty()) req.env["CONVOY_CACHE_DIR"] = cache_dir;
     req.working_dir = dirs->working_dir;
     req.user = user;
     const Status grouped = PrepareRankCgroup(
