@@ -240,11 +240,7 @@ StatusOr<RunAsUser> JobIdentities::For(const std::string& job, const std::string
                                    "widen --run-as-pool");
 }
 
-std::optional<uid_t> JobIdentities::Release(const std::string& job,
-                                            const std::vector<std::string>& tmp_dirs) {
-  auto it = by_job_.find(job);
-  if (it == by_job_.end()) return std::nullopt;
-  const uid_t uid = it->second;
+void RemoveFilesOfUid(const std::string& job, uid_t uid, const std::vector<std::string>& tmp_dirs) {
   for (const std::string& d : tmp_dirs) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
@@ -260,6 +256,14 @@ std::optional<uid_t> JobIdentities::Release(const std::string& job,
       }
     }
   }
+}
+
+std::optional<uid_t> JobIdentities::Release(const std::string& job,
+                                            const std::vector<std::string>& tmp_dirs) {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return std::nullopt;
+  const uid_t uid = it->second;
+  RemoveFilesOfUid(job, uid, tmp_dirs);
   unlink((dir_ + "/" + std::to_string(uid)).c_str());
   by_uid_.erase(uid);
   cluster_of_.erase(uid);

@@ -56,6 +56,10 @@ inline RunAsUser OwnerRepresentative() {
 // `flag` (the pool would hand out an identity that is someone's).
 Status CheckRangeFree(const std::string& flag, const UidRange& range);
 
+// Where a job's uid may leave files outside its directories, removed when its identity is
+// released.
+inline std::vector<std::string> UidTmpDirs() { return {"/tmp", "/var/tmp", "/dev/shm"}; }
+
 class JobIdentities {
  public:
   // Reads the records in `dir` (made 0700 when missing); ALREADY_EXISTS-free: a record of a
@@ -78,9 +82,10 @@ class JobIdentities {
   // The uid recorded for `job`, if any.
   std::optional<uid_t> Find(const std::string& job) const;
   // Forgets `job`'s identity and removes what its uid still owns at the top of `tmp_dirs`
-  // (by default /tmp, /var/tmp, /dev/shm). Returns the uid it had.
-  std::optional<uid_t> Release(const std::string& job, const std::vector<std::string>& tmp_dirs = {
-                                                           "/tmp", "/var/tmp", "/dev/shm"});
+  // (RemoveFilesOfUid; none: the caller did, off the supervisor thread). Returns the uid it
+  // had.
+  std::optional<uid_t> Release(const std::string& job,
+                               const std::vector<std::string>& tmp_dirs = UidTmpDirs());
   // Every job with an identity here.
   std::vector<std::string> Jobs() const;
   const UidRange& range() const { return range_; }
@@ -97,6 +102,12 @@ class JobIdentities {
   std::map<uid_t, std::string> cluster_of_;  // "" when unknown
   uid_t next_ = 0;                           // where the next search starts
 };
+
+// Removes what `uid` (job `job`'s identity, for the log) owns at the top of `tmp_dirs`: the
+// slow part of a release (a tree a job left in /tmp), which the supervisor runs off its loop
+// before it calls Release with no directories. Any thread.
+void RemoveFilesOfUid(const std::string& job, uid_t uid,
+                      const std::vector<std::string>& tmp_dirs = UidTmpDirs());
 
 // --run-as pool on a root worker: `pool_text` (--run-as-pool) parsed and checked free, and
 // the records in `<work_dir>/identities`. The error names the flag.
