@@ -96,8 +96,7 @@ TEST(WorkerHeartbeatGap, ACheckpointCopyAndALargeDeletionNeverHoldUpHeartbeats) 
   flags.attempt_dir_retention_s = 0;
   flags.insecure = true;
   flags.run_as = "pool";
-  SystemClock clock;
-  auto daemon = WorkerDaemon::Create(flags, clock);
+  auto daemon = WorkerDaemon::Create(flags);
   ASSERT_TRUE(daemon.ok()) << daemon.status().message();
   (*daemon)->Start();
   FakeWorkerService& service = coordinator.service();

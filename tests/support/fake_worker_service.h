@@ -82,6 +82,12 @@ class FakeWorkerService : public v1::WorkerService::Service {
     return found;
   }
 
+  // Every metric record of every MetricBatch received so far (Next does not consume them).
+  std::vector<v1::MetricRecord> metric_records() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_;
+  }
+
   // When each heartbeat arrived (steady clock), oldest first.
   std::vector<std::chrono::steady_clock::time_point> heartbeat_times() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,6 +98,10 @@ class FakeWorkerService : public v1::WorkerService::Service {
   void Record(const v1::WorkerMessage& msg) {
     std::lock_guard<std::mutex> lock(mu_);
     if (msg.has_heartbeat()) heartbeats_.push_back(std::chrono::steady_clock::now());
+    if (msg.has_metrics()) {
+      records_.insert(records_.end(), msg.metrics().records().begin(),
+                      msg.metrics().records().end());
+    }
     received_.push_back(msg);
     cv_.notify_all();
   }
@@ -103,6 +113,7 @@ class FakeWorkerService : public v1::WorkerService::Service {
   Stream* stream_ = nullptr;  // guarded by mu_ (and write_mu_ to clear it)
   std::deque<v1::WorkerMessage> received_;
   std::vector<std::chrono::steady_clock::time_point> heartbeats_;
+  std::vector<v1::MetricRecord> records_;
 };
 
 // The service above on a free loopback port, shut down when it goes.

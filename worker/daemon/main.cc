@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "common/config_file.h"
 #include "common/fd_limit.h"
 #include "common/signals.h"
@@ -58,8 +57,7 @@ int main(int argc, char** argv) {
   const FileLimit files = RaiseFileLimit();
   spdlog::info("open-file limit: soft {} (was {}), hard {}", files.soft, files.before, files.hard);
 
-  SystemClock clock;
-  auto daemon = WorkerDaemon::Create(flags, clock);
+  auto daemon = WorkerDaemon::Create(flags);
   if (!daemon.ok()) {
     spdlog::error("{}", daemon.status().message());
     return daemon.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

@@ -43,11 +43,49 @@ WorkerDaemon::~WorkerDaemon() {
   // launchers, then the cgroups (remove_cgroups_), the stream and the credentials.
 }
 
-StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& flags,
-                                                             const Clock& clock) {
+StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& flags, Deps deps) {
   std::unique_ptr<WorkerDaemon> d(new WorkerDaemon());
+  if (deps.clock != nullptr) d->clock_ = deps.clock;
   d->coordinator_ = flags.coordinator;
-  WorkerConfig& config = *d->config_;
+  std::unique_ptr<Nvml> nvml;
+  CONVOY_RETURN_IF_ERROR(d->ResolveMachine(flags, &nvml));
+  auto ranks_user = d->ResolveUsers(flags);
+  if (!ranks_user.ok()) return ranks_user.status();
+  CONVOY_RETURN_IF_ERROR(d->ResolveDirectories(flags, *ranks_user));
+
+  CredentialOptions cred_options;
+  cred_options.coordinator = flags.coordinator;
+  cred_options.name = flags.name;
+  cred_options.work_dir = d->config_->work_dir;
+  cred_options.insecure = flags.insecure;
+  cred_options.join_token = flags.join_token;
+  cred_options.ca_fingerprint = flags.ca_fingerprint;
+  cred_options.tls_cert = flags.tls_cert;
+  cred_options.tls_key = flags.tls_key;
+  cred_options.tls_ca = flags.tls_ca;
+  auto credentials = WorkerCredentials::Create(cred_options, *d->clock_);
+  if (!credentials.ok()) return credentials.status();
+  d->credentials_ = std::move(*credentials);
+  d->credentials_->StartRenewal();
+  d->reports_ = std::make_unique<ReportQueue>();
+  // Opened after everything that may refuse to start (the credentials above), so that a
+  // worker that does not start leaves no group behind.
+  CONVOY_RETURN_IF_ERROR(d->OpenCgroups(flags));
+  ProcessLauncher* launcher = d->StartLaunchers(flags);
+  if (deps.tune_config) deps.tune_config(d->config_.get());
+  d->supervisor_ = std::make_unique<Supervisor>(*d->config_, *launcher, *d->reports_, *d->clock_);
+  d->connection_ = std::make_unique<CoordinatorConnection>(
+      flags.coordinator, flags.insecure ? nullptr : d->credentials_.get(), *d->reports_,
+      *d->supervisor_, d->config_->work_dir);
+  CONVOY_RETURN_IF_ERROR(d->StartHttp(flags, std::move(nvml)));
+  d->supervisor_->Start();
+  d->supervising_ = true;
+  d->StartRetention(flags);
+  return d;
+}
+
+Status WorkerDaemon::ResolveMachine(const WorkerFlags& flags, std::unique_ptr<Nvml>* nvml) {
+  WorkerConfig& config = *config_;
   config.name = flags.name;
   config.address =
       flags.advertise_address.empty() ? FirstNonLoopbackIpv4() : flags.advertise_address;
@@ -66,11 +104,11 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   // files, else /dev/nvidia<N>), and the operator's labels.
   config.cores = flags.cores > 0 ? flags.cores : UsableCores();
   config.memory_bytes = flags.memory_bytes > 0 ? flags.memory_bytes : UsableMemoryBytes();
-  std::unique_ptr<Nvml> nvml = Nvml::Load();
+  *nvml = Nvml::Load();
   GpuSources gpu_sources;
   if (!flags.gpus.empty()) gpu_sources.gpus_flag = flags.gpus;
   if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) gpu_sources.cuda_visible_devices = cvd;
-  if (nvml) gpu_sources.nvml = nvml->Devices();
+  if (*nvml) gpu_sources.nvml = (*nvml)->Devices();
   auto offered = DiscoverGpus(gpu_sources);
   if (!offered.ok()) return Refused(offered.status().message());
   config.gpu_devices = offered->devices;
@@ -79,24 +117,27 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   config.slots = flags.slots > 0
                      ? flags.slots
                      : (config.gpus.empty() ? config.cores : static_cast<int>(config.gpus.size()));
-  {
-    std::string labels;
-    for (const auto& [k, v] : config.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
-    spdlog::info("resources: {} cores{}, {} memory{}, {} GPU(s) from {}; labels: {}", config.cores,
-                 flags.cores > 0 ? " (--cores)" : "",
-                 config.memory_bytes > 0 ? HumanBytes(config.memory_bytes) : "unknown",
-                 flags.memory_bytes > 0 ? " (--memory)" : "", config.gpu_devices.size(),
-                 offered->source, labels.empty() ? "none" : labels);
-    for (const GpuDeviceInfo& g : config.gpu_devices) {
-      spdlog::info("GPU {}: {}, {}, {}", g.index, g.model.empty() ? "model unknown" : g.model,
-                   g.memory_bytes > 0 ? HumanBytes(g.memory_bytes) : "memory unknown",
-                   g.uuid.empty() ? "UUID unknown" : g.uuid);
-    }
+  std::string labels;
+  for (const auto& [k, v] : config.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+  spdlog::info("resources: {} cores{}, {} memory{}, {} GPU(s) from {}; labels: {}", config.cores,
+               flags.cores > 0 ? " (--cores)" : "",
+               config.memory_bytes > 0 ? HumanBytes(config.memory_bytes) : "unknown",
+               flags.memory_bytes > 0 ? " (--memory)" : "", config.gpu_devices.size(),
+               offered->source, labels.empty() ? "none" : labels);
+  for (const GpuDeviceInfo& g : config.gpu_devices) {
+    spdlog::info("GPU {}: {}, {}, {}", g.index, g.model.empty() ? "model unknown" : g.model,
+                 g.memory_bytes > 0 ? HumanBytes(g.memory_bytes) : "memory unknown",
+                 g.uuid.empty() ? "UUID unknown" : g.uuid);
   }
   config.kill_grace_ms = flags.kill_grace_ms;
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
   config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
+  return Status::Ok();
+}
+
+StatusOr<std::optional<RunAsUser>> WorkerDaemon::ResolveUsers(const WorkerFlags& flags) {
+  WorkerConfig& config = *config_;
   // Jobs never run as root because the worker does (issue 12): refuse to start instead.
   auto rank_user = flags.run_as == "pool" || flags.run_as == "owner"
                        ? StatusOr<std::optional<RunAsUser>>(std::optional<RunAsUser>())
@@ -104,7 +145,7 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   if (!rank_user.ok()) return Refused(rank_user.status().message());
   config.run_as = *rank_user;
   // --run-as pool on a root worker: an identity of its own per job (issue 27). The checks
-  // below judge what "a job identity" (another user, of the pool) can reach.
+  // that follow judge what "a job identity" (another user, of the pool) can reach.
   std::optional<RunAsUser> ranks_user = config.run_as;
   if (flags.run_as == "pool" && geteuid() == 0) {
     auto pool = PrepareJobIdentities(flags.run_as_pool, config.work_dir);
@@ -117,6 +158,12 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
     config.run_as_owner = true;
     ranks_user = OwnerRepresentative();
   }
+  return ranks_user;
+}
+
+Status WorkerDaemon::ResolveDirectories(const WorkerFlags& flags,
+                                        const std::optional<RunAsUser>& ranks_user) {
+  WorkerConfig& config = *config_;
   if (flags.snapshot_dir != "none") {
     config.snapshot_root =
         flags.snapshot_dir.empty()
@@ -137,57 +184,44 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
   }
   // Decompressed data sets, written by the worker alone and read by every rank
   // (worker/files/data_cache.h): from the read-only roots jobs cannot write.
-  {
-    std::vector<std::string> roots = config.data_paths;
-    auto default_dir = CanonicalPath(rank_contract::kDefaultDataDir);
-    if (default_dir.ok()) roots.push_back(*default_dir);
-    auto cache = WorkerDataCache::Open(config.work_dir, std::move(roots));
-    if (cache.ok()) {
-      config.data_cache = std::move(*cache);
-      int queued = 0;
-      for (const std::string& dir : flags.prefill_data) {
-        if (dir != "none") queued += config.data_cache->Ensure(dir);
-      }
-      spdlog::info("data cache {}: {} file(s) of --prefill-data to decompress",
-                   config.data_cache->dir(), queued);
-    } else {
-      spdlog::warn("no data cache for the ranks: {}", cache.status().message());
+  std::vector<std::string> roots = config.data_paths;
+  auto default_dir = CanonicalPath(rank_contract::kDefaultDataDir);
+  if (default_dir.ok()) roots.push_back(*default_dir);
+  auto cache = WorkerDataCache::Open(config.work_dir, std::move(roots));
+  if (cache.ok()) {
+    config.data_cache = std::move(*cache);
+    int queued = 0;
+    for (const std::string& dir : flags.prefill_data) {
+      if (dir != "none") queued += config.data_cache->Ensure(dir);
     }
+    spdlog::info("data cache {}: {} file(s) of --prefill-data to decompress",
+                 config.data_cache->dir(), queued);
+  } else {
+    spdlog::warn("no data cache for the ranks: {}", cache.status().message());
   }
   for (const std::string& p : flags.shared_paths) {
     auto root = CanonicalPath(p);
     if (!root.ok()) return Refused("--shared-path " + root.status().message());
     config.shared_paths.push_back(*root);
   }
+  return Status::Ok();
+}
 
-  CredentialOptions cred_options;
-  cred_options.coordinator = flags.coordinator;
-  cred_options.name = flags.name;
-  cred_options.work_dir = config.work_dir;
-  cred_options.insecure = flags.insecure;
-  cred_options.join_token = flags.join_token;
-  cred_options.ca_fingerprint = flags.ca_fingerprint;
-  cred_options.tls_cert = flags.tls_cert;
-  cred_options.tls_key = flags.tls_key;
-  cred_options.tls_ca = flags.tls_ca;
-  auto credentials = WorkerCredentials::Create(cred_options, clock);
-  if (!credentials.ok()) return credentials.status();
-  d->credentials_ = std::move(*credentials);
-  d->credentials_->StartRenewal();
-  d->reports_ = std::make_unique<ReportQueue>();
-  // Opened after everything that may refuse to start (the credentials above), so that a
-  // worker that does not start leaves no group behind.
+Status WorkerDaemon::OpenCgroups(const WorkerFlags& flags) {
+  WorkerConfig& config = *config_;
   // Enforced limits (issue 27): each rank in a cgroup of its own under the worker's, named by
   // its work dir too, so that two workers of one name on a host (two clusters) never share
   // one; a restarted worker finds its predecessor's groups there and removes them.
-  if (flags.cgroups != "off") {
+  if (flags.cgroups == "off") {
+    config.cgroups_missing = "--cgroups off";
+  } else {
     const std::string base = "convoy-" + flags.name + "-" + Sha256Hex(config.work_dir).substr(0, 8);
     auto opened = Cgroups::OpenSystem(base);
     if (opened.ok()) {
       config.cgroups = std::move(*opened);
       // Removed when the daemon goes (a clean stop, a failed start alike).
-      WorkerConfig* held = d->config_.get();
-      d->remove_cgroups_ = std::shared_ptr<void>(nullptr, [held](void*) {
+      WorkerConfig* held = config_.get();
+      remove_cgroups_ = std::shared_ptr<void>(nullptr, [held](void*) {
         Status st = held->cgroups->RemoveBase();
         if (!st.ok()) spdlog::warn("the worker's cgroups stay: {}", st.message());
       });
@@ -207,8 +241,6 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
     } else {
       config.cgroups_missing = opened.status().message();
     }
-  } else {
-    config.cgroups_missing = "--cgroups off";
   }
   if (config.cgroups == nullptr) {
     spdlog::warn(
@@ -216,12 +248,16 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
         "jobs that set memory_per_proc or cpus_per_proc are refused",
         config.cgroups_missing);
   }
+  return Status::Ok();
+}
 
-  d->cold_launcher_ = std::make_unique<PosixProcessLauncher>();
+ProcessLauncher* WorkerDaemon::StartLaunchers(const WorkerFlags& flags) {
+  const WorkerConfig& config = *config_;
+  cold_launcher_ = std::make_unique<PosixProcessLauncher>();
   // Ranks of built-in-trainer jobs fork from a pre-loaded trainer (issue 17).
-  d->warm_launcher_ =
-      std::make_unique<WarmTrainerLauncher>(*d->cold_launcher_, config.trainer_path, config.env);
-  bool warm = flags.warm_trainers > 0 && d->warm_launcher_->Start();
+  warm_launcher_ =
+      std::make_unique<WarmTrainerLauncher>(*cold_launcher_, config.trainer_path, config.env);
+  bool warm = flags.warm_trainers > 0 && warm_launcher_->Start();
   // Ranks of command: jobs that run a Python script fork from a warm Python (--warm-python).
   if (!flags.warm_python.empty()) {
     auto path = config.env.find("PATH");
@@ -236,50 +272,49 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
           "--warm-python: convoy-forkserver.py is neither next to convoy-worker nor in "
           "../lib/convoy; Python ranks start cold");
     } else {
-      warm = d->warm_launcher_->StartPython(
+      warm = warm_launcher_->StartPython(
                  python[0] == '/' ? python : std::filesystem::absolute(python).string(), script) ||
              warm;
     }
   }
-  ProcessLauncher* launcher = d->cold_launcher_.get();
-  if (warm) launcher = d->warm_launcher_.get();
-  d->supervisor_ = std::make_unique<Supervisor>(config, *launcher, *d->reports_, clock);
-  d->connection_ = std::make_unique<CoordinatorConnection>(
-      flags.coordinator, flags.insecure ? nullptr : d->credentials_.get(), *d->reports_,
-      *d->supervisor_, config.work_dir);
-  Supervisor* supervisor = d->supervisor_.get();
-  // /metrics, /healthz, /readyz (--metrics-listen); ready while registered.
-  if (!flags.metrics_listen.empty()) {
-    if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
-    auto metrics = std::make_shared<WorkerMetrics>(
-        config.name, config.slots, [supervisor] { return supervisor->RankSamples(); },
-        [supervisor] { return supervisor->counters(); }, std::move(nvml));
-    CoordinatorConnection* connection = d->connection_.get();
-    auto started = MetricsHttpServer::Start(flags.metrics_listen, {metrics},
-                                            [connection] { return connection->registered(); });
-    if (!started.ok()) return Status::Unavailable(started.status().message());
-    d->http_ = std::move(*started);
-    spdlog::info("serving /metrics, /healthz, /readyz on {}", flags.metrics_listen);
-  }
+  if (warm) return warm_launcher_.get();
+  return cold_launcher_.get();
+}
 
-  supervisor->Start();
-  d->supervising_ = true;
+Status WorkerDaemon::StartHttp(const WorkerFlags& flags, std::unique_ptr<Nvml> nvml) {
+  if (flags.metrics_listen.empty()) return Status::Ok();
+  if (nvml) spdlog::info("NVML loaded: /metrics reports GPU utilisation and memory");
+  Supervisor* supervisor = supervisor_.get();
+  auto metrics = std::make_shared<WorkerMetrics>(
+      config_->name, config_->slots, [supervisor] { return supervisor->RankSamples(); },
+      [supervisor] { return supervisor->counters(); }, std::move(nvml));
+  CoordinatorConnection* connection = connection_.get();
+  auto started = MetricsHttpServer::Start(flags.metrics_listen, {metrics},
+                                          [connection] { return connection->registered(); });
+  if (!started.ok()) return Status::Unavailable(started.status().message());
+  http_ = std::move(*started);
+  spdlog::info("serving /metrics, /healthz, /readyz on {}", flags.metrics_listen);
+  return Status::Ok();
+}
+
+void WorkerDaemon::StartRetention(const WorkerFlags& flags) {
   // --attempt-dir-retention: finished attempts' directories go after a while; a sweep every
   // tenth of the retention (at most hourly) is early enough.
-  if (flags.attempt_dir_retention_s > 0) {
-    const auto retention_ms = static_cast<int64_t>(flags.attempt_dir_retention_s * 1000);
-    d->retention_ =
-        std::make_unique<AttemptDirRetention>(config.work_dir, retention_ms, clock, [supervisor] {
-          std::set<std::pair<std::string, int>> running;
-          for (const Supervisor::RankSample& r : supervisor->RankSamples()) {
-            if (r.running) running.insert({r.job_id, r.attempt});
-          }
-          return running;
-        });
-    d->retention_->Start(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
-  }
-  return d;
+  if (flags.attempt_dir_retention_s <= 0) return;
+  Supervisor* supervisor = supervisor_.get();
+  const auto retention_ms = static_cast<int64_t>(flags.attempt_dir_retention_s * 1000);
+  retention_ =
+      std::make_unique<AttemptDirRetention>(config_->work_dir, retention_ms, *clock_, [supervisor] {
+        std::set<std::pair<std::string, int>> running;
+        for (const Supervisor::RankSample& r : supervisor->RankSamples()) {
+          if (r.running) running.insert({r.job_id, r.attempt});
+        }
+        return running;
+      });
+  retention_->Start(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
 }
+
+int WorkerDaemon::metrics_port() const { return http_ != nullptr ? http_->port() : 0; }
 
 void WorkerDaemon::Start() {
   const WorkerConfig& config = *config_;
