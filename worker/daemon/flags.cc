@@ -15,6 +15,58 @@ namespace convoy {
 
 namespace {
 
+// The options of the connection, the ranks' processes and the daemon's own (the second half
+// of DefineOptions, in --help's order).
+void DefineRunOptions(CLI::App& app, WorkerFlags* f) {
+  app.add_flag("--insecure", f->insecure,
+               "plain-text gRPC without authentication (a coordinator on loopback only)");
+  app.add_option("--join-token", f->join_token,
+                 "join token (convoy-coordinator token create "
+                 "--role worker)")
+      ->envname("CONVOY_JOIN_TOKEN");
+  app.add_option("--join-token-file", f->join_token_file,
+                 "a file holding the join token (never on the command line, which every local "
+                 "user can read in /proc)")
+      ->envname("CONVOY_JOIN_TOKEN_FILE");
+  app.add_option("--ca-fingerprint", f->ca_fingerprint,
+                 "SHA256:... of the cluster CA (printed by convoy-coordinator init)")
+      ->envname("CONVOY_CA_FINGERPRINT");
+  app.add_option("--tls-cert", f->tls_cert, "your own client certificate (PEM; its name = --name)");
+  app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
+  app.add_option("--tls-ca", f->tls_ca, "the CA that signed the coordinator's certificate");
+  app.add_option("--trainer", f->trainer, "path of convoy-trainer");
+  app.add_option("--warm-trainers", f->warm_trainers,
+                 "pre-loaded convoy-trainer processes that fork ranks (0: every rank starts cold)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  app.add_option("--warm-python", f->warm_python,
+                 "Python interpreter (path or name in PATH) of a forkserver that has imported "
+                 "torch and forks the ranks of command: jobs running a script or -m module "
+                 "with it (default: off)");
+  app.add_option("--orphan-timeout", f->orphan_timeout_s,
+                 "seconds without a coordinator before ranks are stopped")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM to SIGKILL grace")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
+  app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
+      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--attempt-dir-retention", f->attempt_dir_retention_s,
+                 "remove a finished attempt's directory (rank logs) this long after it ended "
+                 "(90s, 12h, 7d; 0: keep it until the job is deleted)")
+      ->transform(CLI::AsNumberWithUnit(
+          std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}}))
+      ->check(CLI::Range(0.0, 3650 * 86400.0))
+      ->default_str("7d");
+  app.add_option("--metrics-listen", f->metrics_listen,
+                 "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
+  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+}
+
 // Every option of convoy-worker, bound to `f`.
 void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
   app.set_version_flag("--version", VersionLine("convoy-worker"));
@@ -89,53 +141,7 @@ void DefineOptions(CLI::App& app, WorkerFlags* f, ConfigCheck* check) {
   app.add_option("--pass-env", f->pass_env,
                  "another worker variable the ranks may see, NAME or PREFIX* (repeatable)")
       ->take_all();
-  app.add_flag("--insecure", f->insecure,
-               "plain-text gRPC without authentication (a coordinator on loopback only)");
-  app.add_option("--join-token", f->join_token,
-                 "join token (convoy-coordinator token create "
-                 "--role worker)")
-      ->envname("CONVOY_JOIN_TOKEN");
-  app.add_option("--join-token-file", f->join_token_file,
-                 "a file holding the join token (never on the command line, which every local "
-                 "user can read in /proc)")
-      ->envname("CONVOY_JOIN_TOKEN_FILE");
-  app.add_option("--ca-fingerprint", f->ca_fingerprint,
-                 "SHA256:... of the cluster CA (printed by convoy-coordinator init)")
-      ->envname("CONVOY_CA_FINGERPRINT");
-  app.add_option("--tls-cert", f->tls_cert, "your own client certificate (PEM; its name = --name)");
-  app.add_option("--tls-key", f->tls_key, "its private key (PEM)");
-  app.add_option("--tls-ca", f->tls_ca, "the CA that signed the coordinator's certificate");
-  app.add_option("--trainer", f->trainer, "path of convoy-trainer");
-  app.add_option("--warm-trainers", f->warm_trainers,
-                 "pre-loaded convoy-trainer processes that fork ranks (0: every rank starts cold)")
-      ->check(CLI::Range(0, 4096))
-      ->capture_default_str();
-  app.add_option("--warm-python", f->warm_python,
-                 "Python interpreter (path or name in PATH) of a forkserver that has imported "
-                 "torch and forks the ranks of command: jobs running a script or -m module "
-                 "with it (default: off)");
-  app.add_option("--orphan-timeout", f->orphan_timeout_s,
-                 "seconds without a coordinator before ranks are stopped")
-      ->check(CLI::Range(1.0, 86400.0))
-      ->capture_default_str();
-  app.add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM to SIGKILL grace")
-      ->check(CLI::Range(0, 600000))
-      ->capture_default_str();
-  app.add_option("--log-max-bytes", f->log_max_bytes, "per-rank log size before rotation")
-      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 40))
-      ->capture_default_str();
-  app.add_option("--attempt-dir-retention", f->attempt_dir_retention_s,
-                 "remove a finished attempt's directory (rank logs) this long after it ended "
-                 "(90s, 12h, 7d; 0: keep it until the job is deleted)")
-      ->transform(CLI::AsNumberWithUnit(
-          std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}}))
-      ->check(CLI::Range(0.0, 3650 * 86400.0))
-      ->default_str("7d");
-  app.add_option("--metrics-listen", f->metrics_listen,
-                 "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
-  app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-      ->capture_default_str();
+  DefineRunOptions(app, f);
 }
 
 // The checks after the parse, every one of them (--check-config reports them all; a start
