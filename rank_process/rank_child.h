@@ -1,8 +1,8 @@
 // How a rank's process is set up between fork and its program: one copy, used by the
-// worker's launcher (worker/posix_process_launcher.cc, which then execs the rank's program)
+// worker's launcher (worker/exec/posix_process_launcher.cc, which then execs the rank's program)
 // and by the warm trainer (rank_process/zygote_protocol.cc, which then runs the trainer's main in
 // the forked process), so that a rank forked warm is set up exactly as a cold one and the two
-// cannot drift apart. The Python forkserver (worker/convoy-forkserver.py) does the same steps
+// cannot drift apart. The Python forkserver (worker/exec/convoy-forkserver.py) does the same steps
 // in Python, in the same order.
 //
 // POSIX and the standard library only (the trainer links it without gRPC). SetUpRankChild

@@ -3,7 +3,7 @@
 // rank on request, so that the rank has nothing left to load. This file is the protocol
 // between the worker and it (both sides; POSIX and the standard library only).
 //
-// The Python forkserver (worker/convoy-forkserver.py) speaks the same protocol.
+// The Python forkserver (worker/exec/convoy-forkserver.py) speaks the same protocol.
 //
 // One SOCK_SEQPACKET socket pair; every message is one packet.
 //   worker -> zygote  Spawn: argv, environment, working directory, the uid/gid to drop to;

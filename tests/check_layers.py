@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that each folder includes only what its layer may use (README "Inside the
-coordinator"). Prints every include that breaks a rule, naming the file, the line and the rule,
+coordinator" and "Inside the worker"). Prints every include that breaks a rule, naming the file, the line and the rule,
 and exits 1; exits 0 when there is none.
 
   python3 tests/check_layers.py [ROOT]
@@ -27,7 +27,16 @@ MAY_USE = {
     "common": set(),
     "spec": set(),
     "rank_process": set(),  # the rank child and the zygote protocol: worker's and trainer's
-    "worker": {"rank_process"},
+    # The worker's layers, lowest first (worker/CMakeLists.txt); nothing lives in worker/ itself.
+    "worker": set(),
+    "worker/host": set(),
+    "worker/files": {"worker/host"},
+    "worker/exec": {"worker/host", "rank_process"},
+    "worker/link": {"worker/host"},
+    "worker/supervise": {"worker/host", "worker/files", "worker/exec", "worker/link",
+                         "rank_process"},
+    "worker/daemon": {"worker/host", "worker/files", "worker/exec", "worker/link",
+                      "worker/supervise", "rank_process"},
     "client": set(),
     "trainer": {"rank_process"},
 }
@@ -75,8 +84,9 @@ def check(root):
 
 
 def self_test():
-    """The checker can fail: a state/ file including a controller, and a worker file including
-    the coordinator, are both reported; an allowed include is not."""
+    """The checker can fail: a state/ file including a controller, a worker file including
+    the coordinator, a worker layer including one above it (exec/ the loop, link/ the
+    launcher) and a file left in worker/ itself are reported; an allowed include is not."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="check-layers-") as root:
         def write(path, text):
@@ -89,11 +99,21 @@ def self_test():
         # The web layer may include rpc/auth.h, and no other file of rpc/.
         write("coordinator/web/d.cc",
               '#include "coordinator/rpc/auth.h"\n#include "coordinator/rpc/grpc_service.h"\n')
+        write("worker/exec/d.cc", '#include "worker/host/e.h"\n#include "worker/supervise/f.h"\n')
+        write("worker/link/g.h", '#include "worker/exec/d.h"\n')
+        write("worker/supervise/f.h", '#include "worker/files/h.h"\n#include "worker/link/g.h"\n'
+              '#include "rank_process/zygote_protocol.h"\n')
+        write("worker/daemon/i.cc", '#include "worker/supervise/f.h"\n#include "spec/x.h"\n')
+        write("worker/files/j.cc", '#include "rank_process/rank_child.h"\n')
         problems = sorted(check(root))
-        assert len(problems) == 3, problems
+        assert len(problems) == 6, problems
         assert problems[0].startswith("coordinator/state/a.h:1:"), problems
         assert problems[1].startswith("coordinator/web/d.cc:2:"), problems
         assert problems[2].startswith("worker/c.cc:2:"), problems
+        assert problems[3].startswith("worker/exec/d.cc:2:"), problems
+        assert "worker/exec/ may use only" in problems[3], problems
+        assert problems[4].startswith("worker/files/j.cc:1:"), problems
+        assert problems[5].startswith("worker/link/g.h:1:"), problems
     print("self-test: violations are found")
 
 

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/rank_contract.h"
 #include "trainer/data.h"
 #include "trainer/snapshot_file.h"
 
@@ -162,9 +163,9 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
 }
 
 std::string CheckpointPath(const std::string& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "ckpt-%012lld.pt", static_cast<long long>(step));
-  return dir + "/" + name;
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%012lld", static_cast<long long>(step));
+  return dir + "/" + rank_contract::kCheckpointPrefix + digits + rank_contract::kCheckpointSuffix;
 }
 
 std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step) {
@@ -193,11 +194,13 @@ std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, in
   std::vector<std::string> all, partial;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string f = e.path().filename().string();
-    if (f.rfind("ckpt-", 0) != 0) continue;
-    if (f.size() > 3 && f.substr(f.size() - 3) == ".pt") all.push_back(e.path().string());
+    if (rank_contract::IsCheckpointName(f)) all.push_back(e.path().string());
     // One rank writes checkpoints, one at a time: a temporary here now is what a writer
     // killed in the middle left (the soak found them).
-    if (f.size() > 7 && f.substr(f.size() - 7) == ".pt.tmp") partial.push_back(e.path().string());
+    if (f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0 &&
+        rank_contract::IsCheckpointName(f.substr(0, f.size() - 4))) {
+      partial.push_back(e.path().string());
+    }
   }
   std::sort(all.begin(), all.end());
   for (size_t i = 0; i + 2 < all.size(); ++i) fs::remove(all[i]);
@@ -213,9 +216,7 @@ std::optional<FoundCheckpoint> ReadNewestValid(
   std::vector<std::string> all;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string f = e.path().filename().string();
-    if (f.rfind("ckpt-", 0) == 0 && f.size() > 3 && f.substr(f.size() - 3) == ".pt") {
-      all.push_back(e.path().string());
-    }
+    if (rank_contract::IsCheckpointName(f)) all.push_back(e.path().string());
   }
   std::sort(all.rbegin(), all.rend());
   for (const std::string& path : all) {

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "common/rank_contract.h"
+
 namespace convoy::trainer {
 
 MetricsSink::MetricsSink(const std::string& path) {
@@ -32,7 +34,7 @@ MetricsSink::~MetricsSink() {
 void MetricsSink::Write(const std::string& kind,
                         const std::vector<std::pair<std::string, double>>& fields) {
   if (fd_ < 0) return;
-  std::string line = "{\"kind\":\"" + kind + "\"";
+  std::string line = std::string("{\"") + rank_contract::metric::kKind + "\":\"" + kind + "\"";
   char buf[64];
   for (const auto& [k, v] : fields) {
     if (!std::isfinite(v)) continue;

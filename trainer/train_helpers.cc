@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/proc_stat.h"
+#include "common/rank_contract.h"
 #include "trainer/data.h"
 
 namespace convoy::trainer {
@@ -121,7 +122,7 @@ EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device
                 .item<double>();
     correct += out.argmax(1).eq(y).sum().item<double>();
     // Evaluation writes no step records: say that this rank is alive (hang detection).
-    metrics.Write("heartbeat", {});
+    metrics.Write(rank_contract::metric::kKindHeartbeat, {});
   }
   torch::Tensor sums =
       torch::tensor({correct, loss, static_cast<double>(mine.size())}, torch::kFloat64).to(device);

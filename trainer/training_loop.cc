@@ -5,10 +5,13 @@
 #include <cmath>
 #include <iostream>
 
+#include "common/rank_contract.h"
 #include "trainer/train_helpers.h"
 #include "trainer/training.h"
 
 namespace convoy::trainer {
+
+namespace metric = rank_contract::metric;
 
 double Training::Progress() const {
   const double n = static_cast<double>(train_.size());
@@ -141,17 +144,17 @@ void Training::AfterStep(int64_t epoch) {
   ++attempt_steps_;
   const double secs = Seconds(t_train_);
   std::vector<std::pair<std::string, double>> rec{
-      {"step", static_cast<double>(step)},
-      {"epoch", static_cast<double>(epoch)},
-      {"loss", loss_},
-      {"samples", static_cast<double>(samples_)},
-      {"seconds", secs},
-      {"samples_per_s", static_cast<double>(samples_) / std::max(secs, 1e-9)},
-      {"total_steps", static_cast<double>(total_steps_)}};
+      {metric::kStep, static_cast<double>(step)},
+      {metric::kEpoch, static_cast<double>(epoch)},
+      {metric::kLoss, loss_},
+      {metric::kSamples, static_cast<double>(samples_)},
+      {metric::kSeconds, secs},
+      {metric::kSamplesPerS, static_cast<double>(samples_) / std::max(secs, 1e-9)},
+      {metric::kTotalSteps, static_cast<double>(total_steps_)}};
   if (attempt_steps_ == 1) {
     const double after_rdzv = Seconds(t_rdzv_) - rendezvous_s_;
     first_step_s_ = age_at_main_ + Seconds(t_main_);
-    rec.push_back({"first_step_s", first_step_s_});
+    rec.push_back({metric::kFirstStepS, first_step_s_});
     std::cout << "first step done " << first_step_s_ << " s after process start, " << after_rdzv
               << " s after rendezvous" << std::endl;
     startup_.emplace_back("first_step_unix", UnixSeconds());
@@ -164,7 +167,7 @@ void Training::AfterStep(int64_t epoch) {
     }
     std::cout << line << "}" << std::endl;
   }
-  metrics_->Write("step", rec);
+  metrics_->Write(metric::kKindStep, rec);
   if (step % o_.log_every == 0 || step == total_steps_) {
     std::printf("rank %d epoch %lld step %lld/%lld loss %.4f %.0f samples/s\n", o_.rank,
                 static_cast<long long>(epoch), static_cast<long long>(step),
@@ -201,10 +204,11 @@ int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
     const SampleCounts::Check check = counts_.Verify();
     if (o_.rank == 0) {
       std::cout << EpochCheckLine(epoch, check) << std::endl;
-      metrics_->Write("epoch_check", {{"epoch", static_cast<double>(epoch)},
-                                      {"samples", static_cast<double>(check.samples)},
-                                      {"repeated", static_cast<double>(check.repeated)},
-                                      {"skipped", static_cast<double>(check.skipped)}});
+      metrics_->Write(metric::kKindEpochCheck,
+                      {{metric::kEpoch, static_cast<double>(epoch)},
+                       {metric::kSamples, static_cast<double>(check.samples)},
+                       {"repeated", static_cast<double>(check.repeated)},
+                       {"skipped", static_cast<double>(check.skipped)}});
     }
     if (!check.ok()) {
       std::cerr << "convoy-trainer: error: epoch " << epoch << " sample check failed ("
@@ -223,10 +227,10 @@ int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
       watchdog_->SetPhase(in ? StopWatchdog::Phase::kCollective : StopWatchdog::Phase::kTraining);
     });
     last_accuracy_ = r.accuracy;
-    metrics_->Write("eval", {{"step", static_cast<double>(pos_.global_step)},
-                             {"epoch", static_cast<double>(epoch)},
-                             {"test_accuracy", r.accuracy},
-                             {"test_loss", r.loss}});
+    metrics_->Write(metric::kKindEval, {{metric::kStep, static_cast<double>(pos_.global_step)},
+                                        {metric::kEpoch, static_cast<double>(epoch)},
+                                        {metric::kTestAccuracy, r.accuracy},
+                                        {metric::kTestLoss, r.loss}});
     std::printf("rank %d epoch %lld: test accuracy %.2f%% (loss %.4f) at %.1f s\n", o_.rank,
                 static_cast<long long>(epoch), r.accuracy * 100, r.loss,
                 age_at_main_ + Seconds(t_main_));

@@ -8,7 +8,7 @@ if(TARGET convoy-trainer)
   install(TARGETS convoy-trainer RUNTIME DESTINATION bin)
 endif()
 # The warm Python's forkserver (convoy-worker --warm-python): /usr/lib/convoy.
-install(FILES ${PROJECT_SOURCE_DIR}/worker/convoy-forkserver.py DESTINATION lib/convoy)
+install(FILES ${PROJECT_SOURCE_DIR}/worker/exec/convoy-forkserver.py DESTINATION lib/convoy)
 install(FILES ${_deploy}/systemd/convoy-coordinator.service ${_deploy}/systemd/convoy-worker.service
   DESTINATION /lib/systemd/system)
 install(FILES ${_deploy}/config/coordinator.yaml ${_deploy}/config/worker.yaml

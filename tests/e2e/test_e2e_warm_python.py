@@ -1,5 +1,5 @@
 """Issue 17: with --warm-python, the ranks of a Python `command:` job are forked from a
-forkserver that has imported torch (worker/convoy-forkserver.py), set up exactly as a cold
+forkserver that has imported torch (worker/exec/convoy-forkserver.py), set up exactly as a cold
 rank is, and nothing of it outlives its worker."""
 
 import json

@@ -1,4 +1,4 @@
-// libFuzzer target: the metric-line parser and the line splitter (worker/metrics_parse.h).
+// libFuzzer target: the metric-line parser and the line splitter (worker/exec/metrics_parse.h).
 // Besides "no crash, no sanitizer report" it checks:
 //  - ParseMetricLine never throws; it accepts exactly the JSON objects of at most
 //    kMaxMetricLineBytes (as nlohmann::json judges them), else INVALID_ARGUMENT with a short
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "convoy/v1/common.pb.h"
-#include "worker/metrics_parse.h"
+#include "worker/exec/metrics_parse.h"
 
 namespace {
 

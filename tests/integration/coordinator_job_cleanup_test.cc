@@ -14,8 +14,8 @@
 #include "common/job_paths.h"
 #include "tests/support/etcd_cluster.h"
 #include "tests/support/test_cluster.h"
-#include "worker/attempt_dir_retention.h"
-#include "worker/supervisor.h"
+#include "worker/files/attempt_dir_retention.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy {
 namespace {

@@ -1,4 +1,4 @@
-// A worker joining a secured cluster for real (worker/credentials.h against the coordinator's
+// A worker joining a secured cluster for real (worker/link/credentials.h against the coordinator's
 // JoinService over TLS on loopback), and renewing its certificate on a fake clock: not before
 // 2/3 of its lifetime, and well before it expires.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <ctime>
 
 #include "tests/support/test_cluster.h"
-#include "worker/credentials.h"
+#include "worker/link/credentials.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,7 @@
 // The worker's HTTP endpoint against a real coordinator: /readyz answers 503 until the
 // worker is registered, 200 while it is, 503 again once the coordinator is gone; /healthz
-// answers 200 throughout; /metrics serves the worker's registry as Prometheus text.
+// answers 200 throughout; /metrics serves the worker's series as Prometheus text. The worker
+// is built by WorkerDaemon::Create, as convoy-worker is.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -15,10 +16,8 @@
 #include <thread>
 
 #include "tests/support/test_cluster.h"
-#include "worker/coordinator_connection.h"
-#include "worker/metrics_http.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/supervisor.h"
+#include "worker/daemon/metrics_http.h"
+#include "worker/daemon/worker_daemon.h"
 
 namespace convoy::testing {
 namespace {
@@ -64,47 +63,37 @@ TEST(WorkerHttp, ReadyOnlyWhileRegistered) {
   const std::string address = cluster.address();
   cluster.StopCoordinator();  // the worker starts before any coordinator answers
 
-  const std::filesystem::path work_dir = cluster.dir() / "worker-w1";
-  std::filesystem::create_directories(work_dir);
-  WorkerConfig config;
-  config.name = "w1";
-  config.address = "127.0.0.1";
-  config.hostname = "localhost";
-  config.work_dir = work_dir;
-  config.cores = 1;
-  config.slots = 1;
-  config.env = {{"PATH", "/usr/bin:/bin"}};
-  SystemClock clock;
-  PosixProcessLauncher launcher;
-  CoordinatorConnection connection(address);
-  Supervisor supervisor(config, launcher, connection, clock);
-  connection.SetSupervisor(&supervisor);
-
-  auto registry = std::make_shared<prometheus::Registry>();
-  prometheus::BuildGauge()
-      .Name("convoy_worker_test_value")
-      .Help("a value")
-      .Register(*registry)
-      .Add({{"worker", "w1"}})
-      .Set(42);
-  std::atomic<int> refreshed{0};
-  auto http = MetricsHttpServer::Start(
-      "127.0.0.1:0", {registry}, [&connection] { return connection.registered(); },
-      [&refreshed] { ++refreshed; });
-  ASSERT_TRUE(http.ok()) << http.status().message();
-  const int port = (*http)->port();
+  // Built by its composition root, as convoy-worker is, with /metrics on a free port.
+  WorkerFlags flags;
+  flags.coordinator = address;
+  flags.name = "w1";
+  flags.advertise_address = "127.0.0.1";
+  flags.work_dir = cluster.dir() / "worker-w1";
+  flags.cores = 1;
+  flags.slots = 1;
+  flags.gpus = "none";
+  flags.cgroups = "off";
+  flags.snapshot_dir = "none";
+  flags.warm_trainers = 0;
+  flags.prefill_data = {"none"};
+  flags.insecure = true;
+  flags.metrics_listen = "127.0.0.1:0";
+  if (geteuid() == 0) {
+    flags.run_as = "root";
+    flags.allow_root_jobs = true;
+  }
+  auto worker = WorkerDaemon::Create(flags);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  const int port = (*worker)->metrics_port();
   ASSERT_GT(port, 0);
-
-  supervisor.Start();
-  std::thread conn([&connection] { connection.Run(); });
+  (*worker)->Start();
 
   EXPECT_EQ(Get(port, "/healthz").code, 200);
   EXPECT_EQ(Get(port, "/readyz").code, 503);  // no coordinator yet
   const HttpReply metrics = Get(port, "/metrics");
   EXPECT_EQ(metrics.code, 200);
-  EXPECT_NE(metrics.body.find("convoy_worker_test_value{worker=\"w1\"} 42"), std::string::npos)
+  EXPECT_NE(metrics.body.find("convoy_worker_slots{worker=\"w1\"} 1"), std::string::npos)
       << metrics.body;
-  EXPECT_EQ(refreshed.load(), 1);  // each scrape refreshes first
 
   cluster.StartCoordinator();  // same port: the connection's backoff finds it
   EXPECT_TRUE(TestCluster::WaitFor([&] { return Get(port, "/readyz").code == 200; }, 30s));
@@ -113,10 +102,34 @@ TEST(WorkerHttp, ReadyOnlyWhileRegistered) {
   cluster.StopCoordinator();
   EXPECT_TRUE(TestCluster::WaitFor([&] { return Get(port, "/readyz").code == 503; }, 30s));
   EXPECT_EQ(Get(port, "/healthz").code, 200);
+  (*worker)->Stop();
+}
 
-  supervisor.Stop();
-  connection.Shutdown();
-  conn.join();
+// The endpoint on its own: any registry it is given, refreshed before each scrape.
+TEST(WorkerHttp, ServesItsRegistriesAndRefreshesBeforeEachScrape) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("convoy_worker_test_value")
+      .Help("a value")
+      .Register(*registry)
+      .Add({{"worker", "w1"}})
+      .Set(42);
+  std::atomic<int> refreshed{0};
+  std::atomic<bool> ready{false};
+  auto http = MetricsHttpServer::Start(
+      "127.0.0.1:0", {registry}, [&ready] { return ready.load(); }, [&refreshed] { ++refreshed; });
+  ASSERT_TRUE(http.ok()) << http.status().message();
+  const int port = (*http)->port();
+  const HttpReply metrics = Get(port, "/metrics");
+  EXPECT_EQ(metrics.code, 200);
+  EXPECT_NE(metrics.body.find("convoy_worker_test_value{worker=\"w1\"} 42"), std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(refreshed.load(), 1);  // each scrape refreshes first
+  EXPECT_EQ(Get(port, "/readyz").code, 503);
+  ready = true;
+  EXPECT_EQ(Get(port, "/readyz").code, 200);
+  EXPECT_EQ(Get(port, "/healthz").code, 200);
+  EXPECT_EQ(refreshed.load(), 1);  // probes do not scrape
 }
 
 TEST(WorkerHttp, BindFailureIsAnError) {

@@ -1,4 +1,4 @@
-// The cgroup module (worker/cgroups.h) on this host's real cgroup v1 controllers: a child that
+// The cgroup module (worker/exec/cgroups.h) on this host's real cgroup v1 controllers: a child that
 // joins a group through its JoinFiles is held to the group's limits (the kernel's OOM killer
 // for memory, EAGAIN for fork past pids.max) while a neighbour group's child is untouched;
 // KillAll, Remove, and cleanup after a forgotten group. Needs root and the v1 memory, cpu and
@@ -22,8 +22,8 @@
 #include <sstream>
 #include <thread>
 
-#include "worker/cgroups.h"
-#include "worker/posix_process_launcher.h"
+#include "worker/exec/cgroups.h"
+#include "worker/exec/posix_process_launcher.h"
 
 namespace convoy {
 namespace {

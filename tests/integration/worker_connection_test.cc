@@ -1,7 +1,7 @@
-// The whole worker (connection, supervisor, POSIX launcher) against an in-process fake
-// WorkerService on a free loopback port (a fake at the network edge): it registers,
-// heartbeats, launches and reports, kills, and after the coordinator restarts it registers
-// again with the state of what it still runs.
+// The whole worker (built by WorkerDaemon::Create: connection, supervisor, POSIX launcher)
+// against an in-process fake WorkerService on a free loopback port (a fake at the network
+// edge): it registers, heartbeats, launches and reports, kills, and after the coordinator
+// restarts it registers again with the state of what it still runs.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,87 +16,14 @@
 #include <thread>
 
 #include "convoy/v1/worker.grpc.pb.h"
-#include "worker/coordinator_connection.h"
-#include "worker/posix_process_launcher.h"
-#include "worker/rank_env.h"
-#include "worker/supervisor.h"
+#include "tests/support/fake_worker_service.h"
+#include "worker/daemon/worker_daemon.h"
+#include "worker/supervise/worker_config.h"
 
 namespace convoy {
 namespace {
 
 using namespace std::chrono_literals;
-using Stream = grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>;
-
-// Records what the worker sends; acknowledges Register; sends what the test asks.
-class FakeCoordinator : public v1::WorkerService::Service {
- public:
-  grpc::Status Connect(grpc::ServerContext* context, Stream* stream) override {
-    v1::WorkerMessage msg;
-    if (!stream->Read(&msg)) return grpc::Status::OK;
-    if (!msg.has_register_()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      received_.push_back(msg);
-      cv_.notify_all();
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register first");
-    }
-    v1::CoordinatorMessage ack;
-    ack.mutable_register_ack()->set_heartbeat_interval_ms(100);
-    {
-      // The stream is usable (Send) before the test sees the Register, not after.
-      std::lock_guard<std::mutex> write_lock(write_mu_);
-      stream->Write(ack);
-      std::lock_guard<std::mutex> lock(mu_);
-      stream_ = stream;
-      received_.push_back(msg);
-      cv_.notify_all();
-    }
-    while (stream->Read(&msg)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      received_.push_back(msg);
-      cv_.notify_all();
-    }
-    std::lock_guard<std::mutex> write_lock(write_mu_);  // no Write is in flight on it
-    std::lock_guard<std::mutex> lock(mu_);
-    stream_ = nullptr;
-    return grpc::Status::OK;
-  }
-
-  bool Send(const v1::CoordinatorMessage& msg) {
-    std::lock_guard<std::mutex> write_lock(write_mu_);
-    Stream* stream;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stream = stream_;
-    }
-    return stream != nullptr && stream->Write(msg);
-  }
-
-  // The first message of kind `c` (it and every message before it are consumed).
-  std::optional<v1::WorkerMessage> Next(v1::WorkerMessage::MsgCase c,
-                                        std::chrono::milliseconds limit = 10s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<v1::WorkerMessage> found;
-    cv_.wait_for(lock, limit, [&] {
-      while (!received_.empty()) {
-        v1::WorkerMessage m = std::move(received_.front());
-        received_.pop_front();
-        if (m.msg_case() == c) {
-          found = std::move(m);
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-
- private:
-  std::mutex write_mu_;  // serializes writes; taken before mu_
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Stream* stream_ = nullptr;  // guarded by mu_ (and write_mu_ to clear it)
-  std::deque<v1::WorkerMessage> received_;
-};
 
 class WorkerConnectionTest : public ::testing::Test {
  protected:
@@ -109,47 +36,49 @@ class WorkerConnectionTest : public ::testing::Test {
     StartServer(0);
   }
   void TearDown() override {
-    if (supervisor_) supervisor_->Stop();
-    if (connection_) connection_->Shutdown();
-    if (conn_thread_.joinable()) conn_thread_.join();
-    supervisor_.reset();
-    connection_.reset();
+    worker_.reset();  // stops every rank, then the stream
     StopServer();
     std::filesystem::remove_all(dir_);
   }
 
   void StartServer(int port) {
-    service_ = std::make_unique<FakeCoordinator>();
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
-                             &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_TRUE(server_ != nullptr);
-    ASSERT_GT(port_, 0);
+    server_ = std::make_unique<testing::FakeCoordinatorServer>(100, port);
+    ASSERT_TRUE(server_->ok());
+    port_ = server_->port();
+    service_ = &server_->service();
   }
   void StopServer() {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 200ms);
     server_.reset();
-    service_.reset();
+    service_ = nullptr;
   }
 
+  // A whole worker, built by its composition root as convoy-worker is.
   void StartWorker() {
-    WorkerConfig config;
-    config.name = "w1";
-    config.address = "127.0.0.1";
-    config.hostname = "test-host";
-    config.work_dir = dir_.string();
-    config.trainer_path = "/nonexistent/convoy-trainer";
-    config.cores = 2;
-    config.slots = 2;
-    config.kill_grace_ms = 2000;
-    config.env = ProcessEnvironment();
-    connection_ = std::make_unique<CoordinatorConnection>("127.0.0.1:" + std::to_string(port_));
-    supervisor_ = std::make_unique<Supervisor>(config, launcher_, *connection_, clock_);
-    connection_->SetSupervisor(supervisor_.get());
-    supervisor_->Start();
-    conn_thread_ = std::thread([this] { connection_->Run(); });
+    WorkerFlags flags;
+    flags.coordinator = "127.0.0.1:" + std::to_string(port_);
+    flags.name = "w1";
+    flags.advertise_address = "127.0.0.1";
+    flags.work_dir = dir_.string();
+    flags.trainer = "/nonexistent/convoy-trainer";
+    flags.cores = 2;
+    flags.slots = 2;
+    flags.gpus = "none";
+    flags.kill_grace_ms = 2000;
+    flags.cgroups = "off";
+    flags.snapshot_dir = "none";
+    flags.warm_trainers = 0;
+    flags.prefill_data = {"none"};
+    flags.insecure = true;
+    if (geteuid() == 0) {  // ranks reach the test's own directory as its user
+      flags.run_as = "root";
+      flags.allow_root_jobs = true;
+    }
+    WorkerDaemon::Deps deps;
+    deps.tune_config = [](WorkerConfig* config) { config->hostname = "test-host"; };
+    auto worker = WorkerDaemon::Create(flags, std::move(deps));
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    worker_ = std::move(*worker);
+    worker_->Start();
   }
 
   static v1::CoordinatorMessage Launch(const std::string& job, std::vector<std::string> argv) {
@@ -169,13 +98,9 @@ class WorkerConnectionTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   int port_ = 0;
-  std::unique_ptr<FakeCoordinator> service_;
-  std::unique_ptr<grpc::Server> server_;
-  SystemClock clock_;
-  PosixProcessLauncher launcher_;
-  std::unique_ptr<CoordinatorConnection> connection_;
-  std::unique_ptr<Supervisor> supervisor_;
-  std::thread conn_thread_;
+  std::unique_ptr<testing::FakeCoordinatorServer> server_;
+  testing::FakeWorkerService* service_ = nullptr;
+  std::unique_ptr<WorkerDaemon> worker_;
 };
 
 TEST_F(WorkerConnectionTest, RegistersHeartbeatsLaunchesKillsAndReconnects) {

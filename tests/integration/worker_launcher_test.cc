@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "worker/posix_process_launcher.h"
+#include "worker/exec/posix_process_launcher.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,7 @@
 // The supervisor with the POSIX launcher and real processes (/bin/sh scripts, python3 for
-// the metrics socket): environment, exit reports with stderr tails, log files, killing a
-// process group with a grandchild, and metric records over the socket with SO_PEERCRED.
+// the metrics socket), in a whole worker built by WorkerDaemon::Create against a fake
+// coordinator at the network edge: environment, exit reports with stderr tails, log files, killing
+// a process group with a grandchild, and metric records over the socket with SO_PEERCRED.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -19,9 +20,10 @@
 #include <sstream>
 #include <thread>
 
-#include "worker/posix_process_launcher.h"
-#include "worker/rank_env.h"
-#include "worker/supervisor.h"
+#include "tests/support/fake_worker_service.h"
+#include "worker/daemon/worker_daemon.h"
+#include "worker/host/users.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy {
 namespace {
@@ -29,53 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* kPython = "/usr/bin/python3";
-
-class RecordingOutbox : public Outbox {
- public:
-  bool Send(const v1::WorkerMessage& msg) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!up_) return false;
-    sent_.push_back(msg);
-    if (msg.has_metrics()) {
-      records_.insert(records_.end(), msg.metrics().records().begin(),
-                      msg.metrics().records().end());
-    }
-    cv_.notify_all();
-    return true;
-  }
-  void SetUp(bool up) {
-    std::lock_guard<std::mutex> lock(mu_);
-    up_ = up;
-  }
-  // The first message of kind `c` (removing it and those before it), waiting up to 10 s.
-  std::optional<v1::WorkerMessage> Next(v1::WorkerMessage::MsgCase c) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<v1::WorkerMessage> found;
-    cv_.wait_for(lock, 10s, [&] {
-      for (size_t i = 0; i < sent_.size(); ++i) {
-        if (sent_[i].msg_case() == c) {
-          found = sent_[i];
-          sent_.erase(sent_.begin(), sent_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-  // Every metric record sent so far (Next does not consume them).
-  std::vector<v1::MetricRecord> Records() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return records_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool up_ = true;
-  std::deque<v1::WorkerMessage> sent_;
-  std::vector<v1::MetricRecord> records_;  // of every MetricBatch sent
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -107,27 +62,50 @@ class SupervisorProcessesTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    config_.name = "w1";
-    config_.address = "127.0.0.1";
-    config_.work_dir = dir_.string();
-    config_.cores = 2;
-    config_.slots = 2;
-    config_.kill_grace_ms = 5000;
-    config_.env = ProcessEnvironment();
-    config_.env["PATH"] = "/usr/bin:/bin";
+    StartServer(0);
+    flags_.name = "w1";
+    flags_.advertise_address = "127.0.0.1";
+    flags_.work_dir = dir_.string();
+    flags_.cores = 2;
+    flags_.slots = 2;
+    flags_.gpus = "none";
+    flags_.kill_grace_ms = 5000;
+    flags_.cgroups = "off";
+    flags_.snapshot_dir = "none";
+    flags_.warm_trainers = 0;
+    flags_.prefill_data = {"none"};
+    flags_.attempt_dir_retention_s = 0;
+    flags_.insecure = true;
+    if (geteuid() == 0) {  // as before identities: the ranks run as the test does
+      flags_.run_as = "root";
+      flags_.allow_root_jobs = true;
+    }
   }
   void TearDown() override {
-    sup_.reset();
+    worker_.reset();
+    server_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void Start() {
-    sup_ = std::make_unique<Supervisor>(config_, launcher_, outbox_, clock_);
-    sup_->Start();
+  // The fake coordinator, on `port` (0: a free one, kept for the next StartServer).
+  void StartServer(int port) {
+    server_ = std::make_unique<testing::FakeCoordinatorServer>(1000, port);
+    ASSERT_TRUE(server_->ok());
+    port_ = server_->port();
   }
-  void Connect() {
-    sup_->BuildRegister();
-    outbox_.SetUp(true);
-    sup_->OnConnected(1000);
+  testing::FakeWorkerService& coordinator() { return server_->service(); }
+  // A whole worker, built by its composition root from `flags_`, as convoy-worker is.
+  void Start() {
+    flags_.coordinator = "127.0.0.1:" + std::to_string(port_);
+    auto worker = WorkerDaemon::Create(flags_);
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    worker_ = std::move(*worker);
+    worker_->Start();
+  }
+  // Waits for its Register (the coordinator acknowledged it at once).
+  void Connect() { ASSERT_TRUE(coordinator().Next(v1::WorkerMessage::kRegister).has_value()); }
+  // From the coordinator; with none connected, given to the supervisor as the link would.
+  void Post(const v1::CoordinatorMessage& m) {
+    if (server_ == nullptr || !coordinator().Send(m)) worker_->supervisor().Post(m);
   }
   // One rank (rank `group_rank` of `nodes` nodes x 1) running `command`.
   void Launch(const std::string& job, std::vector<std::string> command, int group_rank = 0,
@@ -145,24 +123,23 @@ class SupervisorProcessesTest : public ::testing::Test {
     l->set_master_port(29500);
     l->set_run_id(job);
     for (auto& c : command) l->mutable_spec()->add_command(c);
-    sup_->Post(m);
+    Post(m);
   }
   void Kill(const std::string& job, int grace_ms) {
     v1::CoordinatorMessage m;
     m.mutable_kill()->set_job_id(job);
     m.mutable_kill()->set_grace_ms(grace_ms);
-    sup_->Post(m);
+    Post(m);
   }
   std::string AttemptDir(const std::string& job) {
     return dir_.string() + "/jobs/" + job + "/attempt-0";
   }
 
   std::filesystem::path dir_;
-  WorkerConfig config_;
-  PosixProcessLauncher launcher_;
-  RecordingOutbox outbox_;
-  SystemClock clock_;
-  std::unique_ptr<Supervisor> sup_;
+  WorkerFlags flags_;
+  int port_ = 0;
+  std::unique_ptr<testing::FakeCoordinatorServer> server_;
+  std::unique_ptr<WorkerDaemon> worker_;
 };
 
 TEST_F(SupervisorProcessesTest, EnvironmentExitCodeStderrTailAndLogFile) {
@@ -172,9 +149,9 @@ TEST_F(SupervisorProcessesTest, EnvironmentExitCodeStderrTailAndLogFile) {
                  "echo \"rank=$RANK world=$WORLD_SIZE job=$CONVOY_JOB_ID pwd=$(pwd)\"; "
                  "i=1; while [ $i -le 30 ]; do echo err$i >&2; i=$((i+1)); done; "
                  "printf no-newline >&2; exit 3"});
-  auto started = outbox_.Next(v1::WorkerMessage::kProcessStarted);
+  auto started = coordinator().Next(v1::WorkerMessage::kProcessStarted);
   ASSERT_TRUE(started.has_value());
-  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  auto exited = coordinator().Next(v1::WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   const v1::ProcessExit& e = exited->process_exited().exit();
   EXPECT_EQ(exited->process_exited().pid(), started->process_started().pid());
@@ -198,8 +175,8 @@ TEST_F(SupervisorProcessesTest, EnvironmentExitCodeStderrTailAndLogFile) {
   read.mutable_read_logs()->set_rank(0);
   read.mutable_read_logs()->set_offset(-10);
   read.mutable_read_logs()->set_max_bytes(100);
-  sup_->Post(read);
-  auto data = outbox_.Next(v1::WorkerMessage::kLogData);
+  Post(read);
+  auto data = coordinator().Next(v1::WorkerMessage::kLogData);
   ASSERT_TRUE(data.has_value());
   EXPECT_EQ(data->log_data().data(), "no-newline");
   EXPECT_EQ(data->log_data().next_offset(), static_cast<int64_t>(log.size()));
@@ -207,8 +184,8 @@ TEST_F(SupervisorProcessesTest, EnvironmentExitCodeStderrTailAndLogFile) {
   // From the start, in small pieces: not at the end, so no eof.
   read.mutable_read_logs()->set_offset(0);
   read.mutable_read_logs()->set_max_bytes(4);
-  sup_->Post(read);
-  data = outbox_.Next(v1::WorkerMessage::kLogData);
+  Post(read);
+  data = coordinator().Next(v1::WorkerMessage::kLogData);
   ASSERT_TRUE(data.has_value());
   EXPECT_EQ(data->log_data().data(), "rank");
   EXPECT_EQ(data->log_data().next_offset(), 4);
@@ -219,7 +196,7 @@ TEST_F(SupervisorProcessesTest, ExecFailureBecomesLaunchFailed) {
   Start();
   Connect();
   Launch("bad", {"/nonexistent/program", "x"});
-  auto failed = outbox_.Next(v1::WorkerMessage::kLaunchFailed);
+  auto failed = coordinator().Next(v1::WorkerMessage::kLaunchFailed);
   ASSERT_TRUE(failed.has_value());
   EXPECT_NE(failed->launch_failed().error().find("/nonexistent/program: No such file"),
             std::string::npos)
@@ -232,7 +209,7 @@ TEST_F(SupervisorProcessesTest, KillTakesTheWholeProcessGroupAfterTheGrace) {
   Connect();
   // The rank ignores SIGTERM and has a child (in its process group) that does too.
   Launch("stubborn", {"/bin/sh", "-c", "trap '' TERM; sleep 1000 & echo child=$!; wait"});
-  auto started = outbox_.Next(v1::WorkerMessage::kProcessStarted);
+  auto started = coordinator().Next(v1::WorkerMessage::kProcessStarted);
   ASSERT_TRUE(started.has_value());
   const std::string log_path = AttemptDir("stubborn") + "/rank-0.log";
   ASSERT_TRUE(PollUntil([&] { return ReadFile(log_path).find('\n') != std::string::npos; }));
@@ -241,7 +218,7 @@ TEST_F(SupervisorProcessesTest, KillTakesTheWholeProcessGroupAfterTheGrace) {
   EXPECT_EQ(getpgid(child), started->process_started().pid());
   const auto began = std::chrono::steady_clock::now();
   Kill("stubborn", 300);
-  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  auto exited = coordinator().Next(v1::WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   EXPECT_GE(std::chrono::steady_clock::now() - began, 300ms);  // it had its grace
   EXPECT_EQ(exited->process_exited().exit().signal_name(), "SIGKILL");
@@ -254,7 +231,7 @@ TEST_F(SupervisorProcessesTest, ChildrenLeftBehindDieWithTheRank) {
   Connect();
   // The rank exits at once; the child it leaves in its process group must not linger.
   Launch("leaver", {"/bin/sh", "-c", "sleep 1000 & echo child=$!"});
-  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  auto exited = coordinator().Next(v1::WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   EXPECT_EQ(exited->process_exited().exit().exit_code(), 0);
   const std::string log = ReadFile(AttemptDir("leaver") + "/rank-0.log");
@@ -295,13 +272,13 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRoundTripIdentifiesRanksByPeerCrede
   Start();
   Connect();
   Launch("metrics", {kPython, "-c", kMetricsScript}, /*group_rank=*/1, /*nodes=*/2);
-  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  auto exited = coordinator().Next(v1::WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   ASSERT_EQ(exited->process_exited().exit().exit_code(), 0)
       << exited->process_exited().exit().stderr_tail_size();
   std::vector<v1::MetricRecord> records;
   ASSERT_TRUE(PollUntil([&] {
-    records = outbox_.Records();
+    records = coordinator().metric_records();
     return records.size() >= 3;
   })) << records.size()
       << " records; log: " << ReadFile(AttemptDir("metrics") + "/rank-1.log");
@@ -322,7 +299,7 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRoundTripIdentifiesRanksByPeerCrede
     EXPECT_GT(r.time_unix_ms(), 0);
   }
   // garbage, [1,2], the long line, the claim of rank 7, the stranger, the truncated line.
-  EXPECT_EQ(sup_->counters().records_dropped, 6);
+  EXPECT_EQ(worker_->supervisor().counters().records_dropped, 6);
   // The socket file went with the attempt.
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run/metrics.0.sock"));
 }
@@ -334,7 +311,8 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRefusesAnotherUid) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to run the rank as another user";
   auto nobody = LookupUser("nobody");
   ASSERT_TRUE(nobody.ok()) << nobody.status().message();
-  config_.run_as = *nobody;
+  flags_.run_as = "nobody";
+  flags_.allow_root_jobs = false;
   Start();
   Connect();
   Launch("uid",
@@ -347,7 +325,7 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRefusesAnotherUid) {
           "s.sendall(b'{\"step\":2}\\n')\n"});
   std::vector<v1::MetricRecord> records;
   ASSERT_TRUE(PollUntil([&] {
-    records = outbox_.Records();
+    records = coordinator().metric_records();
     return !records.empty();
   })) << ReadFile(AttemptDir("uid") + "/rank-0.log");
   const std::string sock = dir_.string() + "/run/uid.0.sock";
@@ -368,12 +346,13 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRefusesAnotherUid) {
   EXPECT_LE(read(fd, &byte, 1), 0) << "the worker should have closed the connection";
   close(fd);
   std::ofstream(dir_.string() + "/job-root/uid/go") << "";
-  auto exited = outbox_.Next(v1::WorkerMessage::kProcessExited);
+  auto exited = coordinator().Next(v1::WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   EXPECT_EQ(exited->process_exited().exit().exit_code(), 0)
       << ReadFile(AttemptDir("uid") + "/rank-0.log");
-  ASSERT_TRUE(PollUntil([&] { return outbox_.Records().size() >= 2; }));
-  for (const auto& r : outbox_.Records()) EXPECT_NE(r.step(), 9) << "a record of uid 0 got in";
+  ASSERT_TRUE(PollUntil([&] { return coordinator().metric_records().size() >= 2; }));
+  for (const auto& r : coordinator().metric_records())
+    EXPECT_NE(r.step(), 9) << "a record of uid 0 got in";
   // The rank's log is its user's and private.
   ASSERT_EQ(stat((AttemptDir("uid") + "/rank-0.log").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -382,20 +361,24 @@ TEST_F(SupervisorProcessesTest, MetricsSocketRefusesAnotherUid) {
 
 TEST_F(SupervisorProcessesTest, MetricsWaitForTheCoordinatorAndExitsTravelInRegister) {
   if (access(kPython, X_OK) != 0) GTEST_SKIP() << "needs " << kPython;
-  Start();  // never connected yet
+  server_.reset();  // no coordinator yet: its port is kept for later
+  Start();
   Launch("offline", {kPython, "-c",
                      "import socket,os; s=socket.socket(socket.AF_UNIX); "
                      "s.connect(os.environ['CONVOY_METRICS_SOCKET']); "
                      "s.sendall(b'{\"step\":1}\\n{\"step\":2}\\n{\"step\":3}\\n')"});
   v1::Register reg;
   ASSERT_TRUE(PollUntil([&] {
-    reg = sup_->BuildRegister();
+    reg = worker_->supervisor().BuildRegister();
     return reg.attempts_size() == 1 && !reg.attempts(0).ranks(0).running();
   }));
   EXPECT_EQ(reg.attempts(0).ranks(0).exit().exit_code(), 0);
-  outbox_.SetUp(true);
-  sup_->OnConnected(1000);
-  auto batch = outbox_.Next(v1::WorkerMessage::kMetrics);
+  StartServer(port_);  // the connection's backoff finds it
+  auto registered = coordinator().Next(v1::WorkerMessage::kRegister, 30s);
+  ASSERT_TRUE(registered.has_value());
+  ASSERT_EQ(registered->register_().attempts_size(), 1);  // the exit travels in Register
+  EXPECT_EQ(registered->register_().attempts(0).ranks(0).exit().exit_code(), 0);
+  auto batch = coordinator().Next(v1::WorkerMessage::kMetrics);
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->metrics().job_id(), "offline");
   ASSERT_EQ(batch->metrics().records_size(), 3);

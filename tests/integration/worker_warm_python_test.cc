@@ -1,6 +1,6 @@
-// The warm Python (worker/warm_trainer.h, worker/convoy-forkserver.py) with real processes:
-// which ranks fork from it and which start cold, one forkserver for every identity (each rank
-// dropping to its own), exits reported. Needs Debian's python3-torch (skipped without it).
+// The warm Python (worker/exec/warm_trainer.h, worker/exec/convoy-forkserver.py) with real
+// processes: which ranks fork from it and which start cold, one forkserver for every identity (each
+// rank dropping to its own), exits reported. Needs Debian's python3-torch (skipped without it).
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "worker/posix_process_launcher.h"
-#include "worker/warm_trainer.h"
+#include "worker/exec/posix_process_launcher.h"
+#include "worker/exec/warm_trainer.h"
 
 namespace convoy {
 namespace {
@@ -101,7 +101,7 @@ class WarmPythonTest : public ::testing::Test {
 };
 
 TEST_F(WarmPythonTest, ScriptsAndModulesForkWarmEverythingElseStartsCold) {
-  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/exec/convoy-forkserver.py";
   ASSERT_TRUE(warm_->StartPython(kPython, script));
   ASSERT_TRUE(WaitReady());
   const pid_t server = warm_->python_pid();
@@ -157,7 +157,7 @@ sys.exit(3 if any(needle in c for c in chunks) else 0)
 
 TEST_F(WarmPythonTest, ARankFindsNoEarlierRequestInTheMemoryItInherits) {
   std::ofstream(dir_ / "scan.py") << kScan;
-  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/exec/convoy-forkserver.py";
   ASSERT_TRUE(warm_->StartPython(kPython, script));
   ASSERT_TRUE(WaitReady());
   const std::string secret = "convoy-secret-" + std::to_string(getpid()) + "-q9z";
@@ -198,7 +198,7 @@ TEST_F(WarmPythonTest, AForkserverThatCannotLoadIsNotStartedOverAndOver) {
   const std::string fake = (dir_ / "fakepython").string();
   std::ofstream(fake) << "#!/bin/sh\nexit 1\n";
   std::filesystem::permissions(fake, std::filesystem::perms::all);
-  warm_->StartPython(fake, std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py");
+  warm_->StartPython(fake, std::string(CONVOY_SOURCE_DIR) + "/worker/exec/convoy-forkserver.py");
   for (int i = 0; i < 500 && warm_->python_pid() > 0; ++i) Reap(10);
   ASSERT_EQ(warm_->python_pid(), -1) << "it should have died";
   // Its ranks start cold, and no new forkserver is started for each of them.
@@ -220,7 +220,7 @@ TEST_F(WarmPythonTest, AForkserverThatCannotLoadIsNotStartedOverAndOver) {
 // warm like the hundredth; each rank drops to its own uid, gid and groups after the fork.
 TEST_F(WarmPythonTest, OneForkserverServesEveryIdentityEachRankDropsToItsOwn) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to run ranks as other users";
-  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/exec/convoy-forkserver.py";
   std::ofstream(dir_ / "who.py") << "import os, sys\n"
                                  << "open(sys.argv[1], 'w').write('%s %s' % (os.getresuid(), "
                                     "os.getgroups()))\n";
@@ -275,7 +275,7 @@ std::string CmdlineOf(pid_t pid) {
 // that HOME executes at start) runs neither in the forkserver nor in the rank forked from it.
 TEST_F(WarmPythonTest, TheForkserverIsIsolatedAndRunsNoPlantedPth) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to run a rank as another user";
-  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/convoy-forkserver.py";
+  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/worker/exec/convoy-forkserver.py";
   const std::filesystem::path home = dir_ / "home";
   const std::filesystem::path marks = dir_ / "marks";
   std::filesystem::create_directories(marks);

@@ -9,7 +9,7 @@
 
 #include "coordinator/store/etcd_client.h"
 #include "tests/support/etcd_cluster.h"
-#include "worker/worker_daemon.h"
+#include "worker/daemon/worker_daemon.h"
 
 namespace convoy::testing {
 
@@ -256,7 +256,9 @@ InProcessWorker& TestCluster::StartWorker(const std::string& name, int slots,
     flags.insecure = true;
   }
   if (tune) tune(&flags);
-  auto daemon = WorkerDaemon::Create(flags, w->clock_);
+  WorkerDaemon::Deps deps;
+  deps.clock = &w->clock_;
+  auto daemon = WorkerDaemon::Create(flags, std::move(deps));
   EXPECT_TRUE(daemon.ok()) << "worker " << name << ": " << daemon.status().message();
   InProcessWorker& ref = *w;
   workers_.push_back(std::move(w));

@@ -27,7 +27,7 @@
 #include "coordinator/store/cluster_pki.h"
 #include "coordinator/store/token_store.h"
 #include "tests/support/temp_dir.h"
-#include "worker/flags.h"
+#include "worker/daemon/flags.h"
 
 namespace convoy {
 

@@ -1,9 +1,9 @@
-// The cgroup module (worker/cgroups.h) on fake hierarchies in a temp dir: detection of v2, v1
+// The cgroup module (worker/exec/cgroups.h) on fake hierarchies in a temp dir: detection of v2, v1
 // and none, the files and values that Create writes, the v2 move into daemon/, OOM counters,
 // leftovers and errors. Directories that the module makes are filled, through its hook, with
 // the files the kernel would put there. tests/integration/worker_cgroups_v1_test.cc runs the
 // real v1 controllers.
-#include "worker/cgroups.h"
+#include "worker/exec/cgroups.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,8 @@
-// What convoy-worker --check-config decides without starting (worker/check_config.h,
-// worker/flags.h): the CA fingerprint's form, a job root apart from the worker's own
+// What convoy-worker --check-config decides without starting (worker/daemon/check_config.h,
+// worker/daemon/flags.h): the CA fingerprint's form, a job root apart from the worker's own
 // directories and reachable by the ranks, every problem reported at once.
-#include "worker/check_config.h"
+#include "worker/daemon/check_config.h"
+#include "worker/files/job_root.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,7 +14,7 @@
 
 #include "common/config_file.h"
 #include "tests/support/temp_dir.h"
-#include "worker/flags.h"
+#include "worker/daemon/flags.h"
 
 namespace convoy {
 namespace {

@@ -1,4 +1,4 @@
-// The worker's code cache (worker/code_fetch.h): an archive is kept for an hour after its
+// The worker's code cache (worker/link/code_fetch.h): an archive is kept for an hour after its
 // last use, then removed; a fetch that died with the last worker leaves no `.part` behind.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "common/code_archive.h"
 #include "tests/support/temp_dir.h"
-#include "worker/code_fetch.h"
+#include "worker/link/code_fetch.h"
 
 namespace convoy {
 namespace {

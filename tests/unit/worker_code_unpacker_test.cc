@@ -1,6 +1,6 @@
 // Code archives are unpacked off the supervisor thread, one at a time, in order; a stop drops
 // what is still queued.
-#include "worker/code_unpacker.h"
+#include "worker/files/code_unpacker.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// WorkerCredentials without a coordinator (worker/credentials.h): the renewal schedule on a
+// WorkerCredentials without a coordinator (worker/link/credentials.h): the renewal schedule on a
 // fake clock, reuse and refusal of the certificate kept in <work-dir>/tls, a store cut short
 // by a crash, the operator's own --tls-* files, and the credential flags. Certificates come
 // from a CA of the test's own (common/pki.h). Joining and renewing against a real
 // coordinator is tests/integration/coordinator_worker_join_test.cc.
-#include "worker/credentials.h"
+#include "worker/link/credentials.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 
 #include "common/pki.h"
 #include "tests/support/temp_dir.h"
-#include "worker/flags.h"
+#include "worker/daemon/flags.h"
 
 namespace convoy {
 namespace {
@@ -305,7 +305,7 @@ TEST(CheckWorkerCertificateTest, SaysWhatIsWrong) {
   EXPECT_NE(wrong_ca.message().find("--ca-fingerprint"), std::string::npos);
 }
 
-// ---- the credential flags (worker/flags.h)
+// ---- the credential flags (worker/daemon/flags.h)
 
 Status Parse(std::vector<std::string> args, WorkerFlags* flags, int* exit_code) {
   args.insert(args.begin(), "convoy-worker");

@@ -1,7 +1,7 @@
-// The worker's data cache (worker/data_cache.h): one directory the worker owns, the per-user
+// The worker's data cache (worker/files/data_cache.h): one directory the worker owns, the per-user
 // caches of earlier versions removed; a data set under a root is filled once on the cache's
 // thread and again only when its source changes; a job's own data is never cached.
-#include "worker/data_cache.h"
+#include "worker/files/data_cache.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // RemoveUnder: a whole tree goes, symlinks are unlinked and never followed, read-only
 // directories are no obstacle, and names that could climb out are refused.
-#include "worker/file_removal.h"
+#include "worker/files/file_removal.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // Identities per job (issue 27): one uid per job, kept across a worker restart, never two
 // jobs on one uid, released with the job's files, reused only after the rest of the pool.
-#include "worker/job_identity.h"
+#include "worker/host/job_identity.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

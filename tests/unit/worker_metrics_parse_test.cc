@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/metrics_parse.h"
+#include "worker/exec/metrics_parse.h"
 
 namespace convoy {
 namespace {

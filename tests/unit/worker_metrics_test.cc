@@ -1,7 +1,7 @@
 // The worker's /metrics series from a fake supervisor and a fake /proc: per-rank CPU,
 // memory and state while a rank runs, only its state once it exited, the totals, and no
 // GPU series without NVML. Also /proc of this very process.
-#include "worker/worker_metrics.h"
+#include "worker/daemon/worker_metrics.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>

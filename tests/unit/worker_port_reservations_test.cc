@@ -1,6 +1,6 @@
 // Master ports reserved for attempts: held bound until the attempt is over, one port per
 // attempt whatever the number of requests, released when it ended or never came.
-#include "worker/port_reservations.h"
+#include "worker/exec/port_reservations.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

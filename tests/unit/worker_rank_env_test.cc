@@ -7,7 +7,7 @@
 
 #include "spec/trainer_spec_env.h"
 #include "tests/support/temp_dir.h"
-#include "worker/rank_env.h"
+#include "worker/exec/rank_env.h"
 
 namespace convoy {
 namespace {

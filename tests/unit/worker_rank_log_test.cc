@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "worker/metrics_server.h"
-#include "worker/rank_log.h"
+#include "worker/exec/metrics_server.h"
+#include "worker/files/rank_log.h"
 
 namespace convoy {
 namespace {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "worker/flags.h"
-#include "worker/resources.h"
+#include "worker/daemon/flags.h"
+#include "worker/host/resources.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,6 @@
-// The jobs' snapshot directories on a worker (worker/snapshot_dir.h): made private to the
+// The jobs' snapshot directories on a worker (worker/files/snapshot_dir.h): made private to the
 // ranks' user, never through a symlink, removed when the job finishes or idles.
-#include "worker/snapshot_dir.h"
+#include "worker/files/snapshot_dir.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -26,7 +26,7 @@
 #include "common/code_archive.h"
 #include "common/job_paths.h"
 #include "common/pki.h"
-#include "worker/supervisor.h"
+#include "worker/supervise/supervisor.h"
 
 namespace convoy {
 namespace {

@@ -1,0 +1,80 @@
+#include "worker/files/file_removal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+namespace convoy {
+namespace {
+
+// Deeper trees than this are refused (one descriptor is open per level).
+constexpr int kMaxDepth = 256;
+
+std::string Errno(const std::string& path) { return path + ": " + std::strerror(errno); }
+
+// Removes the entry `name` of the directory `dir_fd` (shown as `path` in errors).
+Status RemoveAt(int dir_fd, const std::string& name, const std::string& path, int depth,
+                int64_t* removed) {
+  struct stat st {};
+  if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return Status::Internal(Errno(path));
+    }
+    ++*removed;
+    return Status::Ok();
+  }
+  if (depth >= kMaxDepth) return Status::Internal(path + ": nested too deeply");
+  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(path));
+  // A directory a rank made read-only: writable again (ours, or we are root).
+  if ((st.st_mode & S_IWUSR) == 0 || (st.st_mode & S_IXUSR) == 0) fchmod(fd, st.st_mode | S_IRWXU);
+  DIR* d = fdopendir(fd);  // owns fd from here
+  if (d == nullptr) {
+    close(fd);
+    return Status::Internal(Errno(path));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    const std::string child = e->d_name;
+    if (child != "." && child != "..") names.push_back(child);
+  }
+  Status first;
+  for (const std::string& child : names) {
+    Status st_child = RemoveAt(dirfd(d), child, path + "/" + child, depth + 1, removed);
+    if (!st_child.ok() && first.ok()) first = st_child;
+  }
+  closedir(d);
+  if (!first.ok()) return first;
+  if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return Status::Internal(Errno(path));
+  }
+  ++*removed;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RemoveUnder(const std::string& root, const std::string& name, int64_t* removed) {
+  int64_t count = 0;
+  if (removed == nullptr) removed = &count;
+  *removed = 0;
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      root.empty() || root[0] != '/') {
+    return Status::InvalidArgument("refusing to remove '" + name + "' under '" + root + "'");
+  }
+  const int root_fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root_fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(root));
+  Status st = RemoveAt(root_fd, name, root + "/" + name, 0, removed);
+  close(root_fd);
+  return st;
+}
+
+}  // namespace convoy
