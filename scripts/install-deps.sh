@@ -11,7 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev
   dataset-fashion-mnist python3-torch python3-pytest python3-yaml prometheus
-  iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev
+  iproute2 procps psmisc libssl-dev clang libclang-rt-14-dev lld
   libsystemd-dev python3-yaml ccache llvm etcd-server etcd-client python3-grpcio
   chromium chromium-driver python3-selenium
 )
@@ -22,6 +22,8 @@ PACKAGES=(
 # (bench/scale_py_storm.py), beside the C++ simulator.
 # etcd-server: the etcd store's tests start real members on loopback ports (issue 30);
 # etcd-client: etcdctl, for operators of an etcd-backed cluster.
+# lld: LLVM's linker, for every build (CMakeLists.txt CONVOY_LINKER): a test binary's link
+# takes a tenth of GNU ld's time, and the build links about a hundred.
 # clang: the fuzzers, -Wthread-safety and the ThreadSanitizer stage (scripts/thread-checks.sh);
 # libclang-rt-14-dev: clang's sanitizer runtimes (libclang_rt.tsan, .asan, .fuzzer); ccache
 # keeps the TSAN build's second run to linking; llvm (/usr/bin/llvm-symbolizer) gives TSAN's
