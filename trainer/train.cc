@@ -176,6 +176,7 @@ void Training::Setup() {
   // The sink first: a rank waiting for the worker's fill of the data cache says it is alive
   // (hang detection counts from the rank's start).
   metrics_ = std::make_unique<MetricsSink>(o_.metrics_socket);
+  metrics_->Write("heartbeat", {});  // started: from here on hang_timeout applies
   const auto alive = [this] { metrics_->Write("heartbeat", {}); };
   train_ = LoadFashionMnist(o_.data_dir, "train", o_.train_limit, o_.data_cache, alive);
   test_ = LoadFashionMnist(o_.data_dir, "t10k", 0, o_.data_cache, alive);

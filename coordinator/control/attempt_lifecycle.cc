@@ -582,11 +582,13 @@ void AttemptLifecycle::Check(JobRecord& r) {
       std::vector<RankLiveness> out;
       out.reserve(rt.ranks.size());
       for (const auto& [rank, rr] : rt.ranks) {
-        out.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms});
+        out.push_back({rank, rr.gone, rr.stopped, rr.last_progress_mono_ms, rr.reported});
       }
       return out;
     };
-    if (auto hang = rt.failures.CheckHang(liveness, r.job.spec().hang_timeout_s())) {
+    // A rank that has not reported yet is starting: its allowance is the rendezvous's.
+    if (auto hang = rt.failures.CheckHang(liveness, r.job.spec().hang_timeout_s(),
+                                          options_.rendezvous_timeout_ms)) {
       v1::RankFailure f = FailureFor(r, hang->rank, rt.ranks[hang->rank].worker);
       f.set_reason(hang->reason);
       f.set_cause(v1::FAILURE_HANG);

@@ -198,6 +198,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     auto it = r->rt.ranks.find(rec0.rank());
     if (it == r->rt.ranks.end() || it->second.worker != worker) continue;
     it->second.last_progress_mono_ms = now;
+    it->second.reported = true;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
     if (r->history.Add(rec0, batch.attempt())) table_.MarkHistoryDirty(r->job.id());
     if (!r->rt.first_record_seen) {

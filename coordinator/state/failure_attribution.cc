@@ -26,24 +26,43 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::optional<Hang> DetectHang(const std::vector<RankLiveness>& ranks, int64_t now_ms,
-                               int hang_timeout_s) {
-  if (hang_timeout_s <= 0) return std::nullopt;
+namespace {
+
+int64_t LimitOf(const RankLiveness& r, int hang_timeout_s, int64_t startup_ms) {
   const int64_t limit = int64_t{hang_timeout_s} * 1000;
+  return r.reported ? limit : std::max(limit, startup_ms);
+}
+
+}  // namespace
+
+std::optional<Hang> DetectHang(const std::vector<RankLiveness>& ranks, int64_t now_ms,
+                               int hang_timeout_s, int64_t startup_ms) {
+  if (hang_timeout_s <= 0) return std::nullopt;
   std::vector<int> silent;
   std::vector<int> stopped;
   size_t alive = 0;
   for (const RankLiveness& r : ranks) {
     if (r.gone) continue;
     ++alive;
-    if (now_ms - r.last_progress_ms >= limit) silent.push_back(r.rank);
+    if (now_ms - r.last_progress_ms >= LimitOf(r, hang_timeout_s, startup_ms)) {
+      silent.push_back(r.rank);
+    }
     // A rank whose process is stopped is the cause; peers waiting for it in a collective
     // fall silent too, possibly a moment earlier.
     if (r.stopped) stopped.push_back(r.rank);
   }
   if (silent.empty()) return std::nullopt;
   Hang hang;
-  hang.reason = "hung: no progress for " + std::to_string(hang_timeout_s) + " s";
+  bool starting = true;  // every silent rank is still to make its first report
+  for (const RankLiveness& r : ranks) {
+    if (!r.gone && r.reported && std::find(silent.begin(), silent.end(), r.rank) != silent.end()) {
+      starting = false;
+    }
+  }
+  const int64_t startup_s = std::max<int64_t>(hang_timeout_s, startup_ms / 1000);
+  hang.reason =
+      starting ? "hung: nothing reported within " + std::to_string(startup_s) + " s of the start"
+               : "hung: no progress for " + std::to_string(hang_timeout_s) + " s";
   if (!stopped.empty()) {
     hang.rank = stopped[0];
     hang.reason += RankList(stopped) + (stopped.size() > 1 ? " (their processes are stopped)"
@@ -89,20 +108,19 @@ bool FailureAttribution::RendezvousOverdue() const {
          clock_->NowMonotonicMs() >= rendezvous_deadline_ms_;
 }
 
-std::optional<Hang> FailureAttribution::CheckHang(const LivenessFn& ranks, int hang_timeout_s) {
+std::optional<Hang> FailureAttribution::CheckHang(const LivenessFn& ranks, int hang_timeout_s,
+                                                  int64_t startup_ms) {
   const int64_t now = clock_->NowMonotonicMs();
   if (hang_timeout_s <= 0 || now < next_hang_check_ms_) return std::nullopt;
   const std::vector<RankLiveness> live = ranks();
-  std::optional<Hang> hang = DetectHang(live, now, hang_timeout_s);
+  std::optional<Hang> hang = DetectHang(live, now, hang_timeout_s, startup_ms);
   if (hang) return hang;
-  int64_t earliest = now;
-  bool any = false;
+  int64_t earliest = now + int64_t{hang_timeout_s} * 1000;
   for (const RankLiveness& r : live) {
     if (r.gone) continue;
-    earliest = any ? std::min(earliest, r.last_progress_ms) : r.last_progress_ms;
-    any = true;
+    earliest = std::min(earliest, r.last_progress_ms + LimitOf(r, hang_timeout_s, startup_ms));
   }
-  next_hang_check_ms_ = earliest + int64_t{hang_timeout_s} * 1000;
+  next_hang_check_ms_ = earliest;
   return std::nullopt;
 }
 

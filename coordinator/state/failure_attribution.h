@@ -39,6 +39,10 @@ struct RankLiveness {
   bool gone = false;     // exited, or its worker was lost
   bool stopped = false;  // its worker says its process is stopped (SIGSTOP, a debugger)
   int64_t last_progress_ms = 0;
+  // Whether it sent any record in this attempt. Until its first, it is starting (loading its
+  // libraries and data, joining the rendezvous): its silence counts against the startup
+  // allowance when that is longer than the hang timeout.
+  bool reported = false;
 };
 
 struct Hang {
@@ -46,9 +50,11 @@ struct Hang {
   std::string reason;
 };
 
-// The hang of a running attempt at `now_ms`, or nothing. `ranks` in rank order.
+// The hang of a running attempt at `now_ms`, or nothing. `ranks` in rank order. A rank that
+// has reported is hung after `hang_timeout_s` without progress; one that has not reported yet
+// after the longer of that and `startup_ms`.
 std::optional<Hang> DetectHang(const std::vector<RankLiveness>& ranks, int64_t now_ms,
-                               int hang_timeout_s);
+                               int hang_timeout_s, int64_t startup_ms = 0);
 
 // "rendezvous timed out: rank(s) 3, 5 did not start" for the ranks (in order) not started.
 std::string RendezvousTimeoutReason(const std::vector<int>& not_started);
@@ -95,7 +101,8 @@ class FailureAttribution {
   // the rank that progressed least could reach the timeout (progress only moves forward), so
   // a 10,000-rank attempt is not scanned on every tick.
   using LivenessFn = std::function<std::vector<RankLiveness>()>;
-  std::optional<Hang> CheckHang(const LivenessFn& ranks, int hang_timeout_s);
+  std::optional<Hang> CheckHang(const LivenessFn& ranks, int hang_timeout_s,
+                                int64_t startup_ms = 0);
 
  private:
   const Clock* clock_;

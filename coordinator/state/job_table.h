@@ -36,6 +36,7 @@ struct RankRuntime {
   bool gone = false;  // exited, or its worker was lost
   int pid = 0;
   int64_t last_progress_mono_ms = 0;
+  bool reported = false;        // any record of this attempt came from it (hang detection)
   bool stopped = false;         // its worker's last heartbeat said its process is stopped
   v1::RankResources resources;  // what it holds on its worker until it is gone
 };

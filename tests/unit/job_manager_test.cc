@@ -269,6 +269,7 @@ TEST_F(JobManagerTest, SilentRankIsHung) {
   AddWorker("w2", 1);
   const std::string id = Submit(2, 1, 1, /*hang_timeout_s=*/5);
   StartAttempt(id);
+  Metric("w2", id, 0, 1, 0);  // rank 1 reports once, then falls silent
   for (int i = 1; i <= 10; ++i) {
     Metric("w1", id, 0, 0, i);  // rank 0 keeps making progress, rank 1 is silent
     Advance(500);
@@ -278,6 +279,39 @@ TEST_F(JobManagerTest, SilentRankIsHung) {
   EXPECT_TRUE(WentThrough(job, v1::RESTARTING));
   EXPECT_EQ(job.attempts(0).failure().reason(), "hung: no progress for 5 s from rank 1");
   EXPECT_EQ(job.attempts(0).failure().rank(), 1);
+}
+
+// Until its first record a rank is starting (loading its libraries and data, joining the
+// rendezvous): its silence counts against the rendezvous timeout when that is longer than
+// hang_timeout; from its first record on, hang_timeout applies.
+TEST_F(JobManagerTest, ARankThatHasNotReportedYetHasTheStartupAllowance) {
+  AddWorker("w1", 1);
+  const std::string first = Submit(1, 1, 0, /*hang_timeout_s=*/5);
+  StartAttempt(first);
+  Advance(30000);
+  EXPECT_EQ(Job(first).state(), v1::RUNNING) << "a starting rank was called hung";
+  v1::WorkerMessage msg;
+  msg.mutable_metrics()->set_job_id(first);
+  auto* r = msg.mutable_metrics()->add_records();
+  r->set_rank(0);
+  r->set_kind("heartbeat");
+  jm_->OnWorkerMessage("w1", msg);
+  Advance(4000);
+  EXPECT_EQ(Job(first).state(), v1::RUNNING);
+  Advance(1500);
+  v1::Job job = Job(first);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.attempts(0).failure().reason(), "hung: no progress for 5 s");
+
+  // A rank that never reports is hung once the allowance is spent.
+  const std::string second = Submit(1, 1, 0, /*hang_timeout_s=*/5);
+  StartAttempt(second);
+  Advance(59000);
+  EXPECT_EQ(Job(second).state(), v1::RUNNING);
+  Advance(1500);
+  job = Job(second);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.attempts(0).failure().reason(), "hung: nothing reported within 60 s of the start");
 }
 
 TEST_F(JobManagerTest, AStoppedRankIsNamedEvenWhenItsPeerFellSilentFirst) {
