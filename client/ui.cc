@@ -8,6 +8,7 @@
 #include <iostream>
 #include <vector>
 
+#include "client/command_support.h"
 #include "client/format.h"
 #include "common/util.h"
 
