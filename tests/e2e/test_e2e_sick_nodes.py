@@ -67,7 +67,9 @@ def test_a_node_failing_two_jobs_is_cordoned_and_both_finish_elsewhere(make_clus
     assert "CORDONED" in line and "cordoned by coordinator" in line, table
     events = [e["reason"] for job in (a, b) for e in c.status(job)["events"]]
     assert any("worker w2 cordoned: ranks of 2 jobs failed here" in e for e in events), events
-    assert _metric(c, "convoy_worker_cordoned", {"worker": "w2"}) == 1
+    # /metrics follows at the coordinator's next export.
+    wait_for(lambda: _metric(c, "convoy_worker_cordoned", {"worker": "w2"}) == 1, 20,
+             "convoy_worker_cordoned of w2 at 1")
     assert _metric(c, "convoy_worker_cordoned", {"worker": "w3"}) == 0
 
     # A cordoned node gets nothing new: a third job waits on w3 rather than going to w2.
