@@ -1,5 +1,7 @@
 #include "client/format.h"
 
+#include "client/sick_nodes.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
@@ -416,18 +418,24 @@ std::string LabelCell(const v1::WorkerInfo& w) {
 
 std::string FormatWorkerTable(const v1::ListWorkersResponse& workers, int64_t now) {
   std::vector<std::vector<std::string>> rows;
+  bool any_why = false;  // when nodes are sick: a WHY column, only when a worker needs one
+  for (const v1::WorkerInfo& w : workers.workers()) any_why = any_why || !SickReason(w).empty();
   for (const v1::WorkerInfo& w : workers.workers()) {
     std::string state = WorkerStateText(w.state());
     if (w.drained()) state += ",DRAINED";
+    state += SickStateSuffix(w);
     std::vector<std::string> jobs(w.jobs().begin(), w.jobs().end());
     rows.push_back({w.name(), state,
                     std::to_string(w.used_slots()) + "/" + std::to_string(w.slots()),
                     std::to_string(w.used_cpus()) + "/" + std::to_string(w.cores()),
                     FormatUsedOfBytes(w.used_memory_bytes(), w.memory_bytes()), GpuCell(w),
                     LabelCell(w), FormatAge(w.last_heartbeat_unix_ms(), now), JoinSome(jobs, 2)});
+    if (any_why) rows.back().push_back(SickReason(w).empty() ? "-" : SickReason(w));
   }
-  return FormatTable(
-      {"NAME", "STATE", "SLOTS", "CORES", "MEMORY", "GPUS", "LABELS", "HEARTBEAT", "JOBS"}, rows);
+  std::vector<std::string> head = {"NAME", "STATE",  "SLOTS",     "CORES", "MEMORY",
+                                   "GPUS", "LABELS", "HEARTBEAT", "JOBS"};
+  if (any_why) head.push_back("WHY");
+  return FormatTable(head, rows);
 }
 
 std::string FormatFailureDetails(const v1::RankFailure& f, const std::string& indent) {
@@ -460,10 +468,18 @@ std::string FormatFailureDetails(const v1::RankFailure& f, const std::string& in
 
 std::string FormatFailure(const v1::RankFailure& f, const std::string& indent) {
   if (f.reason().empty()) return FormatFailureDetails(f, indent);
-  return indent + f.reason() + "\n" + FormatFailureDetails(f, indent + "  ");
+  std::string out = indent + f.reason() + "\n";
+  if (f.origin() == v1::FAILURE_ORIGIN_NODE) {
+    out += indent + "  the node's fault: " + f.origin_reason() + "\n";
+  }
+  return out + FormatFailureDetails(f, indent + "  ");
 }
 
 std::string FormatEvent(const v1::JobEvent& e) {
+  // An event that changed no state (a straggler named, a worker cordoned) shows the state once.
+  if (e.from() == e.to() && e.from() != v1::JOB_STATE_UNSPECIFIED) {
+    return FormatClock(e.time_unix_ms()) + "  " + StateText(e.to()) + "  " + e.reason();
+  }
   return FormatClock(e.time_unix_ms()) + "  " + StateText(e.from()) + " -> " + StateText(e.to()) +
          "  " + e.reason();
 }
@@ -561,6 +577,10 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
       out << "  rank " << m->rank() << "  " << FormatRankProgress(*m) << "  ("
           << FormatAge(m->time_unix_ms(), now) << ")\n";
     }
+  }
+
+  if (const std::string sick = FormatSickRanks(job); !sick.empty()) {
+    out << "sick ranks and nodes:\n" << sick;
   }
 
   bool any_failure = false;

@@ -13,6 +13,7 @@
 #include "client/commands.h"
 #include "client/config.h"
 #include "client/format.h"
+#include "client/sick_nodes.h"
 #include "client/ui.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -46,6 +47,7 @@ struct Invocation {
   std::string workers_page_token;
   std::string worker;
   bool drain_now = false;
+  std::string cordon_reason;
   std::string metric = "loss", plot_output = "chart";
   int plot_rank = -1;
   bool once = false;
@@ -63,6 +65,8 @@ struct Invocation {
   CLI::App* drain = nullptr;
   CLI::App* undrain = nullptr;
   CLI::App* forget = nullptr;
+  CLI::App* cordon = nullptr;
+  CLI::App* uncordon = nullptr;
   CLI::App* plot = nullptr;
   CLI::App* top = nullptr;
   CLI::App* login = nullptr;
@@ -180,7 +184,7 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
   AddOutput(v, v.delete_cmd);
 }
 
-// workers, drain, undrain, worker forget.
+// workers, drain, undrain, cordon, uncordon, worker forget.
 void AddWorkerVerbs(CLI::App& app, Invocation& v) {
   v.workers = app.add_subcommand("workers", "list workers, by name");
   v.workers
@@ -205,6 +209,25 @@ void AddWorkerVerbs(CLI::App& app, Invocation& v) {
   v.undrain->add_option("WORKER", v.worker, "worker name")->required();
   v.undrain->footer("Example:\n  convoy undrain w1");
   AddOutput(v, v.undrain);
+  // When nodes are sick (README).
+  v.cordon = app.add_subcommand(
+      "cordon", "admins: no new ranks on WORKER, with a reason; what runs there goes on");
+  v.cordon->add_option("WORKER", v.worker, "worker name")->required();
+  v.cordon->add_option("--reason", v.cordon_reason, "why, shown in `convoy workers`");
+  v.cordon->footer(
+      "Examples:\n  convoy cordon w3 --reason 'GPU 2 throws ECC errors'\n"
+      "  convoy workers          # w3 READY,CORDONED with the reason\n"
+      "  convoy uncordon w3      # after the repair");
+  AddOutput(v, v.cordon);
+  v.uncordon = app.add_subcommand(
+      "uncordon",
+      "admins: place ranks on WORKER again after a cordon (yours, or the coordinator's when "
+      "ranks of several jobs failed there for the node's reasons); clears its node faults");
+  v.uncordon->add_option("WORKER", v.worker, "worker name")->required();
+  v.uncordon->footer(
+      "Examples:\n  convoy uncordon w3\n  convoy workers -o json   # node_faults: what cordoned "
+      "it");
+  AddOutput(v, v.uncordon);
   CLI::App* worker_group = app.add_subcommand("worker", "admins: verbs on one worker");
   worker_group->require_subcommand(1);
   worker_group->footer("Example:\n  convoy worker forget w2");
@@ -379,6 +402,8 @@ int Dispatch(const Invocation& v, const ClientConfig& config) {
   if (v.drain->parsed()) return DrainCommand(c, v.worker, true, v.drain_now, options);
   if (v.undrain->parsed()) return DrainCommand(c, v.worker, false, false, options);
   if (v.forget->parsed()) return ForgetWorkerCommand(c, v.worker, options);
+  if (v.cordon->parsed()) return CordonCommand(c, v.worker, true, v.cordon_reason, options);
+  if (v.uncordon->parsed()) return CordonCommand(c, v.worker, false, "", options);
   if (v.plot->parsed()) return PlotCommand(c, v.job, v.metric, v.plot_rank, v.plot_output);
   if (v.top->parsed()) return TopCommand(c, v.once, v.interval_ms);
   if (v.ui->parsed()) return UiCommand(c, v.coordinator, v.job, v.ui_open);

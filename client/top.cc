@@ -6,6 +6,7 @@
 #include <map>
 
 #include "client/format.h"
+#include "client/sick_nodes.h"
 
 namespace convoy {
 namespace {}  // namespace
@@ -61,6 +62,7 @@ std::string FormatTop(const v1::ListJobsResponse& jobs, int64_t now) {
                                 : "rank " + std::to_string(slow.rank()) + " (-" +
                                     std::to_string(behind) + " steps)";
     }
+    if (const std::string straggler = TopStragglerCell(j); !straggler.empty()) slowest = straggler;
     rows.push_back({j.id(), j.spec().name(), StateText(j.state()), std::to_string(recs.size()),
                     progress, rate, loss, slowest,
                     j.created_unix_ms() > 0 ? FormatDuration(now - j.created_unix_ms()) : "-"});

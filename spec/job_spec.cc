@@ -338,6 +338,13 @@ class SpecReader {
              [&](auto& n, auto& f) { ReadStringMap(n, f, s->mutable_node_selector()); }},
             {"resize_interval",
              [&](auto& n, auto& f) { s->set_resize_interval_s(ToInt<int32_t>(n, f)); }},
+            // When nodes are sick (spec/progress_spec.h).
+            {"straggler_factor",
+             [&](auto& n, auto& f) { s->set_straggler_factor(ToDouble(n, f)); }},
+            {"straggler_steps",
+             [&](auto& n, auto& f) { s->set_straggler_steps(ToInt<int32_t>(n, f)); }},
+            {"on_straggler", [&](auto& n, auto& f) { s->set_on_straggler(ToString(n, f)); }},
+            {"hang_steps", [&](auto& n, auto& f) { s->set_hang_steps(ToInt<int32_t>(n, f)); }},
         });
   }
 
@@ -486,6 +493,10 @@ YAML::Node ToNode(const v1::JobSpec& s) {
     root["node_selector"] = labels;
   }
   number("resize_interval", s.resize_interval_s());
+  if (s.has_straggler_factor()) root["straggler_factor"] = s.straggler_factor();
+  if (s.has_straggler_steps()) root["straggler_steps"] = s.straggler_steps();
+  text("on_straggler", s.on_straggler());
+  number("hang_steps", s.hang_steps());
   return root;
 }
 

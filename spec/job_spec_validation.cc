@@ -9,6 +9,7 @@
 
 #include "common/job_paths.h"
 #include "common/util.h"
+#include "spec/progress_spec.h"
 #include "spec/trainer_limits.h"
 
 namespace convoy {
@@ -411,6 +412,10 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   CheckRange(p, "cpus_per_proc", spec.cpus_per_proc(), 0, kMaxCpusPerProc);
   CheckRange<int64_t>(p, "memory_per_proc", spec.memory_per_proc_bytes(), 0, kMaxMemoryPerProc);
   ValidateNodeSelector(p, spec);
+  // When nodes are sick: stragglers and hangs (spec/progress_spec.h).
+  for (const SpecProblem& problem : FindProgressSpecProblems(spec)) {
+    p.Add(problem.field, problem.message);
+  }
   return p.Take();
 }
 

@@ -11,6 +11,7 @@
 #include "coordinator/sched/rendezvous_planner.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state/failure_attribution.h"
+#include "coordinator/state/fault_origin.h"
 #include "coordinator/state/job_state_machine.h"
 
 namespace convoy {
@@ -147,8 +148,12 @@ bool AttemptLifecycle::Place(JobRecord& r, const std::vector<std::string>& chose
   return true;
 }
 
-void AttemptLifecycle::Fail(JobRecord& r, const v1::RankFailure& cause) {
+void AttemptLifecycle::Fail(JobRecord& r, const v1::RankFailure& decided) {
   if (r.rt.tearing_down || IsTerminal(r.job.state())) return;
+  // When nodes are sick: whose fault it is, and whether moving off the node is free.
+  v1::RankFailure cause = decided;
+  AttributeOrigin(&cause, workers_.Find(cause.worker()));
+  const bool node_move = NodeMoveIsFree(r.job, cause);
   if (v1::Attempt* a = CurrentAttempt(r)) {
     *a->mutable_failure() = cause;
     a->set_ended_unix_ms(clock_.NowUnixMs());
@@ -164,6 +169,13 @@ void AttemptLifecycle::Fail(JobRecord& r, const v1::RankFailure& cause) {
                                 std::to_string(spec.min_nodes()) + " to " +
                                 std::to_string(spec.max_nodes()) + " nodes, no restart used)",
                             &cause);
+  } else if (node_move) {
+    r.job.set_node_moves(r.job.node_moves() + 1);
+    st = writer_.Transition(r, v1::RESTARTING,
+                            cause.reason() + "; the node's fault (" + cause.origin_reason() +
+                                "): moving off " + cause.worker() + ", no restart used",
+                            &cause);
+    if (!st.ok()) r.job.set_node_moves(r.job.node_moves() - 1);
   } else if (r.job.restarts() < spec.max_restarts()) {
     r.job.set_restarts(r.job.restarts() + 1);
     st = writer_.Transition(r, v1::RESTARTING,
@@ -178,8 +190,16 @@ void AttemptLifecycle::Fail(JobRecord& r, const v1::RankFailure& cause) {
                             &cause);
   }
   if (!st.ok()) return;
-  // Counted once the decision stands.
+  // Counted once the decision stands. A move off a sick node counts as a restart of the
+  // cluster's (convoy_job_restarts_total, by cause), though not as one of the job's.
   stats_.AttemptFailed(cause, r.job.state() == v1::RESTARTING && !resize);
+  // The next attempt avoids the node of a node's fault and a hang's suspect, when others fit.
+  r.avoid.clear();
+  if (!cause.worker().empty() &&
+      (cause.origin() == v1::FAILURE_ORIGIN_NODE || cause.cause() == v1::FAILURE_HANG)) {
+    r.avoid.push_back(cause.worker());
+  }
+  if (on_fault_) on_fault_(r, cause);
   SendKill(r, cause.reason());
   if (r.job.state() == v1::RESTARTING) ReleaseForRestart(r);
   MaybeFinishTeardown(r);
@@ -448,7 +468,7 @@ void AttemptLifecycle::OnHeartbeat(const std::string& worker, const v1::Heartbea
 }
 
 bool AttemptLifecycle::Preempt(JobRecord& r, const std::string& reason, const std::string& kind) {
-  const bool resize = kind == "resize";
+  const bool resize = kind == "resize" || kind == "straggler";
   if (r.rt.released || r.rt.attempt < 0 || r.rt.tearing_down || IsTerminal(r.job.state())) {
     return false;
   }

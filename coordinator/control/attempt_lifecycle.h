@@ -104,19 +104,27 @@ class AttemptLifecycle {
   // The deadlines of `r`'s attempt: the failure window, the rendezvous, a hang, the teardown.
   // From the tick.
   void Check(JobRecord& r);
-  // The attempt failed with `cause`: RESTARTING (a restart or an elastic resize) or FAILED,
-  // then its ranks are killed.
+  // The attempt failed with `cause`: RESTARTING (a restart, an elastic resize, or a move off
+  // a node whose fault it was: coordinator/state/fault_origin.h) or FAILED, then its ranks
+  // are killed. The cause's origin is attributed here; the next placement avoids the node of
+  // a node's fault or a hang (JobRecord::avoid).
   void Fail(JobRecord& r, const v1::RankFailure& cause);
   // Asks the ranks of `r`'s attempt to checkpoint and stop (Kill with preempt): the job goes
   // back to PENDING, or for an elastic resize to RESTARTING; neither uses a restart. False
   // when it could not be persisted, or there is nothing to stop.
-  // `kind`: "priority", "drain" or "resize" (JobStats::preemptions).
+  // `kind`: "priority", "drain", "resize" or "straggler" (JobStats::preemptions); a resize
+  // and a straggler's replacement go to RESTARTING, to be placed again at once.
   bool Preempt(JobRecord& r, const std::string& reason, const std::string& kind);
   // The job was stopped (cancelled, or over its max_runtime) after its transition: its ranks
   // are killed, and its resources given back once they are gone.
   void Stop(JobRecord& r, const std::string& reason);
   // Tells the workers that ran any attempt of `r` that the job finished (JobFinished).
   void SendJobFinished(const JobRecord& r) const;
+
+  // When nodes are sick: called once an attempt's failure is decided (its cause attributed,
+  // RankFailure.origin) and acted on; the JobManager records the node's faults there.
+  using FaultHook = std::function<void(JobRecord& r, const v1::RankFailure& cause)>;
+  void SetFaultHook(FaultHook hook) { on_fault_ = std::move(hook); }
 
  private:
   void Attach(JobRecord& r, AttemptRuntime rt);
@@ -147,6 +155,7 @@ class AttemptLifecycle {
   const WorkerRegistry& workers_;
   WorkerChannel& channel_;
   const std::function<void()> on_released_;
+  FaultHook on_fault_;
 };
 
 }  // namespace convoy

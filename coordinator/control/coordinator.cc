@@ -134,6 +134,17 @@ void Coordinator::SetDrained(const std::string& worker, bool drained, const std:
   });
 }
 
+void Coordinator::SetCordoned(const std::string& worker, bool cordoned, const std::string& reason,
+                              const std::string& by,
+                              std::function<void(StatusOr<v1::WorkerInfo>)> done) {
+  if (RefusedWhileTheStoreFails(pipeline_, done)) return;
+  Locked([&] {
+    mu_.AssertHeld();
+    StatusOr<v1::WorkerInfo> info = jobs_.SetCordoned(worker, cordoned, reason, by);
+    effects_.after.push_back([done = std::move(done), info = std::move(info)] { done(info); });
+  });
+}
+
 void Coordinator::ForgetWorker(const std::string& worker, const std::string& by,
                                std::function<void(StatusOr<JobManager::ForgottenWorker>)> done) {
   if (RefusedWhileTheStoreFails(pipeline_, done)) return;

@@ -134,6 +134,10 @@ class Coordinator {
   // JobManager::SetDrained; `done` runs once the change is durable.
   void SetDrained(const std::string& worker, bool drained, const std::string& by, bool now,
                   std::function<void(StatusOr<v1::WorkerInfo>)> done) EXCLUDES(mu_);
+  // JobManager::SetCordoned; `done` runs once the change is durable.
+  void SetCordoned(const std::string& worker, bool cordoned, const std::string& reason,
+                   const std::string& by, std::function<void(StatusOr<v1::WorkerInfo>)> done)
+      EXCLUDES(mu_);
   // JobManager::ForgetWorker (refused while the worker's stream is open); `done` runs once
   // the removal is durable.
   void ForgetWorker(const std::string& worker, const std::string& by,

@@ -33,7 +33,15 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
           [this](JobRecord& r, v1::JobState from, v1::JobState to) { OnTransition(r, from, to); }),
       lifecycle_(clock, options.lifecycle, table_, ledger_, stats_, writer_, workers, channel,
                  [this] { sched_.Needed(); }),
-      sched_(clock, options.scheduling, table_, ledger_, lifecycle_, writer_, workers) {}
+      sched_(clock, options.scheduling, table_, ledger_, lifecycle_, writer_, workers),
+      health_(clock, options.node_faults, store, workers, writer_, stats_,
+              [this] {
+                if (!table_.waiting().empty()) sched_.Needed();
+              }),
+      progress_(clock, table_, writer_, lifecycle_, workers, ledger_, stats_) {
+  lifecycle_.SetFaultHook(
+      [this](JobRecord& r, const v1::RankFailure& cause) { health_.OnFailure(r, cause); });
+}
 
 namespace {
 
@@ -360,6 +368,9 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   s.set_estimated_start_unix_ms(job.estimated_start_unix_ms());
   s.set_preemptions(job.preemptions());
   s.set_owner_role(job.owner_role());
+  *s.mutable_stragglers() = job.stragglers();
+  *s.mutable_step_times() = job.step_times();
+  s.set_node_moves(job.node_moves());
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());
@@ -385,6 +396,10 @@ JobManager::Stats JobManager::GetStats() const {
   st.attempt_failures = stats_.attempt_failures();
   st.restarts = stats_.restarts();
   st.preemptions = stats_.preemptions();
+  st.node_faults = stats_.node_faults();
+  st.auto_cordons = stats_.auto_cordons();
+  st.stragglers_named = stats_.stragglers_named();
+  st.progress_hangs = stats_.progress_hangs();
   return st;
 }
 
@@ -398,6 +413,7 @@ std::vector<v1::Job> JobManager::TakeFinished() {
 
 void JobManager::OnTransition(JobRecord& r, v1::JobState from, v1::JobState to) {
   if (to == v1::PENDING || to == v1::RESTARTING) sched_.Needed();
+  progress_.OnTransition(r, to);
   if (IsTerminal(to)) lifecycle_.SendJobFinished(r);
 }
 
@@ -490,6 +506,13 @@ JobManager::WorkerPage JobManager::ListWorkersPage(const WorkerQuery& query) con
     page.next_page_token = WorkerPageToken(page.workers.back().name());
   }
   return page;
+}
+
+StatusOr<v1::WorkerInfo> JobManager::SetCordoned(const std::string& worker, bool cordoned,
+                                                 const std::string& reason, const std::string& by) {
+  StatusOr<v1::WorkerInfo> info = health_.SetCordoned(worker, cordoned, reason, by);
+  if (info.ok()) AddUse(*info);
+  return info;
 }
 
 StatusOr<v1::WorkerInfo> JobManager::SetDrained(const std::string& worker, bool drained,

@@ -61,6 +61,8 @@
 #include "coordinator/control/job_stats.h"
 #include "coordinator/control/job_writer.h"
 #include "coordinator/control/log_broker.h"
+#include "coordinator/control/node_health.h"
+#include "coordinator/control/progress_watch.h"
 #include "coordinator/control/retention.h"
 #include "coordinator/control/scheduling.h"
 #include "coordinator/control/watch_hub.h"
@@ -103,6 +105,9 @@ struct JobManagerOptions {
   // default: keep everything; the coordinator's flag defaults to 30 days).
   int64_t job_retention_ms = 0;
   int64_t job_retention_count = 0;
+  // When nodes are sick: the window and the number of distinct jobs whose node faults cordon
+  // a worker (--node-fault-window, --node-fault-jobs).
+  NodeFaultTracker::Options node_faults;
 };
 
 class JobManager {
@@ -166,6 +171,12 @@ class JobManager {
     // Attempts whose ranks were asked to checkpoint and stop, by why: priority (preempted
     // by a job of higher priority), drain (drain --now), resize (an elastic job grew).
     std::map<std::string, int64_t> preemptions;
+    // When nodes are sick: rank failures attributed to nodes, workers the coordinator
+    // cordoned itself, stragglers named, hangs found by progress.
+    int64_t node_faults = 0;
+    int64_t auto_cordons = 0;
+    int64_t stragglers_named = 0;
+    int64_t progress_hangs = 0;
   };
   Stats GetStats() const;
 
@@ -228,6 +239,11 @@ class JobManager {
   // Undraining lets waiting jobs be placed at the next tick.
   StatusOr<v1::WorkerInfo> SetDrained(const std::string& worker, bool drained,
                                       const std::string& by, bool now = false);
+  // Cordons (with `reason`) or uncordons a worker, persisted with it (`convoy cordon`,
+  // `convoy uncordon`; coordinator/control/node_health.h); `by` is recorded (empty with
+  // --insecure). NOT_FOUND for a worker never seen.
+  StatusOr<v1::WorkerInfo> SetCordoned(const std::string& worker, bool cordoned,
+                                       const std::string& reason, const std::string& by);
   // Forgets a LOST worker for good (`convoy worker forget`): its record leaves the registry
   // and the store (so it stays gone after a restart), and its pending removals of deleted
   // jobs' files are dropped (returned, by job id). `by` is logged (empty with --insecure).
@@ -298,6 +314,8 @@ class JobManager {
   JobWriter writer_;            // every durable change of a job's record
   AttemptLifecycle lifecycle_;  // placement, rendezvous, run and teardown of attempts
   SchedulingController sched_;  // which waiting job starts where; quotas, fair share
+  NodeHealth health_;           // when nodes are sick: health gate, node faults, cordons
+  ProgressWatch progress_;      // when nodes are sick: stragglers and hangs by progress
 };
 
 }  // namespace convoy

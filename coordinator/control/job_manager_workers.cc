@@ -24,6 +24,7 @@ v1::RegisterAck JobManager::OnRegister(const v1::Register& reg) {
   spdlog::info("worker {} registered: {} ({}), {} cores, {} GPUs, {} slots, {} attempt(s)",
                reg.name(), reg.address(), reg.hostname(), reg.cores(), reg.gpus_size(), reg.slots(),
                reg.attempts_size());
+  health_.OnRegistered(reg.name());
 
   for (const v1::AttemptStatus& as : reg.attempts()) {
     JobRecord* r = table_.FindAttemptOf(as.job_id(), as.job_uid());
@@ -118,6 +119,7 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
   switch (msg.msg_case()) {
     case v1::WorkerMessage::kHeartbeat:
       lifecycle_.OnHeartbeat(worker, msg.heartbeat());
+      if (msg.heartbeat().has_health()) health_.OnHealth(worker, msg.heartbeat().health());
       break;
     case v1::WorkerMessage::kPortReserved:
       lifecycle_.OnPortReserved(worker, msg.port_reserved());
@@ -150,6 +152,7 @@ void JobManager::OnDisconnect(const std::string& worker) { workers_.OnDisconnect
 
 void JobManager::AddUse(v1::WorkerInfo& w) const {
   ledger_.AddUse(w);
+  health_.Describe(w);
   for (const std::string& id : table_.JobsOn(w.name())) w.add_jobs(id);
 }
 
@@ -210,6 +213,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     *update.mutable_metric() = rec;
     watches_.Notify(r->job.id(), update);
   }
+  progress_.OnRecords(*r, worker, batch);  // stragglers and hangs (ProgressWatch)
 }
 
 void JobManager::OnLogData(const std::string& worker, const v1::LogData& msg) {
@@ -230,7 +234,10 @@ void JobManager::OnWorkerLost(const std::string& worker) {
 void JobManager::Tick() {
   for (const std::string& lost : workers_.ExpireLost()) OnWorkerLost(lost);
   const std::vector<std::string> attached(table_.attached().begin(), table_.attached().end());
-  for (const std::string& id : attached) lifecycle_.Check(table_.at(id));
+  for (const std::string& id : attached) {
+    lifecycle_.Check(table_.at(id));
+    progress_.Check(table_.at(id));
+  }
   logs_.Expire();
   sched_.Tick();
   writer_.Flush();

@@ -45,8 +45,18 @@ class JobStats {
   void AttemptStarted() { ++attempts_started_; }
   // An attempt failed with `failure`; `restarted`: the job will run again because of it.
   void AttemptFailed(const v1::RankFailure& failure, bool restarted);
-  // Ranks were asked to checkpoint and stop: "priority", "drain" or "resize".
+  // Ranks were asked to checkpoint and stop: "priority", "drain", "resize" or "straggler".
   void Preempted(const std::string& kind) { ++preemptions_[kind]; }
+  // When nodes are sick (README): a rank failure attributed to its node, a worker cordoned by
+  // the coordinator itself, a straggler named, a hang found by progress.
+  void NodeFault() { ++node_faults_; }
+  void AutoCordoned() { ++auto_cordons_; }
+  void StragglerNamed() { ++stragglers_named_; }
+  void ProgressHang() { ++progress_hangs_; }
+  int64_t node_faults() const { return node_faults_; }
+  int64_t auto_cordons() const { return auto_cordons_; }
+  int64_t stragglers_named() const { return stragglers_named_; }
+  int64_t progress_hangs() const { return progress_hangs_; }
   // A phase that began at monotonic `since_mono_ms` ended now (0: its start is not known,
   // as after a coordinator restart; nothing is recorded).
   void Observe(Phase phase, int64_t since_mono_ms);
@@ -69,6 +79,7 @@ class JobStats {
   std::map<std::string, int64_t> attempt_failures_;
   std::map<std::string, int64_t> restarts_;
   std::map<std::string, int64_t> preemptions_;
+  int64_t node_faults_ = 0, auto_cordons_ = 0, stragglers_named_ = 0, progress_hangs_ = 0;
   std::deque<Duration> durations_;
   std::deque<std::string> finished_;
 };

@@ -50,6 +50,31 @@ Status JobWriter::Transition(JobRecord& r, v1::JobState to, const std::string& r
   return Status::Ok();
 }
 
+Status JobWriter::Note(JobRecord& r, const std::string& reason) {
+  v1::JobEvent event;
+  event.set_time_unix_ms(clock_.NowUnixMs());
+  event.set_from(r.job.state());
+  event.set_to(r.job.state());
+  event.set_attempt(r.job.attempt());
+  event.set_reason(reason);
+  v1::Job copy = r.job;
+  copy.set_updated_unix_ms(event.time_unix_ms());
+  copy.clear_events();
+  Status st = store_.SaveJob(copy, &event);
+  if (!st.ok()) {
+    spdlog::error("job {}: cannot persist an event ({}): {}", r.job.id(), reason, st.message());
+    return Status::Unavailable("cannot persist the event: " + st.message());
+  }
+  r.job.set_updated_unix_ms(event.time_unix_ms());
+  *r.job.add_events() = event;
+  table_.MarkClean(r.job.id());
+  spdlog::info("job {}: {}", r.job.id(), reason);
+  v1::WatchJobResponse ev;
+  *ev.mutable_event() = event;
+  watches_.Notify(r.job.id(), ev);
+  return Status::Ok();
+}
+
 void JobWriter::MarkChanged(JobRecord& r) {
   r.job.set_updated_unix_ms(clock_.NowUnixMs());
   table_.MarkDirty(r.job.id());

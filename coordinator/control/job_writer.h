@@ -46,6 +46,9 @@ class JobWriter {
   // UNAVAILABLE when the write failed (nothing changed).
   Status Transition(JobRecord& r, v1::JobState to, const std::string& reason,
                     const v1::RankFailure* failure = nullptr);
+  // Persists an event that changes no state (a straggler named, a node cordoned): from and
+  // to are the job's state. Then the watchers are told. UNAVAILABLE when the write failed.
+  Status Note(JobRecord& r, const std::string& reason);
   // The job changed without an event: written at the next Flush.
   void MarkChanged(JobRecord& r);
   // Writes the job as it is (no event) now. Logs on failure.

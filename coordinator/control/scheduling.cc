@@ -75,14 +75,25 @@ void SchedulingController::Pass() {
         w.preferred.push_back(n.worker());
       }
     }
+    w.avoid = r.avoid;  // when nodes are sick: placed there only when nothing else fits
     waiting.push_back(std::move(w));
   }
   if (waiting.empty()) return;
   std::vector<WorkerCapacity> capacity;
+  // Workers that take no new ranks (drained, cordoned, unhealthy), named in why jobs wait.
+  std::string held_back;
+  int held_back_count = 0;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
-    if (w->drained()) continue;
+    if (!TakesNewRanks(*w)) {
+      if (!w->drained() && ++held_back_count <= 3) {
+        held_back += (held_back.empty() ? "; no new ranks on " : ", ") + w->name() + " (" +
+                     WhyNoNewRanks(*w) + ")";
+      }
+      continue;
+    }
     capacity.push_back(ledger_.CapacityOf(*w));
   }
+  if (held_back_count > 3) held_back += " and " + std::to_string(held_back_count - 3) + " more";
   ScheduleContext context;
   context.now_ms = now_unix;
   context.usage = usage_;
@@ -136,7 +147,7 @@ void SchedulingController::Pass() {
   for (const QueueEntry& e : plan.queue) {
     JobRecord* r = table_.Find(e.id);
     if (r == nullptr || placed.count(e.id)) continue;
-    r->job.set_pending_reason(e.reason);
+    r->job.set_pending_reason(e.reason + held_back);
     r->job.set_queue_position(e.position);
     r->job.set_estimated_start_unix_ms(e.estimated_start_ms);
   }
@@ -157,7 +168,7 @@ void SchedulingController::GrowElasticJobs() {
   const int64_t now = clock_.NowMonotonicMs();
   std::vector<const v1::WorkerInfo*> ready;
   for (const v1::WorkerInfo* w : workers_.Ready()) {
-    if (!w->drained()) ready.push_back(w);
+    if (TakesNewRanks(*w)) ready.push_back(w);
   }
   std::vector<std::string> grow;
   for (const std::string& id : table_.attached()) {

@@ -35,6 +35,8 @@ const char* RightName(Right right) {
       return "workers.drain";
     case Right::kWorkersForget:
       return "workers.forget";
+    case Right::kWorkersCordon:
+      return "workers.cordon";
   }
   return "?";
 }
@@ -51,6 +53,7 @@ const std::map<std::string, Right>& MethodRights() {
       {"/convoy.v1.JobService/ListWorkers", Right::kWorkersRead},
       {"/convoy.v1.JobService/DrainWorker", Right::kWorkersDrain},
       {"/convoy.v1.JobService/ForgetWorker", Right::kWorkersForget},
+      {"/convoy.v1.JobService/CordonWorker", Right::kWorkersCordon},
       {"/convoy.v1.JobService/GetJobMetrics", Right::kJobsRead},
       {"/convoy.v1.JobService/UploadCode", Right::kJobsSubmit},
       // A web UI login link for the caller's own token: whoever may read may look.
@@ -82,6 +85,7 @@ bool RoleHas(Role role, Right right) {
       return role == Role::kUser || role == Role::kAdmin;
     case Right::kWorkersDrain:
     case Right::kWorkersForget:
+    case Right::kWorkersCordon:
       return role == Role::kAdmin;
     case Right::kJoin:
       return role == Role::kWorker;

@@ -52,6 +52,7 @@ enum class Right {
   kLogsRead,
   kWorkersDrain,
   kWorkersForget,
+  kWorkersCordon,
 };
 
 const char* RightName(Right right);

@@ -168,6 +168,30 @@ grpc::ServerUnaryReactor* JobServiceImpl::DrainWorker(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::CordonWorker(grpc::CallbackServerContext* context,
+                                                       const v1::CordonWorkerRequest* req,
+                                                       v1::WorkerInfo* resp) {
+  auto who = auth_.Check(*context, "/convoy.v1.JobService/CordonWorker");
+  if (!who.ok()) return FinishNow(context, who.status());
+  if (req->name().empty()) {
+    return FinishNow(context, Status::InvalidArgument("name: the worker is required"));
+  }
+  if (!req->cordon() && !req->reason().empty()) {
+    return FinishNow(context, Status::InvalidArgument("reason: only a cordon has a reason"));
+  }
+  if (req->reason().size() > 1024) {
+    return FinishNow(context, Status::InvalidArgument("reason: at most 1024 bytes"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
+  coordinator_.SetCordoned(req->name(), req->cordon(), req->reason(), by,
+                           [reactor, resp](const StatusOr<v1::WorkerInfo>& info) {
+                             if (info.ok()) *resp = *info;
+                             reactor->Finish(ToGrpc(info.status()));
+                           });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::ForgetWorker(grpc::CallbackServerContext* context,
                                                        const v1::ForgetWorkerRequest* req,
                                                        v1::ForgetWorkerResponse* resp) {

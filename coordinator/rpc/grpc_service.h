@@ -65,6 +65,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* DrainWorker(grpc::CallbackServerContext* context,
                                         const v1::DrainWorkerRequest* req,
                                         v1::WorkerInfo* resp) override;
+  grpc::ServerUnaryReactor* CordonWorker(grpc::CallbackServerContext* context,
+                                         const v1::CordonWorkerRequest* req,
+                                         v1::WorkerInfo* resp) override;
   grpc::ServerUnaryReactor* ForgetWorker(grpc::CallbackServerContext* context,
                                          const v1::ForgetWorkerRequest* req,
                                          v1::ForgetWorkerResponse* resp) override;

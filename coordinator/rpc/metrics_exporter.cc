@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "coordinator/state/job_state_machine.h"
+#include "coordinator/state/worker_registry.h"
 
 namespace convoy {
 namespace {
@@ -57,6 +58,7 @@ MetricsExporter::MetricsExporter(const Clock& clock, Options options)
   RegisterAttemptMetrics(r);
   RegisterJobMetrics(r);
   RegisterRankMetrics(r);
+  RegisterSickMetrics(r);
   rpc_handled_ = &prometheus::BuildCounter()
                       .Name("convoy_grpc_server_handled_total")
                       .Help("RPCs completed, by service, method and status code")
@@ -120,14 +122,15 @@ void MetricsExporter::RegisterAttemptMetrics(prometheus::Registry& r) {
     attempt_failures_->Add({{"cause", cause}});
     restarts_total_->Add({{"cause", cause}});
   }
-  preemptions_total_ = &prometheus::BuildCounter()
-                            .Name("convoy_preemptions_total")
-                            .Help(
-                                "Attempts asked to checkpoint and stop without failing, by why: "
-                                "priority (a job of higher priority), drain (drain --now), "
-                                "resize (an elastic job grew)")
-                            .Register(r);
-  for (const char* why : {"priority", "drain", "resize"})
+  preemptions_total_ =
+      &prometheus::BuildCounter()
+           .Name("convoy_preemptions_total")
+           .Help(
+               "Attempts asked to checkpoint and stop without failing, by why: "
+               "priority (a job of higher priority), drain (drain --now), "
+               "resize (an elastic job grew), straggler (a straggler's node replaced)")
+           .Register(r);
+  for (const char* why : {"priority", "drain", "resize", "straggler"})
     preemptions_total_->Add({{"reason", why}});
   queue_seconds_ = AddHistogram(r, "convoy_job_queue_seconds",
                                 "Time a job waited (PENDING or RESTARTING) before it was placed",
@@ -197,6 +200,47 @@ void MetricsExporter::RegisterRankMetrics(prometheus::Registry& r) {
                    .Name("convoy_rank_last_record_age_seconds")
                    .Help("Seconds since each rank's latest metric record")
                    .Register(r);
+}
+
+void MetricsExporter::RegisterSickMetrics(prometheus::Registry& r) {
+  worker_healthy_ = &prometheus::BuildGauge()
+                         .Name("convoy_worker_healthy")
+                         .Help(
+                             "1 while a worker passes its health checks (or runs none), 0 "
+                             "while one fails or its first one runs: it takes no new ranks")
+                         .Register(r);
+  worker_cordoned_ = &prometheus::BuildGauge()
+                          .Name("convoy_worker_cordoned")
+                          .Help(
+                              "1 while a worker is cordoned (by an admin, or by the "
+                              "coordinator after node faults of several jobs)")
+                          .Register(r);
+  auto counter = [&r](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  node_faults_total_ = counter("convoy_node_faults_total",
+                               "Rank failures attributed to their node (FAILURE_ORIGIN_NODE)");
+  auto_cordons_total_ = counter("convoy_worker_auto_cordons_total",
+                                "Workers the coordinator cordoned itself after node faults of "
+                                "different jobs within --node-fault-window");
+  stragglers_total_ = counter("convoy_stragglers_named_total",
+                              "Ranks named stragglers (step time over straggler_factor times "
+                              "their peers' median)");
+  progress_hangs_total_ = counter("convoy_progress_hangs_total",
+                                  "Attempts failed as collective hangs found by progress "
+                                  "(spec hang_steps), a suspect named");
+  job_stragglers_ = &prometheus::BuildGauge()
+                         .Name("convoy_job_stragglers")
+                         .Help("Ranks of each job's current attempt named stragglers now")
+                         .Register(r);
+  job_node_moves_ = &prometheus::BuildGauge()
+                         .Name("convoy_job_node_moves")
+                         .Help("Times each job moved off a sick node without using a restart")
+                         .Register(r);
+  rank_step_time_ratio_ = &prometheus::BuildGauge()
+                               .Name("convoy_rank_step_time_ratio")
+                               .Help("Each rank's step time over its peers' median (1: as fast)")
+                               .Register(r);
 }
 
 MetricsExporter::~MetricsExporter() = default;
@@ -293,6 +337,10 @@ void MetricsExporter::Update(const Coordinator::ExportSnapshot& snap) {
         .Set(it == stats.workers.end() ? 0 : it->second);
   }
   Advance(attempts_started_->Add({}), stats.attempts_started, &last_attempts_started_);
+  Advance(*node_faults_total_, stats.node_faults, &last_node_faults_);
+  Advance(*auto_cordons_total_, stats.auto_cordons, &last_auto_cordons_);
+  Advance(*stragglers_total_, stats.stragglers_named, &last_stragglers_);
+  Advance(*progress_hangs_total_, stats.progress_hangs, &last_progress_hangs_);
   for (const auto& [cause, n] : stats.attempt_failures) {
     Advance(attempt_failures_->Add({{"cause", cause}}), n, &last_failures_[cause]);
   }
@@ -331,6 +379,9 @@ void MetricsExporter::UpdateWorkers(const std::vector<v1::WorkerInfo>& workers) 
             ? static_cast<double>(std::max<int64_t>(0, now - w.last_heartbeat_unix_ms())) / 1000.0
             : 0;
     Set(&now_series, heartbeat_age_, {{"worker", w.name()}}, age);
+    Set(&now_series, worker_healthy_, {{"worker", w.name()}},
+        HealthAllowsRanks(w.health()) ? 1 : 0);
+    Set(&now_series, worker_cordoned_, {{"worker", w.name()}}, w.cordoned() ? 1 : 0);
   }
   RemoveStale(worker_series_, now_series);
   worker_series_ = std::move(now_series);
@@ -388,6 +439,12 @@ void MetricsExporter::UpdateJob(const v1::Job& job, int64_t now) {
     }
     for (const auto& [cause, n] : failed) {
       Set(&series, job_failed_attempts_, {{"cause", cause}, {"job_id", id}}, n);
+    }
+    Set(&series, job_stragglers_, {{"job_id", id}}, job.stragglers_size());
+    Set(&series, job_node_moves_, {{"job_id", id}}, job.node_moves());
+    for (const v1::RankStepTime& t : job.step_times()) {
+      Set(&series, rank_step_time_ratio_, {{"job_id", id}, {"rank", std::to_string(t.rank())}},
+          t.ratio());
     }
     double samples_per_s = 0;
     int64_t min_step = std::numeric_limits<int64_t>::max(), max_step = -1;

@@ -14,6 +14,13 @@
 //             slowest rank's step), convoy_job_slowest_rank{job_id,rank},
 //             convoy_job_failed_attempts{job_id,cause} (the job's attempts that failed, by
 //             root cause: a restart's cause, for the dashboard's annotations)
+//   sick      (README "When nodes are sick") convoy_worker_healthy{worker} (0 while its health
+//             check fails or its first one runs), convoy_worker_cordoned{worker},
+//             convoy_node_faults_total (rank failures attributed to their node),
+//             convoy_worker_auto_cordons_total, convoy_stragglers_named_total,
+//             convoy_progress_hangs_total; per job convoy_job_stragglers{job_id} (ranks named
+//             now), convoy_job_node_moves{job_id}; per rank convoy_rank_step_time_ratio
+//             {job_id,rank} (its step time over its peers' median, once known)
 //   per rank  convoy_rank_step, convoy_rank_epoch, convoy_rank_loss,
 //             convoy_rank_samples_per_second, convoy_rank_test_accuracy_ratio,
 //             convoy_rank_last_record_age_seconds  {job_id,rank}
@@ -92,6 +99,7 @@ class MetricsExporter : public RpcObserver {
   void RegisterAttemptMetrics(prometheus::Registry& r);
   void RegisterJobMetrics(prometheus::Registry& r);
   void RegisterRankMetrics(prometheus::Registry& r);
+  void RegisterSickMetrics(prometheus::Registry& r);
   using GaugeFamily = prometheus::Family<prometheus::Gauge>;
   using Series = std::set<std::pair<GaugeFamily*, prometheus::Gauge*>>;
   struct JobSeries {
@@ -120,6 +128,15 @@ class MetricsExporter : public RpcObserver {
   GaugeFamily* slots_;
   GaugeFamily* workers_;
   GaugeFamily* heartbeat_age_;
+  GaugeFamily* worker_healthy_;
+  GaugeFamily* worker_cordoned_;
+  prometheus::Counter* node_faults_total_;
+  prometheus::Counter* auto_cordons_total_;
+  prometheus::Counter* stragglers_total_;
+  prometheus::Counter* progress_hangs_total_;
+  GaugeFamily* job_stragglers_;
+  GaugeFamily* job_node_moves_;
+  GaugeFamily* rank_step_time_ratio_;
   prometheus::Family<prometheus::Counter>* attempts_started_;
   prometheus::Family<prometheus::Counter>* attempt_failures_;
   prometheus::Family<prometheus::Counter>* restarts_total_;
@@ -150,6 +167,8 @@ class MetricsExporter : public RpcObserver {
   Series worker_series_;
   Series owner_series_;
   int64_t last_attempts_started_ = 0;
+  int64_t last_node_faults_ = 0, last_auto_cordons_ = 0, last_stragglers_ = 0,
+          last_progress_hangs_ = 0;
   std::map<std::string, int64_t> last_failures_, last_restarts_, last_preemptions_;
 };
 

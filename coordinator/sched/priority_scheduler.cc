@@ -235,7 +235,7 @@ void PriorityPass::Visit(const WaitingJob& job, int effective) {
     Backfill(job, effective);
     return;
   }
-  if (auto chosen = PlaceGang(*job.spec, capacity_, job.preferred)) {
+  if (auto chosen = PlaceGang(*job.spec, capacity_, job.preferred, job.avoid)) {
     Place(job, *chosen);
     return;
   }
@@ -290,7 +290,7 @@ void PriorityPass::Reserve(const WaitingJob& job, int effective) {
   for (const Release& r : releases_) {
     GiveBack(r, sim);
     awaited.push_back(r.id);
-    if ((at = PlaceGang(spec, sim, job.preferred))) {
+    if ((at = PlaceGang(spec, sim, job.preferred, job.avoid))) {
       start = r.at_ms;
       break;
     }
@@ -300,7 +300,7 @@ void PriorityPass::Reserve(const WaitingJob& job, int effective) {
       GiveBack(r, sim);
       awaited.push_back(r.id);
     }
-    at = PlaceGang(spec, sim, job.preferred);
+    at = PlaceGang(spec, sim, job.preferred, job.avoid);
   }
   std::string reason = WhyNoFit(spec, capacity_);
   if (!at) {
@@ -348,7 +348,7 @@ void PriorityPass::Backfill(const WaitingJob& job, int effective) {
   if (!ends_in_time) {
     for (size_t w = 0; w < view.size(); ++w) Apply(hold_[w], view[w], 1);
   }
-  if (auto chosen = PlaceGang(spec, view, job.preferred)) {
+  if (auto chosen = PlaceGang(spec, view, job.preferred, job.avoid)) {
     Place(job, *chosen);
     return;
   }

@@ -51,14 +51,15 @@ namespace {
 
 std::optional<std::vector<std::string>> PlaceGangAmong(const v1::JobSpec& spec,
                                                        const std::vector<WorkerCapacity>& workers,
-                                                       const std::vector<std::string>& preferred) {
+                                                       const std::vector<std::string>& preferred,
+                                                       const std::vector<std::string>& avoid) {
   const int min_nodes = MinNodes(spec), max_nodes = MaxNodes(spec);
   if (min_nodes <= 0 || max_nodes < min_nodes) return std::nullopt;
   auto fits = [&spec](const WorkerCapacity& w) { return FitsNode(spec, w); };
   // O(workers + preferred), then a partial sort of the rest: a restart of a 10,000-node job
   // on 10,000 workers must not compare every preferred name with every worker.
   std::vector<const WorkerCapacity*> ordered;
-  std::unordered_set<std::string> taken;
+  std::unordered_set<std::string> taken(avoid.begin(), avoid.end());  // avoided: last
   if (!preferred.empty()) {
     std::unordered_map<std::string, const WorkerCapacity*> by_name;
     by_name.reserve(workers.size());
@@ -70,19 +71,35 @@ std::optional<std::vector<std::string>> PlaceGangAmong(const v1::JobSpec& spec,
     }
   }
   std::vector<const WorkerCapacity*> rest;
+  std::vector<const WorkerCapacity*> avoided;
+  const std::unordered_set<std::string> avoid_set(avoid.begin(), avoid.end());
   for (const WorkerCapacity& w : workers) {
-    if (fits(w) && taken.count(w.name) == 0) rest.push_back(&w);
+    if (!fits(w)) continue;
+    if (avoid_set.count(w.name) != 0) {
+      avoided.push_back(&w);
+    } else if (taken.count(w.name) == 0) {
+      rest.push_back(&w);
+    }
   }
-  const size_t available = ordered.size() + rest.size();
-  if (available < static_cast<size_t>(min_nodes)) return std::nullopt;
-  const size_t nodes = std::min(available, static_cast<size_t>(max_nodes));
-  const size_t need = nodes - std::min(ordered.size(), nodes);
+  // The avoided workers come after every other, by name; only as many as the gang's least
+  // size needs (an elastic job does not grow onto them).
+  std::sort(avoided.begin(), avoided.end(),
+            [](const WorkerCapacity* a, const WorkerCapacity* b) { return a->name < b->name; });
+  const size_t others = ordered.size() + rest.size();
+  if (others + avoided.size() < static_cast<size_t>(min_nodes)) return std::nullopt;
+  const size_t nodes = others >= static_cast<size_t>(min_nodes)
+                           ? std::min(others, static_cast<size_t>(max_nodes))
+                           : static_cast<size_t>(min_nodes);
+  const size_t need = std::min(nodes, others) - std::min(ordered.size(), nodes);
   std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(need), rest.end(),
                     [](const WorkerCapacity* a, const WorkerCapacity* b) {
                       if (a->free_slots != b->free_slots) return a->free_slots > b->free_slots;
                       return a->name < b->name;
                     });
   ordered.insert(ordered.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(need));
+  for (size_t i = 0; ordered.size() < nodes && i < avoided.size(); ++i) {
+    ordered.push_back(avoided[i]);
+  }
   std::vector<std::string> chosen;
   chosen.reserve(nodes);
   for (size_t i = 0; i < nodes; ++i) chosen.push_back(ordered[i]->name);
@@ -93,8 +110,9 @@ std::optional<std::vector<std::string>> PlaceGangAmong(const v1::JobSpec& spec,
 
 std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
                                                   const std::vector<WorkerCapacity>& workers,
-                                                  const std::vector<std::string>& preferred) {
-  if (!spec.procs_per_node_gpu()) return PlaceGangAmong(spec, workers, preferred);
+                                                  const std::vector<std::string>& preferred,
+                                                  const std::vector<std::string>& avoid) {
+  if (!spec.procs_per_node_gpu()) return PlaceGangAmong(spec, workers, preferred, avoid);
   // One process per GPU: every node of the gang must run the same number of processes, or
   // the ranks of a 4-GPU and a 2-GPU node would not make one world. Try the GPU counts that
   // some fitting worker has: the preferred workers' first (a restart keeps its shape), then
@@ -123,7 +141,7 @@ std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
     for (const WorkerCapacity& w : workers) {
       if (w.gpus == gpus) same.push_back(w);
     }
-    if (auto chosen = PlaceGangAmong(spec, same, preferred)) return chosen;
+    if (auto chosen = PlaceGangAmong(spec, same, preferred, avoid)) return chosen;
   }
   return std::nullopt;
 }
@@ -221,7 +239,7 @@ SchedulePlan FifoScheduler::Plan(const std::vector<WaitingJob>& waiting,
   for (size_t i = 0; i < capacity.size(); ++i) by_name[capacity[i].name] = i;
   SchedulePlan plan;
   for (const WaitingJob& job : waiting) {
-    auto chosen = PlaceGang(*job.spec, capacity, job.preferred);
+    auto chosen = PlaceGang(*job.spec, capacity, job.preferred, job.avoid);
     if (!chosen) {
       QueueEntry e;
       e.id = job.id;

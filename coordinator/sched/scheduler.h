@@ -58,10 +58,14 @@ void Apply(const NodeHold& hold, WorkerCapacity& w, int sign);
 // procs ranks).
 // Workers named in `preferred` (the previous attempt's, in node order) come first and keep
 // their order, so that a restart lands where its checkpoint is; the rest follow by most
-// free slots, then by name. Returns the chosen names in node order (node 0 first).
+// free slots, then by name. Workers named in `avoid` (a node the job's last attempt failed
+// on for the node's reasons, a hang's suspect, a replaced straggler's) come last, preferred
+// or not: they are chosen only when the others do not fit. Returns the chosen names in node
+// order (node 0 first).
 std::optional<std::vector<std::string>> PlaceGang(const v1::JobSpec& spec,
                                                   const std::vector<WorkerCapacity>& workers,
-                                                  const std::vector<std::string>& preferred);
+                                                  const std::vector<std::string>& preferred,
+                                                  const std::vector<std::string>& avoid = {});
 
 // One job that waits to be placed.
 struct WaitingJob {
@@ -69,6 +73,8 @@ struct WaitingJob {
   const v1::JobSpec* spec = nullptr;
   // The previous attempt's workers, node 0 first (a restart lands where its checkpoint is).
   std::vector<std::string> preferred;
+  // Workers to place on only when no others fit (PlaceGang).
+  std::vector<std::string> avoid;
   std::string owner;
   int64_t submitted_ms = 0;      // unix ms; the queue's last tie-break (ids sort the same)
   int64_t waiting_since_ms = 0;  // unix ms; ageing counts from it

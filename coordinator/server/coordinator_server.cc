@@ -204,6 +204,8 @@ StatusOr<CoordinatorOptions> CoordinatorServer::OptionsFrom(const CoordinatorFla
   options.jobs.lifecycle.preempt_grace_ms = static_cast<int64_t>(flags.preempt_grace_s * 1000);
   options.jobs.scheduling.min_resize_interval_ms =
       static_cast<int64_t>(flags.min_resize_interval_s * 1000);
+  options.jobs.node_faults.jobs_to_cordon = flags.node_fault_jobs;
+  options.jobs.node_faults.window_ms = static_cast<int64_t>(flags.node_fault_window_s * 1000);
   if (flags.scheduler == "fifo") {
     scheduler_ = std::make_unique<FifoScheduler>();
   } else {

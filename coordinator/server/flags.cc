@@ -214,6 +214,18 @@ void DefineSchedulingOptions(CLI::App& app, CoordinatorFlags* f) {
           CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
       ->check(CLI::Range(0.0, 7 * 86400.0))
       ->capture_default_str();
+  // When nodes are sick (README).
+  app.add_option("--node-fault-jobs", f->node_fault_jobs,
+                 "cordon a worker where ranks of this many different jobs failed for the "
+                 "node's reasons within --node-fault-window (0: never by itself)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--node-fault-window", f->node_fault_window_s,
+                 "how long a node's faults count towards --node-fault-jobs (600, 10m, 1h)")
+      ->transform(
+          CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}}))
+      ->check(CLI::Range(1.0, 7 * 86400.0))
+      ->default_str("10m");
 }
 
 // `init` and `token create|list|revoke`, bound to `subs` (and `f`).

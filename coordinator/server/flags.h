@@ -111,6 +111,13 @@ struct CoordinatorFlags {
   // Elastic jobs grow at most once per this long (unless their spec's resize_interval says
   // otherwise): each resize restarts the attempt from a checkpoint.
   double min_resize_interval_s = 60;
+  // When nodes are sick (README): a worker where ranks of this many different jobs failed
+  // for the node's reasons within --node-fault-window is cordoned (0: never by itself). Two:
+  // one job failing twice may be the job; two jobs that failed there point at the machine.
+  int node_fault_jobs = 2;
+  // Ten minutes: long enough that two jobs' failures on a broken disk meet, short enough that
+  // two unrelated ones a day apart do not.
+  double node_fault_window_s = 600;
   std::string log_level = "info";
   // --check-config: validate everything, start nothing (coordinator/server/check_config.h).
   bool check_config = false;

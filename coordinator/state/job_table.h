@@ -76,6 +76,10 @@ struct JobRecord {
   MetricHistory history{"", MetricHistory::kMaxPointsPerRank};
   int64_t history_saved_mono_ms = 0;  // when the history was last written
   int64_t waiting_since_mono_ms = 0;  // when it last became PENDING or RESTARTING
+  // Workers its next placement avoids when others fit (README "When nodes are sick"): the
+  // node its last attempt failed on for the node's reasons, a hang's suspect, a replaced
+  // straggler's. In memory only.
+  std::vector<std::string> avoid;
 };
 
 class JobTable {

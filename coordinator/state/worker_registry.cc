@@ -2,6 +2,24 @@
 
 namespace convoy {
 
+bool HealthAllowsRanks(const v1::WorkerHealth& health) {
+  return health.state() == v1::HEALTH_OK || health.state() == v1::HEALTH_STATE_UNSPECIFIED;
+}
+
+bool TakesNewRanks(const v1::WorkerInfo& w) {
+  return w.state() == v1::WORKER_READY && !w.drained() && !w.cordoned() &&
+         HealthAllowsRanks(w.health());
+}
+
+std::string WhyNoNewRanks(const v1::WorkerInfo& w) {
+  if (w.state() != v1::WORKER_READY) return "";
+  if (w.health().state() == v1::HEALTH_FAILING) return "unhealthy: " + w.health().reason();
+  if (w.health().state() == v1::HEALTH_CHECKING) return "its first health check runs";
+  if (w.cordoned()) return "cordoned: " + w.cordon_reason();
+  if (w.drained()) return "drained";
+  return "";
+}
+
 void WorkerRegistry::SetState(Entry& e, v1::WorkerState state) {
   const v1::WorkerState from = e.info.state();
   if (from != v1::WORKER_STATE_UNSPECIFIED) {
@@ -42,6 +60,7 @@ void WorkerRegistry::OnRegister(const v1::Register& reg) {
   e.info.set_memory_bytes(reg.memory_bytes());
   e.info.mutable_gpu_devices()->CopyFrom(reg.gpu_devices());
   *e.info.mutable_labels() = reg.labels();
+  *e.info.mutable_health() = reg.health();
   SetState(e, v1::WORKER_READY);
   Heard(e);
   e.info.set_last_heartbeat_unix_ms(clock_.NowUnixMs());
@@ -69,6 +88,8 @@ void WorkerRegistry::Restore(const v1::WorkerInfo& info) {
   if (!known) ++counts_[v1::WORKER_UNREACHABLE];
   e.info.clear_used_slots();
   e.info.clear_jobs();
+  e.info.clear_health();  // said again when it registers; a stale one must not gate it
+  e.info.clear_node_faults();
   Heard(e);
 }
 
@@ -82,6 +103,28 @@ const v1::WorkerInfo* WorkerRegistry::SetDrained(const std::string& name, bool d
     info.set_drained_by(drained ? by : "");
     info.set_drained_unix_ms(drained ? clock_.NowUnixMs() : 0);
   }
+  return &info;
+}
+
+bool WorkerRegistry::SetHealth(const std::string& name, const v1::WorkerHealth& health) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return false;
+  v1::WorkerInfo& info = it->second.info;
+  const bool before = HealthAllowsRanks(info.health());
+  *info.mutable_health() = health;
+  return before != HealthAllowsRanks(health);
+}
+
+const v1::WorkerInfo* WorkerRegistry::SetCordoned(const std::string& name, bool cordoned,
+                                                  const std::string& reason,
+                                                  const std::string& by) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return nullptr;
+  v1::WorkerInfo& info = it->second.info;
+  info.set_cordoned(cordoned);
+  info.set_cordon_reason(cordoned ? reason : "");
+  info.set_cordoned_by(cordoned ? by : "");
+  info.set_cordoned_unix_ms(cordoned ? clock_.NowUnixMs() : 0);
   return &info;
 }
 

@@ -21,6 +21,15 @@
 
 namespace convoy {
 
+// Whether `health` lets its worker take new ranks: HEALTH_OK, or a worker older than health
+// checks (HEALTH_STATE_UNSPECIFIED), placed on as before.
+bool HealthAllowsRanks(const v1::WorkerHealth& health);
+// Whether new ranks may be placed on `w`: READY, neither drained nor cordoned, and healthy.
+bool TakesNewRanks(const v1::WorkerInfo& w);
+// Why new ranks are not placed on `w` ("unhealthy: <reason>", "cordoned: <reason>",
+// "drained"), or empty when they are (or when it is not READY).
+std::string WhyNoNewRanks(const v1::WorkerInfo& w);
+
 class WorkerRegistry {
  public:
   WorkerRegistry(const Clock& clock, int64_t worker_timeout_ms)
@@ -53,6 +62,15 @@ class WorkerRegistry {
   // worker keeps its state (it stays connected and its ranks run); only placement skips it.
   // Registering again does not undrain it.
   const v1::WorkerInfo* SetDrained(const std::string& name, bool drained, const std::string& by);
+
+  // ---- When nodes are sick (README)
+  // The worker's health as its last check found it (Register and Heartbeat carry it); true
+  // when whether it takes new ranks changed. Unknown workers are ignored (false).
+  bool SetHealth(const std::string& name, const v1::WorkerHealth& health);
+  // Cordons (with `reason`, `by` naming who: "coordinator" when automatic) or uncordons a
+  // known worker; nullptr when unknown. Like a drain, registering again keeps it.
+  const v1::WorkerInfo* SetCordoned(const std::string& name, bool cordoned,
+                                    const std::string& reason, const std::string& by);
 
   // Removes a known worker (an admin forgot it), whatever its state, keeping the counts;
   // false when unknown. The caller decides whether it may go (JobManager::ForgetWorker). A

@@ -119,6 +119,22 @@ panels = [
           [(f"convoy_worker_gpu_memory_used_bytes{{{W}}}", "used gpu {{gpu}}"),
            (f"convoy_worker_gpu_memory_total_bytes{{{W}}}", "total gpu {{gpu}}")], 8, 75,
           unit="bytes"),
+
+    # README "When nodes are sick": the health gate, cordons, stragglers, hangs by progress.
+    row("When nodes are sick", 83),
+    panel("Workers taking no new ranks",
+          [("1 - convoy_worker_healthy", "unhealthy: {{worker}}"),
+           ("convoy_worker_cordoned", "cordoned: {{worker}}")], 0, 84, unit="none",
+          description="1 while a worker fails its health check (or runs its first one), or is "
+                      "cordoned; `convoy workers` says why"),
+    panel("Stragglers by job", [("convoy_job_stragglers", "{{job_id}}")], 8, 84, unit="none",
+          description="ranks slower than straggler_factor times their peers' median now"),
+    panel("Node faults, cordons, stragglers, hangs (1 h)",
+          [("increase(convoy_node_faults_total[1h])", "node faults"),
+           ("increase(convoy_worker_auto_cordons_total[1h])", "automatic cordons"),
+           ("increase(convoy_stragglers_named_total[1h])", "stragglers named"),
+           ("increase(convoy_progress_hangs_total[1h])", "hangs by progress")], 16, 84,
+          unit="none", kind="barchart"),
 ]
 
 

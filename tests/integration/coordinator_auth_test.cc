@@ -224,6 +224,7 @@ TEST_P(CoordinatorAuthTest, EveryMethodRefusesCallersWithoutTheRight) {
       {"/convoy.v1.JobService/ListWorkers", StatusCode::OK},
       {"/convoy.v1.JobService/DrainWorker", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/ForgetWorker", StatusCode::PERMISSION_DENIED},
+      {"/convoy.v1.JobService/CordonWorker", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/GetJobMetrics", StatusCode::NOT_FOUND},
       {"/convoy.v1.JobService/SubmitJob", StatusCode::PERMISSION_DENIED},
       {"/convoy.v1.JobService/CancelJob", StatusCode::PERMISSION_DENIED},

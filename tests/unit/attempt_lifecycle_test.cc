@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/state/fault_origin.h"
 #include "tests/support/controllers_fixture.h"
 
 namespace convoy {
@@ -92,6 +93,9 @@ TEST_F(AttemptLifecycleTest, AFailedRankRestartsTheJobOnceItsPeersAreGone) {
 
 TEST_F(AttemptLifecycleTest, ALostWorkerFailsTheAttemptAtOnceAndItsPeersAreKilled) {
   JobRecord& r = Job(2);
+  // Its free moves off sick nodes used up (README "When nodes are sick"): a lost worker fails
+  // it like any other failure without restarts left.
+  r.job.set_node_moves(kMaxFreeNodeMoves);
   ASSERT_TRUE(lifecycle_.Place(r, {"w1", "w2"}));
   Start(r);
   lifecycle_.OnWorkerLost(r, "w2");

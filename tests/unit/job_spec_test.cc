@@ -854,10 +854,10 @@ TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
       {"env.A.B=1", "--set env.A.B=1: env.A.B: is not a valid environment variable name"},
       {"colour=red",
        "--set colour=red: colour: unknown field (known: backend, checkpoint_dir, "
-       "command, cpus_per_proc, env, gpus_per_proc, hang_timeout, max_nodes, "
+       "command, cpus_per_proc, env, gpus_per_proc, hang_steps, hang_timeout, max_nodes, "
        "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
-       "nodes, preemptible, priority, procs_per_node, resize_interval, resume_from, "
-       "trainer, working_dir)"},
+       "nodes, on_straggler, preemptible, priority, procs_per_node, resize_interval, "
+       "resume_from, straggler_factor, straggler_steps, trainer, working_dir)"},
       {"max_steps", "--set max_steps: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"=3", "--set =3: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"trainer..lr=1",

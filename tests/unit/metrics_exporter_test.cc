@@ -88,6 +88,45 @@ TEST_F(MetricsExporterTest, CountersFollowCumulativeStats) {
   EXPECT_TRUE(Has(text, "convoy_attempt_failures_total{cause=\"signal\"} 2"));
 }
 
+// README "When nodes are sick": a gauge per worker for the health gate and cordons, the job's
+// stragglers and each rank's step-time ratio, and the counters.
+TEST_F(MetricsExporterTest, SickWorkersStragglersAndTheirCounters) {
+  Coordinator::ExportSnapshot snap;
+  v1::WorkerInfo ok, sick, old;
+  ok.set_name("w1");
+  ok.mutable_health()->set_state(v1::HEALTH_OK);
+  sick.set_name("w2");
+  sick.mutable_health()->set_state(v1::HEALTH_FAILING);
+  sick.set_cordoned(true);
+  old.set_name("w3");  // a worker without health checks
+  snap.workers = {ok, sick, old};
+  v1::Job job = RunningJob("j-000001", clock_.NowUnixMs());
+  job.add_stragglers()->set_rank(1);
+  job.set_node_moves(2);
+  v1::RankStepTime* t = job.add_step_times();
+  t->set_rank(1);
+  t->set_ratio(3.5);
+  snap.active.push_back(job);
+  snap.stats.node_faults = 2;
+  snap.stats.auto_cordons = 1;
+  snap.stats.stragglers_named = 1;
+  exporter_.Update(snap);
+  const std::string text = exporter_.Serialize();
+  EXPECT_TRUE(Has(text, "convoy_worker_healthy{worker=\"w1\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "convoy_worker_healthy{worker=\"w2\"} 0"));
+  EXPECT_TRUE(Has(text, "convoy_worker_healthy{worker=\"w3\"} 1"));
+  EXPECT_TRUE(Has(text, "convoy_worker_cordoned{worker=\"w2\"} 1"));
+  EXPECT_TRUE(Has(text, "convoy_worker_cordoned{worker=\"w1\"} 0"));
+  EXPECT_TRUE(Has(text, "convoy_job_stragglers{job_id=\"j-000001\"} 1"));
+  EXPECT_TRUE(Has(text, "convoy_job_node_moves{job_id=\"j-000001\"} 2"));
+  EXPECT_TRUE(Has(text, "convoy_rank_step_time_ratio{job_id=\"j-000001\",rank=\"1\"} 3.5"));
+  EXPECT_TRUE(Has(text, "convoy_node_faults_total 2"));
+  EXPECT_TRUE(Has(text, "convoy_worker_auto_cordons_total 1"));
+  EXPECT_TRUE(Has(text, "convoy_stragglers_named_total 1"));
+  EXPECT_TRUE(Has(text, "convoy_progress_hangs_total 0"));
+  EXPECT_TRUE(Has(text, "convoy_preemptions_total{reason=\"straggler\"} 0"));
+}
+
 TEST_F(MetricsExporterTest, FinishedJobSeriesGoAfterTheRetention) {
   Coordinator::ExportSnapshot snap;
   snap.active.push_back(RunningJob("j-000001", clock_.NowUnixMs()));
