@@ -53,7 +53,8 @@ std::optional<Hang> DetectHang(const std::vector<RankLiveness>& ranks, int64_t n
   }
   if (silent.empty()) return std::nullopt;
   Hang hang;
-  bool starting = true;  // every silent rank is still to make its first report
+  // Every silent rank is still to make its first report, and the startup allowance applied.
+  bool starting = startup_ms > int64_t{hang_timeout_s} * 1000;
   for (const RankLiveness& r : ranks) {
     if (!r.gone && r.reported && std::find(silent.begin(), silent.end(), r.rank) != silent.end()) {
       starting = false;

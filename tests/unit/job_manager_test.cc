@@ -302,14 +302,17 @@ TEST_F(JobManagerTest, ARankThatHasNotReportedYetHasTheStartupAllowance) {
   v1::Job job = Job(first);
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.attempts(0).failure().reason(), "hung: no progress for 5 s");
+}
 
-  // A rank that never reports is hung once the allowance is spent.
+// A rank that never reports is hung once the startup allowance is spent.
+TEST_F(JobManagerTest, ARankThatNeverReportsIsHungAfterTheStartupAllowance) {
+  AddWorker("w1", 1);
   const std::string second = Submit(1, 1, 0, /*hang_timeout_s=*/5);
   StartAttempt(second);
   Advance(59000);
   EXPECT_EQ(Job(second).state(), v1::RUNNING);
   Advance(1500);
-  job = Job(second);
+  const v1::Job job = Job(second);
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.attempts(0).failure().reason(), "hung: nothing reported within 60 s of the start");
 }
