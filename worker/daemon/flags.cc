@@ -60,6 +60,22 @@ void DefineRunOptions(CLI::App& app, WorkerFlags* f) {
           std::map<std::string, double>{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}}))
       ->check(CLI::Range(0.0, 3650 * 86400.0))
       ->default_str("7d");
+  app.add_option("--health-check", f->health_check,
+                 "the operator's health check, run with /bin/sh -c at start and every "
+                 "--health-check-interval: a non-zero exit or a timeout makes the worker "
+                 "unhealthy (no new ranks) with its first lines as the reason");
+  app.add_option("--health-check-interval", f->health_check_interval_s,
+                 "seconds between health checks (built-in and --health-check)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--health-check-timeout", f->health_check_timeout_s,
+                 "seconds --health-check may run before it counts as failed")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--health-min-free", f->health_min_free,
+                 "free space the work dir, job root and snapshot dir must keep for the worker "
+                 "to be healthy: 1Gi, 512Mi or bytes (0: not checked)")
+      ->capture_default_str();
   app.add_option("--metrics-listen", f->metrics_listen,
                  "HOST:PORT of /metrics, /healthz and /readyz (:PORT binds loopback)");
   app.add_option("--log-level", f->log_level, "trace|debug|info|warn|error|critical|off")
@@ -169,6 +185,11 @@ std::vector<Status> ValidateFlags(WorkerFlags* f) {
     auto bytes = ParseByteSize(f->memory, "--memory");
     check(bytes.status());
     if (bytes.ok()) f->memory_bytes = *bytes;
+  }
+  {
+    auto bytes = ParseByteSize(f->health_min_free, "--health-min-free");
+    check(bytes.status());
+    if (bytes.ok()) f->health_min_free_bytes = *bytes;
   }
   if (!f->gpus.empty()) check(ParseGpuList(f->gpus).status());
   auto labels = ParseLabels(f->labels);

@@ -87,6 +87,20 @@ struct WorkerFlags {
   // AllowedWorkerEnvironment): NAME or PREFIX*. Nothing else of the worker's environment
   // reaches a rank, so that its secrets never leak into jobs by accident.
   std::vector<std::string> pass_env;
+  // Health checks (worker/host/health.h, README "When nodes are sick"): the operator's own
+  // program (run with /bin/sh -c; exit 0 within --health-check-timeout is healthy, anything
+  // else makes the worker unhealthy with its first lines as the reason), beside the built-in
+  // checks (free space in the work dir, job root and snapshot dir; /dev/shm; the GPUs' ECC).
+  // Every --health-check-interval seconds and at start; an unhealthy worker gets no new
+  // ranks until a check passes. Half a minute notices a failing node before most jobs'
+  // first snapshot; the program's timeout leaves room for a slow but working check.
+  std::string health_check;
+  double health_check_interval_s = 30;
+  double health_check_timeout_s = 60;
+  // Free space the built-in disk checks require: a rank that cannot write its checkpoint or
+  // log fails for the node's reason, not its own.
+  std::string health_min_free = "1Gi";
+  int64_t health_min_free_bytes = int64_t{1} << 30;  // --health-min-free parsed
   // Plain text to a coordinator on loopback (tests, the local demo); never elsewhere.
   bool insecure = false;
   // Joining a secured cluster (README "Securing a cluster"); CONVOY_JOIN_TOKEN too.

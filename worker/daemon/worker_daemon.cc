@@ -19,7 +19,9 @@
 #include "worker/files/data_cache.h"
 #include "worker/files/job_root.h"
 #include "worker/files/snapshot_dir.h"
+#include "worker/host/health.h"
 #include "worker/host/job_identity.h"
+#include "worker/host/nvml.h"
 #include "worker/host/resources.h"
 #include "worker/link/code_fetch.h"
 #include "worker/link/coordinator_connection.h"
@@ -78,6 +80,7 @@ StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(const WorkerFlags& 
       flags.coordinator, flags.insecure ? nullptr : d->credentials_.get(), *d->reports_,
       *d->supervisor_, d->config_->work_dir);
   CONVOY_RETURN_IF_ERROR(d->StartHttp(flags, std::move(nvml)));
+  d->StartHealth(flags);
   d->supervisor_->Start();
   d->supervising_ = true;
   d->StartRetention(flags);
@@ -314,6 +317,39 @@ void WorkerDaemon::StartRetention(const WorkerFlags& flags) {
   retention_->Start(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
 }
 
+void WorkerDaemon::StartHealth(const WorkerFlags& flags) {
+  const WorkerConfig& config = *config_;
+  HealthOptions o;
+  if (flags.health_min_free_bytes > 0) {
+    o.disks = {{"disk:work-dir", config.work_dir}, {"disk:job-root", config.job_root}};
+    if (!config.snapshot_root.empty())
+      o.disks.push_back({"disk:snapshot-dir", config.snapshot_root});
+  }
+  o.min_free_bytes = flags.health_min_free_bytes;
+  o.program = flags.health_check;
+  o.program_timeout_ms = static_cast<int64_t>(flags.health_check_timeout_s * 1000);
+  o.interval_ms = static_cast<int64_t>(flags.health_check_interval_s * 1000);
+  if (!config.gpus.empty()) health_nvml_ = Nvml::Load();
+  Supervisor* supervisor = supervisor_.get();
+  health_ = std::make_unique<HealthMonitor>(
+      std::move(o), health_nvml_.get(), *clock_, [supervisor](const HealthReport& r) {
+        if (r.state == HealthReport::State::kFailing) {
+          spdlog::warn("health check failed: no new ranks until it passes: {}", r.reason);
+        } else {
+          spdlog::info("health: {} ({} check(s))", DescribeHealth(r), r.checks.size());
+        }
+        supervisor->HealthChanged();
+      });
+  supervisor_->UseHealth(health_.get());
+  spdlog::info("health checks every {} s: free space{}{}{}", flags.health_check_interval_s,
+               flags.health_min_free_bytes > 0 ? " (" + flags.health_min_free + ")" : " off",
+               ", /dev/shm", config.gpus.empty() ? "" : ", GPU ECC (NVML)");
+  if (!flags.health_check.empty()) {
+    spdlog::info("health check program: {} (timeout {} s)", flags.health_check,
+                 flags.health_check_timeout_s);
+  }
+}
+
 int WorkerDaemon::metrics_port() const { return http_ != nullptr ? http_->port() : 0; }
 
 void WorkerDaemon::Start() {
@@ -333,6 +369,7 @@ void WorkerDaemon::Stop() {
   http_.reset();  // probes fail from here on
   if (retention_) retention_->Stop();
   if (supervising_) supervisor_->Stop();  // reports the exits while the stream is still up
+  health_.reset();                        // after the supervisor: its last heartbeats read it
   if (connection_) connection_->Shutdown();
   if (connection_thread_.joinable()) connection_thread_.join();
 }

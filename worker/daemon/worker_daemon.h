@@ -26,6 +26,7 @@ namespace convoy {
 
 class AttemptDirRetention;
 class CoordinatorConnection;
+class HealthMonitor;
 class MetricsHttpServer;
 class Nvml;
 class PosixProcessLauncher;
@@ -88,6 +89,9 @@ class WorkerDaemon {
   Status StartHttp(const WorkerFlags& flags, std::unique_ptr<Nvml> nvml);
   // --attempt-dir-retention.
   void StartRetention(const WorkerFlags& flags);
+  // The health checks (--health-check and the built-in ones), on a thread of their own;
+  // their verdict goes out with the Register and every heartbeat.
+  void StartHealth(const WorkerFlags& flags);
 
   SystemClock system_clock_;
   const Clock* clock_ = &system_clock_;
@@ -102,6 +106,8 @@ class WorkerDaemon {
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<MetricsHttpServer> http_;
   std::unique_ptr<AttemptDirRetention> retention_;
+  std::unique_ptr<Nvml> health_nvml_;
+  std::unique_ptr<HealthMonitor> health_;  // stopped after the supervisor (its heartbeats read it)
   std::thread connection_thread_;
   bool supervising_ = false;  // the supervisor was started
   bool stopped_ = false;

@@ -26,6 +26,11 @@ struct Nvml::Api {
   // Optional (Devices leaves the field empty without them).
   int (*name)(Device, char*, unsigned int) = nullptr;
   int (*uuid)(Device, char*, unsigned int) = nullptr;
+  // nvmlDeviceGetTotalEccErrors(device, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+  // NVML_VOLATILE_ECC = 0, &count) and nvmlDeviceGetRetiredPagesPendingStatus(device,
+  // &state), state NVML_FEATURE_ENABLED = 1. Optional.
+  int (*ecc_errors)(Device, int, int, unsigned long long*) = nullptr;
+  int (*pages_pending)(Device, int*) = nullptr;
 };
 
 std::unique_ptr<Nvml> Nvml::Load() {
@@ -45,6 +50,10 @@ std::unique_ptr<Nvml> Nvml::Load() {
       reinterpret_cast<int (*)(Api::Device, Api::Memory*)>(sym("nvmlDeviceGetMemoryInfo"));
   api->name = reinterpret_cast<int (*)(Api::Device, char*, unsigned int)>(sym("nvmlDeviceGetName"));
   api->uuid = reinterpret_cast<int (*)(Api::Device, char*, unsigned int)>(sym("nvmlDeviceGetUUID"));
+  api->ecc_errors = reinterpret_cast<int (*)(Api::Device, int, int, unsigned long long*)>(
+      sym("nvmlDeviceGetTotalEccErrors"));
+  api->pages_pending =
+      reinterpret_cast<int (*)(Api::Device, int*)>(sym("nvmlDeviceGetRetiredPagesPendingStatus"));
   if (!api->init || !api->shutdown || !api->count || !api->handle || !api->utilization ||
       !api->memory || api->init() != 0) {
     dlclose(lib);
@@ -94,6 +103,28 @@ std::vector<GpuDeviceInfo> Nvml::Devices() const {
     Api::Memory mem{};
     if (api_->memory(dev, &mem) == 0) d.memory_bytes = static_cast<int64_t>(mem.total);
     out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<GpuHealth> Nvml::Health() const {
+  std::vector<GpuHealth> out;
+  unsigned int n = 0;
+  if (api_->count(&n) != 0) return out;
+  for (unsigned int i = 0; i < n; ++i) {
+    Api::Device dev = nullptr;
+    if (api_->handle(i, &dev) != 0) continue;
+    GpuHealth h;
+    h.index = static_cast<int>(i);
+    unsigned long long errors = 0;
+    if (api_->ecc_errors != nullptr && api_->ecc_errors(dev, 1, 0, &errors) == 0) {
+      h.uncorrected_ecc_errors = static_cast<int64_t>(errors);
+    }
+    int pending = 0;
+    if (api_->pages_pending != nullptr && api_->pages_pending(dev, &pending) == 0) {
+      h.retired_pages_pending = pending == 1;
+    }
+    out.push_back(h);
   }
   return out;
 }

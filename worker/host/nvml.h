@@ -26,6 +26,15 @@ struct GpuDeviceInfo {
   std::string uuid;
 };
 
+// A GPU's memory health as NVML reports it (README "When nodes are sick").
+struct GpuHealth {
+  int index = 0;
+  // Uncorrected ECC errors since the driver loaded (0 on a GPU without ECC).
+  int64_t uncorrected_ecc_errors = 0;
+  // A page retirement waits for the next reset: the GPU's memory is not to be trusted.
+  bool retired_pages_pending = false;
+};
+
 class Nvml {
  public:
   // Null when the library or a symbol is missing or nvmlInit fails.
@@ -35,6 +44,8 @@ class Nvml {
   std::vector<GpuSample> Sample() const;
   // Every device NVML knows, by index, with its name, memory and UUID where NVML gives them.
   std::vector<GpuDeviceInfo> Devices() const;
+  // Every device's memory health; a counter NVML does not support (no ECC) reads as 0.
+  std::vector<GpuHealth> Health() const;
 
  private:
   struct Api;

@@ -6,8 +6,34 @@
 
 namespace convoy {
 
-v1::Register MakeRegister(const WorkerConfig& config, const AttemptSnapshot& snapshot) {
+v1::WorkerHealth HealthToProto(const HealthReport& report) {
+  v1::WorkerHealth out;
+  switch (report.state) {
+    case HealthReport::State::kChecking:
+      out.set_state(v1::HEALTH_CHECKING);
+      break;
+    case HealthReport::State::kOk:
+      out.set_state(v1::HEALTH_OK);
+      break;
+    case HealthReport::State::kFailing:
+      out.set_state(v1::HEALTH_FAILING);
+      break;
+  }
+  out.set_reason(report.reason);
+  out.set_checked_unix_ms(report.checked_unix_ms);
+  for (const HealthCheckOutcome& c : report.checks) {
+    v1::HealthCheckResult* r = out.add_checks();
+    r->set_name(c.name);
+    r->set_ok(c.ok);
+    r->set_detail(c.detail);
+  }
+  return out;
+}
+
+v1::Register MakeRegister(const WorkerConfig& config, const AttemptSnapshot& snapshot,
+                          const HealthMonitor* health) {
   v1::Register reg;
+  if (health != nullptr) *reg.mutable_health() = HealthToProto(health->Latest());
   reg.set_name(config.name);
   reg.set_address(config.address);
   reg.set_hostname(config.hostname);
@@ -130,6 +156,8 @@ void Reporter::SendHeartbeat(int64_t now, const std::vector<v1::StoppedRank>& st
   v1::WorkerMessage hb;
   hb.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
   for (const v1::StoppedRank& s : stopped) *hb.mutable_heartbeat()->add_stopped() = s;
+  if (health_ != nullptr)
+    *hb.mutable_heartbeat()->mutable_health() = HealthToProto(health_->Latest());
   Send(hb);
 }
 

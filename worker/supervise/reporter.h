@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "convoy/v1/worker.pb.h"
+#include "worker/host/health.h"
 #include "worker/link/report_queue.h"
 #include "worker/supervise/attempt_table.h"
 #include "worker/supervise/worker_config.h"
@@ -29,7 +30,12 @@ namespace convoy {
 
 // The Register that opens every stream: what `config` offers and what `snapshot` reports,
 // with the snapshot directories in host memory under config.snapshot_root.
-v1::Register MakeRegister(const WorkerConfig& config, const AttemptSnapshot& snapshot);
+// `health`: the newest health report, when the worker checks its health.
+v1::Register MakeRegister(const WorkerConfig& config, const AttemptSnapshot& snapshot,
+                          const HealthMonitor* health = nullptr);
+
+// A health report as the coordinator reads it (Register.health, Heartbeat.health).
+v1::WorkerHealth HealthToProto(const HealthReport& report);
 
 class Reporter {
  public:
@@ -65,8 +71,11 @@ class Reporter {
 
   // When the next heartbeat is due (kNever while the link is down).
   int64_t NextHeartbeatMs() const { return LinkUp() ? next_heartbeat_ms_ : kNever; }
-  // Sends the heartbeat due at `now`, naming `stopped` ranks.
+  // Sends the heartbeat due at `now`, naming `stopped` ranks, with the newest health report.
   void SendHeartbeat(int64_t now, const std::vector<v1::StoppedRank>& stopped);
+  // Where heartbeats read the worker's health (set once, before the supervisor starts).
+  void UseHealth(const HealthMonitor* health) { health_ = health; }
+  const HealthMonitor* health() const { return health_; }
 
   // When the orphan timeout expires (kNever while connected, or once it did).
   int64_t OrphanDueMs() const;
@@ -89,6 +98,7 @@ class Reporter {
   int heartbeat_ms_ = 1000;
   int64_t next_heartbeat_ms_ = 0;
   bool orphaned_ = false;
+  const HealthMonitor* health_ = nullptr;
 };
 
 }  // namespace convoy

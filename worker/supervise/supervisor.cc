@@ -170,7 +170,14 @@ void Supervisor::Wake(char why) {
 v1::Register Supervisor::BuildRegister() {
   std::shared_ptr<const AttemptSnapshot> snap = table_.Published();
   reporter_.RegisterBuilt(snap->seq);
-  return MakeRegister(config_, *snap);
+  return MakeRegister(config_, *snap, reporter_.health());
+}
+
+void Supervisor::HealthChanged() {
+  ToLoop([this] {
+    if (reporter_.LinkUp())
+      reporter_.SendHeartbeat(clock_.NowMonotonicMs(), runner_.StoppedRanks());
+  });
 }
 
 void Supervisor::OnConnected(int heartbeat_interval_ms,

@@ -92,6 +92,12 @@ class Supervisor : public LinkListener {
                    std::vector<std::string> stale_snapshot_keys = {}) override;
   // The stream broke. Any thread.
   void OnDisconnected() override;
+  // Register and every heartbeat carry `health`'s newest report (README "When nodes are
+  // sick"). Before Start; not owned, outlives the supervisor's thread.
+  void UseHealth(const HealthMonitor* health) { reporter_.UseHealth(health); }
+  // The health verdict changed: a heartbeat tells the coordinator now, not at the next
+  // interval. Any thread.
+  void HealthChanged();
 
   // ---- For the worker's /metrics (worker/daemon/worker_metrics.h).
   // One rank the supervisor knows (running, or exited and not yet forgotten).
