@@ -89,4 +89,14 @@ inline std::vector<std::string> DataFiles(const std::string& dir) {
           DataFile(dir, "t10k", "images"), DataFile(dir, "t10k", "labels")};
 }
 
+// ---- Metric records (the JSON lines a rank writes to CONVOY_METRICS_SOCKET)
+// Bad steps (issue 42, trainer/bad_steps.h): a "step" record's count of the steps this attempt
+// skipped so far because a loss or gradient norm was not finite on some rank; the record kind
+// written when the ranks rewound to a good state after too many in a row, with the last bad
+// step ("step"), the step of the state loaded (kMetricRewoundTo) and the attempt's rewinds.
+inline constexpr const char* kMetricBadSteps = "bad_steps";
+inline constexpr const char* kRecordRewind = "rewind";
+inline constexpr const char* kMetricRewoundTo = "to_step";
+inline constexpr const char* kMetricRewinds = "rewinds";
+
 }  // namespace convoy::rank_contract

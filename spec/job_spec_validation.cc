@@ -227,6 +227,9 @@ void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
     CheckRange<int64_t>(p, "trainer.powersgd_rank", t.powersgd_rank(), 1, lim::kMaxPowerSgdRank);
   }
   CheckRange<int64_t>(p, "trainer.powersgd_start_step", t.powersgd_start_step(), 0, lim::kMaxSteps);
+  if (t.has_max_bad_steps()) {
+    CheckRange<int64_t>(p, "trainer.max_bad_steps", t.max_bad_steps(), 1, lim::kMaxBadSteps);
+  }
   if (t.has_accumulate()) {
     CheckRange<int64_t>(p, "trainer.accumulate", t.accumulate(), 1, lim::kMaxAccumulate);
   }

@@ -18,6 +18,8 @@ inline constexpr int64_t kMaxEpochs = 10000;
 inline constexpr int64_t kMaxBatchSize = 65536;
 inline constexpr int64_t kMaxAccumulate = 1024;
 inline constexpr int64_t kMaxPowerSgdRank = 64;
+// max_bad_steps: [1, kMaxBadSteps].
+inline constexpr int64_t kMaxBadSteps = 1000000;
 // lr: greater than 0, at most kMaxLr.
 inline constexpr double kMaxLr = 1000;
 // momentum: [0, kMaxMomentum].

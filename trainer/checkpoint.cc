@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "common/rank_contract.h"
 #include "trainer/data.h"
 #include "trainer/snapshot_file.h"
+#include "trainer/train_helpers.h"
 
 namespace convoy::trainer {
 namespace fs = std::filesystem;
@@ -48,6 +50,46 @@ class StringSink : public std::streambuf {
 
 }  // namespace
 
+std::string NonFiniteState(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  auto finite = [](const torch::Tensor& t) {
+    return !t.defined() || !t.is_floating_point() || torch::isfinite(t).all().item<bool>();
+  };
+  for (const auto& p : model.named_parameters()) {
+    if (!finite(p.value())) return p.key();
+  }
+  for (const auto& b : model.named_buffers()) {
+    if (!finite(b.value())) return b.key();
+  }
+  // The optimiser's state, by parameter (its map is keyed by the parameters' addresses).
+  std::map<const void*, std::string> names;
+  for (const auto& p : model.named_parameters()) {
+    names[p.value().unsafeGetTensorImpl()] = p.key();
+  }
+  auto& state = optimizer.state();
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto it = state.find(StateKey(state, p));
+      if (it == state.end()) continue;
+      std::vector<torch::Tensor> held;
+      if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
+        held = {s->momentum_buffer()};
+      } else if (const auto* a =
+                     dynamic_cast<const torch::optim::AdamParamState*>(it->second.get())) {
+        held = {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+      }
+      for (const auto& t : held) {
+        if (!finite(t)) {
+          const auto name = names.find(p.unsafeGetTensorImpl());
+          return "the optimiser's state of " +
+                 (name == names.end() ? std::string("a parameter") : name->second);
+        }
+      }
+    }
+  }
+  return "";
+}
+
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       const Position& pos, const std::vector<uint8_t>& counts,
                       const StateIdentity& id) {
@@ -61,6 +103,10 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
                    const StateIdentity& id) {
   if (static_cast<int64_t>(counts.size()) != id.samples) {
     throw std::logic_error("SaveState: sample counts of another data set");
+  }
+  if (const std::string bad = NonFiniteState(model, optimizer); !bad.empty()) {
+    throw std::runtime_error("the state of step " + std::to_string(pos.global_step) +
+                             " is not saved: " + bad + " holds a value that is not finite");
   }
   torch::serialize::OutputArchive root, m, o;
   model.save(m);

@@ -41,7 +41,14 @@ struct StateIdentity {
   bool resume_any = false;
 };
 
+// The first tensor of the model (parameters and buffers) or of the optimiser's state (SGD's
+// momentum, Adam's moments) holding a value that is not finite: "fc1.weight", "optimizer
+// state of fc1.weight" (-like); "" when every value is finite.
+std::string NonFiniteState(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
 // Serialises model + optimiser + position + the counts of `pos.epoch` + identity to bytes.
+// Throws std::runtime_error, saving nothing, for a state with a value that is not finite
+// (NonFiniteState): no checkpoint or snapshot ever holds one (trainer/bad_steps.h).
 std::string SaveState(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       const Position& pos, const std::vector<uint8_t>& counts,
                       const StateIdentity& id);

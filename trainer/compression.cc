@@ -103,6 +103,12 @@ class HalfCompressor : public Compressor {
     }
   }
 
+  void Forget() override {
+    for (auto& [bucket, buf] : buffers_) {
+      if (buf.residual.defined()) buf.residual.zero_();
+    }
+  }
+
  private:
   struct Chunk {
     int64_t offset, numel;
@@ -133,6 +139,14 @@ class PowerSgdCompressor : public Compressor {
         dist_(dist) {}
 
   void EndStep() override { ++step_; }
+
+  void Forget() override {
+    for (auto& [bucket, st] : states_) {
+      if (st.error.defined()) st.error.zero_();
+      st.p = torch::Tensor();
+      st.q = torch::Tensor();  // the next Reduce draws the seeded Q again
+    }
+  }
 
   void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) override {
     torch::NoGradGuard no_grad;

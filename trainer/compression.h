@@ -71,6 +71,11 @@ class Compressor {
   virtual void Reduce(size_t bucket, torch::Tensor flat, const BucketLayout& layout) = 0;
   // After every bucket of a synchronising step was reduced (counts PowerSGD's steps).
   virtual void EndStep() {}
+  // The step just reduced is not applied (a bad step, trainer/bad_steps.h): drops what it
+  // would carry into the next one (error feedback, PowerSGD's warm start), which a non-finite
+  // gradient would poison for good. The next step starts as the first did (the same seeded Q
+  // on every rank). Between steps, when no Reduce is in flight.
+  virtual void Forget() {}
 };
 
 // The 16-bit paths exchange a bucket in chunks of this many elements (512 KiB on the wire).

@@ -123,14 +123,26 @@ void HookGradSync::BeforeForward(bool sync) {
   }
 }
 
-void HookGradSync::SetControl(const std::array<float, kControlFloats>& values) {
-  control_ = values;  // what a world of one sums to
-  if (!dist_.collective()) return;
+void HookGradSync::SetControl(const torch::Tensor& values) {
+  if (!dist_.collective()) {
+    local_control_ = values;  // what a world of one sums to, read in Control()
+    return;
+  }
   torch::NoGradGuard no_grad;
   Bucket& last = buckets_.back();
-  last.flat.narrow(0, control_offset_, kControlFloats)
-      .copy_(
-          torch::from_blob(const_cast<float*>(values.data()), {kControlFloats}, torch::kFloat32));
+  last.flat.narrow(0, control_offset_, kControlFloats).copy_(values);
+}
+
+std::array<float, GradSync::kControlFloats> HookGradSync::Control() const {
+  if (dist_.collective() || !local_control_.defined()) return control_;
+  std::array<float, kControlFloats> out{};
+  torch::Tensor c = local_control_.to(torch::kCPU, torch::kFloat32).contiguous();
+  std::copy_n(c.data_ptr<float>(), kControlFloats, out.begin());
+  return out;
+}
+
+void HookGradSync::DiscardStep() {
+  if (compressor_ != nullptr) compressor_->Forget();
 }
 
 void HookGradSync::OnGrad(size_t k, const torch::Tensor& grad) {

@@ -13,7 +13,8 @@
 //
 // Both leave the averaged gradients in .grad(), to be cleared with ClearGrads (set to none:
 // the next backward then moves its gradients in instead of adding them to zeros). The hooks
-// also carry a few control floats in their last bucket (the trainer's stop agreement).
+// also carry a few control floats in their last bucket (the trainer's stop agreement and its
+// bad-step check).
 #pragma once
 
 #include <torch/types.h>
@@ -42,13 +43,19 @@ class GradSync {
   virtual size_t num_buckets() const = 0;
 
   // Control values that ride along with the synchronising backward's all-reduce, summed
-  // across ranks (the trainer's stop agreement, at no extra collective): set them before that
-  // micro-batch's forward, read the sums after Finish. CarriesControl() false: this
-  // implementation cannot (the caller all-reduces them itself).
-  static constexpr int kControlFloats = 2;
+  // across ranks (the trainer's stop agreement and bad-step check, at no extra collective):
+  // set them after that micro-batch's forward and before its backward, read the sums after
+  // Finish. `values`: kControlFloats float32 on any device (on a GPU, copied without waiting
+  // for them to be computed). CarriesControl() false: this implementation cannot (the caller
+  // all-reduces them itself).
+  static constexpr int kControlFloats = 3;
   virtual bool CarriesControl() const { return false; }
-  virtual void SetControl(const std::array<float, kControlFloats>& values) {}
+  virtual void SetControl(const torch::Tensor& values) {}
   virtual std::array<float, kControlFloats> Control() const { return {}; }
+
+  // The step just synchronised is not applied (a bad step): forget what it carried over into
+  // the next one (the error feedback and warm start of a compression), as if it had not been.
+  virtual void DiscardStep() {}
 
   // How much of the gradients' communication backward hid, over the synchronising steps so
   // far: `window_s`, from each step's first bucket launch to its last bucket's completion,
@@ -85,8 +92,9 @@ class HookGradSync : public GradSync {
   // The control values are the last kControlFloats of the last bucket (launched last);
   // not with compression (they must stay exact: the caller all-reduces them).
   bool CarriesControl() const override { return !compressed_; }
-  void SetControl(const std::array<float, kControlFloats>& values) override;
-  std::array<float, kControlFloats> Control() const override { return control_; }
+  void SetControl(const torch::Tensor& values) override;
+  std::array<float, kControlFloats> Control() const override;
+  void DiscardStep() override;
   bool Overlap(double* window_s, double* exposed_s) const override;
 
  private:
@@ -113,8 +121,9 @@ class HookGradSync : public GradSync {
   const torch::Tensor inv_;                       // 1 / world, a scalar
   bool sync_ = false;
   size_t next_launch_ = 0;
-  int64_t control_offset_ = 0;  // in the last bucket
-  std::array<float, kControlFloats> control_{};
+  int64_t control_offset_ = 0;                   // in the last bucket
+  std::array<float, kControlFloats> control_{};  // the sums, read in Finish
+  torch::Tensor local_control_;                  // a world of one: what it sums to
   // With an all-reduce over shared memory, buckets live in the segment: this rank's slot
   // holds `flat`, the segment's result area `result`, which the gradients then view.
   ShmAllReduce* arena_ = nullptr;

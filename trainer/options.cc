@@ -7,6 +7,7 @@
 #include <map>
 
 #include "spec/trainer_limits.h"
+#include "trainer/bad_steps.h"
 
 namespace convoy::trainer {
 namespace {
@@ -104,6 +105,8 @@ std::map<std::string, FlagSetter> OptionFlags(Options* o) {
       {"--compression", Choice(&o->compression, {"none", "bf16", "fp16", "powersgd", "auto"})},
       {"--powersgd-rank", IntFlag(&o->powersgd_rank, 1, lim::kMaxPowerSgdRank)},
       {"--powersgd-start-step", IntFlag(&o->powersgd_start_step, 0, lim::kMaxSteps)},
+      {"--max-bad-steps", IntFlag(&o->max_bad_steps, 1, lim::kMaxBadSteps)},
+      {"--bench-step-checks", IntFlag(&o->bench_step_checks, 0, lim::kMaxSteps)},
       {"--threads", IntFlag(&o->threads, 1, 1024)},
       {"--log-every", IntFlag(&o->log_every, 1, 1 << 30)},
       {"--pg-timeout-s", IntFlag(&o->pg_timeout_s, 1, 86400)},
@@ -191,6 +194,10 @@ std::string ReadEnvironment(Options* o) {
     if (const char* v = std::getenv("CONVOY_RESUME_FROM")) o->resume_from = v;
   }
   if (const char* v = std::getenv("CONVOY_RESUME_FROM_UID")) o->resume_from_uid = v;
+  if (const char* v = std::getenv(kTestNanLossStepsEnv)) {
+    std::string err = ParseStepList(v, &o->test_nan_loss_steps);
+    if (!err.empty()) return std::string(kTestNanLossStepsEnv) + ": " + err;
+  }
   if (o->max_world_size == 0) {
     std::string err = env_int("CONVOY_MAX_WORLD_SIZE", 1, 1 << 20, &o->max_world_size);
     if (!err.empty()) return err;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/rank_contract.h"
 
@@ -74,6 +75,14 @@ struct Options {
   std::string compression = "none";
   int powersgd_rank = 2;            // `compression: auto` uses at least kAutoPowerSgdRank
   int64_t powersgd_start_step = 0;  // optimiser steps all-reduced uncompressed first (auto: 10+)
+  // Bad steps (trainer/bad_steps.h): skipped ones in a row after which the ranks rewind.
+  int64_t max_bad_steps = 3;
+  // Benchmarks only (bench/bad_step_check.py): the bad-step checks alternate on and off every
+  // this many steps, and the end of the run compares the step times of both (0: always on).
+  int64_t bench_step_checks = 0;
+  // Test hook (CONVOY_TEST_NAN_LOSS_STEPS, trainer/bad_steps.h): this rank's loss is NaN at
+  // these global steps.
+  std::vector<int64_t> test_nan_loss_steps;
   int threads = 0;   // absent: OMP_NUM_THREADS, else cores / LOCAL_WORLD_SIZE; --threads >= 1
   bool eval = true;  // test accuracy after each epoch
   bool fill_data_cache = false;  // --fill-data-cache: fill the data cache, train nothing

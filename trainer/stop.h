@@ -39,6 +39,8 @@ bool ReadPreemptReason(const std::string& path, std::string* reason);
 // Exit codes.
 constexpr int kExitStoppedBySigterm = 143;  // 128 + SIGTERM, as the default action reports
 constexpr int kExitSampleCheckFailed = 3;
+// Bad steps went on after a rewind, or nothing good to rewind to (trainer/bad_steps.h).
+constexpr int kExitBadSteps = 4;
 
 class StopWatchdog {
  public:

@@ -47,17 +47,19 @@ int Training::Run() {
   try {
     code = Loop();
   } catch (const std::exception& e) {
+    const bool bad_steps = dynamic_cast<const BadStepsFailure*>(&e) != nullptr;
     {
       std::lock_guard<std::mutex> state(watchdog_->state_mutex());
-      LastWill(std::string("training failed: ") + e.what());
+      LastWill(std::string(bad_steps ? "bad steps: " : "training failed: ") + e.what());
     }
     // Nothing is left to save: leave at once instead of unwinding. The background snapshot
     // writer (nice 19), Gloo's threads and LibTorch's static destructors can take hundreds of
     // milliseconds on a busy host, and the job's next attempt waits for this exit.
-    std::cerr << "convoy-trainer: error: " << e.what() << std::endl;
+    std::cerr << "convoy-trainer: error: " << (bad_steps ? "bad steps: " : "") << e.what()
+              << std::endl;
     std::fflush(stdout);
     std::fflush(stderr);
-    _exit(1);
+    _exit(bad_steps ? kExitBadSteps : 1);
   }
   // What the stop agreement and the snapshots cost this rank's training thread, per step.
   const double steps = static_cast<double>(std::max<int64_t>(1, attempt_steps_));
@@ -70,6 +72,7 @@ int Training::Run() {
         "for it (%.2f %% of %.2f ms a step)\n",
         agree_s_ * 1e3 / steps, agree_s_ * 1e3 / steps / step_ms * 100, step_ms);
   }
+  PrintCheckCost(step_ms);
   // How much of the gradients' communication backward hid (the hooks launch each bucket's
   // all-reduce as soon as its gradients are ready).
   double comm_hidden = -1;
@@ -328,7 +331,7 @@ std::string Training::ChooseCompression() {
 
 void Training::Resume() {
   const StateIdentity id = Identity();
-  SnapshotMeta identity;
+  SnapshotMeta& identity = snapshot_identity_;
   identity.job = o_.job_id;
   identity.job_uid = o_.job_uid;
   identity.cluster_id = o_.cluster_id;
@@ -357,28 +360,15 @@ void Training::Resume() {
   }
   // What this rank holds: its host's newest snapshot; rank 0 also the newest checkpoint.
   const auto t_resume = Clock::now();
-  std::optional<StateOffer> mine;
-  if (auto snap = ReadNewestSnapshot(o_.snapshot_dir, identity)) {
-    mine = StateOffer{"snapshot", snap->path, snap->meta.step, std::move(snap->payload)};
-  }
-  if (o_.rank == 0 && !o_.checkpoint_dir.empty()) {
+  bool checkpoint_found = false;
+  std::optional<StateOffer> mine = NewestOwnState(&checkpoint_found);
+  if (o_.rank == 0 && !o_.checkpoint_dir.empty() && !checkpoint_found && !o_.resume_from.empty()) {
+    // No checkpoint of its own yet: the one the user named (resume_from). A snapshot of the
+    // job's own (a later attempt on a host) is newer and wins below.
     int64_t step = 0;
-    auto found = ReadNewestValid(o_.checkpoint_dir, [&](const std::string& b) {
-      auto probe_model = MakeModel(o_.model);
-      auto probe_opt = MakeOptimizer(o_, base_lr_, probe_model->parameters());
-      std::vector<uint8_t> counts;
-      step = LoadState(b, *probe_model, *probe_opt, id, Shape(), &counts).global_step;
-    });
-    if (found) {
-      mine = Newer(StateOffer{"checkpoint", found->path, step, std::move(found->bytes)},
+    if (auto named = ReadResumeFrom(step)) {
+      mine = Newer(StateOffer{"resume_from", named->path, step, std::move(named->bytes)},
                    std::move(mine));
-    } else if (!o_.resume_from.empty()) {
-      // No checkpoint of its own yet: the one the user named (resume_from). A snapshot of the
-      // job's own (a later attempt on a host) is newer and wins below.
-      if (auto named = ReadResumeFrom(step)) {
-        mine = Newer(StateOffer{"resume_from", named->path, step, std::move(named->bytes)},
-                     std::move(mine));
-      }
     }
   }
   const double read_s = Seconds(t_resume);
@@ -429,6 +419,14 @@ void Training::Resume() {
     snapshot_auto_ = true;
     std::cout << "snapshots: about every " << kAutoSnapshotSeconds << " s of training (auto) in "
               << o_.snapshot_dir << std::endl;
+  }
+  std::cout << "bad steps: a step whose loss" << (o_.clip_grad_norm > 0 ? " or gradient norm" : "")
+            << " is not finite on any rank is skipped; a rewind after " << o_.max_bad_steps
+            << " in a row" << std::endl;
+  if (!o_.test_nan_loss_steps.empty()) {
+    std::cout << "test hook " << kTestNanLossStepsEnv << ": this rank's loss is NaN at "
+              << o_.test_nan_loss_steps.size() << " step(s) from step "
+              << o_.test_nan_loss_steps.front() << std::endl;
   }
 }
 

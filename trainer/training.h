@@ -1,5 +1,6 @@
-// One rank's training, in two files: training.cc (start-up, rendezvous, resume, the end) and
-// training_loop.cc (the step loop, the stop agreement, checkpoints, snapshots, the last will).
+// One rank's training, in three files: train.cc (start-up, rendezvous, resume, the end),
+// training_loop.cc (the step loop, the stop agreement, checkpoints, snapshots, the last will)
+// and training_bad_steps.cc (the bad-step check, its skip and the rewind: trainer/bad_steps.h).
 // Only train.cc's Run uses it.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/bad_steps.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/ddp.h"
@@ -24,6 +26,7 @@
 #include "trainer/sampler.h"
 #include "trainer/snapshotter.h"
 #include "trainer/stop.h"
+#include "trainer/train_helpers.h"
 
 namespace convoy::trainer {
 
@@ -44,14 +47,22 @@ constexpr std::chrono::milliseconds kWaitForEarlierAttempts{10000};
 // SIGTERM while blocked this long in a collective: a peer hangs; write the last will, exit.
 constexpr std::chrono::milliseconds kStuckAfterStop{2000};
 
+// Bad steps went on after a rewind, or there was no good state to rewind to: the rank writes
+// its last will (the state of its last step, whose weights are those of the last good one)
+// and exits kExitBadSteps. Every rank throws it at the same step (the verdicts are agreed).
+class BadStepsFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // One rank's training: set up, rendezvous, resume, the step loop, stops. Run() is its only
 // entry; everything runs on the calling thread except the prefetcher, the snapshot writer and
 // the stop watchdog (each documented in its header). Run returns the exit code (0; 143 after a
-// SIGTERM that is not a preemption; kExitSampleCheckFailed) and throws when training fails
-// (after the last will).
+// SIGTERM that is not a preemption; kExitSampleCheckFailed) and, when training fails, writes
+// the last will and exits (1; kExitBadSteps for a BadStepsFailure).
 class Training {
  public:
-  explicit Training(const Options& o) : o_(o) {}
+  explicit Training(const Options& o) : o_(o), bad_(o.max_bad_steps) {}
   int Run();
 
  private:
@@ -62,17 +73,47 @@ class Training {
   std::string ChooseCompression();
   void Resume();
   int Loop();
-  // The stop agreement: two floats summed across ranks, any rank's SIGTERM and rank 0's
-  // proposal of the auto snapshot interval. With the hooks they ride on the step's gradient
-  // all-reduce; with the Reducer, an all-reduce of their own is started before the step's
-  // forward (ahead of the gradients' in every rank's order) and waited for after its
-  // backward. TrainStep returns the agreement: stop after this step.
+  // The stop agreement and the bad-step check: three floats summed across ranks, any rank's
+  // SIGTERM, rank 0's proposal of the auto snapshot interval, and any rank's non-finite loss.
+  // They are set after the step's last forward: with the hooks they ride on the step's
+  // gradient all-reduce; with the Reducer or compression, an all-reduce of their own is
+  // started then, before backward (ahead of the gradients' in every rank's order), and waited
+  // for after it. TrainStep returns the agreement.
+  struct Agreement {
+    bool stop = false;      // stop after this step
+    int bad_ranks = 0;      // ranks whose loss was not finite
+    bool bad = false;       // the step is skipped (bad_ranks > 0, or a non-finite gradient norm)
+    double grad_norm = -1;  // when clipping
+  };
   std::array<float, GradSync::kControlFloats> LocalControl() const;
-  bool ApplyControl(const std::array<float, GradSync::kControlFloats>& sums);
-  void StartControlAllReduce();
-  bool FinishControlAllReduce();
-  bool TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm);
-  void AfterStep(int64_t epoch);
+  Agreement ApplyControl(const std::array<float, GradSync::kControlFloats>& sums);
+  // After the step's last forward: its control values, with this rank's loss check, on their
+  // way (SetControl, or StartControlAllReduce).
+  void ShareControl(const std::vector<std::pair<torch::Tensor, int64_t>>& losses, bool checked);
+  void StartControlAllReduce(const torch::Tensor& values);
+  Agreement FinishControlAllReduce();
+  Agreement TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm);
+  // The step's record, log line, snapshot and checkpoint; true when the ranks must rewind now
+  // (the bad steps in a row reached --max-bad-steps).
+  bool AfterStep(int64_t epoch, const Agreement& agreed);
+
+  // Bad steps (training_bad_steps.cc). Whether this step is checked (always, except for
+  // --bench-step-checks' off blocks); whether the test hook makes this rank's loss NaN at it.
+  bool ChecksOn() const;
+  bool InjectNan(int64_t step) const;
+  // Model buffers (batch norm's running statistics) change in forward: kept before each step
+  // to put back when the step is skipped. Nothing for a model without buffers.
+  void KeepBuffers();
+  void RestoreBuffers();
+  void ReportBadStep(int64_t step, const Agreement& agreed);
+  // Collective (every rank at the same step): loads the newest state any rank holds (a
+  // snapshot, rank 0's checkpoint) into the model and optimiser, keeping the position.
+  // Throws BadStepsFailure when there is none, or when no step passed since the last rewind.
+  void Rewind();
+  // What this rank holds: its host's newest snapshot and, on rank 0, the newest checkpoint.
+  // `checkpoint_found`: whether rank 0 found a checkpoint of its own (may be null).
+  std::optional<StateOffer> NewestOwnState(bool* checkpoint_found);
+  void PrintCheckCost(double step_ms) const;
   // At the end of an epoch: the sample check (0, or kExitSampleCheckFailed), evaluation.
   int EndOfEpoch(int64_t epoch, bool epoch_done);
   int GracefulStop();
@@ -122,6 +163,22 @@ class Training {
   Position pos_;
   SampleCounts counts_;
   bool have_state_ = false;
+
+  // Bad steps: their count (agreed: the same on every rank), the buffers kept before the
+  // step, and the snapshot or checkpoint due at a bad step, taken at the next good one.
+  BadStepCounter bad_;
+  std::vector<torch::Tensor> buffers_;  // the model's, listed at the first step
+  bool buffers_listed_ = false;
+  std::vector<torch::Tensor> kept_buffers_;
+  bool snapshot_due_ = false;
+  bool checkpoint_due_ = false;
+  SnapshotMeta snapshot_identity_;
+  // What the checks cost this rank's training thread (seconds, steps checked), and the step
+  // times of --bench-step-checks' blocks: [0] off, [1] on.
+  double check_s_ = 0;
+  int64_t checked_steps_ = 0;
+  double ab_s_[2] = {0, 0};
+  int64_t ab_n_[2] = {0, 0};
 
   int64_t total_steps_ = 0;
   int64_t snapshot_every_ = 0;  // 0: none (yet, for auto)

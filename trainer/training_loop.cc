@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <iostream>
+#include <limits>
 
 #include "common/rank_contract.h"
 #include "trainer/train_helpers.h"
@@ -24,10 +25,11 @@ double Training::Progress() const {
 }
 
 std::array<float, GradSync::kControlFloats> Training::LocalControl() const {
-  return {StopRequested() ? 1.0f : 0.0f, o_.rank == 0 ? snapshot_proposal_ : 0.0f};
+  return {StopRequested() ? 1.0f : 0.0f, o_.rank == 0 ? snapshot_proposal_ : 0.0f, 0.0f};
 }
 
-bool Training::ApplyControl(const std::array<float, GradSync::kControlFloats>& sums) {
+Training::Agreement Training::ApplyControl(
+    const std::array<float, GradSync::kControlFloats>& sums) {
   if (sums[1] > 0 && snapshot_auto_) {
     snapshot_every_ = static_cast<int64_t>(sums[1]);
     snapshot_auto_ = false;
@@ -37,21 +39,21 @@ bool Training::ApplyControl(const std::array<float, GradSync::kControlFloats>& s
     }
   }
   snapshot_proposal_ = 0;
-  return sums[0] > 0;
+  Agreement a;
+  a.stop = sums[0] > 0;
+  a.bad_ranks = static_cast<int>(std::lround(sums[2]));
+  a.bad = a.bad_ranks > 0;
+  return a;
 }
 
-void Training::StartControlAllReduce() {
-  const auto local = LocalControl();
-  control_ = torch::from_blob(const_cast<float*>(local.data()), {GradSync::kControlFloats},
-                              torch::kFloat32)
-                 .clone()
-                 .to(device_);
-  // Issued before the step's gradient all-reduces on every rank, so it runs before them
-  // and is done (or nearly) by the time the step's own collectives are.
+void Training::StartControlAllReduce(const torch::Tensor& values) {
+  control_ = values.to(device_, torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+  // Issued after the step's last forward and before its backward on every rank, so it runs
+  // before the step's gradient all-reduces and is done (or nearly) by the time they are.
   control_pending_ = dist_->AllReduceSumAsync(control_);
 }
 
-bool Training::FinishControlAllReduce() {
+Training::Agreement Training::FinishControlAllReduce() {
   const auto t0 = Clock::now();
   control_pending_->Wait();
   control_pending_.reset();
@@ -62,12 +64,14 @@ bool Training::FinishControlAllReduce() {
   return ApplyControl(sums);
 }
 
-bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) {
+Training::Agreement Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) {
   const int64_t n = train_.size();
   const StepShape shape = Shape();
   const int64_t count = StepSamples(n, pos_.sample, shape);
+  const bool checked = ChecksOn();
+  const bool inject = InjectNan(pos_.global_step + 1);
   SetLr(*optimizer_, ScheduledLr(o_, base_lr_, pos_.epoch, Progress()));
-  if (!sync_->CarriesControl()) StartControlAllReduce();
+  if (checked) KeepBuffers();
   // Each micro-batch's mean loss and size, read once the step's collectives are done: reading
   // a GPU's loss mid-step would wait for its forward before the backward is even queued.
   std::vector<std::pair<torch::Tensor, int64_t>> losses;
@@ -77,7 +81,6 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
     if (!batches.Next(&x, &y)) throw std::runtime_error("the data ran out mid-epoch");
     const bool last = a == o_.accumulate - 1;
     if (!x.defined() && !last) continue;  // an empty micro-batch that synchronises nothing
-    if (last && sync_->CarriesControl()) sync_->SetControl(LocalControl());
     sync_->BeforeForward(last);
     torch::Tensor scaled;
     if (x.defined()) {
@@ -88,6 +91,8 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
         AutocastScope autocast(amp_, torch::kBFloat16);
         loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
       }
+      // The test hook: a forward that blew up (the loss and every gradient NaN).
+      if (inject) loss = loss * std::numeric_limits<double>::quiet_NaN();
       const int64_t nb = x.size(0);
       // The averaged gradient is the gradient of the mean over the step's `count` samples: a
       // micro-batch's mean weighs nb·W/count (1/A for full steps, divided the same way as
@@ -109,26 +114,41 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
       scaled = torch::nn::functional::cross_entropy(model_->forward(z), t) * 0.0;
       model_->train();
     }
+    if (last) ShareControl(losses, checked);
     sync_->BeforeBackward();
     scaled.backward();
   }
   watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
   sync_->Finish();
   watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
-  bool stop = false;
+  Agreement agreed;
   if (sync_->CarriesControl()) {
-    stop = ApplyControl(sync_->Control());
+    agreed = ApplyControl(sync_->Control());
   } else {
     watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
-    stop = FinishControlAllReduce();
+    agreed = FinishControlAllReduce();
     watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
   }
   double loss_sum = 0;
   for (const auto& [loss, nb] : losses) loss_sum += loss.item<double>() * static_cast<double>(nb);
-  if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
+  if (!agreed.bad && o_.clip_grad_norm > 0) {
+    // Computed from the averaged gradients, bit-identical on every rank: the same verdict
+    // everywhere (a non-finite element makes the norm non-finite in any order of summation).
+    agreed.grad_norm = torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
+    agreed.bad = checked && !std::isfinite(agreed.grad_norm);
+  }
+  if (agreed.bad) {
+    // Never applied: the optimiser (and its state) and the model's buffers stay as they were
+    // before the step, and so does what a compression would carry into the next one.
+    const auto t0 = Clock::now();
+    RestoreBuffers();
+    sync_->DiscardStep();
+    check_s_ += Seconds(t0);
+  }
   {
     std::lock_guard<std::mutex> state(watchdog_->state_mutex());
-    OptimizerStep(*optimizer_);
+    if (!agreed.bad) OptimizerStep(*optimizer_);
+    // A skipped step still takes its samples and its number: its batch is dropped.
     counts_.AddStep(perm, pos_.sample, shape);
     pos_.sample += count;
     ++pos_.global_step;
@@ -136,11 +156,13 @@ bool Training::TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm) 
   ClearGrads(params_);
   samples_ += mine;
   if (mine > 0) loss_ = loss_sum / static_cast<double>(mine);
-  return stop;
+  return agreed;
 }
 
-void Training::AfterStep(int64_t epoch) {
+bool Training::AfterStep(int64_t epoch, const Agreement& agreed) {
   const int64_t step = pos_.global_step;
+  const bool rewind = bad_.Record(step, agreed.bad);
+  if (agreed.bad) ReportBadStep(step, agreed);
   ++attempt_steps_;
   const double secs = Seconds(t_train_);
   std::vector<std::pair<std::string, double>> rec{
@@ -150,7 +172,8 @@ void Training::AfterStep(int64_t epoch) {
       {metric::kSamples, static_cast<double>(samples_)},
       {metric::kSeconds, secs},
       {metric::kSamplesPerS, static_cast<double>(samples_) / std::max(secs, 1e-9)},
-      {metric::kTotalSteps, static_cast<double>(total_steps_)}};
+      {metric::kTotalSteps, static_cast<double>(total_steps_)},
+      {kMetricBadSteps, static_cast<double>(bad_.total())}};
   if (attempt_steps_ == 1) {
     const double after_rdzv = Seconds(t_rdzv_) - rendezvous_s_;
     first_step_s_ = age_at_main_ + Seconds(t_main_);
@@ -185,18 +208,28 @@ void Training::AfterStep(int64_t epoch) {
           std::clamp<double>(std::round(kAutoSnapshotSeconds / std::max(step_s, 1e-6)), 1, 1e6));
     }
   }
-  if (snapshot_writer_ && snapshot_every_ > 0 && step % snapshot_every_ == 0) {
-    snapshotter_->Capture(pos_, counts_.counts());
-  }
-  if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) {
-    Checkpoint(pos_, counts_.counts());
-  }
+  // Only a state that passed the check is saved: a snapshot or checkpoint due at a bad step
+  // is taken at the next good one (a rewind must not land on the state that failed).
+  snapshot_due_ = snapshot_due_ || (snapshot_every_ > 0 && step % snapshot_every_ == 0);
+  checkpoint_due_ = checkpoint_due_ || (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0);
+  if (agreed.bad) return rewind;
+  if (snapshot_due_ && snapshot_writer_) snapshotter_->Capture(pos_, counts_.counts());
+  if (checkpoint_due_) Checkpoint(pos_, counts_.counts());
+  snapshot_due_ = checkpoint_due_ = false;
+  return false;
 }
 
 void Training::Checkpoint(const Position& pos, const std::vector<uint8_t>& counts) {
   if (o_.rank != 0 || o_.checkpoint_dir.empty()) return;
-  WriteCheckpoint(o_.checkpoint_dir, SaveState(*model_, *optimizer_, pos, counts, Identity()),
-                  pos.global_step);
+  std::string bytes;
+  try {
+    bytes = SaveState(*model_, *optimizer_, pos, counts, Identity());
+  } catch (const std::runtime_error& e) {
+    // A state with a non-finite value (trainer/bad_steps.h): never written.
+    std::cerr << "warning: no checkpoint: " << e.what() << std::endl;
+    return;
+  }
+  WriteCheckpoint(o_.checkpoint_dir, bytes, pos.global_step);
 }
 
 int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
@@ -242,7 +275,12 @@ int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
       pos_ = Position{epoch + 1, 0, pos_.global_step};
       counts_.Reset();
     }
-    Checkpoint(pos_, counts_.counts());
+    // After a bad step, at the next good one (AfterStep).
+    if (bad_.in_a_row() == 0) {
+      Checkpoint(pos_, counts_.counts());
+    } else {
+      checkpoint_due_ = true;
+    }
   }
   return 0;
 }
@@ -270,15 +308,23 @@ int Training::Loop() {
       // The ranks agree on a stop during the step: it takes effect after it.
       const auto t0 = Clock::now();
       const bool writing = snapshotter_->busy();
-      const bool stop = TrainStep(prefetch, perm);
-      AfterStep(epoch);
+      const bool checked = ChecksOn();
+      const Agreement agreed = TrainStep(prefetch, perm);
+      const bool rewind = AfterStep(epoch, agreed);
       // Steps during which a snapshot was copied or written, against the others: what the
       // snapshots cost, measured within the run (the machine's load drifts between runs).
+      // The same for --bench-step-checks' blocks with and without the bad-step checks.
       const double dt = Seconds(t0);
       const int i = writing || snapshotter_->busy() ? 1 : 0;
       step_s_[i] += dt;
       ++step_n_[i];
-      if (stop) return GracefulStop();
+      // (The first two blocks, the warm-up, are left out.)
+      if (attempt_steps_ > 2 * o_.bench_step_checks) {
+        ab_s_[checked ? 1 : 0] += dt;
+        ++ab_n_[checked ? 1 : 0];
+      }
+      if (rewind) Rewind();
+      if (agreed.stop) return GracefulStop();
     }
     const int code = EndOfEpoch(epoch, pos_.sample >= n);
     if (code != 0) return code;

@@ -236,6 +236,7 @@ std::string ToJsonText(const JobSpec& s) {
     if (!t.compression().empty()) tj["compression"] = t.compression();
     if (t.has_powersgd_rank()) tj["powersgd_rank"] = t.powersgd_rank();
     if (t.powersgd_start_step() != 0) tj["powersgd_start_step"] = t.powersgd_start_step();
+    if (t.has_max_bad_steps()) tj["max_bad_steps"] = t.max_bad_steps();
     if (t.extra_args_size() > 0) {
       tj["extra_args"] = nlohmann::ordered_json::array();
       for (const auto& a : t.extra_args()) tj["extra_args"].push_back(a);

@@ -60,6 +60,7 @@ TEST(TrainerSpecContractTest, WhatTheValidatorAcceptsTheTrainerAccepts) {
       {"snapshot_every", "0", "1099511627776", "1099511627777"},
       {"powersgd_rank", "1", "64", "65"},
       {"powersgd_start_step", "0", "1099511627776", "1099511627777"},
+      {"max_bad_steps", "1", "1000000", "1000001"},
       {"seed", "0", "1099511627776", "2199023255552"},
   };
   for (const Edge& e : edges) {
@@ -132,6 +133,7 @@ TEST(TrainerSpecContractTest, OverRandomSpecsTheTrainerAcceptsExactlyWhatTheVali
     if (maybe()) t.set_compression(OneOf(rng, {"none", "bf16", "fp16", "powersgd", "auto", "x"}));
     if (maybe()) t.set_powersgd_rank(Near<int64_t>(rng, 1, lim::kMaxPowerSgdRank));
     if (maybe()) t.set_powersgd_start_step(Near<int64_t>(rng, 0, lim::kMaxSteps));
+    if (maybe()) t.set_max_bad_steps(Near<int64_t>(rng, 1, lim::kMaxBadSteps));
     const bool valid = FindTrainerSpecProblems(t).empty();
     trainer::Options o;
     const std::string verdict = TrainerVerdict(spec, &o);
@@ -152,6 +154,7 @@ TEST(TrainerSpecContractTest, OverRandomSpecsTheTrainerAcceptsExactlyWhatTheVali
     EXPECT_EQ(o.batch_size, t.has_batch_size() ? t.batch_size() : d.batch_size);
     EXPECT_EQ(o.compression, t.compression().empty() ? d.compression : t.compression());
     EXPECT_EQ(o.snapshot_every, t.has_snapshot_every() ? t.snapshot_every() : d.snapshot_every);
+    EXPECT_EQ(o.max_bad_steps, t.has_max_bad_steps() ? t.max_bad_steps() : d.max_bad_steps);
   }
   // Both sides of the contract were exercised.
   EXPECT_GT(accepted, 300);

@@ -190,6 +190,7 @@ TEST(TrainerSpecEnvTest, RoundTripKeepsEveryFieldAndWrittenZeros) {
   t.set_compression("powersgd");
   t.set_powersgd_rank(4);
   t.set_powersgd_start_step(10);
+  t.set_max_bad_steps(5);
   const std::string text = EncodeTrainerSpec(t);
   EXPECT_EQ(text.find('\n'), std::string::npos) << text;
   auto back = DecodeTrainerSpec(text);

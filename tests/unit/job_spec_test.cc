@@ -921,7 +921,7 @@ TEST(OverrideJobSpecTest, ASpecWithoutAFileTakesSetsToo) {
                         "bucket_mb: 0.5, checkpoint_every: 4, data_dir: d, seed: 0, "
                         "ddp: hooks, allreduce: shm, amp: bf16, snapshot_every: 0, "
                         "compression: powersgd, powersgd_rank: 4, powersgd_start_step: 10, "
-                        "extra_args: [--x, \"1\"]}\n"),
+                        "max_bad_steps: 5, extra_args: [--x, \"1\"]}\n"),
                    "job.yaml");
   ASSERT_TRUE(full.ok()) << full.status().message();
   auto same = OverrideJobSpec(*full, {}, "submit");
@@ -978,6 +978,7 @@ TEST(ParseJobSpecTest, RangeMessagesMatchTheRule) {
       {"trainer.powersgd_rank", "1", "64", "0", "65", "must be between 1 and 64"},
       {"trainer.powersgd_start_step", "0", "1099511627776", "-1", "1099511627777",
        "must be between 0 and 1099511627776"},
+      {"trainer.max_bad_steps", "1", "1000000", "0", "1000001", "must be between 1 and 1000000"},
       {"trainer.lr", "1e-09", "1000", "0", "1000.5", "must be greater than 0 and at most 1000"},
       {"trainer.lr", "1e-09", "1000", "-1", "", "must be greater than 0 and at most 1000"},
       {"trainer.momentum", "0", "0.999999", "-0.5", "0.9999999", "must be between 0 and 0.999999"},
