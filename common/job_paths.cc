@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -67,15 +68,28 @@ StatusOr<std::string> PrepareRoot(const std::string& flag, const std::string& di
   auto abs = CanonicalPath(dir);
   if (!abs.ok()) return Status::InvalidArgument(flag + " " + abs.status().message());
   // Create the missing directories one by one, so that each gets 0711 whatever the umask:
-  // ranks of another user can reach their job directories below, nobody can list them.
+  // ranks of another user can reach their job directories below, nobody can list them. Each
+  // is made under a temporary name, given its mode, then renamed into place, so that another
+  // daemon making the same root at the same time never sees it with the umask's mode.
   std::string sofar;
   for (const std::string& c : Components(*abs)) {
+    const std::string parent = sofar.empty() ? "/" : sofar;
     sofar += "/" + c;
-    if (mkdir(sofar.c_str(), 0711) == 0) {
-      chmod(sofar.c_str(), 0711);
-    } else if (errno != EEXIST) {
+    struct stat existing {};
+    if (stat(sofar.c_str(), &existing) == 0) continue;
+    std::string tmp = parent + (parent == "/" ? "" : "/") + "." + c + ".convoy-XXXXXX";
+    if (mkdtemp(tmp.data()) == nullptr) {
+      if (errno == EEXIST) continue;
       return Status::InvalidArgument(flag + " " + dir + ": cannot create " + sofar + ": " +
                                      Errno(errno));
+    }
+    chmod(tmp.c_str(), 0711);
+    if (rename(tmp.c_str(), sofar.c_str()) != 0) {
+      const int err = errno;
+      rmdir(tmp.c_str());
+      if (err == EEXIST || err == ENOTEMPTY) continue;  // made meanwhile by someone else
+      return Status::InvalidArgument(flag + " " + dir + ": cannot create " + sofar + ": " +
+                                     Errno(err));
     }
   }
   struct stat st {};

@@ -62,7 +62,14 @@ std::string FirstLines(const std::string& text, int lines) {
 HealthCheckOutcome CheckFreeSpace(const std::string& name, const std::string& path,
                                   int64_t min_free) {
   HealthCheckOutcome out{name, true, ""};
-  const int64_t free = FreeBytes(path);
+  // A directory made on first use (the snapshot root, a job root) is measured on the file
+  // system it will be made on: its nearest existing ancestor's.
+  std::string at = path;
+  while (access(at.c_str(), F_OK) != 0 && errno == ENOENT && at.size() > 1) {
+    const size_t slash = at.find_last_of('/');
+    at = slash == 0 || slash == std::string::npos ? "/" : at.substr(0, slash);
+  }
+  const int64_t free = FreeBytes(at);
   if (free < 0) {
     out.ok = false;
     out.detail = path + ": " + std::strerror(errno);
