@@ -470,6 +470,16 @@ class Soak:
                 self.held.append((t, len(r.get("jobs", []))))
 
     # ---- checking jobs as they finish, before retention deletes them
+    def uncordon_cordoned(self):
+        """The coordinator cordons a worker whose ranks of two jobs failed for the node's
+        reasons (issue 42): the soak's kills and cuts do that on purpose. As an operator
+        would once the node is known good, the soak uncordons it (and counts it)."""
+        for w in (self.cli_json("workers") or {}).get("workers", []):
+            if w.get("cordoned") and w.get("cordoned_by") == "coordinator":
+                log(f"uncordon {w['name']}: {w.get('cordon_reason', '')[:120]}")
+                self.results.setdefault("auto_cordons", []).append(w["name"])
+                self.cli("uncordon", w["name"])
+
     def check_finished(self, settle_s=10):
         """check_job on every job finished at least `settle_s` ago (its workers have written
         their last log lines), once; a job the coordinator cannot answer for now is tried on
@@ -514,6 +524,7 @@ class Soak:
                 next_sample = now + 10
             if now >= next_check:
                 self.check_finished()
+                self.uncordon_cordoned()
                 next_check = time.time() + 5
             if now >= next_act:
                 self.act(daemons_may_die=now < quiet)
@@ -523,6 +534,7 @@ class Soak:
         self.run_due(everything=True)
         for name in list(self.drained):
             self.cli("undrain", name)
+        self.uncordon_cordoned()
         self.c.wait_workers_ready(len(self.worker_ns), timeout=120)
         self.sample(time.time())
         self.end_sample_t = time.time()

@@ -10,10 +10,18 @@
 #   FUZZ_SECONDS each, side by side: 20 here, CI's budget; scripts/fuzz.sh alone: 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage says how long it took (CI's budget is read from these lines).
+stage_start=$SECONDS
+stage() {
+  echo "== test.sh: $1 took $((SECONDS - stage_start)) s (total $SECONDS s)"
+  stage_start=$SECONDS
+}
 scripts/install-deps.sh
+stage "install-deps"
 # Without debug information (a third less compile time, much faster links; a failing test
 # still names its file and line, and the TSAN build keeps -g). Applies when build/ is made.
 scripts/build.sh -DCONVOY_WERROR=ON -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+stage "build"
 
 # Formatting is part of the build's contract (.clang-format at the root).
 files=$(git ls-files '*.h' '*.cc' | grep -v '^trainer/compat/' || true)
@@ -29,14 +37,17 @@ scripts/leftovers.sh list >"$BEFORE"
 # Side by side on every core: each e2e file is a test of its own (tests/CMakeLists.txt); what
 # must run alone says so (RUN_SERIAL, RESOURCE_LOCK).
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 -j "$(nproc)" "$@")
+stage "ctest"
 scripts/leftovers.sh check "$BEFORE"
 
 # The job-spec and metric-line parsers under libFuzzer (tests/fuzz/), when all tests run.
 if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ] && [ $# -eq 0 ]; then
   FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh
+  stage "fuzz"
 fi
 
 if [ "${CONVOY_SKIP_THREAD_CHECKS:-0}" = 1 ] || [ $# -gt 0 ]; then
   exit 0
 fi
 scripts/thread-checks.sh
+stage "thread checks"
