@@ -38,7 +38,7 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
               [this] {
                 if (!table_.waiting().empty()) sched_.Needed();
               }),
-      progress_(clock, table_, writer_, lifecycle_, workers, ledger_, stats_) {
+      progress_(clock, writer_, lifecycle_, workers, ledger_, stats_) {
   lifecycle_.SetFaultHook(
       [this](JobRecord& r, const v1::RankFailure& cause) { health_.OnFailure(r, cause); });
 }

@@ -40,10 +40,9 @@ class ProgressWatch {
   // Job.step_times is refreshed at most this often (a 10,000-rank job evaluates every step).
   static constexpr int64_t kPublishEveryMs = 1000;
 
-  ProgressWatch(const Clock& clock, JobTable& table, JobWriter& writer, AttemptLifecycle& lifecycle,
+  ProgressWatch(const Clock& clock, JobWriter& writer, AttemptLifecycle& lifecycle,
                 const WorkerRegistry& workers, const CapacityLedger& ledger, JobStats& stats)
       : clock_(clock),
-        table_(table),
         writer_(writer),
         lifecycle_(lifecycle),
         workers_(workers),
@@ -77,7 +76,6 @@ class ProgressWatch {
   std::string SpareFor(const JobRecord& r) const;
 
   const Clock& clock_;
-  JobTable& table_;
   JobWriter& writer_;
   AttemptLifecycle& lifecycle_;
   const WorkerRegistry& workers_;

@@ -412,7 +412,12 @@ TEST_F(BadStepsTest, NoSnapshotOrCheckpointHoldsANonFiniteWeight) {
               Path("s.log"), Nans({"", "18-20"}));
   ASSERT_TRUE(ranks.AllExitedWith(seconds(120), 0));
   EXPECT_EQ(LastStep(ranks.Output(0)), 20);
-  EXPECT_EQ(NewestSnapshot(dir_ / "snapshots"), 17);
+  // Checkpoints are written in the step; snapshots by a nice-19 writer that skips a step's
+  // while the previous one is still being written (a loaded host skips many): none newer
+  // than the last good step either way.
+  const int64_t newest_snapshot = NewestSnapshot(dir_ / "snapshots");
+  EXPECT_LE(newest_snapshot, 17);
+  EXPECT_GE(newest_snapshot, 1);
   EXPECT_EQ(NewestCheckpoint(dir_ / "ckpt"), 17);
   Options o;
   int files = 0;
@@ -437,7 +442,7 @@ TEST_F(BadStepsTest, NoSnapshotOrCheckpointHoldsANonFiniteWeight) {
       ++files;
     }
   }
-  EXPECT_EQ(files, 4);  // the newest two of each
+  EXPECT_GE(files, 3);  // the newest two checkpoints, one or two snapshots
 }
 
 }  // namespace
