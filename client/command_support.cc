@@ -115,4 +115,15 @@ grpc::Status GetMetrics(CoordinatorClient& c, const std::string& job, v1::JobMet
   return c.stub->GetJobMetrics(&ctx, req, out);
 }
 
+int PrintChangedWorker(const v1::WorkerInfo& worker, const CommandOptions& options) {
+  if (options.structured()) {
+    std::cout << Render(worker, options) << "\n";
+  } else {
+    v1::ListWorkersResponse one;
+    *one.add_workers() = worker;
+    std::cout << FormatWorkerTable(one, NowMs());
+  }
+  return kExitOk;
+}
+
 }  // namespace convoy

@@ -27,6 +27,8 @@ std::string Render(const google::protobuf::Message& msg, const CommandOptions& o
 // Prints why the call `what` failed and returns its exit code (ExitCodeFor, or
 // ExplainConnectFailure's).
 int RpcFailed(const CoordinatorClient& c, const grpc::Status& st, const std::string& what);
+// One worker as a verb that changed it answers (drain, cordon): rendered, or a one-row table.
+int PrintChangedWorker(const v1::WorkerInfo& worker, const CommandOptions& options);
 // The live view's mode for --output and the terminal.
 ProgressView::Options ViewOptions(const CommandOptions& options);
 // Columns of stdout when it is a terminal, else 0.

@@ -387,14 +387,7 @@ int DrainCommand(CoordinatorClient& c, const std::string& worker, bool drain, bo
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->DrainWorker(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(c, st, (drain ? "drain " : "undrain ") + worker);
-  if (options.structured()) {
-    std::cout << Render(resp, options) << "\n";
-  } else {
-    v1::ListWorkersResponse one;
-    *one.add_workers() = resp;
-    std::cout << FormatWorkerTable(one, NowMs());
-  }
-  return kExitOk;
+  return PrintChangedWorker(resp, options);
 }
 
 int ForgetWorkerCommand(CoordinatorClient& c, const std::string& worker,

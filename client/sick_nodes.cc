@@ -18,14 +18,7 @@ int CordonCommand(CoordinatorClient& c, const std::string& worker, bool cordon,
   v1::WorkerInfo resp;
   grpc::Status st = c.stub->CordonWorker(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(c, st, (cordon ? "cordon " : "uncordon ") + worker);
-  if (options.structured()) {
-    std::cout << Render(resp, options) << "\n";
-  } else {
-    v1::ListWorkersResponse one;
-    *one.add_workers() = resp;
-    std::cout << FormatWorkerTable(one, NowMs());
-  }
-  return kExitOk;
+  return PrintChangedWorker(resp, options);
 }
 
 std::string SickStateSuffix(const v1::WorkerInfo& w) {

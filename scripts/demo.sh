@@ -26,6 +26,10 @@ RUN_DIR=$(mktemp -d /tmp/convoy-demo.XXXXXX)
 # each worker's directory under $RUN_DIR (the state and TLS keys stay 0700 inside): search,
 # not listing.
 chmod 711 "$RUN_DIR"
+# The ranks' snapshots in host memory, the demo's own (not the default /dev/shm/convoy-NAME),
+# removed with the daemons.
+SHM_DIR=$(mktemp -d /dev/shm/convoy-demo.XXXXXX)
+chmod 711 "$SHM_DIR"
 PIDS=()
 cleanup() {
   local rc=$?
@@ -38,6 +42,7 @@ cleanup() {
       kill -KILL "$pid" 2>/dev/null || true
     done
   fi
+  rm -rf "$SHM_DIR"
   echo "demo: stopped the coordinator and workers (logs in $RUN_DIR)"
   exit $rc
 }
@@ -79,7 +84,7 @@ for name in w1 w2; do
   # Two workers share this machine: each declares half of its cores.
   CONVOY_JOIN_TOKEN=${JOIN_TOKEN:-} "$BIN/convoy-worker" --coordinator "$CONVOY_COORDINATOR" --name "$name" --slots 1 \
     --cores "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" \
-    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" \
+    --advertise-address 127.0.0.1 --work-dir "$RUN_DIR/$name" --snapshot-dir "$SHM_DIR/$name" \
     "${WORKER_SECURITY[@]}" \
     >"$RUN_DIR/$name.log" 2>&1 &
   PIDS+=($!)
