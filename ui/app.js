@@ -275,6 +275,16 @@
     stream('/api/events', { changed: () => refresh() });
   }
 
+  // A worker's health check verdict (README "When nodes are sick"), its reason on hover.
+  function healthBadge(w) {
+    const state = (w.health && w.health.state) || '';
+    if (state === 'HEALTH_FAILING') {
+      return [' ', h('span.badge.unhealthy', { title: w.health.reason || '' }, 'UNHEALTHY')];
+    }
+    if (state === 'HEALTH_CHECKING') return [' ', h('span.badge.checking', {}, 'CHECKING')];
+    return null;
+  }
+
   async function workersPage() {
     const body = h('tbody', { id: 'workers-body' });
     const cols = ['Name', 'State', 'Slots', 'Cores', 'Memory', 'GPUs', 'Labels', 'Heartbeat', 'Jobs'];
@@ -293,7 +303,9 @@
         const gpus = (w.gpus || []).length ? `${(w.used_gpus || []).length}/${w.gpus.length}` : '-';
         const row = h('tr', { dataset: { worker: w.name } },
           h('td', {}, w.name), h('td', {}, h(`span.badge.worker-${state.toLowerCase()}`, {}, state),
-            w.drained ? [' ', h('span.badge.drained', { title: `by ${w.drained_by || '-'} at ${clock(w.drained_unix_ms)}` }, 'DRAINED')] : null),
+            w.drained ? [' ', h('span.badge.drained', { title: `by ${w.drained_by || '-'} at ${clock(w.drained_unix_ms)}` }, 'DRAINED')] : null,
+            healthBadge(w),
+            w.cordoned ? [' ', h('span.badge.cordoned', { title: `by ${w.cordoned_by || '-'}: ${w.cordon_reason || ''}` }, 'CORDONED')] : null),
           h('td', {}, `${num(w.used_slots)}/${num(w.slots)}`), h('td', {}, `${num(w.used_cpus)}/${num(w.cores)}`),
           h('td', {}, `${bytes(w.used_memory_bytes)} / ${bytes(w.memory_bytes)}`), h('td', {}, gpus),
           h('td', {}, labels || '-'), beat,
