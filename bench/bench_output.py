@@ -87,3 +87,39 @@ def parse_trainer_resume(line):
         return None
     return {"source": m.group(1), "path": m.group(2), "epoch": int(m.group(3)),
             "step": int(m.group(4)), "sample": None if m.group(5) is None else int(m.group(5))}
+
+
+# bench/sick_check.py's sick host (its sick_host.py, the one change to the user's script):
+# "SICK step|slow|hang <attempt> <rank> <step> <unix time>", a slow line ending with the extra
+# seconds the slow rank sleeps each step.
+_SICK = re.compile(r"^" + _PREFIX + r"SICK (step|slow|hang) ([0-9]+) ([0-9]+) ([0-9]+) (" + _NUM +
+                   r")(?: (" + _NUM + r"))?$")
+# torchrun's failure summary (ChildFailedError): "Root Cause (first observed failure):", then
+# "[0]:", "time : ...", "host : ...", "rank : 0 (local_rank: 0)".
+_ROOT_CAUSE = re.compile(r"^\s*Root Cause \(first observed failure\):\s*$")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*([0-9]+) \(local_rank: [0-9]+\)\s*$")
+
+
+def parse_sick(line):
+    """{"what", "attempt", "rank", "step", "time", "extra_s"} of a "SICK ..." line (extra_s: a
+    slow line's sleep, else None), else None."""
+    m = _SICK.match(line.strip())
+    if not m or (m.group(1) == "slow") != (m.group(6) is not None):
+        return None
+    return {"what": m.group(1), "attempt": int(m.group(2)), "rank": int(m.group(3)),
+            "step": int(m.group(4)), "time": float(m.group(5)),
+            "extra_s": None if m.group(6) is None else float(m.group(6))}
+
+
+def torchrun_root_cause_rank(text):
+    """The rank torchrun's failure summary names as the root cause (the first rank listed
+    after "Root Cause (first observed failure):"), else None."""
+    seen = False
+    for line in text.splitlines():
+        if _ROOT_CAUSE.match(line):
+            seen = True
+        elif seen:
+            m = _SUMMARY_RANK.match(line)
+            if m:
+                return int(m.group(1))
+    return None

@@ -66,3 +66,43 @@ def test_trainer_step_lines():
         (1, 0, 287)
     assert bo.parse_trainer_step("rank 1 epoch 0 step 287/9rank 0 epoch 0 step 3/9 loss 1 2 "
                                  "samples/s") is None
+
+
+def test_sick_host_lines():
+    assert bo.parse_sick("SICK step 0 1 12 1764380000.125\n") == \
+        {"what": "step", "attempt": 0, "rank": 1, "step": 12, "time": 1764380000.125,
+         "extra_s": None}
+    assert bo.parse_sick("[default1]:SICK slow 0 1 30 1764380000.5 0.1234") == \
+        {"what": "slow", "attempt": 0, "rank": 1, "step": 30, "time": 1764380000.5,
+         "extra_s": 0.1234}
+    assert bo.parse_sick("[default2]:SICK hang 1 2 30 1764380000")["what"] == "hang"
+    for line in ["SICK slow 0 1 30 1764380000.5", "SICK step 0 1 12 1764380000.1 0.2",
+                 "SICK step 0 1 1[default0]:SICK step 0 0 13 1764380000.1",
+                 "SICK stop 0 1 12 1.0", "SICK step 0 1 12", "xSICK step 0 1 12 1.0", ""]:
+        assert bo.parse_sick(line) is None, line
+
+
+def test_torchrun_root_cause_rank():
+    summary = "\n".join([
+        "[default0]:RuntimeError: Timed out waiting 60000ms for recv operation to complete",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train_ddp.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-11-29_02:50:01",
+        "  host      : box",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : 1 (pid: 4242)",
+    ])
+    assert bo.torchrun_root_cause_rank(summary) == 0
+    # A rank line before the root cause (under "Failures:") is another failure, not it.
+    other = summary.replace("  <NO_OTHER_FAILURES>", "[1]:\n  rank      : 1 (local_rank: 1)")
+    assert bo.torchrun_root_cause_rank(other) == 0
+    assert bo.torchrun_root_cause_rank("rank      : 0 (local_rank: 0)") is None
+    assert bo.torchrun_root_cause_rank(summary.replace("rank      : 0 (local", "rank : x (l")) \
+        is None
