@@ -1,9 +1,11 @@
 #include "client/sick_nodes.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "client/command_support.h"
 #include "client/format.h"
+#include "common/rank_contract.h"
 
 namespace convoy {
 
@@ -50,9 +52,28 @@ std::string FormatSickRanks(const v1::Job& job) {
            std::to_string(s.window_steps()) + " steps; named at step " +
            std::to_string(s.at_step()) + "\n";
   }
+  const BadSteps bad = JobBadSteps(job);
+  if (bad.skipped > 0 || bad.rewinds > 0) {
+    out += "  bad steps: " + std::to_string(bad.skipped) + " skipped by every rank, " +
+           std::to_string(bad.rewinds) + " rewind" + (bad.rewinds == 1 ? "" : "s") +
+           " in this attempt (a loss or gradient norm not finite)\n";
+  }
   if (job.node_moves() > 0) {
     out += "  moved off a sick node " + std::to_string(job.node_moves()) + " time" +
            (job.node_moves() == 1 ? "" : "s") + ", no restart used\n";
+  }
+  return out;
+}
+
+BadSteps JobBadSteps(const v1::Job& job) {
+  BadSteps out;
+  for (const v1::MetricRecord& m : job.latest()) {
+    if (auto v = m.values().find(rank_contract::kMetricBadSteps); v != m.values().end()) {
+      out.skipped = std::max(out.skipped, static_cast<int64_t>(v->second));
+    }
+    if (auto v = m.values().find(rank_contract::kMetricRewinds); v != m.values().end()) {
+      out.rewinds = std::max(out.rewinds, static_cast<int64_t>(v->second));
+    }
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // how health, cordons, stragglers and node faults read in `convoy workers`, `status`, `top`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "client/commands.h"
@@ -20,9 +21,16 @@ std::string SickStateSuffix(const v1::WorkerInfo& w);
 // its cordon's reason; empty when nothing is wrong.
 std::string SickReason(const v1::WorkerInfo& w);
 
-// The lines of `convoy status` about sick ranks: the stragglers named now, and the moves
-// off nodes that used no restart; empty when there is nothing to say.
+// The lines of `convoy status` about sick ranks: the stragglers named now, the bad steps
+// skipped and rewinds of the current attempt, and the moves off nodes that used no restart;
+// empty when there is nothing to say.
 std::string FormatSickRanks(const v1::Job& job);
+// The current attempt's bad steps (trainer.max_bad_steps), from its ranks' latest records.
+struct BadSteps {
+  int64_t skipped = 0;
+  int64_t rewinds = 0;
+};
+BadSteps JobBadSteps(const v1::Job& job);
 // `convoy top`'s SLOWEST cell when the job has a straggler ("rank 1 3.9x (straggler)"), else
 // empty.
 std::string TopStragglerCell(const v1::Job& job);

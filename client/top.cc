@@ -56,6 +56,9 @@ std::string FormatTop(const v1::ListJobsResponse& jobs, int64_t now) {
       }
       if (rates > 0) rate = Printf("%.0f/s", rate_sum);
       if (losses > 0) loss = Printf("%.4f", loss_sum / losses);
+      if (const BadSteps bad = JobBadSteps(j); bad.skipped > 0) {
+        loss += " (" + std::to_string(bad.skipped) + " bad)";  // steps skipped: README
+      }
       const int64_t behind = (*hi)->step() - slow.step();
       slowest = recs.size() < 2 ? "-"
                 : behind == 0   ? "even"

@@ -36,6 +36,13 @@ trap 'rm -f "$BEFORE"' EXIT
 scripts/leftovers.sh list >"$BEFORE"
 # Side by side on every core: each e2e file is a test of its own (tests/CMakeLists.txt); what
 # must run alone says so (RUN_SERIAL, RESOURCE_LOCK).
+# A fresh build tree has no record of how long each test takes, and ctest then starts them in
+# the order they were declared, so a long test started last makes a long tail: the committed
+# costs (tests/ctest-costs.txt, from a full run) let it start the longest first.
+COSTS="${BUILD_DIR:-build}/Testing/Temporary/CTestCostData.txt"
+if [ ! -f "$COSTS" ]; then
+  mkdir -p "$(dirname "$COSTS")" && cp tests/ctest-costs.txt "$COSTS"
+fi
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 -j "$(nproc)" "$@")
 stage "ctest"
 scripts/leftovers.sh check "$BEFORE"

@@ -18,8 +18,10 @@ inline constexpr int64_t kMaxEpochs = 10000;
 inline constexpr int64_t kMaxBatchSize = 65536;
 inline constexpr int64_t kMaxAccumulate = 1024;
 inline constexpr int64_t kMaxPowerSgdRank = 64;
-// max_bad_steps: [1, kMaxBadSteps].
+// max_bad_steps: [1, kMaxBadSteps]; absent: kDefaultMaxBadSteps (the trainer's Options
+// default, checked by tests/trainer/trainer_spec_contract_test.cc).
 inline constexpr int64_t kMaxBadSteps = 1000000;
+inline constexpr int64_t kDefaultMaxBadSteps = 3;
 // lr: greater than 0, at most kMaxLr.
 inline constexpr double kMaxLr = 1000;
 // momentum: [0, kMaxMomentum].

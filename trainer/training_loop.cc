@@ -173,7 +173,8 @@ bool Training::AfterStep(int64_t epoch, const Agreement& agreed) {
       {metric::kSeconds, secs},
       {metric::kSamplesPerS, static_cast<double>(samples_) / std::max(secs, 1e-9)},
       {metric::kTotalSteps, static_cast<double>(total_steps_)},
-      {kMetricBadSteps, static_cast<double>(bad_.total())}};
+      {kMetricBadSteps, static_cast<double>(bad_.total())},
+      {kMetricRewinds, static_cast<double>(bad_.rewinds())}};
   if (attempt_steps_ == 1) {
     const double after_rdzv = Seconds(t_rdzv_) - rendezvous_s_;
     first_step_s_ = age_at_main_ + Seconds(t_main_);

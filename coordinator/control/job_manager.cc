@@ -400,6 +400,8 @@ JobManager::Stats JobManager::GetStats() const {
   st.auto_cordons = stats_.auto_cordons();
   st.stragglers_named = stats_.stragglers_named();
   st.progress_hangs = stats_.progress_hangs();
+  st.bad_steps = stats_.bad_steps();
+  st.rewinds = stats_.rewinds();
   return st;
 }
 

@@ -177,6 +177,10 @@ class JobManager {
     int64_t auto_cordons = 0;
     int64_t stragglers_named = 0;
     int64_t progress_hangs = 0;
+    // Bad steps every rank skipped (a loss or gradient norm not finite), rewinds after
+    // trainer.max_bad_steps of them in a row.
+    int64_t bad_steps = 0;
+    int64_t rewinds = 0;
   };
   Stats GetStats() const;
 

@@ -53,6 +53,11 @@ class JobStats {
   void AutoCordoned() { ++auto_cordons_; }
   void StragglerNamed() { ++stragglers_named_; }
   void ProgressHang() { ++progress_hangs_; }
+  // Bad steps (trainer.max_bad_steps): steps every rank skipped, rewinds to a good state.
+  void BadStepsSkipped(int64_t n) { bad_steps_ += n; }
+  void Rewound() { ++rewinds_; }
+  int64_t bad_steps() const { return bad_steps_; }
+  int64_t rewinds() const { return rewinds_; }
   int64_t node_faults() const { return node_faults_; }
   int64_t auto_cordons() const { return auto_cordons_; }
   int64_t stragglers_named() const { return stragglers_named_; }
@@ -80,6 +85,7 @@ class JobStats {
   std::map<std::string, int64_t> restarts_;
   std::map<std::string, int64_t> preemptions_;
   int64_t node_faults_ = 0, auto_cordons_ = 0, stragglers_named_ = 0, progress_hangs_ = 0;
+  int64_t bad_steps_ = 0, rewinds_ = 0;
   std::deque<Duration> durations_;
   std::deque<std::string> finished_;
 };

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <set>
 
+#include "common/rank_contract.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state/fault_origin.h"
 #include "coordinator/state/job_state_machine.h"
 #include "spec/progress_spec.h"
+#include "spec/trainer_limits.h"
 
 namespace convoy {
 namespace {
@@ -59,8 +61,47 @@ void ProgressWatch::OnRecords(JobRecord& r, const std::string& worker,
     auto busy = rec.values().find("busy_s");
     w->steps.OnRecord(rec.rank(), step ? rec.step() : -1, rec.time_unix_ms(), now,
                       busy != rec.values().end() ? busy->second : -1);
+    if (rec.rank() == 0) OnBadSteps(r, *w, rec, now);
   }
   Publish(r, *w, false);
+}
+
+void ProgressWatch::OnBadSteps(JobRecord& r, Watch& w, const v1::MetricRecord& rec, int64_t now) {
+  namespace rc = rank_contract;
+  auto value = [&rec](const char* name) -> int64_t {
+    auto it = rec.values().find(name);
+    return it == rec.values().end() ? -1 : static_cast<int64_t>(it->second);
+  };
+  const int64_t total = value(rc::kMetricBadSteps);
+  if (rec.kind() == rc::kRecordRewind) {
+    // Every rank rewinds together (their verdicts are one all-reduce): rank 0 speaks for all.
+    stats_.Rewound();
+    const int64_t rewinds = value(rc::kMetricRewinds);
+    (void)writer_.Note(r, "rewound: bad steps up to step " + std::to_string(rec.step()) +
+                              "; the ranks went back to their state of step " +
+                              std::to_string(value(rc::kMetricRewoundTo)) +
+                              " and go on after the offending batches (" +
+                              std::to_string(std::max<int64_t>(total, 0)) + " bad steps skipped, " +
+                              std::to_string(rewinds) + " rewind(s) in this attempt)");
+    if (total > w.bad_steps) stats_.BadStepsSkipped(total - w.bad_steps);
+    w.bad_steps = w.bad_steps_noted = std::max(w.bad_steps, total);
+    return;
+  }
+  if (total <= w.bad_steps) return;
+  stats_.BadStepsSkipped(total - w.bad_steps);
+  w.bad_steps = total;
+  if (w.bad_step_note_mono_ms != 0 && now - w.bad_step_note_mono_ms < kBadStepNoteMs) return;
+  const int64_t added = total - w.bad_steps_noted;
+  w.bad_steps_noted = total;
+  w.bad_step_note_mono_ms = now;
+  (void)writer_.Note(r, std::to_string(added) + " bad step(s) skipped by every rank by step " +
+                            std::to_string(rec.step()) +
+                            " (a loss or gradient norm was not finite); " + std::to_string(total) +
+                            " in this attempt, a rewind after " +
+                            std::to_string(r.job.spec().trainer().has_max_bad_steps()
+                                               ? r.job.spec().trainer().max_bad_steps()
+                                               : trainer_limits::kDefaultMaxBadSteps) +
+                            " in a row");
 }
 
 void ProgressWatch::Publish(JobRecord& r, Watch& w, bool force) {

@@ -10,7 +10,10 @@
 //     avoids the straggler's node; without a spare it says so and tries again every few
 //     seconds;
 //   - a collective hang (spec hang_steps): the attempt fails with cause FAILURE_HANG, the
-//     suspect named in the reason, and the next attempt avoids its node.
+//     suspect named in the reason, and the next attempt avoids its node;
+//   - bad steps (trainer.max_bad_steps; common/rank_contract.h): steps the ranks skipped
+//     because a loss or gradient norm was not finite become an event (at most one every
+//     kBadStepNoteMs while more follow) and a counter, and a rewind an event of its own.
 //
 // Threading: none of its own; called with the Coordinator's lock held.
 // Cost: a batch is O(its records) plus a StepWatch evaluation per completed step; Check is
@@ -39,6 +42,8 @@ class ProgressWatch {
   static constexpr int64_t kReplaceRetryMs = 5000;
   // Job.step_times is refreshed at most this often (a 10,000-rank job evaluates every step).
   static constexpr int64_t kPublishEveryMs = 1000;
+  // Skipped bad steps are noted in the job's events at most this often.
+  static constexpr int64_t kBadStepNoteMs = 10000;
 
   ProgressWatch(const Clock& clock, JobWriter& writer, AttemptLifecycle& lifecycle,
                 const WorkerRegistry& workers, const CapacityLedger& ledger, JobStats& stats)
@@ -66,8 +71,13 @@ class ProgressWatch {
     int64_t next_replace_mono_ms = 0;
     bool told_no_spare = false;
     std::map<int, std::pair<int64_t, int64_t>> named;  // rank -> (named unix ms, at step)
+    int64_t bad_steps = 0;                             // the attempt's, as rank 0 counts
+    int64_t bad_steps_noted = 0;                       // as far as an event said
+    int64_t bad_step_note_mono_ms = 0;                 // when it last said so
   };
   Watch* WatchOf(JobRecord& r);
+  // Rank 0's step and rewind records: bad steps skipped, rewinds.
+  void OnBadSteps(JobRecord& r, Watch& w, const v1::MetricRecord& rec, int64_t now);
   // Acts on what the last records changed: events, Job.stragglers.
   void Publish(JobRecord& r, Watch& w, bool force);
   // With on_straggler: replace, swaps a named straggler's node for a spare when one fits.

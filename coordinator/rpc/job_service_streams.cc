@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/mutex.h"
+#include "coordinator/control/log_follower.h"
 #include "coordinator/rpc/grpc_service.h"
 
 namespace convoy {
@@ -86,51 +87,22 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
 
 class LogsReactor;
 
-class LogsCall : public std::enable_shared_from_this<LogsCall> {
+class LogsCall : public std::enable_shared_from_this<LogsCall>, public LogFollower::Sink {
  public:
   static constexpr int kChunk = 256 * 1024;
-  // How long the worker holds a follow request with nothing new to say.
-  static constexpr int kFollowWaitMs = 10000;
   using Out = Outbound<v1::LogChunk, LogsReactor>;
 
   LogsCall(Coordinator& coordinator, LogsReactor* reactor, grpc::CallbackServerContext* context,
            const v1::GetLogsRequest& req)
-      : coordinator_(coordinator),
-        req_(req),
+      : rank_(req.rank()),
         out_(reactor, context, 4),
-        offset_(req.tail_bytes() > 0 ? -req.tail_bytes() : 0),
-        attempt_(req.has_attempt() ? req.attempt() : -1) {}
+        follower_(coordinator,
+                  {req.job_id(), req.rank(), req.has_attempt() ? req.attempt() : -1, req.follow(),
+                   req.tail_bytes(), kChunk},
+                  this) {}
 
   Out& out() { return out_; }
-
-  // Asks for the next chunk. wait: the last answer had nothing new.
-  void Request(bool wait) EXCLUDES(mu_) {
-    int attempt;
-    int64_t offset;
-    {
-      MutexLock lock(mu_);
-      attempt = attempt_;
-      offset = offset_;
-    }
-    std::weak_ptr<LogsCall> weak = weak_from_this();
-    auto asked = coordinator_.RequestLogs(req_.job_id(), req_.rank(), attempt, offset, kChunk,
-                                          wait ? kFollowWaitMs : 0,
-                                          [weak](const StatusOr<v1::LogData>& data) {
-                                            if (auto self = weak.lock()) self->OnData(data);
-                                          });
-    if (!asked.ok()) {
-      bool first;
-      {
-        MutexLock lock(mu_);
-        first = first_;
-      }
-      out_.Finish(first ? ToGrpc(asked.status()) : grpc::Status::OK);
-      return;
-    }
-    MutexLock lock(mu_);
-    attempt_ = asked->attempt;
-    job_finished_ = asked->job_finished;
-  }
+  void Start() { follower_.Start(weak_from_this()); }
 
   // The reactor's OnWriteDone: the next chunk is asked for once the last one is written.
   void WriteDone(bool ok) EXCLUDES(mu_) {
@@ -141,59 +113,27 @@ class LogsCall : public std::enable_shared_from_this<LogsCall> {
       next = ok && next_after_write_;
       next_after_write_ = false;
     }
-    if (next) Request(false);
+    if (next) follower_.Next(false);
   }
 
  private:
-  void OnData(const StatusOr<v1::LogData>& data) EXCLUDES(mu_) {
-    if (!data.ok()) {
-      out_.Finish(ToGrpc(data.status()));
-      return;
-    }
-    if (!data->error().empty()) {
-      // Logs removed by the worker's retention are no unknown job (exit 4 would say so).
-      out_.Finish(grpc::Status(
-          data->removed() ? grpc::StatusCode::FAILED_PRECONDITION : grpc::StatusCode::NOT_FOUND,
-          data->error()));
-      return;
-    }
-    const bool full = static_cast<int>(data->data().size()) >= kChunk;
-    bool finished;
-    int attempt;
-    {
+  After OnChunk(int attempt, std::string data, bool last) EXCLUDES(mu_) override {
+    v1::LogChunk chunk;
+    chunk.set_rank(rank_);
+    chunk.set_attempt(attempt);
+    chunk.set_data(std::move(data));
+    if (!last) {
       MutexLock lock(mu_);
-      first_ = false;
-      offset_ = data->next_offset();
-      finished = job_finished_;
-      attempt = attempt_;
+      next_after_write_ = true;
     }
-    const bool end = !full && (!req_.follow() || data->eof() || (finished && data->data().empty()));
-    if (!data->data().empty()) {
-      v1::LogChunk chunk;
-      chunk.set_rank(req_.rank());
-      chunk.set_attempt(attempt);
-      chunk.set_data(data->data());
-      if (!end) {
-        MutexLock lock(mu_);
-        next_after_write_ = true;
-      }
-      if (out_.Enqueue(std::move(chunk)) != Out::Push::kQueued) return;
-    }
-    if (end) {
-      out_.Finish(grpc::Status::OK);
-    } else if (data->data().empty()) {
-      Request(true);
-    }
+    return out_.Enqueue(std::move(chunk)) == Out::Push::kQueued ? After::kReaderAsks : After::kStop;
   }
+  void OnEnd(const Status& status) override { out_.Finish(ToGrpc(status)); }
 
-  Coordinator& coordinator_;
-  const v1::GetLogsRequest req_;
+  const int rank_;
   Out out_;
+  LogFollower follower_;
   Mutex mu_;
-  int64_t offset_ GUARDED_BY(mu_);
-  int attempt_ GUARDED_BY(mu_);
-  bool first_ GUARDED_BY(mu_) = true;
-  bool job_finished_ GUARDED_BY(mu_) = false;
   bool next_after_write_ GUARDED_BY(mu_) = false;
 };
 
@@ -204,7 +144,7 @@ class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
               const std::string& token_id)
       : call_(std::make_shared<LogsCall>(coordinator, this, context, req)), slot_(std::move(slot)) {
     auth.OnRevoked(slot_, Closer(token_id));
-    call_->Request(false);
+    call_->Start();
   }
   // Ends the stream when its token is revoked (Authorizer::OnRevoked); safe after OnDone.
   std::function<void()> Closer(const std::string& token_id) {

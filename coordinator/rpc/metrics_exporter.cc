@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/rank_contract.h"
 #include "coordinator/state/job_state_machine.h"
 #include "coordinator/state/worker_registry.h"
 
@@ -229,6 +230,20 @@ void MetricsExporter::RegisterSickMetrics(prometheus::Registry& r) {
   progress_hangs_total_ = counter("convoy_progress_hangs_total",
                                   "Attempts failed as collective hangs found by progress "
                                   "(spec hang_steps), a suspect named");
+  bad_steps_total_ = counter("convoy_bad_steps_skipped_total",
+                             "Steps every rank of a job skipped because a loss or gradient norm "
+                             "was not finite (trainer.max_bad_steps)");
+  rewinds_total_ = counter("convoy_rewinds_total",
+                           "Rewinds to a good snapshot or checkpoint after max_bad_steps bad "
+                           "steps in a row");
+  job_bad_steps_ = &prometheus::BuildGauge()
+                        .Name("convoy_job_bad_steps")
+                        .Help("Bad steps each job's current attempt skipped so far")
+                        .Register(r);
+  job_rewinds_ = &prometheus::BuildGauge()
+                      .Name("convoy_job_rewinds")
+                      .Help("Rewinds of each job's current attempt after bad steps")
+                      .Register(r);
   job_stragglers_ = &prometheus::BuildGauge()
                          .Name("convoy_job_stragglers")
                          .Help("Ranks of each job's current attempt named stragglers now")
@@ -341,6 +356,8 @@ void MetricsExporter::Update(const Coordinator::ExportSnapshot& snap) {
   Advance(*auto_cordons_total_, stats.auto_cordons, &last_auto_cordons_);
   Advance(*stragglers_total_, stats.stragglers_named, &last_stragglers_);
   Advance(*progress_hangs_total_, stats.progress_hangs, &last_progress_hangs_);
+  Advance(*bad_steps_total_, stats.bad_steps, &last_bad_steps_);
+  Advance(*rewinds_total_, stats.rewinds, &last_rewinds_);
   for (const auto& [cause, n] : stats.attempt_failures) {
     Advance(attempt_failures_->Add({{"cause", cause}}), n, &last_failures_[cause]);
   }
@@ -442,6 +459,17 @@ void MetricsExporter::UpdateJob(const v1::Job& job, int64_t now) {
     }
     Set(&series, job_stragglers_, {{"job_id", id}}, job.stragglers_size());
     Set(&series, job_node_moves_, {{"job_id", id}}, job.node_moves());
+    double bad_steps = 0, rewinds = 0;  // every rank counts the same (one all-reduced verdict)
+    for (const v1::MetricRecord& m : job.latest()) {
+      if (auto v = m.values().find(rank_contract::kMetricBadSteps); v != m.values().end()) {
+        bad_steps = std::max(bad_steps, v->second);
+      }
+      if (auto v = m.values().find(rank_contract::kMetricRewinds); v != m.values().end()) {
+        rewinds = std::max(rewinds, v->second);
+      }
+    }
+    Set(&series, job_bad_steps_, {{"job_id", id}}, bad_steps);
+    Set(&series, job_rewinds_, {{"job_id", id}}, rewinds);
     for (const v1::RankStepTime& t : job.step_times()) {
       Set(&series, rank_step_time_ratio_, {{"job_id", id}, {"rank", std::to_string(t.rank())}},
           t.ratio());

@@ -20,7 +20,10 @@
 //             convoy_worker_auto_cordons_total, convoy_stragglers_named_total,
 //             convoy_progress_hangs_total; per job convoy_job_stragglers{job_id} (ranks named
 //             now), convoy_job_node_moves{job_id}; per rank convoy_rank_step_time_ratio
-//             {job_id,rank} (its step time over its peers' median, once known)
+//             {job_id,rank} (its step time over its peers' median, once known); bad steps
+//             (trainer.max_bad_steps): convoy_bad_steps_skipped_total, convoy_rewinds_total,
+//             per job convoy_job_bad_steps{job_id} and convoy_job_rewinds{job_id} (its current
+//             attempt's, from its ranks' latest records; 0 when none)
 //   per rank  convoy_rank_step, convoy_rank_epoch, convoy_rank_loss,
 //             convoy_rank_samples_per_second, convoy_rank_test_accuracy_ratio,
 //             convoy_rank_last_record_age_seconds  {job_id,rank}
@@ -136,6 +139,10 @@ class MetricsExporter : public RpcObserver {
   prometheus::Counter* progress_hangs_total_;
   GaugeFamily* job_stragglers_;
   GaugeFamily* job_node_moves_;
+  prometheus::Counter* bad_steps_total_;
+  prometheus::Counter* rewinds_total_;
+  GaugeFamily* job_bad_steps_;
+  GaugeFamily* job_rewinds_;
   GaugeFamily* rank_step_time_ratio_;
   prometheus::Family<prometheus::Counter>* attempts_started_;
   prometheus::Family<prometheus::Counter>* attempt_failures_;
@@ -168,7 +175,7 @@ class MetricsExporter : public RpcObserver {
   Series owner_series_;
   int64_t last_attempts_started_ = 0;
   int64_t last_node_faults_ = 0, last_auto_cordons_ = 0, last_stragglers_ = 0,
-          last_progress_hangs_ = 0;
+          last_progress_hangs_ = 0, last_bad_steps_ = 0, last_rewinds_ = 0;
   std::map<std::string, int64_t> last_failures_, last_restarts_, last_preemptions_;
 };
 

@@ -5,15 +5,14 @@
 #include <functional>
 #include <vector>
 
+#include "coordinator/control/log_follower.h"
 #include "coordinator/web/ui_api.h"
 
 namespace convoy {
 namespace {
 
-// A log is read from its worker this many bytes at a time; a follow ask waits this long on
-// the worker for new bytes (as GetLogs does).
+// A log is read from its worker this many bytes at a time (a page's event stays small).
 constexpr int kLogChunk = 64 * 1024;
-constexpr int kFollowWaitMs = 10'000;
 constexpr uint64_t kClosed = ~uint64_t{0};
 
 HttpResponse EventStreamHead() {
@@ -30,87 +29,29 @@ void EndWith(const std::shared_ptr<HttpExchange>& ex, const std::string& why) {
   ex->End();
 }
 
-// One rank's log, chunk after chunk (JobService.GetLogs's LogsCall, as events).
-class LogPump : public std::enable_shared_from_this<LogPump> {
+// One rank's log, chunk after chunk (a LogFollower, as JobService.GetLogs), as events.
+class LogPump : public std::enable_shared_from_this<LogPump>, public LogFollower::Sink {
  public:
-  LogPump(Coordinator& coordinator, std::shared_ptr<HttpExchange> ex, std::string job_id, int rank,
-          int attempt, bool follow, int64_t tail)
-      : coordinator_(coordinator),
-        ex_(std::move(ex)),
-        job_id_(std::move(job_id)),
-        rank_(rank),
-        follow_(follow),
-        offset_(tail > 0 ? -tail : 0),
-        attempt_(attempt) {}
+  LogPump(Coordinator& coordinator, std::shared_ptr<HttpExchange> ex, LogFollower::Options o)
+      : ex_(std::move(ex)), follower_(coordinator, std::move(o), this) {}
 
-  void Request(bool wait) EXCLUDES(mu_) {
-    if (ex_->closed()) return;
-    int attempt;
-    int64_t offset;
-    {
-      MutexLock lock(mu_);
-      attempt = attempt_;
-      offset = offset_;
-    }
-    std::weak_ptr<LogPump> weak = weak_from_this();
-    auto asked = coordinator_.RequestLogs(job_id_, rank_, attempt, offset, kLogChunk,
-                                          wait ? kFollowWaitMs : 0,
-                                          [weak](const StatusOr<v1::LogData>& data) {
-                                            if (auto self = weak.lock()) self->OnData(data);
-                                          });
-    if (!asked.ok()) {
-      bool first;
-      {
-        MutexLock lock(mu_);
-        first = first_;
-      }
-      if (first) return EndWith(ex_, asked.status().message());
-      ex_->Send(SseEvent("end", "{}"));
-      return ex_->End();
-    }
-    MutexLock lock(mu_);
-    attempt_ = asked->attempt;
-    job_finished_ = asked->job_finished;
-  }
+  void Start() { follower_.Start(weak_from_this()); }
 
  private:
-  void OnData(const StatusOr<v1::LogData>& data) EXCLUDES(mu_) {
-    if (!data.ok()) return EndWith(ex_, data.status().message());
-    if (!data->error().empty()) return EndWith(ex_, data->error());
-    const bool full = static_cast<int>(data->data().size()) >= kLogChunk;
-    bool finished;
-    int attempt;
-    {
-      MutexLock lock(mu_);
-      first_ = false;
-      offset_ = data->next_offset();
-      finished = job_finished_;
-      attempt = attempt_;
-    }
-    const bool end = !full && (!follow_ || data->eof() || (finished && data->data().empty()));
-    if (!data->data().empty()) {
-      const std::string chunk =
-          "{\"attempt\":" + std::to_string(attempt) + ",\"data\":" + JsonQuote(data->data()) + "}";
-      if (!ex_->Send(SseEvent("log", chunk))) return;
-    }
-    if (end) {
-      ex_->Send(SseEvent("end", "{}"));
-      ex_->End();
-    } else {
-      Request(data->data().empty());
-    }
+  bool Open() const override { return !ex_->closed(); }
+  After OnChunk(int attempt, std::string data, bool last) override {
+    const std::string chunk =
+        "{\"attempt\":" + std::to_string(attempt) + ",\"data\":" + JsonQuote(data) + "}";
+    return ex_->Send(SseEvent("log", chunk)) ? After::kNext : After::kStop;
+  }
+  void OnEnd(const Status& status) override {
+    if (!status.ok()) return EndWith(ex_, status.message());
+    ex_->Send(SseEvent("end", "{}"));
+    ex_->End();
   }
 
-  Coordinator& coordinator_;
   const std::shared_ptr<HttpExchange> ex_;
-  const std::string job_id_;
-  const int rank_;
-  const bool follow_;
-  Mutex mu_;
-  int64_t offset_ GUARDED_BY(mu_);
-  int attempt_ GUARDED_BY(mu_);
-  bool first_ GUARDED_BY(mu_) = true;
-  bool job_finished_ GUARDED_BY(mu_) = false;
+  LogFollower follower_;
 };
 
 }  // namespace
@@ -285,11 +226,11 @@ void UiStreams::Job(const UiCaller& caller, const std::string& job_id,
 
 void UiStreams::Logs(const UiCaller& caller, const std::string& job_id, int rank, int attempt,
                      bool follow, int64_t tail_bytes, const std::shared_ptr<HttpExchange>& ex) {
-  auto pump =
-      std::make_shared<LogPump>(coordinator_, ex, job_id, rank, attempt, follow, tail_bytes);
+  auto pump = std::make_shared<LogPump>(
+      coordinator_, ex, LogFollower::Options{job_id, rank, attempt, follow, tail_bytes, kLogChunk});
   // The pump lives as long as the stream: its asks to the worker hold it weakly.
   if (!Begin(caller, ex, [pump] {})) return;
-  pump->Request(false);
+  pump->Start();
 }
 
 }  // namespace convoy

@@ -156,6 +156,8 @@ TEST(TrainerSpecContractTest, OverRandomSpecsTheTrainerAcceptsExactlyWhatTheVali
     EXPECT_EQ(o.snapshot_every, t.has_snapshot_every() ? t.snapshot_every() : d.snapshot_every);
     EXPECT_EQ(o.max_bad_steps, t.has_max_bad_steps() ? t.max_bad_steps() : d.max_bad_steps);
   }
+  // The default the coordinator states (its bad-step events) is the trainer's.
+  EXPECT_EQ(trainer::Options().max_bad_steps, trainer_limits::kDefaultMaxBadSteps);
   // Both sides of the contract were exercised.
   EXPECT_GT(accepted, 300);
   EXPECT_GT(refused, 300);

@@ -89,6 +89,26 @@ TEST(ClientSickNodesTest, TopShowsTheStragglerAsTheSlowestRank) {
   EXPECT_EQ(TopStragglerCell(v1::Job()), "");
 }
 
+TEST(ClientSickNodesTest, StatusAndTopCountTheAttemptsBadStepsAndRewinds) {
+  v1::Job job = StragglingJob();
+  for (int rank : {0, 1}) {
+    v1::MetricRecord* m = job.add_latest();
+    m->set_rank(rank);
+    m->set_step(40);
+    m->set_has_step(true);
+    m->set_loss(0.5);
+    m->set_has_loss(true);
+    (*m->mutable_values())["bad_steps"] = 4;
+    (*m->mutable_values())["rewinds"] = 1;
+  }
+  const std::string text = FormatJobStatus(job, kT0);
+  EXPECT_TRUE(Has(text, "bad steps: 4 skipped by every rank, 1 rewind in this attempt")) << text;
+  v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = job;
+  EXPECT_TRUE(Has(FormatTop(jobs, kT0), "0.5000 (4 bad)")) << FormatTop(jobs, kT0);
+  EXPECT_FALSE(Has(FormatJobStatus(StragglingJob(), kT0), "bad steps"));
+}
+
 TEST(ClientSickNodesTest, AnEventThatChangesNoStateShowsTheStateOnce) {
   v1::JobEvent e;
   e.set_time_unix_ms(kT0);

@@ -174,6 +174,58 @@ TEST_F(JobManagerSickTest, AStragglerIsNamedInTheJobAndItsEvents) {
   EXPECT_EQ(jm_->GetStats().stragglers_named, 1);
 }
 
+// Bad steps (trainer.max_bad_steps) from rank 0's records: the skips become one event (more
+// that follow within kBadStepNoteMs wait for the next), a rewind an event of its own, both
+// counted; another rank's copy of the same count is not counted twice.
+TEST_F(JobManagerSickTest, BadStepsAndRewindsBecomeEventsAndCounters) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::JobSpec spec;
+  spec.set_name("job");
+  spec.set_nodes(2);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  const std::string id = SubmitSpec(spec);
+  StartAttempt(id);
+  auto record = [&](const std::string& worker, int rank, const std::string& kind, int64_t step,
+                    double bad, double rewinds, double to = -1) {
+    v1::WorkerMessage msg;
+    auto* b = msg.mutable_metrics();
+    b->set_job_id(id);
+    b->set_attempt(0);
+    auto* r = b->add_records();
+    r->set_rank(rank);
+    r->set_kind(kind);
+    r->set_step(step);
+    r->set_has_step(true);
+    r->set_time_unix_ms(clock_.NowUnixMs());
+    (*r->mutable_values())["bad_steps"] = bad;
+    (*r->mutable_values())["rewinds"] = rewinds;
+    if (to >= 0) (*r->mutable_values())["to_step"] = to;
+    jm_->OnWorkerMessage(worker, msg);
+  };
+  clock_.AdvanceMs(100);
+  record("w1", 0, "step", 10, 0, 0);
+  record("w2", 1, "step", 10, 0, 0);
+  EXPECT_EQ(jm_->GetStats().bad_steps, 0);
+  clock_.AdvanceMs(100);
+  record("w1", 0, "step", 12, 1, 0);  // step 11 was skipped
+  record("w2", 1, "step", 12, 1, 0);
+  clock_.AdvanceMs(100);
+  record("w1", 0, "step", 14, 2, 0);  // within kBadStepNoteMs: counted, no second event
+  record("w1", 0, "rewind", 16, 3, 1, 9);
+  v1::Job job = Job(id);
+  EXPECT_TRUE(HasEvent(job, "1 bad step(s) skipped by every rank by step 12")) << job.DebugString();
+  EXPECT_FALSE(HasEvent(job, "by step 14"));
+  EXPECT_TRUE(HasEvent(job,
+                       "rewound: bad steps up to step 16; the ranks went back to their state of "
+                       "step 9 and go on after the offending batches (3 bad steps skipped, 1 "
+                       "rewind(s) in this attempt)"))
+      << job.DebugString();
+  EXPECT_EQ(jm_->GetStats().bad_steps, 3);
+  EXPECT_EQ(jm_->GetStats().rewinds, 1);
+}
+
 TEST_F(JobManagerSickTest, AHangByProgressNamesTheSuspectAndTheRestartAvoidsItsNode) {
   AddWorker("w1", 1);
   AddWorker("w2", 1);

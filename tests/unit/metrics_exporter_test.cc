@@ -106,7 +106,13 @@ TEST_F(MetricsExporterTest, SickWorkersStragglersAndTheirCounters) {
   v1::RankStepTime* t = job.add_step_times();
   t->set_rank(1);
   t->set_ratio(3.5);
+  v1::MetricRecord* m = job.add_latest();
+  m->set_rank(0);
+  (*m->mutable_values())["bad_steps"] = 4;
+  (*m->mutable_values())["rewinds"] = 1;
   snap.active.push_back(job);
+  snap.stats.bad_steps = 4;
+  snap.stats.rewinds = 1;
   snap.stats.node_faults = 2;
   snap.stats.auto_cordons = 1;
   snap.stats.stragglers_named = 1;
@@ -124,6 +130,10 @@ TEST_F(MetricsExporterTest, SickWorkersStragglersAndTheirCounters) {
   EXPECT_TRUE(Has(text, "convoy_worker_auto_cordons_total 1"));
   EXPECT_TRUE(Has(text, "convoy_stragglers_named_total 1"));
   EXPECT_TRUE(Has(text, "convoy_progress_hangs_total 0"));
+  EXPECT_TRUE(Has(text, "convoy_job_bad_steps{job_id=\"j-000001\"} 4"));
+  EXPECT_TRUE(Has(text, "convoy_job_rewinds{job_id=\"j-000001\"} 1"));
+  EXPECT_TRUE(Has(text, "convoy_bad_steps_skipped_total 4"));
+  EXPECT_TRUE(Has(text, "convoy_rewinds_total 1"));
   EXPECT_TRUE(Has(text, "convoy_preemptions_total{reason=\"straggler\"} 0"));
 }
 
