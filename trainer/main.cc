@@ -12,6 +12,7 @@
 #endif
 
 #include "rank_process/zygote_protocol.h"
+#include "trainer/device_check.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
 
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
     std::cout << "convoy-trainer " CONVOY_VERSION_STRING << std::endl;
     return 0;
+  }
+  // A worker's health check: a tiny kernel on each of its GPUs (trainer/device_check.h).
+  if (argc == 3 && std::strcmp(argv[1], "--check-devices") == 0) {
+    return convoy::trainer::CheckDevices(argv[2]);
   }
   // The warm trainer (rank_process/zygote_protocol.h), started by a worker: LibTorch is loaded
   // and registered by now; it forks ranks that run RankMain and starts nothing itself.

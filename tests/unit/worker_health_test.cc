@@ -138,6 +138,26 @@ TEST_F(HealthTest, TheReportNamesEveryFailedCheck) {
   EXPECT_EQ(RunHealthChecks(o, nullptr, clock_).state, HealthReport::State::kOk);
 }
 
+// The GPU kernel check (convoy-trainer --check-devices on a worker with GPUs) is a check of
+// its own, "gpu:kernel", whose output names the device that failed.
+TEST_F(HealthTest, TheGpuKernelCheckNamesTheDeviceThatFailed) {
+  HealthOptions o;
+  o.shm_dir.clear();
+  o.device_program =
+      "echo 'gpu 0: ok (0.3 ms)'; echo 'gpu 1: not visible to CUDA (it sees 1)'; "
+      "exit 1";
+  HealthReport r = RunHealthChecks(o, nullptr, clock_);
+  EXPECT_EQ(r.state, HealthReport::State::kFailing);
+  ASSERT_EQ(r.checks.size(), 1u);
+  EXPECT_EQ(r.checks[0].name, "gpu:kernel");
+  EXPECT_NE(r.reason.find("gpu:kernel: gpu 0: ok (0.3 ms)"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("gpu 1: not visible to CUDA"), std::string::npos) << r.reason;
+  o.device_program = "echo 'gpu 0: ok (0.3 ms)'";
+  r = RunHealthChecks(o, nullptr, clock_);
+  EXPECT_EQ(r.state, HealthReport::State::kOk);
+  EXPECT_EQ(r.checks[0].detail, "gpu 0: ok (0.3 ms)");
+}
+
 // The monitor's first verdict, a change when the operator's condition clears, and a change
 // back: each reported once through on_change.
 TEST_F(HealthTest, TheMonitorReportsEachChangeOnce) {

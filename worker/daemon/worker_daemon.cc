@@ -329,7 +329,18 @@ void WorkerDaemon::StartHealth(const WorkerFlags& flags) {
   o.program = flags.health_check;
   o.program_timeout_ms = static_cast<int64_t>(flags.health_check_timeout_s * 1000);
   o.interval_ms = static_cast<int64_t>(flags.health_check_interval_s * 1000);
-  if (!config.gpus.empty()) health_nvml_ = Nvml::Load();
+  if (!config.gpus.empty()) {
+    health_nvml_ = Nvml::Load();
+    std::string indices;
+    for (int g : config.gpus) indices += (indices.empty() ? "" : ",") + std::to_string(g);
+    // /bin/sh -c: the path single-quoted (a quote in it closed, escaped and reopened). The
+    // indices are the machine's, as CUDA numbers them without CUDA_VISIBLE_DEVICES.
+    std::string quoted = "'";
+    for (char ch : config.trainer_path) {
+      quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    }
+    o.device_program = "env -u CUDA_VISIBLE_DEVICES " + quoted + "' --check-devices " + indices;
+  }
   Supervisor* supervisor = supervisor_.get();
   health_ = std::make_unique<HealthMonitor>(
       std::move(o), health_nvml_.get(), *clock_, [supervisor](const HealthReport& r) {
@@ -343,7 +354,8 @@ void WorkerDaemon::StartHealth(const WorkerFlags& flags) {
   supervisor_->UseHealth(health_.get());
   spdlog::info("health checks every {} s: free space{}{}{}", flags.health_check_interval_s,
                flags.health_min_free_bytes > 0 ? " (" + flags.health_min_free + ")" : " off",
-               ", /dev/shm", config.gpus.empty() ? "" : ", GPU ECC (NVML)");
+               ", /dev/shm",
+               config.gpus.empty() ? "" : ", GPU ECC (NVML) and a kernel on each GPU");
   if (!flags.health_check.empty()) {
     spdlog::info("health check program: {} (timeout {} s)", flags.health_check,
                  flags.health_check_timeout_s);

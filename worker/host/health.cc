@@ -207,6 +207,12 @@ HealthReport RunHealthChecks(const HealthOptions& options, const Nvml* nvml, con
     report.checks.push_back(CheckShm(options.shm_dir, options.shm_min_free_bytes));
   }
   for (HealthCheckOutcome& g : CheckGpus(nvml)) report.checks.push_back(std::move(g));
+  if (!options.device_program.empty()) {
+    HealthCheckOutcome kernel =
+        RunHealthProgram(options.device_program, options.program_timeout_ms, running);
+    kernel.name = "gpu:kernel";
+    report.checks.push_back(std::move(kernel));
+  }
   if (!options.program.empty()) {
     report.checks.push_back(RunHealthProgram(options.program, options.program_timeout_ms, running));
   }

@@ -55,6 +55,10 @@ struct HealthOptions {
   // healthy; anything else fails with its first lines of output as the reason. Empty: none.
   std::string program;
   int64_t program_timeout_ms = 30000;
+  // The tiny kernel on each GPU ("gpu:kernel"): a command run as `program` is (with its
+  // timeout), set by the daemon only on a worker with GPUs: convoy-trainer --check-devices
+  // with the worker's GPU indices (trainer/device_check.h). Empty: none.
+  std::string device_program;
   int64_t interval_ms = 30000;
 };
 
