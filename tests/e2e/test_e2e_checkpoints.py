@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 
-from cluster import wait_for
+from cluster import trainer_spec, wait_for
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
 PATH_ENV = {"PATH": "/usr/bin:/bin"}
@@ -106,3 +106,20 @@ def test_ten_checkpoints_keep_last_two_and_best_one_across_a_worker_kill(make_cl
                                  "resume_checkpoint": "best"}))
     r = c.cli("submit", str(spec2), check=False)
     assert r.returncode != 0 and "resume_checkpoint: best: job " + resumed in r.stderr, r.stderr
+
+
+def test_the_builtin_trainer_marks_its_checkpoints_and_the_worker_keeps_them(make_cluster):
+    """The trainer marks each checkpoint (step, loss) and, with a policy, leaves the pruning
+    to the worker: keep_last 3 keeps three (the trainer alone keeps two)."""
+    c = make_cluster(workers=1)
+    spec = trainer_spec(name="marked", nodes=1, max_steps=40, checkpoint={"keep_last": 3})
+    spec["trainer"]["checkpoint_every"] = 10
+    job = c.submit(spec)
+    st = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=240)
+    assert st["state"] == "SUCCEEDED", (st["message"], c.logs(job, 0))
+    want = [name(40), name(30), name(20)]
+    wait_for(lambda: [k["path"] for k in kept(c, job)] == want, 20, "three checkpoints listed")
+    assert sorted(os.listdir(os.path.join(c.job_dir(job), "checkpoints"))) == sorted(want)
+    listed = kept(c, job)
+    assert all("loss" in k["metrics"] for k in listed), listed
+    assert [k["step"] for k in listed] == ["40", "30", "20"], listed
