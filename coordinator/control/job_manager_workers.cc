@@ -212,7 +212,11 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     it->second.last_progress_mono_ms = now;
     it->second.reported = true;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
-    if (r->history.Add(rec0, batch.attempt())) table_.MarkHistoryDirty(r->job.id());
+    // A checkpoint's record marks the checkpoint (checkpoint_book.h): its values were
+    // reported with their step and evaluation already, and are not history points again.
+    if (rec0.kind() != "checkpoint" && r->history.Add(rec0, batch.attempt())) {
+      table_.MarkHistoryDirty(r->job.id());
+    }
     if (!r->rt.first_record_seen) {
       r->rt.first_record_seen = true;
       stats_.Observe(Phase::kFirstStep, r->rt.placed_mono_ms);

@@ -80,6 +80,27 @@ TEST_F(JobManagerCheckpointsTest, KeptListSurvivesARestartAndResumeBestPicksTheB
                                   {Info("ckpt-1000.pt", 1000, 0.81), Info("ckpt-900.pt", 900, 0.82),
                                    Info("ckpt-500.pt", 500, 0.90)}));
   ASSERT_EQ(Job(job).checkpoints_size(), 3);
+  // A checkpoint's own record is no point of the metric history (its values were reported
+  // with their step and evaluation), though it is the job's latest record.
+  v1::WorkerMessage marked;
+  marked.mutable_metrics()->set_job_id(job);
+  marked.mutable_metrics()->set_job_uid(uid);
+  v1::MetricRecord* rec = marked.mutable_metrics()->add_records();
+  rec->set_kind("checkpoint");
+  rec->set_step(500);
+  rec->set_has_step(true);
+  rec->set_loss(0.2);
+  rec->set_has_loss(true);
+  (*rec->mutable_values())["test_accuracy"] = 0.9;
+  rec->set_checkpoint_path("ckpt-500.pt");
+  jm_->OnWorkerMessage("w1", marked);
+  Metric("w1", job, 0, 0, 510);
+  auto history = jm_->GetMetrics(job);
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->ranks_size(), 1);
+  EXPECT_EQ(history->ranks(0).evals_size(), 0);
+  ASSERT_EQ(history->ranks(0).points_size(), 1);
+  EXPECT_EQ(history->ranks(0).points(0).step(), 510);
   Exit("w1", job, 0, 0, 0);
   ASSERT_EQ(Job(job).state(), v1::SUCCEEDED);
   jm_->Tick();
