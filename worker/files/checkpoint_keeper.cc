@@ -66,12 +66,9 @@ std::string ManifestToJson(const CheckpointManifest& m) {
   for (const KeptCheckpoint& c : m.kept) {
     json metrics = json::object();
     for (const auto& [k, v] : c.metrics) metrics[k] = v;
-    json entry = {{"path", c.path},
-                  {"step", c.step},
-                  {"attempt", c.attempt},
-                  {"saved_unix_ms", c.saved_unix_ms},
-                  {"order", c.order},
-                  {"metrics", metrics}};
+    json entry = {{"path", c.path},       {"step", c.step},
+                  {"attempt", c.attempt}, {"saved_unix_ms", c.saved_unix_ms},
+                  {"order", c.order},     {"metrics", metrics}};
     kept.push_back(std::move(entry));
   }
   j["checkpoints"] = kept;
