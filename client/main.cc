@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "client/checkpoints.h"
 #include "client/commands.h"
 #include "client/config.h"
 #include "client/format.h"
@@ -72,6 +73,7 @@ struct Invocation {
   CLI::App* login = nullptr;
   CLI::App* ui = nullptr;
   bool ui_open = false;
+  CLI::App* checkpoints = nullptr;  // client/checkpoints.h
 };
 
 void AddOutput(Invocation& v, CLI::App* cmd) {
@@ -103,6 +105,8 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
   v.submit->footer(
       "Examples:\n  convoy submit job.yaml --code ./myproject\n"
       "  convoy submit job.yaml --set trainer.max_steps=300 --set env.OMP_NUM_THREADS=1\n"
+      "  convoy submit job.yaml --set checkpoint.keep_last=2   # keep the newest 2 checkpoints\n"
+      "  convoy submit job.yaml --set resume_from=j-000004 --set resume_checkpoint=best\n"
       "  convoy submit --nodes 2 --procs-per-node 1 --code . -- python3 train.py --epochs 1\n"
       "  cat job.yaml | convoy submit -");
   v.submit->add_option("FILE", v.submit_args.file, "the job spec; '-' reads standard input");
@@ -182,6 +186,13 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
       "Examples:\n  convoy delete j-000001\n"
       "  convoy cancel j-000002 && convoy delete j-000002   # a job that still runs");
   AddOutput(v, v.delete_cmd);
+  // Checkpoints kept by policy (client/checkpoints.h).
+  v.checkpoints = app.add_subcommand(
+      "checkpoints",
+      "the checkpoints a job keeps (its spec's checkpoint policy): where, step, metrics, why");
+  v.checkpoints->add_option("JOB", v.job, "job id")->required();
+  v.checkpoints->footer(kCheckpointsHelpFooter);
+  AddOutput(v, v.checkpoints);
 }
 
 // workers, drain, undrain, cordon, uncordon, worker forget.
@@ -398,6 +409,7 @@ int Dispatch(const Invocation& v, const ClientConfig& config) {
   if (v.logs->parsed()) return LogsCommand(c, v.job, v.rank, v.attempt, v.follow, v.tail);
   if (v.cancel->parsed()) return CancelCommand(c, v.job, options);
   if (v.delete_cmd->parsed()) return DeleteCommand(c, v.job, options);
+  if (v.checkpoints->parsed()) return CheckpointsCommand(c, v.job, options);
   if (v.workers->parsed()) return WorkersCommand(c, v.workers_limit, v.workers_page_token, options);
   if (v.drain->parsed()) return DrainCommand(c, v.worker, true, v.drain_now, options);
   if (v.undrain->parsed()) return DrainCommand(c, v.worker, false, false, options);

@@ -59,6 +59,12 @@ inline constexpr const char* kKindStep = "step";
 inline constexpr const char* kKindEval = "eval";
 inline constexpr const char* kKindEpochCheck = "epoch_check";
 inline constexpr const char* kKindHeartbeat = "heartbeat";  // liveness only, no progress
+// A checkpoint is complete on disk (README "Checkpoints kept by policy"): the record's step
+// and values (loss, test_accuracy, ...) mark it, and kCheckpointPath names it, relative to
+// CONVOY_CHECKPOINT_DIR (a string; one path component). Written by the built-in trainer and
+// by convoy_metrics.checkpoint(); the worker keeps or deletes it by the job's policy.
+inline constexpr const char* kKindCheckpoint = "checkpoint";
+inline constexpr const char* kCheckpointPath = "checkpoint_path";
 }  // namespace metric
 
 // ---- Checkpoints: the trainer writes `<checkpoint dir>/ckpt-<step, 12 digits>.pt` (through
@@ -66,6 +72,10 @@ inline constexpr const char* kKindHeartbeat = "heartbeat";  // liveness only, no
 // into the resuming job's own directory when their identities differ.
 inline constexpr const char* kCheckpointPrefix = "ckpt-";
 inline constexpr const char* kCheckpointSuffix = ".pt";
+// Set ("1") when the job has a checkpoint policy (spec `checkpoint:`): the worker deletes
+// what the policy drops, so the trainer keeps every checkpoint it writes rather than the two
+// newest.
+inline constexpr const char* kCheckpointPolicyEnv = "CONVOY_CHECKPOINT_POLICY";
 // Whether `name` (a file name, no directory) is a whole checkpoint.
 inline bool IsCheckpointName(const std::string& name) {
   const std::string prefix = kCheckpointPrefix, suffix = kCheckpointSuffix;

@@ -188,9 +188,12 @@ class SpecReader {
     return "unknown field (known: " + known + ")";
   }
 
-  // Every field of TrainerSpec, by protobuf reflection: a field added to the message is read
-  // under its own name, with its type's checks, without a list to extend here.
-  void ReadTrainer(const YAML::Node& node, const std::string& prefix, v1::TrainerSpec* t) {
+  // Every field of TrainerSpec (or of another message of plain fields, such as
+  // CheckpointPolicy), by protobuf reflection: a field added to the message is read under its
+  // own name, with its type's checks, without a list to extend here. A message field is read
+  // the same way, as a nested mapping.
+  void ReadTrainer(const YAML::Node& node, const std::string& prefix,
+                   google::protobuf::Message* t) {
     using google::protobuf::FieldDescriptor;
     const google::protobuf::Reflection* r = t->GetReflection();
     std::map<std::string, Handler> handlers;
@@ -215,6 +218,12 @@ class SpecReader {
             break;
           case FieldDescriptor::CPPTYPE_DOUBLE:
             read = [this, r, t, fd](auto& n, auto& f) { r->SetDouble(t, fd, ToDouble(n, f)); };
+            break;
+          case FieldDescriptor::CPPTYPE_MESSAGE:
+            read = [this, r, t, fd](auto& n, auto& f) {
+              google::protobuf::Message* m = r->MutableMessage(t, fd);
+              if (!n.IsNull()) ReadTrainer(n, f, m);
+            };
             break;
           default:  // no such field yet: one would need its reading written here
             read = [this, fd](auto&, auto& f) {
@@ -345,6 +354,14 @@ class SpecReader {
              [&](auto& n, auto& f) { s->set_straggler_steps(ToInt<int32_t>(n, f)); }},
             {"on_straggler", [&](auto& n, auto& f) { s->set_on_straggler(ToString(n, f)); }},
             {"hang_steps", [&](auto& n, auto& f) { s->set_hang_steps(ToInt<int32_t>(n, f)); }},
+            // Checkpoints kept by policy (spec/checkpoint_spec.h).
+            {"checkpoint",
+             [&](auto& n, auto& f) {
+               s->mutable_checkpoint();
+               if (!n.IsNull()) ReadTrainer(n, f, s->mutable_checkpoint());
+             }},
+            {"resume_checkpoint",
+             [&](auto& n, auto& f) { s->set_resume_checkpoint(ToString(n, f)); }},
         });
   }
 
@@ -497,6 +514,20 @@ YAML::Node ToNode(const v1::JobSpec& s) {
   if (s.has_straggler_steps()) root["straggler_steps"] = s.straggler_steps();
   text("on_straggler", s.on_straggler());
   number("hang_steps", s.hang_steps());
+  if (s.has_checkpoint()) {
+    YAML::Node policy(YAML::NodeType::Map);
+    policy["keep_last"] = s.checkpoint().keep_last();
+    const v1::KeepBest& best = s.checkpoint().keep_best();
+    if (s.checkpoint().has_keep_best()) {
+      YAML::Node b(YAML::NodeType::Map);
+      if (!best.metric().empty()) b["metric"] = best.metric();
+      if (!best.goal().empty()) b["goal"] = best.goal();
+      b["count"] = best.count();
+      policy["keep_best"] = b;
+    }
+    root["checkpoint"] = policy;
+  }
+  text("resume_checkpoint", s.resume_checkpoint());
   return root;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/job_paths.h"
 #include "common/util.h"
+#include "spec/checkpoint_spec.h"
 #include "spec/progress_spec.h"
 #include "spec/trainer_limits.h"
 
@@ -417,6 +418,10 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   ValidateNodeSelector(p, spec);
   // When nodes are sick: stragglers and hangs (spec/progress_spec.h).
   for (const SpecProblem& problem : FindProgressSpecProblems(spec)) {
+    p.Add(problem.field, problem.message);
+  }
+  // Checkpoints kept by policy (spec/checkpoint_spec.h).
+  for (const SpecProblem& problem : FindCheckpointSpecProblems(spec)) {
     p.Add(problem.field, problem.message);
   }
   return p.Take();

@@ -214,7 +214,8 @@ std::string CheckpointPath(const std::string& dir, int64_t step) {
   return dir + "/" + rank_contract::kCheckpointPrefix + digits + rank_contract::kCheckpointSuffix;
 }
 
-std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step) {
+std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step,
+                            int keep_newest) {
   fs::create_directories(dir);
   const std::string path = CheckpointPath(dir, step);
   const std::string tmp = path + ".tmp";
@@ -249,7 +250,8 @@ std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, in
     }
   }
   std::sort(all.begin(), all.end());
-  for (size_t i = 0; i + 2 < all.size(); ++i) fs::remove(all[i]);
+  const size_t keep = static_cast<size_t>(std::max(0, keep_newest));
+  for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove(all[i]);
   std::error_code ec;
   for (const std::string& p : partial) fs::remove(p, ec);
   return path;

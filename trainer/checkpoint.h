@@ -70,9 +70,11 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
                    const StepShape& legacy_shape, std::vector<uint8_t>* counts,
                    torch::Device device = torch::kCPU);
 
-// Writes bytes as <dir>/ckpt-<global_step>.pt atomically and prunes all but the newest two.
+// Writes bytes as <dir>/ckpt-<global_step>.pt atomically and prunes all but the newest
+// `keep_newest` (0: none is pruned; the job's checkpoint policy is the worker's then).
 // Returns the path. Throws on I/O errors.
-std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step);
+std::string WriteCheckpoint(const std::string& dir, const std::string& bytes, int64_t step,
+                            int keep_newest = 2);
 
 // The path a checkpoint of `step` has in `dir`.
 std::string CheckpointPath(const std::string& dir, int64_t step);

@@ -31,8 +31,32 @@ MetricsSink::~MetricsSink() {
   if (fd_ >= 0) close(fd_);
 }
 
+namespace {
+
+// `text` as a JSON string's content.
+std::string JsonEscaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void MetricsSink::Write(const std::string& kind,
-                        const std::vector<std::pair<std::string, double>>& fields) {
+                        const std::vector<std::pair<std::string, double>>& fields,
+                        const std::vector<std::pair<std::string, std::string>>& texts) {
   if (fd_ < 0) return;
   std::string line = std::string("{\"") + rank_contract::metric::kKind + "\":\"" + kind + "\"";
   char buf[64];
@@ -45,6 +69,7 @@ void MetricsSink::Write(const std::string& kind,
     }
     line += ",\"" + k + "\":" + buf;
   }
+  for (const auto& [k, v] : texts) line += ",\"" + k + "\":\"" + JsonEscaped(v) + "\"";
   line += "}\n";
   ssize_t n = send(fd_, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {

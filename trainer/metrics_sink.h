@@ -13,8 +13,9 @@ class MetricsSink {
   // Connects to the Unix socket at `path` (empty: records are dropped).
   explicit MetricsSink(const std::string& path);
   ~MetricsSink();
-  // {"kind": kind, key: value, ...}
-  void Write(const std::string& kind, const std::vector<std::pair<std::string, double>>& fields);
+  // {"kind": kind, key: value, ..., text key: "text", ...}
+  void Write(const std::string& kind, const std::vector<std::pair<std::string, double>>& fields,
+             const std::vector<std::pair<std::string, std::string>>& texts = {});
 
  private:
   int fd_ = -1;

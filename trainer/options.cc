@@ -180,6 +180,9 @@ std::string ReadEnvironment(Options* o) {
   if (o->checkpoint_dir.empty()) {
     if (const char* v = std::getenv("CONVOY_CHECKPOINT_DIR")) o->checkpoint_dir = v;
   }
+  if (const char* v = std::getenv(rank_contract::kCheckpointPolicyEnv)) {
+    o->checkpoints_kept_by_worker = std::string(v) == "1";
+  }
   if (o->data_cache.empty()) {
     if (const char* v = std::getenv("CONVOY_CACHE_DIR")) o->data_cache = v;
   }

@@ -31,6 +31,10 @@ struct Options {
   double bucket_mb = 25;
   int64_t checkpoint_every = 0;  // steps; 0 = at epoch ends only
   std::string checkpoint_dir;    // default: CONVOY_CHECKPOINT_DIR; empty = no checkpoints
+  // CONVOY_CHECKPOINT_POLICY: the job has a checkpoint policy, applied by the worker to the
+  // checkpoints this trainer marks (a "checkpoint" record each); it then keeps every one it
+  // writes. Unset: it keeps the two newest itself.
+  bool checkpoints_kept_by_worker = false;
   // Snapshots in host memory (trainer/snapshotter.h): every N optimiser steps; -1 (absent) =
   // auto, about every 2 s of training from the measured step time; 0 = off.
   int64_t snapshot_every = -1;

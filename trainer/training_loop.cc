@@ -230,7 +230,16 @@ void Training::Checkpoint(const Position& pos, const std::vector<uint8_t>& count
     std::cerr << "warning: no checkpoint: " << e.what() << std::endl;
     return;
   }
-  WriteCheckpoint(o_.checkpoint_dir, bytes, pos.global_step);
+  const std::string path = WriteCheckpoint(o_.checkpoint_dir, bytes, pos.global_step,
+                                           o_.checkpoints_kept_by_worker ? 0 : 2);
+  // Complete on disk: marked for the job's checkpoint policy (README "Checkpoints kept by
+  // policy") with its step and the latest values known, the test accuracy of the latest
+  // evaluation included.
+  std::vector<std::pair<std::string, double>> fields = {
+      {metric::kStep, static_cast<double>(pos.global_step)}, {metric::kLoss, loss_}};
+  if (last_accuracy_ >= 0) fields.emplace_back(metric::kTestAccuracy, last_accuracy_);
+  metrics_->Write(metric::kKindCheckpoint, fields,
+                  {{metric::kCheckpointPath, path.substr(path.rfind('/') + 1)}});
 }
 
 int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {

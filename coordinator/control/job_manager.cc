@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/util.h"
+#include "coordinator/control/checkpoint_book.h"
 #include "coordinator/sched/rendezvous_planner.h"
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state/job_state_machine.h"
@@ -94,6 +95,8 @@ StatusOr<std::optional<v1::ResumeSource>> ResumeSourceOf(const JobTable& table,
     resume->set_job_id(from->job.id());
     resume->set_uid(from->job.uid());
     resume->set_checkpoint_dir(from->job.spec().checkpoint_dir());
+    // resume_checkpoint: best (coordinator/control/checkpoint_book.h).
+    CONVOY_RETURN_IF_ERROR(ResolveResumeCheckpoint(spec, from->job, &*resume));
   }
   return resume;
 }
@@ -269,8 +272,11 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
   if (*resume) {
     *job.mutable_resume_source() = **resume;
-    submitted += "; starts from the newest checkpoint of job " + (*resume)->job_id() + " (uid " +
-                 (*resume)->uid() + ")";
+    submitted += "; starts from " +
+                 ((*resume)->checkpoint_file().empty()
+                      ? std::string("the newest checkpoint")
+                      : "the best checkpoint, " + (*resume)->checkpoint_file() + ",") +
+                 " of job " + (*resume)->job_id() + " (uid " + (*resume)->uid() + ")";
   } else if (!spec.resume_from().empty()) {
     submitted += "; starts from " + spec.resume_from() + " (resume_from)";
   }

@@ -8,6 +8,7 @@
 
 #include "common/process_exit.h"
 #include "common/util.h"
+#include "coordinator/control/checkpoint_book.h"
 #include "coordinator/control/job_manager.h"
 #include "coordinator/sched/rendezvous_planner.h"
 #include "coordinator/state/failure_attribution.h"
@@ -104,6 +105,8 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
         return std::make_pair(&msg.process_exited().job_id(), &msg.process_exited().job_uid());
       case v1::WorkerMessage::kMetrics:
         return std::make_pair(&msg.metrics().job_id(), &msg.metrics().job_uid());
+      case v1::WorkerMessage::kCheckpointsKept:
+        return std::make_pair(&msg.checkpoints_kept().job_id(), &msg.checkpoints_kept().job_uid());
       default:
         return std::make_pair<const std::string*, const std::string*>(nullptr, nullptr);
     }
@@ -141,6 +144,12 @@ void JobManager::OnWorkerMessage(const std::string& worker, const v1::WorkerMess
       break;
     case v1::WorkerMessage::kJobFilesDeleted:
       OnJobFilesDeleted(worker, msg.job_files_deleted());
+      break;
+    case v1::WorkerMessage::kCheckpointsKept:  // coordinator/control/checkpoint_book.h
+      if (JobRecord* r = table_.Find(msg.checkpoints_kept().job_id());
+          r != nullptr && MergeCheckpointsKept(&r->job, worker, msg.checkpoints_kept())) {
+        writer_.MarkChanged(*r);
+      }
       break;
     default:
       spdlog::warn("worker {}: unexpected message (case {}); ignored", worker,
@@ -203,7 +212,11 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     it->second.last_progress_mono_ms = now;
     it->second.reported = true;
     if (rec0.kind() == "heartbeat") continue;  // liveness only (e.g. during evaluation)
-    if (r->history.Add(rec0, batch.attempt())) table_.MarkHistoryDirty(r->job.id());
+    // A checkpoint's record marks the checkpoint (checkpoint_book.h): its values were
+    // reported with their step and evaluation already, and are not history points again.
+    if (rec0.kind() != "checkpoint" && r->history.Add(rec0, batch.attempt())) {
+      table_.MarkHistoryDirty(r->job.id());
+    }
     if (!r->rt.first_record_seen) {
       r->rt.first_record_seen = true;
       stats_.Observe(Phase::kFirstStep, r->rt.placed_mono_ms);

@@ -19,6 +19,11 @@ TOTAL_STEPS = "total_steps"
 FIRST_STEP_S = "first_step_s"
 TEST_ACCURACY = "test_accuracy"
 TEST_LOSS = "test_loss"
+# Checkpoints kept by policy (README "Checkpoints kept by policy"): a record of this kind
+# marks a checkpoint, named by CHECKPOINT_PATH relative to the job's checkpoint directory.
+CHECKPOINT_DIR_ENV = "CONVOY_CHECKPOINT_DIR"
+KIND_CHECKPOINT = "checkpoint"
+CHECKPOINT_PATH = "checkpoint_path"
 
 _sock = None
 
@@ -35,3 +40,22 @@ def report(**record):
         _sock.sendall((json.dumps(record) + "\n").encode())
     except OSError:
         _sock = None  # metrics are best effort: training goes on without them
+
+
+def checkpoint(path, step=None, **metrics):
+    """Marks a checkpoint the script has finished writing (call it after the file, or the
+    directory, is complete and in place: write to a temporary name, then rename):
+    checkpoint("ckpt-100.pt", step=100, loss=0.41, test_accuracy=0.87). `path` is relative to
+    CONVOY_CHECKPOINT_DIR (an absolute path inside it is made relative). With a `checkpoint:`
+    policy in the job's spec, the worker keeps the newest and the best of the checkpoints so
+    marked and deletes the rest; `convoy checkpoints JOB` lists what is kept. Does nothing
+    outside Convoy."""
+    root = os.environ.get(CHECKPOINT_DIR_ENV)
+    path = os.fspath(path)
+    if root and os.path.isabs(path):
+        path = os.path.relpath(path, root)
+    record = {KIND: KIND_CHECKPOINT, CHECKPOINT_PATH: path}
+    if step is not None:
+        record[STEP] = step
+    record.update(metrics)
+    report(**record)

@@ -42,6 +42,9 @@ TEST(RankContract, ThePythonMetricsModuleSpellsTheHeadersNames) {
       {"FIRST_STEP_S", metric::kFirstStepS},
       {"TEST_ACCURACY", metric::kTestAccuracy},
       {"TEST_LOSS", metric::kTestLoss},
+      {"CHECKPOINT_DIR_ENV", kCheckpointDirEnv},
+      {"KIND_CHECKPOINT", metric::kKindCheckpoint},
+      {"CHECKPOINT_PATH", metric::kCheckpointPath},
   };
   for (const auto& [name, value] : want) {
     auto it = py.find(name);
@@ -67,7 +70,7 @@ TEST(RankContract, CheckpointNames) {
 TEST(RankContract, EveryVariableIsConvoysOwn) {
   for (const char* name : {kJobIdEnv, kAttemptEnv, kJobUidEnv, kClusterIdEnv, kMaxWorldSizeEnv,
                            kMetricsSocketEnv, kCheckpointDirEnv, kSnapshotDirEnv, kPreemptFileEnv,
-                           kResumeFromEnv, kResumeFromUidEnv, kCacheDirEnv}) {
+                           kResumeFromEnv, kResumeFromUidEnv, kCacheDirEnv, kCheckpointPolicyEnv}) {
     EXPECT_EQ(std::string(name).rfind("CONVOY_", 0), 0u) << name;
   }
 }

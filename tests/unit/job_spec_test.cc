@@ -853,11 +853,12 @@ TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
       {"env.RANK=1", "--set env.RANK=1: env.RANK: set by Convoy, cannot be overridden"},
       {"env.A.B=1", "--set env.A.B=1: env.A.B: is not a valid environment variable name"},
       {"colour=red",
-       "--set colour=red: colour: unknown field (known: backend, checkpoint_dir, "
+       "--set colour=red: colour: unknown field (known: backend, checkpoint, checkpoint_dir, "
        "command, cpus_per_proc, env, gpus_per_proc, hang_steps, hang_timeout, max_nodes, "
        "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
        "nodes, on_straggler, preemptible, priority, procs_per_node, resize_interval, "
-       "resume_from, straggler_factor, straggler_steps, trainer, working_dir)"},
+       "resume_checkpoint, resume_from, straggler_factor, straggler_steps, trainer, "
+       "working_dir)"},
       {"max_steps", "--set max_steps: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"=3", "--set =3: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"trainer..lr=1",

@@ -60,6 +60,13 @@ StatusOr<v1::MetricRecord> ParseMetricLine(const std::string& line, bool* has_ra
       rec.set_kind(Utf8Prefix(v.get<std::string>(), 64));
       continue;
     }
+    if (key == metric::kCheckpointPath && v.is_string()) {
+      // Checked by whoever acts on it (worker/files/checkpoint_keeper.h); a path cut short
+      // would name another file, so a longer one is dropped whole.
+      const std::string& path = v.get_ref<const std::string&>();
+      if (path.size() <= kMaxCheckpointPathBytes) rec.set_checkpoint_path(path);
+      continue;
+    }
     if (!v.is_number()) continue;  // strings, lists, nested objects, booleans: ignored
     const double d = v.get<double>();
     if (!std::isfinite(d)) continue;

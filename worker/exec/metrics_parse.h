@@ -14,8 +14,13 @@ namespace convoy {
 // Longest line accepted; longer ones are dropped.
 inline constexpr size_t kMaxMetricLineBytes = 64 * 1024;
 
+// Longest checkpoint_path accepted (a file name: Linux's NAME_MAX is 255); longer ones are
+// dropped.
+inline constexpr size_t kMaxCheckpointPathBytes = 255;
+
 // Parses a JSON object line: "step", "epoch", "loss", "samples", "seconds" go to their
-// fields (setting has_step / has_loss), "kind" (a string) to kind, "rank" to rank (the
+// fields (setting has_step / has_loss), "kind" (a string) to kind, "checkpoint_path" (a
+// string of at most kMaxCheckpointPathBytes) to checkpoint_path, "rank" to rank (the
 // worker checks it against the rank it knows from the socket's peer; a record never chooses
 // its rank), and every other finite
 // numeric field to values (at most 64 of them, names of at most 64 bytes). Strings, arrays,

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/rank_contract.h"
+#include "spec/checkpoint_spec.h"
 #include "spec/trainer_spec_env.h"
 
 extern char** environ;
@@ -57,6 +58,8 @@ std::map<std::string, std::string> BuildRankEnv(const std::map<std::string, std:
       std::to_string(std::max(launch.max_world_size(), launch.world_size()));
   env[rank_contract::kMetricsSocketEnv] = files.metrics_socket;
   env[rank_contract::kCheckpointDirEnv] = files.checkpoint_dir;
+  // The worker applies the job's checkpoint policy (worker/files/checkpoint_keeper.h).
+  if (HasCheckpointPolicy(launch.spec())) env[rank_contract::kCheckpointPolicyEnv] = "1";
   env["PYTHONUNBUFFERED"] = "1";
   if (!files.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = files.error_file;
   if (!files.snapshot_dir.empty()) env[rank_contract::kSnapshotDirEnv] = files.snapshot_dir;

@@ -62,6 +62,44 @@ Status RemoveAt(int dir_fd, const std::string& name, const std::string& path, in
 
 }  // namespace
 
+Status RemoveEntryAt(int dir_fd, const std::string& name, const std::string& shown,
+                     int64_t* removed) {
+  int64_t count = 0;
+  if (removed == nullptr) removed = &count;
+  *removed = 0;
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return Status::InvalidArgument("refusing to remove '" + name + "' in " + shown);
+  }
+  return RemoveAt(dir_fd, name, shown, 0, removed);
+}
+
+int OpenDirNoFollow(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    errno = EINVAL;
+    return -1;
+  }
+  int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  size_t at = 1;
+  while (fd >= 0 && at < path.size()) {
+    size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    const std::string part = path.substr(at, end - at);
+    at = end + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {  // canonical paths have none
+      close(fd);
+      errno = EINVAL;
+      return -1;
+    }
+    const int next = openat(fd, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    fd = next;
+  }
+  return fd;
+}
+
 Status RemoveUnder(const std::string& root, const std::string& name, int64_t* removed) {
   int64_t count = 0;
   if (removed == nullptr) removed = &count;

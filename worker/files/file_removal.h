@@ -23,4 +23,15 @@ namespace convoy {
 // Sets `*removed` (when not null) to how many entries were removed.
 Status RemoveUnder(const std::string& root, const std::string& name, int64_t* removed = nullptr);
 
+// The same for the entry `name` of the open directory `dir_fd` (`shown`: its path, for
+// errors): what RemoveUnder does once it holds its root.
+Status RemoveEntryAt(int dir_fd, const std::string& name, const std::string& shown,
+                     int64_t* removed = nullptr);
+
+// Opens the directory at the absolute `path` walking down from "/" without following any
+// symlink (O_NOFOLLOW at each component), so that a job that replaced a directory of its own
+// with a symlink cannot send the worker elsewhere. Returns the descriptor (O_CLOEXEC; the
+// caller closes it), or -1 with errno set (ELOOP or ENOTDIR for a symlink on the way).
+int OpenDirNoFollow(const std::string& path);
+
 }  // namespace convoy

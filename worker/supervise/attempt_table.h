@@ -63,6 +63,10 @@ struct Attempt {
   std::optional<RunAsUser> user;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<MetricsSocket> metrics;  // null once every rank ended
+  // Its job's checkpoint directory (resolved at launch) and `checkpoint:` policy, when it has
+  // one (worker/supervise/checkpoint_reports.h).
+  std::string checkpoint_dir;
+  std::optional<v1::CheckpointPolicy> checkpoint_policy;
   bool forgotten = false;
   int64_t ended_ms = 0;  // monotonic time the last rank ended, 0 while any runs
 

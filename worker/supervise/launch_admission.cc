@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "spec/trainer_argv.h"
 #include "worker/files/checkpoint_copy.h"
+#include "worker/files/checkpoint_keeper.h"
 #include "worker/files/file_removal.h"
 
 namespace convoy {
@@ -246,6 +247,16 @@ bool LaunchAdmission::ResolveResumeFrom(LaunchPlan* plan) {
         return false;
       }
       plan->resume_from = *p;
+    }
+    // resume_checkpoint: best: the coordinator chose the file (a name in that directory).
+    if (!from.checkpoint_file().empty()) {
+      if (!IsKeepableCheckpointPath(from.checkpoint_file())) {
+        reporter_.RefuseLaunch(launch, plan->first_rank,
+                               "resume_checkpoint: invalid checkpoint file '" +
+                                   from.checkpoint_file().substr(0, 80) + "'");
+        return false;
+      }
+      plan->resume_file = from.checkpoint_file();
     }
     // Another job's directory is its identity's alone: this job (another identity) gets a
     // copy of its checkpoints in its own directory (Continue makes it).

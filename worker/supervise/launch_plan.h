@@ -23,6 +23,9 @@ struct LaunchPlan {
   std::optional<RunAsUser> user;
   // CONVOY_RESUME_FROM, resolved (or the copy's directory once it is made).
   std::string resume_from;
+  // ResumeSource.checkpoint_file (resume_checkpoint: best): the one checkpoint in
+  // `resume_from` (a directory then) the ranks start from; empty: the newest there.
+  std::string resume_file;
   // Set while a copy of the resume_from job's checkpoints is to be made here (the two jobs'
   // identities differ): its directory in this job's.
   std::string copy_to;

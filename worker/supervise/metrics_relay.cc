@@ -31,6 +31,7 @@ void MetricsRelay::Add(const AttemptKey& key, std::vector<v1::MetricRecord>* rec
   received_total_.fetch_add(static_cast<int64_t>(records->size()), std::memory_order_relaxed);
   for (v1::MetricRecord& rec : *records) {
     rec.set_attempt(key.attempt);
+    if (observer_) observer_(key, rec);
     pending_.push_back({key, std::move(rec)});
   }
   if (pending_.size() > kMaxPending) {

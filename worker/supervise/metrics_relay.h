@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "common/clock.h"
@@ -29,6 +30,11 @@ class MetricsRelay {
   static constexpr size_t kRecordsPerBatch = 500;
 
   MetricsRelay(Reporter& reporter, const Clock& clock);
+
+  // Also gives every record to `observer` as it is queued (the checkpoint policy's
+  // CheckpointReports::OnRecord). Before the first record.
+  using Observer = std::function<void(const AttemptKey&, const v1::MetricRecord&)>;
+  void Observe(Observer observer) { observer_ = std::move(observer); }
 
   // Reads what is waiting on `fd`, one of the attempt's metrics socket's descriptors.
   void OnReadable(Attempt& a, int fd);
@@ -54,6 +60,7 @@ class MetricsRelay {
 
   Reporter& reporter_;
   const Clock& clock_;
+  Observer observer_;
   std::deque<Pending> pending_;  // not yet sent, oldest first
   int64_t next_flush_ms_ = 0;
   int64_t dropped_since_sent_ = 0;  // dropped while the coordinator was away, for the log

@@ -14,6 +14,7 @@
 
 #include "common/process_exit.h"
 #include "common/util.h"
+#include "spec/checkpoint_spec.h"
 #include "worker/files/snapshot_dir.h"
 #include "worker/files/worker_dirs.h"
 
@@ -75,6 +76,8 @@ Attempt* RankRunner::AddAttempt(const LaunchPlan& plan) {
   a.snapshot_key = SnapshotKey(launch.job_id(), launch.cluster_id(), launch.job_uid());
   a.dir = dir;
   a.user = user;
+  a.checkpoint_dir = plan.dirs.checkpoint_dir;
+  if (HasCheckpointPolicy(launch.spec())) a.checkpoint_policy = launch.spec().checkpoint();
   std::string socket_path = MetricsSocketPath(config_.work_dir, "", plan.dir_name, a.attempt);
   if (socket_path.empty()) {  // --work-dir is too deep for sun_path
     if (socket_fallback_dir_.empty()) {
@@ -110,7 +113,8 @@ RankFiles RankRunner::SharedFiles(const LaunchPlan& plan, const Attempt& a) {
     }
   }
   files.preempt_file = a.dir + "/preempt";
-  files.resume_from = plan.resume_from;
+  files.resume_from =
+      plan.resume_file.empty() ? plan.resume_from : plan.resume_from + "/" + plan.resume_file;
   files.resume_from_uid = plan.launch.has_resume_source() ? plan.launch.resume_source().uid() : "";
   files.data_dir = plan.dirs.data_dir;
   // The worker's data cache, which only the worker writes: every job reads the same entries,

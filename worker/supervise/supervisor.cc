@@ -86,7 +86,12 @@ Supervisor::Supervisor(WorkerConfig config, ProcessLauncher& launcher, Outbox& o
              [this](const AttemptKey& key) { return admission_.Preparing(key); }),
       logs_(config_, table_, reporter_, clock),
       cleanup_(config_, table_, reporter_, files_thread_,
-               [this](std::function<void()> then) { ToLoop(std::move(then)); }) {
+               [this](std::function<void()> then) { ToLoop(std::move(then)); }),
+      checkpoints_(config_, table_, reporter_, files_thread_,
+                   [this](std::function<void()> then) { ToLoop(std::move(then)); }) {
+  metrics_.Observe([this](const AttemptKey& key, const v1::MetricRecord& rec) {
+    checkpoints_.OnRecord(key, rec);
+  });
   if (pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::critical("pipe: {}", strerror(errno));
     std::abort();
@@ -122,6 +127,8 @@ void Supervisor::Start() {
   for (const std::string& p : config_.data_paths) data += (data.empty() ? "" : ", ") + p;
   spdlog::info("trainer.data_dir may also name: {}", data.empty() ? "nothing else" : data);
   files_thread_.Start();
+  // Deletions of checkpoints an earlier run was killed in the middle of are finished first.
+  checkpoints_.Start();
   cgroups_thread_.Start();
   thread_ = std::thread([this] { Run(); });
   unpacker_.Start();
@@ -337,6 +344,7 @@ void Supervisor::Handle(const Command& cmd) {
       if (reporter_.Resync(cmd.link_gen, cmd.since_seq, cmd.heartbeat_ms)) {
         cleanup_.RemoveStaleSnapshots(cmd.stale_snapshot_keys);
         metrics_.Flush(true);
+        checkpoints_.Resync();
       }
       return;
     case Command::Kind::kThen:

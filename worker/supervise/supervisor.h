@@ -9,6 +9,8 @@
 //  - LogReads (log_reads.h): ReadLogs, long polls included;
 //  - AttemptPorts (attempt_ports.h): ReservePort, held until the ranks end;
 //  - FileCleanup (file_cleanup.h): a deleted job's files, finished jobs' snapshots;
+//  - CheckpointReports (checkpoint_reports.h): the jobs' checkpoint policies, applied on the
+//    files thread, and CheckpointsKept;
 //  - Reporter (reporter.h): every report, the resynchronisation after a reconnect,
 //    heartbeats and the orphan timeout (ranks are stopped when the coordinator stays away).
 //
@@ -47,6 +49,7 @@
 #include "worker/link/report_queue.h"
 #include "worker/supervise/attempt_ports.h"
 #include "worker/supervise/attempt_table.h"
+#include "worker/supervise/checkpoint_reports.h"
 #include "worker/supervise/file_cleanup.h"
 #include "worker/supervise/launch_admission.h"
 #include "worker/supervise/log_reads.h"
@@ -174,6 +177,7 @@ class Supervisor : public LinkListener {
   AttemptPorts ports_;
   LogReads logs_;
   FileCleanup cleanup_;
+  CheckpointReports checkpoints_;
   std::thread thread_;
 };
 
