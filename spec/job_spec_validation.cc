@@ -9,6 +9,7 @@
 
 #include "common/job_paths.h"
 #include "common/util.h"
+#include "spec/dependency_spec.h"
 #include "spec/progress_spec.h"
 #include "spec/trainer_limits.h"
 
@@ -417,6 +418,10 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   ValidateNodeSelector(p, spec);
   // When nodes are sick: stragglers and hangs (spec/progress_spec.h).
   for (const SpecProblem& problem : FindProgressSpecProblems(spec)) {
+    p.Add(problem.field, problem.message);
+  }
+  // Dependencies between jobs (spec/dependency_spec.h).
+  for (const SpecProblem& problem : FindDependencySpecProblems(spec)) {
     p.Add(problem.field, problem.message);
   }
   return p.Take();
