@@ -12,7 +12,7 @@
 namespace convoy {
 namespace {
 
-class DependenciesTest : public JobManagerFixture {
+class JobManagerDependenciesTest : public JobManagerFixture {
  protected:
   // A 1x1 job running `/bin/true`, waiting for `after` ("j-000001" or "j-000001:failed").
   v1::JobSpec Spec(const std::vector<std::string>& after = {}, int nodes = 1) {
@@ -39,7 +39,7 @@ class DependenciesTest : public JobManagerFixture {
   }
 };
 
-TEST_F(DependenciesTest, AWaitingJobIsNeverPlacedUntilItsDependencyEnds) {
+TEST_F(JobManagerDependenciesTest, AWaitingJobIsNeverPlacedUntilItsDependencyEnds) {
   AddWorker("w1", 1);
   const std::string a = SubmitSpec(Spec({}, 2));  // 2 nodes on 1 worker: waits
   const std::string b = SubmitSpec(Spec({a + ":ended"}));
@@ -67,7 +67,7 @@ TEST_F(DependenciesTest, AWaitingJobIsNeverPlacedUntilItsDependencyEnds) {
   EXPECT_EQ(ports[0].second.reserve_port().job_id(), b);
 }
 
-TEST_F(DependenciesTest, AChainFailsAtOnceDownToItsEnd) {
+TEST_F(JobManagerDependenciesTest, AChainFailsAtOnceDownToItsEnd) {
   const std::string a = SubmitSpec(Spec());
   const std::string b = SubmitSpec(Spec({a}));
   const std::string c = SubmitSpec(Spec({b}));
@@ -89,7 +89,7 @@ TEST_F(DependenciesTest, AChainFailsAtOnceDownToItsEnd) {
   EXPECT_EQ(Job(e).waiting_for_size(), 0);
 }
 
-TEST_F(DependenciesTest, ADependencyAlreadyEndedIsJudgedAtSubmit) {
+TEST_F(JobManagerDependenciesTest, ADependencyAlreadyEndedIsJudgedAtSubmit) {
   const std::string a = SubmitSpec(Spec());
   ASSERT_TRUE(jm_->Cancel(a, "").ok());
   const std::string never = SubmitSpec(Spec({a}));
@@ -100,7 +100,7 @@ TEST_F(DependenciesTest, ADependencyAlreadyEndedIsJudgedAtSubmit) {
   EXPECT_EQ(Job(met).waiting_for_size(), 0);
 }
 
-TEST_F(DependenciesTest, UnknownFutureAndOwnIdsAreRefusedNamingTheField) {
+TEST_F(JobManagerDependenciesTest, UnknownFutureAndOwnIdsAreRefusedNamingTheField) {
   const std::string a = SubmitSpec(Spec());  // j-000001
   auto own = jm_->Submit(Spec({a, "j-000002"}));
   ASSERT_EQ(own.status().code(), StatusCode::kInvalidArgument);
@@ -119,7 +119,7 @@ TEST_F(DependenciesTest, UnknownFutureAndOwnIdsAreRefusedNamingTheField) {
   EXPECT_NE(gone.status().message().find("after[0].job: no job " + a), std::string::npos);
 }
 
-TEST_F(DependenciesTest, CascadeCancelsTheOwnersWaitingJobsInTurn) {
+TEST_F(JobManagerDependenciesTest, CascadeCancelsTheOwnersWaitingJobsInTurn) {
   const std::string a = SubmitSpec(Spec(), "alice");
   const std::string b = SubmitSpec(Spec({a}), "alice");
   const std::string c = SubmitSpec(Spec({a}), "bob");
@@ -139,7 +139,7 @@ TEST_F(DependenciesTest, CascadeCancelsTheOwnersWaitingJobsInTurn) {
   EXPECT_NE(Job(c).message().find("ended CANCELLED"), std::string::npos);
 }
 
-TEST_F(DependenciesTest, ARestartKeepsWhatWaitsAndJudgesWhatEndedMeanwhile) {
+TEST_F(JobManagerDependenciesTest, ARestartKeepsWhatWaitsAndJudgesWhatEndedMeanwhile) {
   const std::string a = SubmitSpec(Spec());
   const std::string b = SubmitSpec(Spec({a}));
   const std::string c = SubmitSpec(Spec({a + ":failed"}));
