@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "client/command_support.h"
+#include "client/dependencies.h"
 #include "client/format.h"
 #include "client/list_filters.h"
 #include "client/plot.h"
@@ -28,6 +29,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "convoy/v1/auth.grpc.pb.h"
+#include "spec/dependency_spec.h"
 #include "spec/job_spec.h"
 #include "spec/job_spec_validation.h"
 
@@ -71,6 +73,8 @@ StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) 
     spec.set_procs_per_node(args.procs_per_node);
     spec.set_procs_per_node_gpu(false);
   }
+  Status after = AppendAfterFlags(args.after, &spec);
+  if (!after.ok()) return after;
   Status valid = ValidateJobSpec(spec);
   if (!valid.ok()) return valid;
   return spec;
@@ -216,12 +220,11 @@ int QueueCommand(CoordinatorClient& c, const CommandOptions& options) {
   // A job of those states without a queue position is not in the queue yet: its previous
   // attempt's ranks are still stopping (a restart's teardown, a preemption's checkpoint).
   v1::ListJobsResponse waiting;
+  // Jobs that wait for others (`after`) have no place yet either: listed after the queue.
   for (const v1::Job& j : resp.jobs()) {
-    if (j.queue_position() > 0) *waiting.add_jobs() = j;
+    if (ShownInQueue(j)) *waiting.add_jobs() = j;
   }
-  std::sort(
-      waiting.mutable_jobs()->begin(), waiting.mutable_jobs()->end(),
-      [](const v1::Job& a, const v1::Job& b) { return a.queue_position() < b.queue_position(); });
+  std::sort(waiting.mutable_jobs()->begin(), waiting.mutable_jobs()->end(), QueueOrderLess);
   std::cout << (options.structured() ? Render(waiting, options) + "\n"
                                      : FormatQueue(waiting, NowMs()));
   return kExitOk;
@@ -281,16 +284,20 @@ int LogsCommand(CoordinatorClient& c, const std::string& job, int rank, int atte
   return kExitOk;
 }
 
-int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options) {
+int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
+                  bool cascade) {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::CancelJobRequest req;
   req.set_job_id(job);
+  req.set_cascade(cascade);
   v1::Job resp;
   grpc::Status st = c.stub->CancelJob(&ctx, req, &resp);
   if (!st.ok()) return RpcFailed(c, st, "cancel " + job);
+  // With --cascade the message names the jobs cancelled with it.
   std::cout << (options.structured() ? Render(resp, options)
-                                     : resp.id() + " " + StateText(resp.state()))
+                                     : resp.id() + " " + StateText(resp.state()) +
+                                           (cascade ? ": " + resp.message() : ""))
             << "\n";
   return kExitOk;
 }

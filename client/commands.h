@@ -79,6 +79,8 @@ struct SubmitArgs {
   // --set PATH=VALUE, in order: any spec field, typed and checked as in the file
   // (ParseJobSpec); applied before --nodes, --procs-per-node and --name, which win.
   std::vector<std::string> sets;
+  // --after JOB[:WHEN], in order: appended to the spec's `after` (spec/dependency_spec.h).
+  std::vector<std::string> after;
 };
 
 // Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.
@@ -107,7 +109,9 @@ int WatchCommand(CoordinatorClient& c, const std::string& job, const CommandOpti
 // Streams the log of `rank` to stdout as raw bytes; attempt < 0 means the latest.
 int LogsCommand(CoordinatorClient& c, const std::string& job, int rank, int attempt, bool follow,
                 int64_t tail_bytes);
-int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options);
+// `cascade` (--cascade): also cancels the jobs of the same owner that wait on it, in turn.
+int CancelCommand(CoordinatorClient& c, const std::string& job, const CommandOptions& options,
+                  bool cascade = false);
 // Deletes a finished job (DeleteJob); prints which workers remove its files. A job that is
 // finished but whose ranks are still being stopped (just cancelled) is waited for, up to
 // `wait_for_teardown_ms`, with a line on stderr, then deleted.

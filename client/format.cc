@@ -1,5 +1,6 @@
 #include "client/format.h"
 
+#include "client/dependencies.h"
 #include "client/sick_nodes.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -308,18 +309,16 @@ std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now) {
 std::string FormatQueue(const v1::ListJobsResponse& jobs, int64_t now) {
   std::vector<const v1::Job*> waiting;
   for (const v1::Job& j : jobs.jobs()) {
-    if (j.queue_position() > 0) waiting.push_back(&j);
+    if (ShownInQueue(j)) waiting.push_back(&j);
   }
-  std::stable_sort(waiting.begin(), waiting.end(), [](const v1::Job* a, const v1::Job* b) {
-    return a->queue_position() < b->queue_position();
-  });
+  std::stable_sort(waiting.begin(), waiting.end(),
+                   [](const v1::Job* a, const v1::Job* b) { return QueueOrderLess(*a, *b); });
   if (waiting.empty()) return "no job is waiting\n";
   std::vector<std::vector<std::string>> rows;
   for (const v1::Job* j : waiting) {
     rows.push_back(
-        {std::to_string(j->queue_position()), j->id(), j->spec().name(),
-         j->owner().empty() ? "-" : j->owner(), std::to_string(j->spec().priority()),
-         ShapeText(j->spec()),
+        {QueuePositionCell(*j), j->id(), j->spec().name(), j->owner().empty() ? "-" : j->owner(),
+         std::to_string(j->spec().priority()), ShapeText(j->spec()),
          j->created_unix_ms() > 0 ? FormatDuration(now - j->created_unix_ms()) : "-",
          j->estimated_start_unix_ms() > 0 ? FormatClock(j->estimated_start_unix_ms()) : "-",
          j->pending_reason()});
@@ -522,7 +521,8 @@ std::string FormatJobStatus(const v1::Job& job, int64_t now) {
   std::ostringstream out;
   out << "job " << job.id() << " (" << spec.name() << "): " << StateText(job.state()) << "\n";
   if (!job.message().empty()) out << "  message:  " << job.message() << "\n";
-  if (!job.pending_reason().empty()) {
+  out << FormatDependencies(job);  // `after`: what it waits for
+  if (!job.pending_reason().empty() && job.waiting_for_size() == 0) {
     out << "  waiting:  #" << job.queue_position() << " in the queue: " << job.pending_reason()
         << "\n";
     if (job.estimated_start_unix_ms() > 0) {

@@ -40,6 +40,7 @@ struct Invocation {
   // The verbs' arguments.
   std::string job;
   bool watch = false, follow = false;
+  bool cascade = false;  // cancel --cascade
   int rank = 0, attempt = -1;
   int64_t tail = 0;
   SubmitArgs submit_args;
@@ -108,7 +109,10 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
       "  convoy submit job.yaml --set checkpoint.keep_last=2   # keep the newest 2 checkpoints\n"
       "  convoy submit job.yaml --set resume_from=j-000004 --set resume_checkpoint=best\n"
       "  convoy submit --nodes 2 --procs-per-node 1 --code . -- python3 train.py --epochs 1\n"
-      "  cat job.yaml | convoy submit -");
+      "  cat job.yaml | convoy submit -\n"
+      "  convoy submit eval.yaml --after j-000004               # runs once j-000004 succeeded\n"
+      "  convoy submit cleanup.yaml --after j-000004:failed     # runs only if it failed\n"
+      "  convoy submit report.yaml --after j-000004:ended --after j-000005");
   v.submit->add_option("FILE", v.submit_args.file, "the job spec; '-' reads standard input");
   v.submit->add_option("--code", v.submit_args.code_dir,
                        "pack this directory (at most 100 MB, minus .gitignore/.convoyignore) and "
@@ -122,6 +126,13 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
                    "set a spec field, typed and checked as in the file (repeatable; before "
                    "--nodes, --procs-per-node, --name): trainer.max_steps=300, env.FOO=bar")
       ->type_name("FIELD=VALUE")
+      ->allow_extra_args(false);
+  v.submit
+      ->add_option("--after", v.submit_args.after,
+                   "wait for this job (repeatable; added to the spec's `after`): WHEN is "
+                   "succeeded (the default), failed or ended; if it ends the other way, this "
+                   "job fails at once")
+      ->type_name("JOB[:WHEN]")
       ->allow_extra_args(false);
   v.submit->add_flag("--watch,-w", v.watch,
                      "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
@@ -175,7 +186,11 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   v.cancel = app.add_subcommand("cancel", "cancel a job; prints its new state");
   v.cancel->add_option("JOB", v.job, "job id")->required();
-  v.cancel->footer("Example:\n  convoy cancel j-000001");
+  v.cancel->add_flag("--cascade", v.cascade,
+                     "also cancel the jobs of the same owner that wait on it (after), in turn");
+  v.cancel->footer(
+      "Examples:\n  convoy cancel j-000001\n"
+      "  convoy cancel --cascade j-000001   # and every job of yours waiting on it");
   AddOutput(v, v.cancel);
   v.delete_cmd = app.add_subcommand(
       "delete",
@@ -407,7 +422,7 @@ int Dispatch(const Invocation& v, const ClientConfig& config) {
   if (v.status->parsed()) return StatusCommand(c, v.job, options);
   if (v.watch_cmd->parsed()) return WatchCommand(c, v.job, options);
   if (v.logs->parsed()) return LogsCommand(c, v.job, v.rank, v.attempt, v.follow, v.tail);
-  if (v.cancel->parsed()) return CancelCommand(c, v.job, options);
+  if (v.cancel->parsed()) return CancelCommand(c, v.job, options, v.cascade);
   if (v.delete_cmd->parsed()) return DeleteCommand(c, v.job, options);
   if (v.checkpoints->parsed()) return CheckpointsCommand(c, v.job, options);
   if (v.workers->parsed()) return WorkersCommand(c, v.workers_limit, v.workers_page_token, options);

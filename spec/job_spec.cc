@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/util.h"
+#include "spec/dependency_spec.h"
 #include "spec/job_spec_validation.h"
 #include "spec/spec_overrides.h"
 #include "spec/spec_text.h"
@@ -295,6 +296,36 @@ class SpecReader {
     Fail(field, "expected true or false, got " + Describe(node));
   }
 
+  // `after` (spec/dependency_spec.h): a list of {job: j-000004, when: succeeded|failed|ended}
+  // (when defaults to succeeded), or of bare job ids.
+  void ReadAfter(const YAML::Node& node, const std::string& field, v1::JobSpec* s) {
+    if (node.IsNull()) return;
+    if (!node.IsSequence()) {
+      Fail(field,
+           "expected a list of {job: j-..., when: succeeded|failed|ended}, got " + Describe(node));
+    }
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item = field + "[" + std::to_string(i) + "]";
+      marks_[item] = marks_[item + ".job"] = node[i].Mark();
+      v1::JobDependency* d = s->add_after();
+      d->set_when(v1::DEPENDENCY_SUCCEEDED);
+      Collect([&] {
+        if (node[i].IsScalar()) {
+          d->set_job_id(ToString(node[i], item + ".job"));
+          return;
+        }
+        ForEachField(node[i], item,
+                     {{"job", [&](auto& n, auto& f) { d->set_job_id(ToString(n, f)); }},
+                      {"when", [&](auto& n, auto& f) {
+                         const auto when = ParseConditionWord(ToString(n, f));
+                         if (!when)
+                           Fail(f, "must be succeeded, failed or ended, got " + Describe(n));
+                         d->set_when(*when);
+                       }}});
+      });
+    }
+  }
+
   void ReadRoot(const YAML::Node& root, v1::JobSpec* s) {
     ForEachField(
         root, "",
@@ -362,6 +393,8 @@ class SpecReader {
              }},
             {"resume_checkpoint",
              [&](auto& n, auto& f) { s->set_resume_checkpoint(ToString(n, f)); }},
+            // Dependencies between jobs (spec/dependency_spec.h).
+            {"after", [&](auto& n, auto& f) { ReadAfter(n, f, s); }},
         });
   }
 
@@ -528,6 +561,16 @@ YAML::Node ToNode(const v1::JobSpec& s) {
     root["checkpoint"] = policy;
   }
   text("resume_checkpoint", s.resume_checkpoint());
+  if (s.after_size() > 0) {
+    YAML::Node after(YAML::NodeType::Sequence);
+    for (const v1::JobDependency& d : s.after()) {
+      YAML::Node item(YAML::NodeType::Map);
+      item["job"] = d.job_id();
+      item["when"] = ConditionWord(ConditionOf(d));
+      after.push_back(item);
+    }
+    root["after"] = after;
+  }
   return root;
 }
 

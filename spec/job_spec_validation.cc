@@ -10,6 +10,7 @@
 #include "common/job_paths.h"
 #include "common/util.h"
 #include "spec/checkpoint_spec.h"
+#include "spec/dependency_spec.h"
 #include "spec/progress_spec.h"
 #include "spec/trainer_limits.h"
 
@@ -422,6 +423,10 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   }
   // Checkpoints kept by policy (spec/checkpoint_spec.h).
   for (const SpecProblem& problem : FindCheckpointSpecProblems(spec)) {
+    p.Add(problem.field, problem.message);
+  }
+  // Dependencies between jobs (spec/dependency_spec.h).
+  for (const SpecProblem& problem : FindDependencySpecProblems(spec)) {
     p.Add(problem.field, problem.message);
   }
   return p.Take();

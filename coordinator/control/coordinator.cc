@@ -110,11 +110,11 @@ void Coordinator::Submit(const v1::JobSpec& spec, const std::string& owner, cons
 }
 
 void Coordinator::Cancel(const std::string& id, const std::string& reason, const std::string& by,
-                         std::function<void(StatusOr<v1::Job>)> done) {
+                         std::function<void(StatusOr<v1::Job>)> done, bool cascade) {
   if (RefusedWhileTheStoreFails(pipeline_, done)) return;
   Locked([&] {
     mu_.AssertHeld();
-    StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by);
+    StatusOr<v1::Job> job = jobs_.Cancel(id, reason, by, cascade);
     effects_.after.push_back([done = std::move(done), job = std::move(job)] { done(job); });
   });
 }

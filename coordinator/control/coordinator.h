@@ -108,8 +108,9 @@ class Coordinator {
   void Submit(const v1::JobSpec& spec, const std::string& owner, const std::string& role,
               const std::string& request_id, std::function<void(StatusOr<std::string>)> done)
       EXCLUDES(mu_);
+  // `cascade`: JobManager::Cancel's (cancel --cascade).
   void Cancel(const std::string& id, const std::string& reason, const std::string& by,
-              std::function<void(StatusOr<v1::Job>)> done) EXCLUDES(mu_);
+              std::function<void(StatusOr<v1::Job>)> done, bool cascade = false) EXCLUDES(mu_);
   // JobManager::Delete: `done` gets the workers told to remove the job's files, once the
   // deletion is durable.
   void Delete(const std::string& id, const std::string& by,

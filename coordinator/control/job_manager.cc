@@ -39,7 +39,9 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
               [this] {
                 if (!table_.waiting().empty()) sched_.Needed();
               }),
-      progress_(clock, writer_, lifecycle_, workers, ledger_, stats_) {
+      progress_(clock, writer_, lifecycle_, workers, ledger_, stats_),
+      deps_(table_, writer_, [this] { sched_.Needed(); }) {
+  sched_.SetHold([this](const std::string& id) { return deps_.Blocks(id); });
   lifecycle_.SetFaultHook(
       [this](JobRecord& r, const v1::RankFailure& cause) { health_.OnFailure(r, cause); });
 }
@@ -238,6 +240,7 @@ Status JobManager::Recover() {
   auto deletions = store_.LoadFileDeletions();
   if (!deletions.ok()) return deletions.status();
   deletions_.Restore(*deletions);
+  deps_.Recover();
   spdlog::info("recovered {} jobs and {} workers from the store", table_.size(), workers->size());
   return Status::Ok();
 }
@@ -253,6 +256,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
     return done->job.id();
   }
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  CONVOY_RETURN_IF_ERROR(deps_.CheckAtSubmit(spec, table_.NextId()));
   auto resume = ResumeSourceOf(table_, spec, owner);
   if (!resume.ok()) return resume.status();
   CONVOY_RETURN_IF_ERROR(
@@ -280,6 +284,8 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   } else if (!spec.resume_from().empty()) {
     submitted += "; starts from " + spec.resume_from() + " (resume_from)";
   }
+  const std::string never = deps_.Prepare(job);
+  if (!job.pending_reason().empty()) submitted += "; " + job.pending_reason();
   job.set_message(submitted);
   v1::JobEvent event;
   event.set_time_unix_ms(job.created_unix_ms());
@@ -290,6 +296,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   *job.add_events() = event;
   JobRecord& r = table_.Insert(std::move(job), lifecycle_.NewRuntime());
   r.history = MetricHistory(id, HistoryPoints(spec));
+  deps_.Track(r, never);
   spdlog::info("job {} ({}) submitted: {} node(s)", id, spec.name(),
                IsElastic(spec)
                    ? std::to_string(spec.min_nodes()) + "-" + std::to_string(spec.max_nodes())
@@ -377,6 +384,7 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   *s.mutable_stragglers() = job.stragglers();
   *s.mutable_step_times() = job.step_times();
   s.set_node_moves(job.node_moves());
+  *s.mutable_waiting_for() = job.waiting_for();
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());
@@ -423,10 +431,11 @@ void JobManager::OnTransition(JobRecord& r, v1::JobState from, v1::JobState to) 
   if (to == v1::PENDING || to == v1::RESTARTING) sched_.Needed();
   progress_.OnTransition(r, to);
   if (IsTerminal(to)) lifecycle_.SendJobFinished(r);
+  if (IsTerminal(to)) deps_.OnEnded(r.job.id());  // its dependants are judged now
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
-                                     const std::string& by) {
+                                     const std::string& by, bool cascade) {
   JobRecord* r = table_.Find(id);
   if (r == nullptr) return Status::NotFound("job " + id + " not found");
   if (IsTerminal(r->job.state())) {
@@ -434,7 +443,9 @@ StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& r
   }
   const std::string who = by.empty() ? "cancelled by user" : "cancelled by " + by;
   const std::string why = reason.empty() ? who : who + ": " + reason;
-  CONVOY_RETURN_IF_ERROR(writer_.Transition(*r, v1::CANCELLED, why));
+  const std::string also = cascade ? deps_.CancelDependants(*r, why) : "";
+  CONVOY_RETURN_IF_ERROR(writer_.Transition(
+      *r, v1::CANCELLED, also.empty() ? why : why + "; cascade: also cancelled " + also));
   lifecycle_.Stop(*r, why);
   return r->job;
 }

@@ -9,7 +9,8 @@
 //     share, max_runtime, elastic growth;
 //   - CapacityLedger (capacity_ledger.h): what ranks hold on each worker;
 //   - WatchHub, JobStats, LogBroker: watchers, statistics, log requests;
-//   - FileDeletions, IdentityPool, Retention: deleted jobs' files, job identities, retention.
+//   - FileDeletions, IdentityPool, Retention: deleted jobs' files, job identities, retention;
+//   - Dependencies (dependencies.h): jobs waiting for others (`after`), cancel --cascade.
 // Its methods are that API (about 30, by the Coordinator's needs) and the routing between
 // controllers; a concern with state of its own gets a controller, not methods here.
 // Plain C++: it speaks to workers through WorkerChannel, to disk through JobStore, and reads
@@ -57,6 +58,7 @@
 #include "convoy/v1/job.pb.h"
 #include "convoy/v1/worker.pb.h"
 #include "coordinator/control/attempt_lifecycle.h"
+#include "coordinator/control/dependencies.h"
 #include "coordinator/control/file_deletions.h"
 #include "coordinator/control/job_stats.h"
 #include "coordinator/control/job_writer.h"
@@ -196,8 +198,10 @@ class JobManager {
   std::vector<v1::Job> TakeFinished();
   // FAILED_PRECONDITION when the job already finished.
   // `by`: who cancels (recorded in the event); empty with --insecure.
+  // `cascade` (cancel --cascade): first cancels the unfinished jobs of the same owner that
+  // wait on it, in turn (Dependencies::CancelDependants).
   StatusOr<v1::Job> Cancel(const std::string& id, const std::string& reason,
-                           const std::string& by = "");
+                           const std::string& by = "", bool cascade = false);
 
   // Calls `fn` at once with the job's snapshot, then with every event, metric and new
   // snapshot; with done = true after the job reached a terminal state (no call follows).
@@ -320,6 +324,7 @@ class JobManager {
   SchedulingController sched_;  // which waiting job starts where; quotas, fair share
   NodeHealth health_;           // when nodes are sick: health gate, node faults, cordons
   ProgressWatch progress_;      // when nodes are sick: stragglers and hangs by progress
+  Dependencies deps_;           // jobs waiting for others (`after`)
 };
 
 }  // namespace convoy

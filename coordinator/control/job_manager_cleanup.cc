@@ -34,6 +34,7 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
   Status st = store_.DeleteJob(id);
   if (!st.ok()) return Status::Unavailable("cannot delete job " + id + ": " + st.message());
   deletions_.Request(workers, id, uid);
+  deps_.OnDeleted(id);  // whatever still waits for it fails
   // Out of every index (a finished, released job is in none but these).
   table_.Erase(id);
   ReleaseIdentityOf(uid);  // now, or when the last worker has removed its files

@@ -64,6 +64,7 @@ void SchedulingController::Pass() {
     if ((s != v1::PENDING && s != v1::RESTARTING) || (r.rt.attempt >= 0 && !r.rt.released)) {
       continue;
     }
+    if (hold_ && hold_(id)) continue;  // it waits for other jobs (its pending_reason says so)
     WaitingJob w;
     w.id = id;
     w.spec = &r.job.spec();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ class SchedulingController {
 
   // Something changed that may let a waiting job start: a pass runs at the next Tick.
   void Needed() { needed_ = true; }
+  // Whether a waiting job is held out of every pass (it waits for other jobs: `after`,
+  // coordinator/control/dependencies.h). Set once, by the owner.
+  using HoldFn = std::function<bool(const std::string& id)>;
+  void SetHold(HoldFn hold) { hold_ = std::move(hold); }
   // Places every job that waits (PENDING, or RESTARTING whose teardown finished) that the
   // policy places now, asks for the preemptions it wants, and records why the others wait.
   void Pass();
@@ -98,6 +103,7 @@ class SchedulingController {
   JobWriter& writer_;
   const WorkerRegistry& workers_;
   bool needed_ = false;
+  HoldFn hold_;
   int64_t next_pass_mono_ms_ = 0;
   std::map<std::string, double> usage_;  // owner -> decayed slot-seconds (fair share)
   int64_t usage_updated_mono_ms_ = 0;

@@ -102,11 +102,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string by = who->kind == Principal::Kind::kUser ? who->name : "";
-  coordinator_.Cancel(req->job_id(), req->reason(), by,
-                      [reactor, resp](const StatusOr<v1::Job>& job) {
-                        if (job.ok()) *resp = *job;
-                        reactor->Finish(ToGrpc(job.status()));
-                      });
+  coordinator_.Cancel(
+      req->job_id(), req->reason(), by,
+      [reactor, resp](const StatusOr<v1::Job>& job) {
+        if (job.ok()) *resp = *job;
+        reactor->Finish(ToGrpc(job.status()));
+      },
+      req->cascade());
   return reactor;
 }
 

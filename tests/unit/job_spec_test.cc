@@ -853,7 +853,8 @@ TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
       {"env.RANK=1", "--set env.RANK=1: env.RANK: set by Convoy, cannot be overridden"},
       {"env.A.B=1", "--set env.A.B=1: env.A.B: is not a valid environment variable name"},
       {"colour=red",
-       "--set colour=red: colour: unknown field (known: backend, checkpoint, checkpoint_dir, "
+       "--set colour=red: colour: unknown field (known: after, backend, checkpoint, "
+       "checkpoint_dir, "
        "command, cpus_per_proc, env, gpus_per_proc, hang_steps, hang_timeout, max_nodes, "
        "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
        "nodes, on_straggler, preemptible, priority, procs_per_node, resize_interval, "
