@@ -25,6 +25,7 @@
 #include "spec/job_spec_validation.h"
 #include "spec/spec_overrides.h"
 #include "spec/spec_text.h"
+#include "spec/sweep_spec_file.h"
 #include "spec/trainer_spec_env.h"
 
 namespace convoy {
@@ -278,6 +279,13 @@ class SpecReader {
     }
   }
 
+  // A section read by its own reader (spec/sweep_spec_file.h): its errors, and where its
+  // fields were written.
+  void AddSection(SectionRead read) {
+    for (auto& [field, mark] : read.marks) marks_[field] = mark;
+    for (SectionError& e : read.errors) errors_.push_back({e.field, e.message, e.mark});
+  }
+
   bool ToBool(const YAML::Node& node, const std::string& field) const {
     if (node.IsScalar() && !IsTextScalar(node)) {
       if (node.Scalar() == "true") return true;
@@ -345,6 +353,9 @@ class SpecReader {
              [&](auto& n, auto& f) { s->set_straggler_steps(ToInt<int32_t>(n, f)); }},
             {"on_straggler", [&](auto& n, auto& f) { s->set_on_straggler(ToString(n, f)); }},
             {"hang_steps", [&](auto& n, auto& f) { s->set_hang_steps(ToInt<int32_t>(n, f)); }},
+            // Sweeps (spec/sweep_spec.h).
+            {"sweep",
+             [&](auto& n, auto& f) { AddSection(ReadSweepSection(n, f, s->mutable_sweep())); }},
         });
   }
 

@@ -10,6 +10,7 @@
 #include "common/job_paths.h"
 #include "common/util.h"
 #include "spec/progress_spec.h"
+#include "spec/sweep_spec.h"
 #include "spec/trainer_limits.h"
 
 namespace convoy {
@@ -419,6 +420,7 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   for (const SpecProblem& problem : FindProgressSpecProblems(spec)) {
     p.Add(problem.field, problem.message);
   }
+  for (const SpecProblem& problem : FindSweepProblems(spec)) p.Add(problem.field, problem.message);
   return p.Take();
 }
 
