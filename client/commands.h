@@ -12,6 +12,7 @@
 #include <grpcpp/channel.h>
 
 #include "client/config.h"
+#include "client/sweep.h"
 #include "common/status.h"
 #include "convoy/v1/job.grpc.pb.h"
 
@@ -79,6 +80,8 @@ struct SubmitArgs {
   // --set PATH=VALUE, in order: any spec field, typed and checked as in the file
   // (ParseJobSpec); applied before --nodes, --procs-per-node and --name, which win.
   std::vector<std::string> sets;
+  // --sweep, --max-parallel, --sweep-metric (client/sweep.h): applied after the others.
+  SweepArgs sweep;
 };
 
 // Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.
@@ -97,6 +100,7 @@ struct ListArgs {
   std::string since;  // --since, as typed
   int limit = 0;      // 0: every page
   std::string page_token;
+  bool trials = false;  // --trials: sweeps' trials too (ListJobsRequest.include_trials)
 };
 int ListCommand(CoordinatorClient& c, const ListArgs& args, const CommandOptions& options);
 // The waiting jobs in the order they will start, with why each waits (`convoy queue`).
