@@ -219,5 +219,17 @@ TEST(SweepSpec, AGridOverTheTrialLimitIsRefused) {
       << error;
 }
 
+TEST(SweepSpec, TheExampleSweepExpandsToItsThreeLearningRates) {
+  auto spec = LoadJobSpecFile(std::string(CONVOY_SOURCE_DIR) + "/examples/sweep.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(ResolveSweep(spec->sweep()).max_parallel, 2);
+  auto trials = ExpandSweep(*spec);
+  ASSERT_TRUE(trials.ok()) << trials.status().message();
+  ASSERT_EQ(trials->size(), 3u);
+  EXPECT_DOUBLE_EQ((*trials)[0].spec.trainer().lr(), 0.1);
+  EXPECT_DOUBLE_EQ((*trials)[2].spec.trainer().lr(), 0.001);
+  EXPECT_EQ((*trials)[2].spec.trainer().max_steps(), 200);
+}
+
 }  // namespace
 }  // namespace convoy
