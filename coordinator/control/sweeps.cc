@@ -264,6 +264,9 @@ void SweepController::Changed(JobRecord& sweep) {
 
 void SweepController::Pass(JobRecord& sweep, Runtime& rt) {
   if (IsTerminal(sweep.job.state())) return;
+  // A sweep with `after` makes no trial while its dependencies are unmet (Job.waiting_for);
+  // Wake makes them once they are.
+  if (sweep.job.waiting_for_size() > 0) return;
   // The sweep's id: `sweep` stays valid (records are never moved), but submits below may
   // insert into the table.
   const std::string sweep_id = sweep.job.id();
@@ -285,7 +288,7 @@ void SweepController::Pass(JobRecord& sweep, Runtime& rt) {
           id.status().code() == StatusCode::kUnavailable) {
         // Over its owner's quota now (or the store is down): tried again later.
         if (blocked_.insert(sweep_id).second) {
-          spdlog::info("sweep {}: trial {} waits: {}", sweep_id, i + 1, id.status().message());
+          spdlog::debug("sweep {}: trial {} waits: {}", sweep_id, i + 1, id.status().message());
         }
         break;
       }

@@ -75,6 +75,9 @@ class SweepController {
   void OnRecords(JobRecord& trial, const v1::MetricBatch& batch);
   // The sweep was just cancelled: cancels its unfinished trials; no more are made.
   void OnCancelled(JobRecord& sweep);
+  // The sweep `sweep_id` may make trials now (its `after` dependencies were met: Pass makes
+  // none while Job.waiting_for is not empty): they are made at the next Tick.
+  void Wake(const std::string& sweep_id) { due_.insert(sweep_id); }
   // The job `id` was deleted (a sweep's own state goes with it).
   void OnDeleted(const std::string& id) { sweeps_.erase(id); }
   // Makes the next trials and ends the sweeps that something happened to; tells watchers
