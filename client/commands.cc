@@ -75,8 +75,10 @@ StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitArgs& args, std::istream& in) 
   }
   Status after = AppendAfterFlags(args.after, &spec);
   if (!after.ok()) return after;
+  CONVOY_RETURN_IF_ERROR(ApplySweepArgs(args.sweep, &spec));
   Status valid = ValidateJobSpec(spec);
   if (!valid.ok()) return valid;
+  CONVOY_RETURN_IF_ERROR(CheckSweepTrials(spec));
   return spec;
 }
 
@@ -191,6 +193,7 @@ int ListCommand(CoordinatorClient& c, const ListArgs& args, const CommandOptions
     req.set_since_unix_ms(*since);
   }
   req.set_page_token(args.page_token);
+  req.set_include_trials(args.trials);
   v1::ListJobsResponse resp;
   grpc::Status st;
   if (args.limit > 0) {
@@ -243,6 +246,10 @@ int StatusCommand(CoordinatorClient& c, const std::string& job, const CommandOpt
     return kExitOk;
   }
   std::string text = FormatJobStatus(resp, NowMs());
+  if (const std::string trials = FormatSweepStatus(resp); !trials.empty()) {
+    const size_t at = text.find("\nevents:\n");  // a sweep's trials, before its events
+    text.insert(at == std::string::npos ? text.size() : at + 1, trials);
+  }
   // The history section goes before the failures and events; a coordinator without
   // GetJobMetrics (older) or a refusal just leaves it out.
   v1::JobMetrics metrics;

@@ -12,6 +12,7 @@
 #include <grpcpp/channel.h>
 
 #include "client/config.h"
+#include "client/sweep.h"
 #include "common/status.h"
 #include "convoy/v1/job.grpc.pb.h"
 
@@ -81,6 +82,8 @@ struct SubmitArgs {
   std::vector<std::string> sets;
   // --after JOB[:WHEN], in order: appended to the spec's `after` (spec/dependency_spec.h).
   std::vector<std::string> after;
+  // --sweep, --max-parallel, --sweep-metric (client/sweep.h): applied after the others.
+  SweepArgs sweep;
 };
 
 // Builds the spec (file, stdin or flags), uploads --code, submits; prints the job's id.
@@ -99,6 +102,7 @@ struct ListArgs {
   std::string since;  // --since, as typed
   int limit = 0;      // 0: every page
   std::string page_token;
+  bool trials = false;  // --trials: sweeps' trials too (ListJobsRequest.include_trials)
 };
 int ListCommand(CoordinatorClient& c, const ListArgs& args, const CommandOptions& options);
 // The waiting jobs in the order they will start, with why each waits (`convoy queue`).

@@ -2,6 +2,7 @@
 
 #include "client/dependencies.h"
 #include "client/sick_nodes.h"
+#include "client/sweep.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
@@ -300,7 +301,7 @@ std::string FormatJobTable(const v1::ListJobsResponse& jobs, int64_t now) {
     rows.push_back({j.id(), j.spec().name(), j.owner().empty() ? "-" : j.owner(),
                     StateText(j.state()), std::to_string(j.attempt()), ShapeText(j.spec()),
                     j.created_unix_ms() > 0 ? FormatDuration(now - j.created_unix_ms()) : "-",
-                    j.message()});
+                    ListMessage(j)});  // a sweep's and a trial's: client/sweep.h
   }
   return FormatTable({"ID", "NAME", "OWNER", "STATE", "ATTEMPT", "NODES×PROCS", "AGE", "MESSAGE"},
                      rows);

@@ -112,7 +112,9 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
       "  cat job.yaml | convoy submit -\n"
       "  convoy submit eval.yaml --after j-000004               # runs once j-000004 succeeded\n"
       "  convoy submit cleanup.yaml --after j-000004:failed     # runs only if it failed\n"
-      "  convoy submit report.yaml --after j-000004:ended --after j-000005");
+      "  convoy submit report.yaml --after j-000004:ended --after j-000005\n"
+      "  convoy submit job.yaml --sweep trainer.lr=0.1,0.01,0.001 --max-parallel 2 \\\n"
+      "      --sweep-metric test_accuracy:max     # a sweep: one trial job per value");
   v.submit->add_option("FILE", v.submit_args.file, "the job spec; '-' reads standard input");
   v.submit->add_option("--code", v.submit_args.code_dir,
                        "pack this directory (at most 100 MB, minus .gitignore/.convoyignore) and "
@@ -134,6 +136,21 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
                    "job fails at once")
       ->type_name("JOB[:WHEN]")
       ->allow_extra_args(false);
+  v.submit
+      ->add_option("--sweep", v.submit_args.sweep.params,
+                   "sweep a spec field (repeatable): one trial per value, or per combination "
+                   "of several --sweep (README \"Sweeps\")")
+      ->type_name("FIELD=V1,V2,...")
+      ->allow_extra_args(false);
+  v.submit
+      ->add_option("--max-parallel", v.submit_args.sweep.max_parallel,
+                   "a sweep's trials unfinished at once (default 1)")
+      ->check(CLI::Range(1, 256));
+  v.submit
+      ->add_option("--sweep-metric", v.submit_args.sweep.metric,
+                   "what ranks a sweep's trials: a metric and max or min "
+                   "(default loss:min)")
+      ->type_name("NAME[:max|min]");
   v.submit->add_flag("--watch,-w", v.watch,
                      "then follow it like `watch` (exit 0 iff it SUCCEEDED)");
   AddOutput(v, v.submit);
@@ -150,9 +167,12 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
       ->check(CLI::Range(1, 1000));
   v.list->add_option("--page-token", v.list_args.page_token,
                      "start after the previous page (the token --limit printed)");
+  v.list->add_flag("--trials", v.list_args.trials,
+                   "list sweeps' trials too (a sweep is one row otherwise)");
   v.list->footer(
       "Examples:\n  convoy list\n  convoy list --state RUNNING,PENDING --owner alice\n"
       "  convoy list --since 1h -o yaml\n"
+      "  convoy list --trials              # sweeps and their trials\n"
       "  convoy list --limit 50            # then: --limit 50 --page-token <printed token>");
   AddOutput(v, v.list);
   v.queue =
@@ -162,7 +182,9 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
   v.status =
       app.add_subcommand("status", "a job's state, placement, progress, failures and events");
   v.status->add_option("JOB", v.job, "job id")->required();
-  v.status->footer("Examples:\n  convoy status j-000001\n  convoy status j-000001 -o json");
+  v.status->footer(
+      "Examples:\n  convoy status j-000001\n  convoy status j-000001 -o json\n"
+      "  convoy status j-000007            # a sweep: its trials, the best, what ASHA stopped");
   AddOutput(v, v.status);
   v.watch_cmd =
       app.add_subcommand("watch", "follow a job live until it ends (exit 0 iff it SUCCEEDED)");
@@ -190,7 +212,8 @@ void AddJobVerbs(CLI::App& app, Invocation& v) {
                      "also cancel the jobs of the same owner that wait on it (after), in turn");
   v.cancel->footer(
       "Examples:\n  convoy cancel j-000001\n"
-      "  convoy cancel --cascade j-000001   # and every job of yours waiting on it");
+      "  convoy cancel --cascade j-000001   # and every job of yours waiting on it\n"
+      "  convoy cancel j-000007            # a sweep: its unfinished trials too");
   AddOutput(v, v.cancel);
   v.delete_cmd = app.add_subcommand(
       "delete",

@@ -26,6 +26,7 @@
 #include "spec/job_spec_validation.h"
 #include "spec/spec_overrides.h"
 #include "spec/spec_text.h"
+#include "spec/sweep_spec_file.h"
 #include "spec/trainer_spec_env.h"
 
 namespace convoy {
@@ -288,6 +289,13 @@ class SpecReader {
     }
   }
 
+  // A section read by its own reader (spec/sweep_spec_file.h): its errors, and where its
+  // fields were written.
+  void AddSection(SectionRead read) {
+    for (auto& [field, mark] : read.marks) marks_[field] = mark;
+    for (SectionError& e : read.errors) errors_.push_back({e.field, e.message, e.mark});
+  }
+
   bool ToBool(const YAML::Node& node, const std::string& field) const {
     if (node.IsScalar() && !IsTextScalar(node)) {
       if (node.Scalar() == "true") return true;
@@ -395,6 +403,9 @@ class SpecReader {
              [&](auto& n, auto& f) { s->set_resume_checkpoint(ToString(n, f)); }},
             // Dependencies between jobs (spec/dependency_spec.h).
             {"after", [&](auto& n, auto& f) { ReadAfter(n, f, s); }},
+            // Sweeps (spec/sweep_spec.h).
+            {"sweep",
+             [&](auto& n, auto& f) { AddSection(ReadSweepSection(n, f, s->mutable_sweep())); }},
         });
   }
 

@@ -12,6 +12,7 @@
 #include "spec/checkpoint_spec.h"
 #include "spec/dependency_spec.h"
 #include "spec/progress_spec.h"
+#include "spec/sweep_spec.h"
 #include "spec/trainer_limits.h"
 
 namespace convoy {
@@ -429,6 +430,8 @@ std::vector<SpecProblem> FindSpecProblems(const v1::JobSpec& spec,
   for (const SpecProblem& problem : FindDependencySpecProblems(spec)) {
     p.Add(problem.field, problem.message);
   }
+  // Sweeps (spec/sweep_spec.h).
+  for (const SpecProblem& problem : FindSweepProblems(spec)) p.Add(problem.field, problem.message);
   return p.Take();
 }
 

@@ -149,7 +149,7 @@ void Dependencies::Resolve(const std::string& id) {
     // The last one: written with an event, so that a restart does not wait again.
     (void)writer_.Note(*r, "dependencies met (" + id + " " + v1::JobState_Name(state) +
                                "); it waits to be scheduled like any other job");
-    on_unblocked_();
+    on_unblocked_(w);
   }
   graph_.Erase(id);
 }

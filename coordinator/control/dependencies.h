@@ -45,8 +45,10 @@ namespace convoy {
 
 class Dependencies {
  public:
-  // `on_unblocked`: a job's last dependency was met (the owner asks for a scheduling pass).
-  Dependencies(JobTable& table, JobWriter& writer, std::function<void()> on_unblocked)
+  // `on_unblocked(id)`: job `id`'s last dependency was met (the owner asks for a scheduling
+  // pass, and wakes a sweep so that it makes its trials).
+  Dependencies(JobTable& table, JobWriter& writer,
+               std::function<void(const std::string&)> on_unblocked)
       : table_(table), writer_(writer), on_unblocked_(std::move(on_unblocked)) {}
 
   // OK when every `after[i].job` of `spec` names a job kept here and the job about to get id
@@ -95,7 +97,7 @@ class Dependencies {
 
   JobTable& table_;
   JobWriter& writer_;
-  const std::function<void()> on_unblocked_;
+  const std::function<void(const std::string&)> on_unblocked_;
   DependencyGraph graph_;
   // Jobs that must fail but whose failing write did not go through: kept from placement
   // until a restart judges them again.

@@ -14,6 +14,7 @@
 #include "coordinator/sched/scheduler.h"
 #include "coordinator/state/job_state_machine.h"
 #include "spec/job_spec_validation.h"
+#include "spec/sweep_spec.h"
 
 namespace convoy {
 
@@ -40,7 +41,24 @@ JobManager::JobManager(const Clock& clock, JobStore& store, WorkerRegistry& work
                 if (!table_.waiting().empty()) sched_.Needed();
               }),
       progress_(clock, writer_, lifecycle_, workers, ledger_, stats_),
-      deps_(table_, writer_, [this] { sched_.Needed(); }) {
+      deps_(table_, writer_,
+            [this](const std::string& id) {
+              sched_.Needed();
+              sweeps_.Wake(id);  // a sweep makes its trials once its `after` is met
+            }),
+      sweeps_(table_, writer_, watches_,
+              {[this](const v1::JobSpec& spec, const v1::Job& sweep, const TrialValues& values,
+                      int index) {
+                 return Admit(spec, sweep.owner(), sweep.owner_role(), "", [&](v1::Job& job) {
+                   job.set_sweep_id(sweep.id());
+                   for (const v1::TrialParameter& p : values) *job.add_trial_parameters() = p;
+                   return "; trial " + std::to_string(index + 1) + " of sweep " + sweep.id() +
+                          " (" + DescribeTrial(values) + ")";
+                 });
+               },
+               [this](const std::string& id, const std::string& reason) {
+                 return StopJob(id, reason);
+               }}) {
   sched_.SetHold([this](const std::string& id) { return deps_.Blocks(id); });
   lifecycle_.SetFaultHook(
       [this](JobRecord& r, const v1::RankFailure& cause) { health_.OnFailure(r, cause); });
@@ -241,12 +259,19 @@ Status JobManager::Recover() {
   if (!deletions.ok()) return deletions.status();
   deletions_.Restore(*deletions);
   deps_.Recover();
+  sweeps_.Recover();  // after the histories: ASHA's rungs are rebuilt from them
   spdlog::info("recovered {} jobs and {} workers from the store", table_.size(), workers->size());
   return Status::Ok();
 }
 
 StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::string& owner,
                                          const std::string& role, const std::string& request_id) {
+  return Admit(spec, owner, role, request_id, nullptr);
+}
+
+StatusOr<std::string> JobManager::Admit(const v1::JobSpec& spec, const std::string& owner,
+                                        const std::string& role, const std::string& request_id,
+                                        const std::function<std::string(v1::Job&)>& trial) {
   if (!request_id.empty() && !IsValidName(request_id)) {
     return Status::InvalidArgument("request_id: '" + request_id.substr(0, 80) +
                                    "' is not 1-63 of [A-Za-z0-9._-] (not starting with . or -)");
@@ -257,10 +282,13 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   }
   CONVOY_RETURN_IF_ERROR(ValidateJobSpec(spec));
   CONVOY_RETURN_IF_ERROR(deps_.CheckAtSubmit(spec, table_.NextId()));
-  auto resume = ResumeSourceOf(table_, spec, owner);
+  // A sweep: every trial is checked now, and the first is what resume_from and quotas see.
+  auto runs = SweepController::CheckSubmit(spec);
+  if (!runs.ok()) return runs.status();
+  auto resume = ResumeSourceOf(table_, *runs, owner);
   if (!resume.ok()) return resume.status();
   CONVOY_RETURN_IF_ERROR(
-      CheckQuotaAtSubmit(table_, sched_, options_.refuse_over_quota, spec, owner, role));
+      CheckQuotaAtSubmit(table_, sched_, options_.refuse_over_quota, *runs, owner, role));
   const std::string id = table_.NextId();
   v1::Job job;
   job.set_id(id);
@@ -274,7 +302,8 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
   job.set_owner_role(role);
   job.set_request_id(request_id);
   std::string submitted = owner.empty() ? "submitted" : "submitted by " + owner;
-  if (*resume) {
+  if (trial) submitted += trial(job);
+  if (*resume && !spec.has_sweep()) {
     *job.mutable_resume_source() = **resume;
     submitted += "; starts from " +
                  ((*resume)->checkpoint_file().empty()
@@ -301,6 +330,7 @@ StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec, const std::str
                IsElastic(spec)
                    ? std::to_string(spec.min_nodes()) + "-" + std::to_string(spec.max_nodes())
                    : std::to_string(spec.nodes()));
+  if (spec.has_sweep()) sweeps_.OnSubmitted(r);  // its first trials
   sched_.Pass();
   return std::string(id);
 }
@@ -385,6 +415,9 @@ v1::Job JobManager::Summary(const v1::Job& job) {
   *s.mutable_step_times() = job.step_times();
   s.set_node_moves(job.node_moves());
   *s.mutable_waiting_for() = job.waiting_for();
+  s.set_sweep_id(job.sweep_id());
+  *s.mutable_trial_parameters() = job.trial_parameters();
+  if (job.has_sweep()) *s.mutable_sweep() = job.sweep();
   for (const v1::Attempt& a : job.attempts()) {
     v1::Attempt* t = s.add_attempts();
     t->set_attempt(a.attempt());
@@ -432,6 +465,7 @@ void JobManager::OnTransition(JobRecord& r, v1::JobState from, v1::JobState to) 
   progress_.OnTransition(r, to);
   if (IsTerminal(to)) lifecycle_.SendJobFinished(r);
   if (IsTerminal(to)) deps_.OnEnded(r.job.id());  // its dependants are judged now
+  sweeps_.OnTransition(r, to);
 }
 
 StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& reason,
@@ -447,7 +481,16 @@ StatusOr<v1::Job> JobManager::Cancel(const std::string& id, const std::string& r
   CONVOY_RETURN_IF_ERROR(writer_.Transition(
       *r, v1::CANCELLED, also.empty() ? why : why + "; cascade: also cancelled " + also));
   lifecycle_.Stop(*r, why);
+  if (r->job.spec().has_sweep()) sweeps_.OnCancelled(*r);  // its trials too
   return r->job;
+}
+
+Status JobManager::StopJob(const std::string& id, const std::string& reason) {
+  JobRecord* r = table_.Find(id);
+  if (r == nullptr || IsTerminal(r->job.state())) return Status::Ok();
+  CONVOY_RETURN_IF_ERROR(writer_.Transition(*r, v1::CANCELLED, reason));
+  lifecycle_.Stop(*r, reason);
+  return Status::Ok();
 }
 
 StatusOr<uint64_t> JobManager::Watch(const std::string& id, WatchFn fn) {

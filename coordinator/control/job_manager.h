@@ -11,6 +11,7 @@
 //   - WatchHub, JobStats, LogBroker: watchers, statistics, log requests;
 //   - FileDeletions, IdentityPool, Retention: deleted jobs' files, job identities, retention;
 //   - Dependencies (dependencies.h): jobs waiting for others (`after`), cancel --cascade.
+//   - SweepController (sweeps.h): a sweep's trials, ASHA, its status and state.
 // Its methods are that API (about 30, by the Coordinator's needs) and the routing between
 // controllers; a concern with state of its own gets a controller, not methods here.
 // Plain C++: it speaks to workers through WorkerChannel, to disk through JobStore, and reads
@@ -67,6 +68,7 @@
 #include "coordinator/control/progress_watch.h"
 #include "coordinator/control/retention.h"
 #include "coordinator/control/scheduling.h"
+#include "coordinator/control/sweeps.h"
 #include "coordinator/control/watch_hub.h"
 #include "coordinator/control/worker_channel.h"
 #include "coordinator/sched/capacity_ledger.h"
@@ -289,6 +291,13 @@ class JobManager {
   // JobFinished to its workers when it ended.
   void OnTransition(JobRecord& r, v1::JobState from, v1::JobState to);
   static v1::Job Summary(const v1::Job& job);
+  // Submit's work; `trial` (a sweep's trial: SweepController's submit hook) sets the job's
+  // sweep fields before it is first written and returns what its submit event adds.
+  StatusOr<std::string> Admit(const v1::JobSpec& spec, const std::string& owner,
+                              const std::string& role, const std::string& request_id,
+                              const std::function<std::string(v1::Job&)>& trial);
+  // Cancels the unfinished job `id` with `reason` as the event's (a sweep's trials).
+  Status StopJob(const std::string& id, const std::string& reason);
 
   // Fills `w` with what ranks use on it, and the jobs that hold it.
   void AddUse(v1::WorkerInfo& w) const;
@@ -325,6 +334,7 @@ class JobManager {
   NodeHealth health_;           // when nodes are sick: health gate, node faults, cordons
   ProgressWatch progress_;      // when nodes are sick: stragglers and hangs by progress
   Dependencies deps_;           // jobs waiting for others (`after`)
+  SweepController sweeps_;      // sweeps: their trials, ASHA, their status
 };
 
 }  // namespace convoy

@@ -31,12 +31,24 @@ StatusOr<std::vector<std::string>> JobManager::Delete(const std::string& id,
   for (const v1::Attempt& a : r->job.attempts()) {
     for (const v1::NodeAssignment& n : a.nodes()) workers.insert(n.worker());
   }
+  std::vector<std::string> trials;  // a sweep's go with it (each deleted as a job)
+  for (const v1::TrialSummary& t : r->job.sweep().trials()) {
+    if (!t.job_id().empty()) trials.push_back(t.job_id());
+  }
   Status st = store_.DeleteJob(id);
   if (!st.ok()) return Status::Unavailable("cannot delete job " + id + ": " + st.message());
   deletions_.Request(workers, id, uid);
   deps_.OnDeleted(id);  // whatever still waits for it fails
   // Out of every index (a finished, released job is in none but these).
   table_.Erase(id);
+  sweeps_.OnDeleted(id);
+  for (const std::string& trial : trials) {
+    const JobRecord* t = table_.Find(trial);
+    if (t == nullptr || t->job.sweep_id() != id) continue;
+    auto gone = Delete(trial, by);
+    if (!gone.ok())
+      spdlog::warn("sweep {}: trial {} not deleted: {}", id, trial, gone.status().message());
+  }
   ReleaseIdentityOf(uid);  // now, or when the last worker has removed its files
   spdlog::info("job {} ({}) deleted{}; {} worker(s) told to remove its files", id, StateName(state),
                by.empty() ? "" : " by " + by, workers.size());

@@ -227,6 +227,7 @@ void JobManager::OnMetrics(const std::string& worker, const v1::MetricBatch& bat
     watches_.Notify(r->job.id(), update);
   }
   progress_.OnRecords(*r, worker, batch);  // stragglers and hangs (ProgressWatch)
+  if (!r->job.sweep_id().empty()) sweeps_.OnRecords(*r, batch);  // a trial: best, ASHA
 }
 
 void JobManager::OnLogData(const std::string& worker, const v1::LogData& msg) {
@@ -253,6 +254,7 @@ void JobManager::Tick() {
   }
   logs_.Expire();
   sched_.Tick();
+  sweeps_.Tick();  // sweeps' next trials and ends
   writer_.Flush();
   ApplyRetention();
   deletions_.Tick();

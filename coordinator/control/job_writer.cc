@@ -9,7 +9,7 @@ namespace convoy {
 Status JobWriter::Transition(JobRecord& r, v1::JobState to, const std::string& reason,
                              const v1::RankFailure* failure) {
   const v1::JobState from = r.job.state();
-  CONVOY_RETURN_IF_ERROR(CheckTransition(from, to));
+  CONVOY_RETURN_IF_ERROR(CheckTransition(from, to, r.job.spec().has_sweep()));
   v1::JobEvent event;
   event.set_time_unix_ms(clock_.NowUnixMs());
   event.set_from(from);

@@ -13,11 +13,18 @@ bool HoldsWorkers(JobState state) {
          state == v1::RESTARTING;
 }
 
-Status CheckTransition(JobState from, JobState to) {
+Status CheckTransition(JobState from, JobState to, bool sweep) {
   bool legal = false;
   if (!IsTerminal(from) && from != v1::JOB_STATE_UNSPECIFIED &&
       (to == v1::FAILED || to == v1::CANCELLED)) {
     legal = true;
+  }
+  if (sweep) {
+    legal = legal || (from == v1::PENDING && to == v1::RUNNING) ||
+            (from == v1::RUNNING && to == v1::SUCCEEDED);
+    if (legal) return Status::Ok();
+    return Status::FailedPrecondition("illegal sweep transition " + StateName(from) + " -> " +
+                                      StateName(to));
   }
   switch (from) {
     case v1::PENDING:

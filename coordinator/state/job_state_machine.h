@@ -21,7 +21,11 @@ bool HoldsWorkers(v1::JobState state);
 // {SCHEDULED,RENDEZVOUS,RUNNING}->PENDING (preempted: its ranks checkpoint and stop, and it
 // waits again without a restart); RESTARTING->{SCHEDULED,PENDING}; any non-terminal ->
 // FAILED | CANCELLED.
-Status CheckTransition(v1::JobState from, v1::JobState to);
+// A sweep (`sweep` = true: JobSpec.sweep; README "Sweeps") runs no attempt and is never
+// placed: PENDING->RUNNING (its first trial was made), RUNNING->SUCCEEDED (every trial
+// ended, one succeeded or was stopped early), and any non-terminal -> FAILED | CANCELLED;
+// nothing else.
+Status CheckTransition(v1::JobState from, v1::JobState to, bool sweep = false);
 
 // "RUNNING" for RUNNING, etc.
 std::string StateName(v1::JobState state);

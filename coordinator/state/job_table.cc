@@ -68,7 +68,8 @@ void JobTable::SetState(const std::string& id, v1::JobState from, v1::JobState t
   } else {
     active_.insert(id);
   }
-  if (Waits(to)) {
+  // A sweep (JobSpec.sweep) is never placed: its trials wait, it does not.
+  if (Waits(to) && !r.job.spec().has_sweep()) {
     r.waiting_since_mono_ms = clock_.NowMonotonicMs();
     waiting_.insert(id);
   } else {

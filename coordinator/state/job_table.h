@@ -2,7 +2,8 @@
 // attempt, and every index over them. Each index is kept here and only here, so that each
 // invariant has one place:
 //   - by_state() counts every job by state, and by_owner() by (owner, state);
-//   - active() is the jobs not in a terminal state, waiting() those PENDING or RESTARTING;
+//   - active() is the jobs not in a terminal state, waiting() those PENDING or RESTARTING
+//     (a sweep, which is never placed, excepted);
 //   - attached() is the jobs whose attempt holds workers, and JobsOn(w) those that hold `w`;
 //   - FindByRequest(owner, request id) is the job submitted with that request id;
 //   - dirty() and history_dirty() are the jobs whose record or metric history changed since

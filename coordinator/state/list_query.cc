@@ -33,6 +33,8 @@ StatusOr<std::string> ParseToken(const std::string& token, const std::string& pr
 bool JobQuery::Matches(const v1::Job& job) const {
   if (!states.empty() && states.count(job.state()) == 0) return false;
   if (!owner.empty() && job.owner() != owner) return false;
+  if (!sweep_id.empty() && job.sweep_id() != sweep_id) return false;
+  if (sweep_id.empty() && !include_trials && !job.sweep_id().empty()) return false;
   return job.created_unix_ms() >= since_unix_ms;
 }
 
@@ -52,6 +54,12 @@ StatusOr<JobQuery> ParseJobQuery(const v1::ListJobsRequest& req) {
   q.since_unix_ms = req.since_unix_ms();
   CONVOY_RETURN_IF_ERROR(CheckLimit(req.limit(), &q.limit));
   q.newest_first = req.newest_first();
+  q.include_trials = req.include_trials() || !req.sweep_id().empty();
+  if (!req.sweep_id().empty() && !IsValidName(req.sweep_id())) {
+    return Status::InvalidArgument("sweep_id: '" + req.sweep_id().substr(0, 40) +
+                                   "' is not a job id");
+  }
+  q.sweep_id = req.sweep_id();
   auto after =
       ParseToken(req.page_token(), q.newest_first ? kJobNewestTokenPrefix : kJobTokenPrefix);
   if (!after.ok()) return after.status();

@@ -42,8 +42,12 @@ struct JobQuery {
   // the job id the page starts before (empty: from the newest).
   std::string after;
   bool newest_first = false;
+  // A sweep's trials (Job.sweep_id set) are left out unless include_trials; with sweep_id,
+  // only that sweep's trials are listed (README "Sweeps").
+  bool include_trials = false;
+  std::string sweep_id;
 
-  // Whether `job` passes the filters (states, owner, since).
+  // Whether `job` passes the filters (states, owner, since, trials).
   bool Matches(const v1::Job& job) const;
 };
 

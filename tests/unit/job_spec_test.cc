@@ -858,7 +858,7 @@ TEST(ParseJobSpecTest, SetOverridesAnyFieldAsTheFileWould) {
        "command, cpus_per_proc, env, gpus_per_proc, hang_steps, hang_timeout, max_nodes, "
        "max_restarts, max_runtime, memory_per_proc, min_nodes, name, node_selector, "
        "nodes, on_straggler, preemptible, priority, procs_per_node, resize_interval, "
-       "resume_checkpoint, resume_from, straggler_factor, straggler_steps, trainer, "
+       "resume_checkpoint, resume_from, straggler_factor, straggler_steps, sweep, trainer, "
        "working_dir)"},
       {"max_steps", "--set max_steps: expected FIELD=VALUE, as trainer.max_steps=300"},
       {"=3", "--set =3: expected FIELD=VALUE, as trainer.max_steps=300"},
