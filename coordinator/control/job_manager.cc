@@ -111,6 +111,17 @@ StatusOr<std::optional<v1::ResumeSource>> ResumeSourceOf(const JobTable& table,
                                         StateName(from->job.state()) +
                                         "; resume from it when it has finished");
     }
+    // A sweep runs nothing itself: its best trial is what it has to resume from, so that the
+    // best trial's best checkpoint is one submit away (resume_checkpoint: best).
+    if (from->job.spec().has_sweep()) {
+      const std::string& best = from->job.sweep().best_trial();
+      if (best.empty() || table.Find(best) == nullptr) {
+        return Status::FailedPrecondition("resume_from: sweep " + spec.resume_from() +
+                                          " has no best trial (none reported its metric, or it "
+                                          "was deleted)");
+      }
+      from = table.Find(best);
+    }
     resume.emplace();
     resume->set_job_id(from->job.id());
     resume->set_uid(from->job.uid());

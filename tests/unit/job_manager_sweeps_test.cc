@@ -62,6 +62,52 @@ TEST_F(JobManagerSweepsTest, ATrialOverQuotaWaitsInTheSweepAndIsMadeWhenAJobEnds
   EXPECT_EQ(s.sweep().failed(), 1);  // cancelled by its owner, not stopped by ASHA
 }
 
+// A sweep that waits for another job (`after`) makes no trial until that job ended the way
+// it asked; then its trials are made at the next tick (Dependencies wakes it).
+TEST_F(JobManagerSweepsTest, ASweepWaitingOnAnotherJobMakesItsTrialsOnceItIsMet) {
+  v1::JobSpec first;
+  first.set_name("train");
+  first.set_nodes(2);  // no worker: it waits
+  first.set_procs_per_node(1);
+  first.add_command("train");
+  const std::string a = SubmitSpec(first);
+  v1::JobSpec spec = SweepSpec(2, 2);
+  v1::JobDependency* d = spec.add_after();
+  d->set_job_id(a);
+  d->set_when(v1::DEPENDENCY_ENDED);
+  const std::string sweep = SubmitSpec(spec);
+  ASSERT_FALSE(sweep.empty());
+  jm_->Tick();
+  jm_->Tick();
+  EXPECT_TRUE(TrialsOf(sweep).empty());
+  EXPECT_EQ(jm_->Get(sweep)->waiting_for_size(), 1);
+  ASSERT_TRUE(jm_->Cancel(a, "").ok());
+  jm_->Tick();
+  const std::vector<v1::Job> trials = TrialsOf(sweep);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].spec().after_size(), 0);  // a trial waits for nothing itself
+  EXPECT_EQ(jm_->Get(sweep)->state(), v1::RUNNING);
+}
+
+// resume_from naming a sweep takes its best trial; a sweep without one is refused, saying so.
+TEST_F(JobManagerSweepsTest, ResumingFromASweepWithoutABestTrialIsRefused) {
+  const std::string sweep = SubmitSpec(SweepSpec(1, 1));
+  jm_->Tick();
+  ASSERT_TRUE(jm_->Cancel(sweep, "").ok());
+  v1::JobSpec spec;
+  spec.set_name("resume");
+  spec.set_nodes(1);
+  spec.set_procs_per_node(1);
+  spec.add_command("train");
+  spec.set_resume_from(sweep);
+  auto refused = jm_->Submit(spec, "", "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(),
+            "resume_from: sweep " + sweep +
+                " has no best trial (none reported its metric, or it was deleted)");
+}
+
 TEST_F(JobManagerSweepsTest, ATrialTheStoredSweepDoesNotNameIsAdoptedAfterARestart) {
   const std::string sweep = SubmitSpec(SweepSpec(3, 1));
   jm_->Tick();
