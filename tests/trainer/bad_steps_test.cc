@@ -359,7 +359,10 @@ TEST_F(BadStepsTest, RepeatedNansRewindToTheLastGoodSnapshotAndSkipTheirBatches)
     const size_t at = records.find("\"step\":" + std::to_string(step) + ",\"epoch\"");
     ASSERT_NE(at, std::string::npos) << step << "\n" << records;
     const std::string line = records.substr(at, records.find('\n', at) - at);
-    EXPECT_NE(line.find("\"bad_steps\":" + std::to_string(bad) + "}"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"bad_steps\":" + std::to_string(bad) + ","), std::string::npos) << line;
+    EXPECT_NE(line.find("\"rewinds\":" + std::to_string(step == 30 ? 1 : 0) + "}"),
+              std::string::npos)
+        << line;
   }
 
   Ranks y(2, Common({"--save-params", Path("y.pt"), "--max-bad-steps", "20"}), Path("y.log"),
