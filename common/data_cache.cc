@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/unique_fd.h"
+
 namespace convoy {
 namespace {
 
@@ -42,17 +44,6 @@ class MappedBytes : public Bytes {
  private:
   void* const addr_;
   const size_t size_;
-};
-
-// Closes a descriptor at scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
 };
 
 std::string Errno() { return std::strerror(errno); }
@@ -141,7 +132,7 @@ bool ParseMeta(const std::string& text, Meta* m) {
 // Reads a small file of `owner` (Trusted) opened without following a symlink; false when it
 // cannot.
 bool ReadSmallFile(const std::string& path, uid_t owner, std::string* out) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !Trusted(st, owner)) return false;
   char buf[4096];
@@ -199,7 +190,7 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
     *why = "the source changed";
     return nullptr;
   }
-  Fd fd(open(data_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(open(data_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     *why = "the cached file is missing";
@@ -240,7 +231,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   Meta m;
   {
     unlink(tmp.c_str());
-    Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd.fd < 0) return "cannot create " + tmp + ": " + Errno();
     fchmod(fd.fd, 0644);  // whatever the umask: every rank reads it
     if (!WriteAll(fd.fd, bytes->data(), bytes->size())) {
@@ -261,7 +252,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   const std::string meta_tmp = data_path + ".meta.tmp." + std::to_string(getpid());
   {
     unlink(meta_tmp.c_str());
-    Fd fd(open(meta_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    UniqueFd fd(open(meta_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd.fd >= 0) fchmod(fd.fd, 0644);
     const std::string text = FormatMeta(m);
     if (fd.fd < 0 || !WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size())) {
@@ -350,7 +341,7 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   if (auto hit = OpenEntry(data_path, source, src, owner, &why)) return {hit, "cache hit"};
   // The owner may be filling it now: wait for its lock (released when the fill ends, or
   // when the filler dies), then look again.
-  Fd lock(open((data_path + ".lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd lock(open((data_path + ".lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat lst {};
   if (lock.fd < 0 || fstat(lock.fd, &lst) != 0 || !Trusted(lst, owner)) {
     return uncached(why + ": the worker has not cached it");
@@ -376,7 +367,7 @@ std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
   if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
     return "cannot create " + dir + ": " + Errno();
   }
-  Fd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.fd < 0 || fstat(fd.fd, &st) != 0) {
     return dir + " is not a directory (or is a symlink): " + Errno();

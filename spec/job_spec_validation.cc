@@ -15,6 +15,8 @@
 #include "spec/sweep_spec.h"
 #include "spec/trainer_limits.h"
 
+#include "common/strings.h"
+
 namespace convoy {
 namespace {
 
@@ -93,13 +95,6 @@ class Problems {
  private:
   std::vector<SpecProblem> list_;
 };
-
-// A number as a person writes it: "-1", "0.5", "1e+30", "nan".
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.12g", value);
-  return text;
-}
 
 // An integer in [lo, hi].
 template <typename T>
@@ -204,18 +199,19 @@ void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
     CheckRange<int64_t>(p, "trainer.batch_size", t.batch_size(), 1, lim::kMaxBatchSize);
   }
   if (t.has_lr() && !(t.lr() > 0 && t.lr() <= lim::kMaxLr)) {
-    p.Add("trainer.lr", "must be greater than 0 and at most " + Number(lim::kMaxLr) + ", got " +
-                            Number(t.lr()) + " (omit it for the default, 0.01)");
+    p.Add("trainer.lr", "must be greater than 0 and at most " + ShortNumber(lim::kMaxLr) +
+                            ", got " + ShortNumber(t.lr()) + " (omit it for the default, 0.01)");
   }
   if (t.has_momentum() && !(t.momentum() >= 0 && t.momentum() <= lim::kMaxMomentum)) {
-    p.Add("trainer.momentum",
-          "must be between 0 and " + Number(lim::kMaxMomentum) + ", got " + Number(t.momentum()));
+    p.Add("trainer.momentum", "must be between 0 and " + ShortNumber(lim::kMaxMomentum) + ", got " +
+                                  ShortNumber(t.momentum()));
   }
   CheckOneOf(p, "trainer.optimizer", t.optimizer(), {"", "sgd", "adam"});
   CheckOneOf(p, "trainer.lr_schedule", t.lr_schedule(), {"", "none", "step", "cosine"});
   if (!(t.clip_grad_norm() >= 0 && t.clip_grad_norm() <= lim::kMaxClipGradNorm)) {
-    p.Add("trainer.clip_grad_norm", "must be between 0 and " + Number(lim::kMaxClipGradNorm) +
-                                        " (0: no clipping), got " + Number(t.clip_grad_norm()));
+    p.Add("trainer.clip_grad_norm", "must be between 0 and " + ShortNumber(lim::kMaxClipGradNorm) +
+                                        " (0: no clipping), got " +
+                                        ShortNumber(t.clip_grad_norm()));
   }
   CheckOneOf(p, "trainer.ddp", t.ddp(), {"", "hooks", "reducer"});
   CheckOneOf(p, "trainer.allreduce", t.allreduce(), {"", "auto", "shm", "gloo"});
@@ -238,9 +234,9 @@ void ValidateTrainer(Problems& p, const v1::TrainerSpec& t) {
   }
   if (t.has_bucket_mb() &&
       !(t.bucket_mb() >= lim::kMinBucketMb && t.bucket_mb() <= lim::kMaxBucketMb)) {
-    p.Add("trainer.bucket_mb", "must be between " + Number(lim::kMinBucketMb) + " and " +
-                                   Number(lim::kMaxBucketMb) + ", got " + Number(t.bucket_mb()) +
-                                   " (omit it for the default, 25)");
+    p.Add("trainer.bucket_mb", "must be between " + ShortNumber(lim::kMinBucketMb) + " and " +
+                                   ShortNumber(lim::kMaxBucketMb) + ", got " +
+                                   ShortNumber(t.bucket_mb()) + " (omit it for the default, 25)");
   }
   CheckRange<int64_t>(p, "trainer.checkpoint_every", t.checkpoint_every(), 0, lim::kMaxSteps);
   CheckRange<int64_t>(p, "trainer.snapshot_every", t.snapshot_every(), 0, lim::kMaxSteps);

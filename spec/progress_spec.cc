@@ -3,16 +3,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/strings.h"
+
 namespace convoy {
-namespace {
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.12g", value);
-  return text;
-}
-
-}  // namespace
 
 double StragglerFactor(const v1::JobSpec& spec) {
   return spec.has_straggler_factor() ? spec.straggler_factor() : kDefaultStragglerFactor;
@@ -32,8 +25,9 @@ std::vector<SpecProblem> FindProgressSpecProblems(const v1::JobSpec& spec) {
     const double f = spec.straggler_factor();
     if (!std::isfinite(f) || (f != 0 && (f < kMinStragglerFactor || f > kMaxStragglerFactor))) {
       out.push_back({"straggler_factor", "must be 0 (never name stragglers) or between " +
-                                             Number(kMinStragglerFactor) + " and " +
-                                             Number(kMaxStragglerFactor) + ", got " + Number(f)});
+                                             ShortNumber(kMinStragglerFactor) + " and " +
+                                             ShortNumber(kMaxStragglerFactor) + ", got " +
+                                             ShortNumber(f)});
     }
   }
   if (spec.has_straggler_steps() && (spec.straggler_steps() < kMinStragglerSteps ||

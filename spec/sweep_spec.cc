@@ -6,14 +6,10 @@
 #include <random>
 #include <set>
 
+#include "common/strings.h"
+
 namespace convoy {
 namespace {
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.12g", value);
-  return text;
-}
 
 // `text` for a message: control bytes as '?', at most 64 bytes.
 std::string Quote(const std::string& text) {
@@ -123,9 +119,9 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
         add(at + (p.has_min() ? ".max" : ".min"), "missing (a range needs both min and max)");
       } else if (!std::isfinite(p.min()) || !std::isfinite(p.max()) || p.min() >= p.max()) {
         add(at + ".max",
-            "must be greater than min (" + Number(p.min()) + "), got " + Number(p.max()));
+            "must be greater than min (" + ShortNumber(p.min()) + "), got " + ShortNumber(p.max()));
       } else if (p.log() && p.min() <= 0) {
-        add(at + ".min", "must be greater than 0 with log, got " + Number(p.min()));
+        add(at + ".min", "must be greater than 0 with log, got " + ShortNumber(p.min()));
       }
     } else if (p.values_size() == 0) {
       add(at + ".values", random ? "missing (values to draw from, or a range: min and max)"
@@ -145,7 +141,7 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
   }
   if (!random && sw.has_seed()) add("seed", "is for sampling: random");
   if (!random && combinations > kMaxSweepTrials) {
-    add("parameters", "make " + Number(combinations) + " combinations; at most " +
+    add("parameters", "make " + ShortNumber(combinations) + " combinations; at most " +
                           std::to_string(kMaxSweepTrials) +
                           " trials (use sampling: random with trials)");
   }

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "common/job_paths.h"
+#include "common/unique_fd.h"
 #include "spec/checkpoint_spec.h"
 #include "worker/files/file_removal.h"
 
@@ -31,17 +32,6 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 void FsyncDir(int dir_fd) {
   if (dir_fd >= 0) fsync(dir_fd);
 }
-
-// Closes a descriptor when it goes out of scope.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 }  // namespace
 
@@ -124,7 +114,7 @@ StatusOr<CheckpointManifest> ManifestFromJson(const std::string& text) {
 }
 
 StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.fd < 0) {
     return errno == ENOENT ? Status::NotFound(path) : Status::Internal(Errno(path));
   }
@@ -146,7 +136,7 @@ Status WriteManifest(const std::string& path, const CheckpointManifest& m) {
   const std::string tmp = path + ".tmp";
   const std::string text = ManifestToJson(m);
   unlink(tmp.c_str());  // what a write killed in the middle left
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (fd.fd < 0) return Status::Internal(Errno(tmp));
   size_t done = 0;
   while (done < text.size()) {
@@ -157,7 +147,7 @@ Status WriteManifest(const std::string& path, const CheckpointManifest& m) {
   }
   if (fsync(fd.fd) != 0) return Status::Internal(Errno(tmp));
   if (rename(tmp.c_str(), path.c_str()) != 0) return Status::Internal(Errno(path));
-  Fd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   FsyncDir(dir_fd.fd);
   return Status::Ok();
 }
@@ -172,7 +162,7 @@ std::string CheckpointKeeper::ManifestPath(const std::string& job_id,
 
 Status CheckpointKeeper::FinishDeletions(CheckpointManifest& m, const std::string& manifest_path) {
   if (m.deleting.empty()) return Status::Ok();
-  Fd dir(OpenDirNoFollow(m.checkpoint_dir));
+  UniqueFd dir(OpenDirNoFollow(m.checkpoint_dir));
   if (dir.fd < 0 && errno != ENOENT) {
     return Status::Internal(Errno("checkpoint directory " + m.checkpoint_dir));
   }
@@ -265,7 +255,7 @@ StatusOr<v1::CheckpointsKept> CheckpointKeeper::Record(const Job& job, int attem
   Status finished = FinishDeletions(m, manifest_path);
   if (!finished.ok()) spdlog::warn("job {}: {}", job.job_id, finished.message());
   {
-    Fd dir(OpenDirNoFollow(job.checkpoint_dir));
+    UniqueFd dir(OpenDirNoFollow(job.checkpoint_dir));
     struct stat st {};
     if (dir.fd < 0 || fstatat(dir.fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return Status::InvalidArgument("checkpoint " + job.checkpoint_dir + "/" + name +
