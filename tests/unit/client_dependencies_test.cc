@@ -84,8 +84,7 @@ TEST(ClientDependenciesTest, SubmitAfterFillsTheSpecAndBadValuesAreUsageErrors) 
   EXPECT_NE(bad.status().message().find("--after j-000004:never"), std::string::npos);
   args.after = {"train"};
   auto id = BuildSubmitSpec(args, in);
-  EXPECT_NE(id.status().message().find("after[0].job: 'train' is not a job id"),
-            std::string::npos)
+  EXPECT_NE(id.status().message().find("after[0].job: 'train' is not a job id"), std::string::npos)
       << id.status().message();
 }
 
