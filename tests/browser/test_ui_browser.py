@@ -151,7 +151,9 @@ def test_a_viewer_sees_no_cancel_and_a_forged_cancel_is_refused(cluster, browser
     viewer = cluster.make_token("viewer", user="vic")
     # The login page takes a pasted token.
     browser.get(cluster.base() + "/jobs")
-    wait_for(lambda: path_of(browser) == "/login", 20, "the login page")
+    # The path changes before the page's script has drawn the form: wait for the form too.
+    wait_for(lambda: path_of(browser) == "/login" and browser.find_elements(By.ID, "token"), 20,
+             "the login page")
     browser.find_element(By.ID, "token").send_keys(viewer)
     browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
     wait_for(lambda: path_of(browser) == "/jobs" and text(browser, "#who"), 20, "logged in")
