@@ -1,7 +1,10 @@
 // Small string helpers shared by the daemons' directory scans and the spec's messages.
 #pragma once
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -18,6 +21,30 @@ inline std::string ShortNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.12g", value);
   return text;
+}
+
+// "`what`: " and the text of errno as it is now ("/a/b: No such file or directory").
+inline std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// What a user wrote, quoted in a message: at most 64 bytes, control bytes as '?'.
+inline std::string QuoteForMessage(const std::string& text) {
+  std::string out = text.substr(0, 64);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return "'" + out + (text.size() > 64 ? "...'" : "'");
+}
+
+// A metric's name as a spec may name it: 1 to `max_bytes` of [A-Za-z0-9_.-].
+inline bool IsMetricName(std::string_view name, size_t max_bytes) {
+  if (name.empty() || name.size() > max_bytes) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace convoy

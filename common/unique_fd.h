@@ -16,4 +16,10 @@ struct UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
 };
 
+// Closes `fd` if it is open and marks it closed (-1): for a descriptor held in a plain int.
+inline void CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
 }  // namespace convoy

@@ -3,25 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/strings.h"
+
 namespace convoy {
 namespace {
-
-// What the user wrote, quoted in a message: at most 64 bytes, control bytes as '?'.
-std::string Quote(const std::string& value) {
-  std::string out = value.substr(0, 64);
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return "'" + out + (value.size() > 64 ? "...'" : "'");
-}
-
-bool IsMetricName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxCheckpointMetricBytes) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '-';
-  });
-}
 
 // Whether `a` ranks before `b` as the better checkpoint (both carry the metric): the better
 // value, then the newer.
@@ -61,13 +46,14 @@ std::vector<SpecProblem> FindCheckpointSpecProblems(const v1::JobSpec& spec) {
     if (best_given && best.metric().empty()) {
       out.push_back({"checkpoint.keep_best.metric",
                      "missing (the value checkpoints are ranked by, e.g. test_accuracy)"});
-    } else if (!best.metric().empty() && !IsMetricName(best.metric())) {
+    } else if (!best.metric().empty() && !IsMetricName(best.metric(), kMaxCheckpointMetricBytes)) {
       out.push_back({"checkpoint.keep_best.metric",
-                     Quote(best.metric()) + " is not a metric name (1-" +
+                     QuoteForMessage(best.metric()) + " is not a metric name (1-" +
                          std::to_string(kMaxCheckpointMetricBytes) + " of [A-Za-z0-9_.-])"});
     }
     if (!best.goal().empty() && best.goal() != kGoalMax && best.goal() != kGoalMin) {
-      out.push_back({"checkpoint.keep_best.goal", "must be max or min, got " + Quote(best.goal())});
+      out.push_back(
+          {"checkpoint.keep_best.goal", "must be max or min, got " + QuoteForMessage(best.goal())});
     }
     if (best_given && best.count() == 0) {
       out.push_back({"checkpoint.keep_best.count",
@@ -80,7 +66,8 @@ std::vector<SpecProblem> FindCheckpointSpecProblems(const v1::JobSpec& spec) {
   const std::string& resume = spec.resume_checkpoint();
   if (!resume.empty()) {
     if (resume != kResumeLatest && resume != kResumeBest) {
-      out.push_back({"resume_checkpoint", "must be latest or best, got " + Quote(resume)});
+      out.push_back(
+          {"resume_checkpoint", "must be latest or best, got " + QuoteForMessage(resume)});
     } else if (!IsJobIdLike(spec.resume_from())) {
       out.push_back(
           {"resume_checkpoint",

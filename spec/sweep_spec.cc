@@ -11,26 +11,6 @@
 namespace convoy {
 namespace {
 
-// `text` for a message: control bytes as '?', at most 64 bytes.
-std::string Quote(const std::string& text) {
-  std::string out = text.substr(0, 64);
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return "'" + out + (text.size() > 64 ? "...'" : "'");
-}
-
-bool IsMetricName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxSweepMetricBytes) return false;
-  for (char c : name) {
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Why `path` is not a path `--set` takes ("" when it is one): dotted keys, none empty, and
 // not the sweep itself.
 std::string PathProblem(const std::string& path) {
@@ -38,7 +18,7 @@ std::string PathProblem(const std::string& path) {
   if (path.size() > 256) return "is longer than 256 bytes";
   for (char c : path) {
     if (static_cast<unsigned char>(c) < 0x20 || c == '=') {
-      return Quote(path) + " is not a field (FIELD or FIELD.FIELD, as trainer.lr)";
+      return QuoteForMessage(path) + " is not a field (FIELD or FIELD.FIELD, as trainer.lr)";
     }
   }
   const std::string top = path.substr(0, path.find('.'));
@@ -47,7 +27,8 @@ std::string PathProblem(const std::string& path) {
   for (int key = 0;; ++key) {
     const size_t dot = map_key && key == 1 ? std::string::npos : path.find('.', start);
     const size_t end = dot == std::string::npos ? path.size() : dot;
-    if (end == start) return Quote(path) + " is not a field (FIELD or FIELD.FIELD, as trainer.lr)";
+    if (end == start)
+      return QuoteForMessage(path) + " is not a field (FIELD or FIELD.FIELD, as trainer.lr)";
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -81,7 +62,7 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
   };
   const bool random = sw.sampling() == "random";
   if (!sw.sampling().empty() && sw.sampling() != "grid" && !random) {
-    add("sampling", "must be one of grid, random, got " + Quote(sw.sampling()));
+    add("sampling", "must be one of grid, random, got " + QuoteForMessage(sw.sampling()));
   }
   if (sw.parameters_size() == 0) {
     add("parameters", "missing (the spec fields to sweep, as {trainer.lr: [0.1, 0.01]})");
@@ -97,7 +78,7 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
     if (const std::string why = PathProblem(p.path()); !why.empty()) {
       add(at + ".path", why);
     } else if (!paths.insert(p.path()).second) {
-      add(at + ".path", Quote(p.path()) + " is swept twice");
+      add(at + ".path", QuoteForMessage(p.path()) + " is swept twice");
     }
     const bool range = p.has_min() || p.has_max();
     if (p.values_size() > kMaxSweepValues) {
@@ -145,8 +126,9 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
                           std::to_string(kMaxSweepTrials) +
                           " trials (use sampling: random with trials)");
   }
-  if (!sw.metric().empty() && !IsMetricName(sw.metric())) {
-    add("metric", Quote(sw.metric()) + " is not a metric name (1-64 of [A-Za-z0-9_.-], as " +
+  if (!sw.metric().empty() && !IsMetricName(sw.metric(), kMaxSweepMetricBytes)) {
+    add("metric", QuoteForMessage(sw.metric()) +
+                      " is not a metric name (1-64 of [A-Za-z0-9_.-], as " +
                       "test_accuracy or loss)");
   }
   if (sw.goal().empty()) {
@@ -154,7 +136,7 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
       add("goal", "missing (max: more " + sw.metric() + " is better, or min)");
     }
   } else if (sw.goal() != "max" && sw.goal() != "min") {
-    add("goal", "must be one of max, min, got " + Quote(sw.goal()));
+    add("goal", "must be one of max, min, got " + QuoteForMessage(sw.goal()));
   }
   if (sw.has_max_parallel() && (sw.max_parallel() < 1 || sw.max_parallel() > kMaxSweepParallel)) {
     add("max_parallel", "must be between 1 and " + std::to_string(kMaxSweepParallel) + ", got " +
@@ -162,7 +144,7 @@ std::vector<SpecProblem> FindSweepProblems(const v1::JobSpec& spec) {
   }
   const bool asha = sw.early_stop() == "asha";
   if (!sw.early_stop().empty() && sw.early_stop() != "none" && !asha) {
-    add("early_stop", "must be one of none, asha, got " + Quote(sw.early_stop()));
+    add("early_stop", "must be one of none, asha, got " + QuoteForMessage(sw.early_stop()));
   }
   if (sw.has_asha() && !asha) {
     add("asha", "is for early_stop: asha");
@@ -246,7 +228,7 @@ std::string DescribeTrial(const TrialValues& values) {
 Status AddSweepFlag(const std::string& flag, v1::SweepSpec* sweep) {
   const size_t eq = flag.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
-    return Status::InvalidArgument("--sweep " + Quote(flag) +
+    return Status::InvalidArgument("--sweep " + QuoteForMessage(flag) +
                                    ": expected PATH=V1,V2,..., as trainer.lr=0.1,0.01,0.001");
   }
   v1::SweepParameter* p = sweep->add_parameters();
@@ -257,7 +239,7 @@ Status AddSweepFlag(const std::string& flag, v1::SweepSpec* sweep) {
     const std::string value =
         values.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (value.empty()) {
-      return Status::InvalidArgument("--sweep " + Quote(flag) + ": a value is empty");
+      return Status::InvalidArgument("--sweep " + QuoteForMessage(flag) + ": a value is empty");
     }
     p->add_values(value);
     if (comma == std::string::npos) break;

@@ -14,7 +14,7 @@
 namespace convoy {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+constexpr const char* kTokenSchema = R"sql(
 CREATE TABLE IF NOT EXISTS tokens (
   id TEXT PRIMARY KEY,
   user TEXT NOT NULL,
@@ -34,14 +34,14 @@ CREATE TABLE IF NOT EXISTS worker_certs (
 );
 )sql";
 
-struct Stmt {
-  Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
-  ~Stmt() { sqlite3_finalize(s); }
-  Stmt& Text(int i, const std::string& v) {
+struct TokenStmt {
+  TokenStmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
+  ~TokenStmt() { sqlite3_finalize(s); }
+  TokenStmt& Text(int i, const std::string& v) {
     sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
-  Stmt& Int(int i, int64_t v) {
+  TokenStmt& Int(int i, int64_t v) {
     sqlite3_bind_int64(s, i, v);
     return *this;
   }
@@ -106,10 +106,10 @@ class SqliteTokenBackend : public TokenBackend {
     std::unique_ptr<SqliteTokenBackend> b(new SqliteTokenBackend(db, db_path, poll_ms));
     MutexLock lock(b->mu_);
     CONVOY_RETURN_IF_ERROR(b->Exec("PRAGMA journal_mode=WAL"));
-    CONVOY_RETURN_IF_ERROR(b->Exec(kSchema));
+    CONVOY_RETURN_IF_ERROR(b->Exec(kTokenSchema));
     // A tokens.db made before join tokens could be bound to a name gets the column.
     bool has_name = false;
-    Stmt cols(db, "PRAGMA table_info(tokens)");
+    TokenStmt cols(db, "PRAGMA table_info(tokens)");
     while (sqlite3_step(cols.s) == SQLITE_ROW) has_name = has_name || cols.Col(1) == "name";
     if (!has_name) {
       CONVOY_RETURN_IF_ERROR(
@@ -153,7 +153,7 @@ class SqliteTokenBackend : public TokenBackend {
 
   StatusOr<bool> MayHaveChanged() override {
     MutexLock lock(mu_);
-    Stmt q(db_, "PRAGMA data_version");
+    TokenStmt q(db_, "PRAGMA data_version");
     if (sqlite3_step(q.s) != SQLITE_ROW) return Error("tokens");
     const int64_t version = sqlite3_column_int64(q.s, 0);
     const bool changed = version != loaded_version_;
@@ -164,12 +164,13 @@ class SqliteTokenBackend : public TokenBackend {
     MutexLock lock(mu_);
     int64_t version = -1;
     {
-      Stmt q(db_, "PRAGMA data_version");
+      TokenStmt q(db_, "PRAGMA data_version");
       if (sqlite3_step(q.s) == SQLITE_ROW) version = sqlite3_column_int64(q.s, 0);
     }
-    Stmt q(db_,
-           "SELECT id, user, role, salt, hash, created_ms, expires_ms, last_used_ms, uses_left, "
-           "revoked, name FROM tokens");
+    TokenStmt q(
+        db_,
+        "SELECT id, user, role, salt, hash, created_ms, expires_ms, last_used_ms, uses_left, "
+        "revoked, name FROM tokens");
     if (q.s == nullptr) return Error("tokens");
     std::vector<TokenRow> rows;
     int rc;
@@ -197,9 +198,10 @@ class SqliteTokenBackend : public TokenBackend {
 
   Status Insert(const TokenRow& row) override {
     MutexLock lock(mu_);
-    Stmt ins(db_,
-             "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left, "
-             "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    TokenStmt ins(
+        db_,
+        "INSERT INTO tokens (id, user, role, salt, hash, created_ms, expires_ms, uses_left, "
+        "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins.Text(1, row.record.id)
         .Text(2, row.record.user)
         .Text(3, RoleName(row.record.role))
@@ -218,11 +220,11 @@ class SqliteTokenBackend : public TokenBackend {
     MutexLock lock(mu_);
     std::vector<std::string> ids;
     {
-      Stmt q(db_, "SELECT id FROM tokens WHERE (id = ? OR user = ?) AND revoked = 0");
+      TokenStmt q(db_, "SELECT id FROM tokens WHERE (id = ? OR user = ?) AND revoked = 0");
       q.Text(1, id).Text(2, user);
       while (sqlite3_step(q.s) == SQLITE_ROW) ids.push_back(q.Col(0));
     }
-    Stmt up(db_, "UPDATE tokens SET revoked = 1 WHERE (id = ? OR user = ?) AND revoked = 0");
+    TokenStmt up(db_, "UPDATE tokens SET revoked = 1 WHERE (id = ? OR user = ?) AND revoked = 0");
     up.Text(1, id).Text(2, user);
     if (sqlite3_step(up.s) != SQLITE_DONE) return Error("tokens");
     return ids;
@@ -230,7 +232,7 @@ class SqliteTokenBackend : public TokenBackend {
 
   StatusOr<bool> TakeUse(const std::string& id) override {
     MutexLock lock(mu_);
-    Stmt up(db_, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
+    TokenStmt up(db_, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
     up.Text(1, id);
     if (sqlite3_step(up.s) != SQLITE_DONE) return Error("tokens");
     return sqlite3_changes(db_) == 1;
@@ -240,7 +242,7 @@ class SqliteTokenBackend : public TokenBackend {
     MutexLock lock(mu_);
     CONVOY_RETURN_IF_ERROR(Exec("BEGIN"));
     for (const auto& [id, ms] : used) {
-      Stmt up(db_, "UPDATE tokens SET last_used_ms = ? WHERE id = ? AND last_used_ms < ?");
+      TokenStmt up(db_, "UPDATE tokens SET last_used_ms = ? WHERE id = ? AND last_used_ms < ?");
       up.Int(1, ms).Text(2, id).Int(3, ms);
       sqlite3_step(up.s);
     }
@@ -253,9 +255,9 @@ class SqliteTokenBackend : public TokenBackend {
 
   Status RecordCertificate(const std::string& name, int64_t not_after_s) override {
     MutexLock lock(mu_);
-    Stmt up(db_,
-            "INSERT INTO worker_certs (name, not_after_s) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET not_after_s = excluded.not_after_s");
+    TokenStmt up(db_,
+                 "INSERT INTO worker_certs (name, not_after_s) VALUES (?, ?) "
+                 "ON CONFLICT(name) DO UPDATE SET not_after_s = excluded.not_after_s");
     up.Text(1, name).Int(2, not_after_s);
     if (sqlite3_step(up.s) != SQLITE_DONE) return Error("worker_certs");
     return Status::Ok();
@@ -263,7 +265,7 @@ class SqliteTokenBackend : public TokenBackend {
 
   StatusOr<int64_t> CertificateNotAfter(const std::string& name) override {
     MutexLock lock(mu_);
-    Stmt q(db_, "SELECT not_after_s FROM worker_certs WHERE name = ?");
+    TokenStmt q(db_, "SELECT not_after_s FROM worker_certs WHERE name = ?");
     q.Text(1, name);
     const int rc = sqlite3_step(q.s);
     if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(q.s, 0));
@@ -273,7 +275,7 @@ class SqliteTokenBackend : public TokenBackend {
 
   StatusOr<bool> ForgetCertificate(const std::string& name) override {
     MutexLock lock(mu_);
-    Stmt del(db_, "DELETE FROM worker_certs WHERE name = ?");
+    TokenStmt del(db_, "DELETE FROM worker_certs WHERE name = ?");
     del.Text(1, name);
     if (sqlite3_step(del.s) != SQLITE_DONE) return Error("worker_certs");
     return sqlite3_changes(db_) > 0;

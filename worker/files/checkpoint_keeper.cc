@@ -14,6 +14,7 @@
 #include <set>
 
 #include "common/job_paths.h"
+#include "common/strings.h"
 #include "common/unique_fd.h"
 #include "spec/checkpoint_spec.h"
 #include "worker/files/file_removal.h"
@@ -26,8 +27,6 @@ using nlohmann::json;
 // A manifest larger than this is not one (ten thousand checkpoints with their metrics take
 // about 2 MB).
 constexpr size_t kMaxManifestBytes = 16 << 20;
-
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 void FsyncDir(int dir_fd) {
   if (dir_fd >= 0) fsync(dir_fd);
@@ -116,7 +115,7 @@ StatusOr<CheckpointManifest> ManifestFromJson(const std::string& text) {
 StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.fd < 0) {
-    return errno == ENOENT ? Status::NotFound(path) : Status::Internal(Errno(path));
+    return errno == ENOENT ? Status::NotFound(path) : Status::Internal(ErrnoText(path));
   }
   std::string text;
   char buf[65536];
@@ -125,7 +124,7 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxManifestBytes) return Status::InvalidArgument(path + ": too large");
   }
-  if (n < 0) return Status::Internal(Errno(path));
+  if (n < 0) return Status::Internal(ErrnoText(path));
   auto m = ManifestFromJson(text);
   if (!m.ok()) return Status::InvalidArgument(path + ": " + m.status().message());
   return m;
@@ -137,16 +136,16 @@ Status WriteManifest(const std::string& path, const CheckpointManifest& m) {
   const std::string text = ManifestToJson(m);
   unlink(tmp.c_str());  // what a write killed in the middle left
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (fd.fd < 0) return Status::Internal(Errno(tmp));
+  if (fd.fd < 0) return Status::Internal(ErrnoText(tmp));
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = write(fd.fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status::Internal(Errno(tmp));
+    if (n <= 0) return Status::Internal(ErrnoText(tmp));
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd.fd) != 0) return Status::Internal(Errno(tmp));
-  if (rename(tmp.c_str(), path.c_str()) != 0) return Status::Internal(Errno(path));
+  if (fsync(fd.fd) != 0) return Status::Internal(ErrnoText(tmp));
+  if (rename(tmp.c_str(), path.c_str()) != 0) return Status::Internal(ErrnoText(path));
   UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   FsyncDir(dir_fd.fd);
   return Status::Ok();
@@ -164,7 +163,7 @@ Status CheckpointKeeper::FinishDeletions(CheckpointManifest& m, const std::strin
   if (m.deleting.empty()) return Status::Ok();
   UniqueFd dir(OpenDirNoFollow(m.checkpoint_dir));
   if (dir.fd < 0 && errno != ENOENT) {
-    return Status::Internal(Errno("checkpoint directory " + m.checkpoint_dir));
+    return Status::Internal(ErrnoText("checkpoint directory " + m.checkpoint_dir));
   }
   Status first;
   std::vector<std::string> left;
@@ -174,7 +173,7 @@ Status CheckpointKeeper::FinishDeletions(CheckpointManifest& m, const std::strin
     // 2. hide: a reader sees the whole checkpoint or nothing. Already renamed (or gone):
     // ENOENT, and the removal below finishes the job.
     if (renameat(dir.fd, name.c_str(), dir.fd, hidden.c_str()) != 0 && errno != ENOENT) {
-      if (first.ok()) first = Status::Internal(Errno(m.checkpoint_dir + "/" + name));
+      if (first.ok()) first = Status::Internal(ErrnoText(m.checkpoint_dir + "/" + name));
       left.push_back(name);
       continue;
     }

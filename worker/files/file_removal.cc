@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <vector>
+#include "common/strings.h"
 
 namespace convoy {
 namespace {
@@ -15,31 +16,29 @@ namespace {
 // Deeper trees than this are refused (one descriptor is open per level).
 constexpr int kMaxDepth = 256;
 
-std::string Errno(const std::string& path) { return path + ": " + std::strerror(errno); }
-
 // Removes the entry `name` of the directory `dir_fd` (shown as `path` in errors).
 Status RemoveAt(int dir_fd, const std::string& name, const std::string& path, int depth,
                 int64_t* removed) {
   struct stat st {};
   if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(path));
+    return errno == ENOENT ? Status::Ok() : Status::Internal(ErrnoText(path));
   }
   if (!S_ISDIR(st.st_mode)) {
     if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return Status::Internal(Errno(path));
+      return Status::Internal(ErrnoText(path));
     }
     ++*removed;
     return Status::Ok();
   }
   if (depth >= kMaxDepth) return Status::Internal(path + ": nested too deeply");
   const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(path));
+  if (fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(ErrnoText(path));
   // A directory a rank made read-only: writable again (ours, or we are root).
   if ((st.st_mode & S_IWUSR) == 0 || (st.st_mode & S_IXUSR) == 0) fchmod(fd, st.st_mode | S_IRWXU);
   DIR* d = fdopendir(fd);  // owns fd from here
   if (d == nullptr) {
     close(fd);
-    return Status::Internal(Errno(path));
+    return Status::Internal(ErrnoText(path));
   }
   std::vector<std::string> names;
   while (dirent* e = readdir(d)) {
@@ -54,7 +53,7 @@ Status RemoveAt(int dir_fd, const std::string& name, const std::string& path, in
   closedir(d);
   if (!first.ok()) return first;
   if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return Status::Internal(Errno(path));
+    return Status::Internal(ErrnoText(path));
   }
   ++*removed;
   return Status::Ok();
@@ -109,7 +108,7 @@ Status RemoveUnder(const std::string& root, const std::string& name, int64_t* re
     return Status::InvalidArgument("refusing to remove '" + name + "' under '" + root + "'");
   }
   const int root_fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (root_fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(Errno(root));
+  if (root_fd < 0) return errno == ENOENT ? Status::Ok() : Status::Internal(ErrnoText(root));
   Status st = RemoveAt(root_fd, name, root + "/" + name, 0, removed);
   close(root_fd);
   return st;

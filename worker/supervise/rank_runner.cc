@@ -13,20 +13,14 @@
 #include <memory>
 
 #include "common/process_exit.h"
+#include "common/unique_fd.h"
 #include "common/util.h"
 #include "spec/checkpoint_spec.h"
 #include "worker/files/snapshot_dir.h"
 #include "worker/files/worker_dirs.h"
 
 namespace convoy {
-namespace {
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 RankRunner::RankRunner(const WorkerConfig& config, ProcessLauncher& launcher, AttemptTable& table,
                        Reporter& reporter, MetricsRelay& metrics, OffLoop& cgroups_thread,

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "common/job_paths.h"
+#include "common/unique_fd.h"
 #include "worker/files/worker_dirs.h"
 
 namespace convoy {
@@ -21,11 +22,6 @@ namespace {
 // How long Stop waits beyond the kill grace for ranks that ignore SIGKILL (stuck in the
 // kernel); after it the worker exits and PR_SET_PDEATHSIG has the last word.
 constexpr int64_t kStopSlackMs = 5000;
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
-}
 
 WorkerConfig WithDefaults(WorkerConfig c) {
   if (c.job_root.empty()) c.job_root = c.work_dir + "/job-root";
