@@ -6,17 +6,20 @@
 # Usage: scripts/fuzz.sh            build and fuzz every target
 #        scripts/fuzz.sh --merge    also minimise what was found into tests/fuzz/corpus/
 #        scripts/fuzz.sh TARGET...  only these (job_spec, metrics_parse)
+#        scripts/fuzz.sh --build-only   build the targets, run nothing
 # Replay one input: build-fuzz/job_spec_fuzz FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 merge=0
+build_only=0
 targets=()
 for arg in "$@"; do
   case "$arg" in
     --merge) merge=1 ;;
+    --build-only) build_only=1 ;;
     -h | --help)
-      sed -n '2,9p' "$0"
+      sed -n '2,10p' "$0"
       exit 0
       ;;
     *) targets+=("$arg") ;;
@@ -37,6 +40,10 @@ if ! ninja -C "$build" $(printf '%s_fuzz ' "${targets[@]}") >"$build/ninja.log" 
   tail -40 "$build/ninja.log" >&2
   echo "fuzz: the build failed (clang, $build)" >&2
   exit 1
+fi
+
+if [ "$build_only" = 1 ]; then
+  exit 0
 fi
 
 out="$build/runs"

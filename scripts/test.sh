@@ -18,6 +18,33 @@ stage() {
 }
 scripts/install-deps.sh
 stage "install-deps"
+
+# The thread checks' clang tree and the fuzzers' are built in the background from the start,
+# at the lowest CPU and I/O priority: they take only what the main build and the main suite
+# leave idle (a build's tail, tests waiting on processes and timers), so most of their
+# compiling is done by the time they run. Their own stages below wait for it first.
+BG_PID=""
+BG_LOG="${BUILD_DIR:-build}-background.log"
+if [ $# -eq 0 ] && [ "${CONVOY_SKIP_THREAD_CHECKS:-0}" != 1 ]; then
+  # A session of its own, so that the script's exit (a failed stage) stops all of it.
+  setsid nice -n 19 ionice -c 3 bash -c '
+    scripts/thread-checks.sh --build-only || true
+    if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ]; then scripts/fuzz.sh --build-only || true; fi
+  ' >"$BG_LOG" 2>&1 &
+  BG_PID=$!
+fi
+cleanup() {
+  if [ -n "$BG_PID" ]; then kill -TERM -- "-$BG_PID" 2>/dev/null || true; fi
+  if [ -n "${BEFORE:-}" ]; then rm -f "$BEFORE"; fi
+}
+trap cleanup EXIT
+wait_background() {
+  if [ -n "$BG_PID" ]; then
+    wait "$BG_PID" || true
+    BG_PID=""
+    stage "the rest of the background builds (thread checks, fuzzers)"
+  fi
+}
 # Without debug information (a third less compile time, much faster links; a failing test
 # still names its file and line, and the TSAN build keeps -g). Applies when build/ is made.
 scripts/build.sh -DCONVOY_WERROR=ON -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
@@ -32,7 +59,6 @@ fi
 # What the tests leave behind is checked after them (scripts/leftovers.sh): nothing under
 # /dev/shm/convoy-*, /tmp/convoy-* or the daemons' default paths, and no Convoy process.
 BEFORE=$(mktemp)
-trap 'rm -f "$BEFORE"' EXIT
 scripts/leftovers.sh list >"$BEFORE"
 # Side by side on every core: each e2e file is a test of its own (tests/CMakeLists.txt); what
 # must run alone says so (RUN_SERIAL, RESOURCE_LOCK).
@@ -47,6 +73,7 @@ fi
 stage "ctest"
 scripts/leftovers.sh check "$BEFORE"
 
+wait_background
 # The job-spec and metric-line parsers under libFuzzer (tests/fuzz/), when all tests run.
 if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ] && [ $# -eq 0 ]; then
   FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh

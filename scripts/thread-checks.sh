@@ -15,6 +15,7 @@
 #     build is about 12 min of CPU (measured: 22 min wall while two other builds shared the
 #     cores; on an idle machine that is roughly 6-8 min, not measured).
 #     CONVOY_SKIP_TSAN=1 skips it (quick local runs).
+# Usage: scripts/thread-checks.sh [--build-only]   (--build-only: build, run nothing)
 # Build trees: build-tsa/ and build-tsan/ (reused when present; ccache when installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +66,11 @@ fi
 read -r -a TSAN_TESTS <build-tsan/tsan-tests.txt
 timeout 1200 cmake --build build-tsan -j "$JOBS" --target convoy-coordinator convoy-worker convoy \
   "${TSAN_TESTS[@]}"
+# --build-only: scripts/test.sh builds this tree in the background, at the lowest priority,
+# while the main build and the main suite run, and runs the tests once those are done.
+if [ "${1:-}" = --build-only ]; then
+  exit 0
+fi
 # Debian's gRPC, Abseil, protobuf, OpenSSL, SQLite and civetweb are not instrumented:
 #  - ignore_noninstrumented_modules=1: accesses those libraries make (and the memcpy, malloc
 #    and free they call) are not checked; their locks (pthread) still order our code;

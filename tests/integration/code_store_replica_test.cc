@@ -12,7 +12,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace code_store_replica_test {
 
 class CodeStoreReplicaTest : public ::testing::Test {
  protected:
@@ -95,5 +95,5 @@ TEST_F(CodeStoreReplicaTest, AnUploadEtcdCannotKeepIsNotAcknowledged) {
   EXPECT_FALSE((*store)->Has(Sha256Hex(data)));
 }
 
-}  // namespace
+}  // namespace code_store_replica_test
 }  // namespace convoy

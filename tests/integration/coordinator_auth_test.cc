@@ -20,7 +20,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_auth_test {
 
 using namespace std::chrono_literals;
 using grpc::StatusCode;
@@ -757,5 +757,5 @@ INSTANTIATE_TEST_SUITE_P(BothStores, CoordinatorForgetWorkerTest,
                          ::testing::Values("sqlite", "etcd"),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace coordinator_auth_test
 }  // namespace convoy

@@ -19,7 +19,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_dependencies_test {
 
 using namespace std::chrono_literals;
 
@@ -229,5 +229,5 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, DependenciesTest, ::testing::Values("sqlite"), 
 INSTANTIATE_TEST_SUITE_P(BothStores, DependenciesRestartTest, ::testing::Values("sqlite", "etcd"),
                          kStoreName);
 
-}  // namespace
+}  // namespace coordinator_dependencies_test
 }  // namespace convoy

@@ -13,7 +13,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_grpc_test {
 
 using namespace std::chrono_literals;
 
@@ -366,5 +366,5 @@ TEST(CoordinatorCluster, RealInProcessWorkersRunATwoNodeJob) {
   EXPECT_EQ(job.attempts(0).exits_size(), 2);
 }
 
-}  // namespace
+}  // namespace coordinator_grpc_test
 }  // namespace convoy

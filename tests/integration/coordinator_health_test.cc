@@ -13,7 +13,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_health_test {
 
 using namespace std::chrono_literals;
 
@@ -142,5 +142,5 @@ TEST(CoordinatorHealth, ASqliteCoordinatorIsLeaderOnItsHealthPort) {
   EXPECT_FALSE(Check(channel, &response).ok());
 }
 
-}  // namespace
+}  // namespace coordinator_health_test
 }  // namespace convoy

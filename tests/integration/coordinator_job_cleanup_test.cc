@@ -18,7 +18,7 @@
 #include "worker/supervise/supervisor.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_job_cleanup_test {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -198,5 +198,5 @@ TEST_P(JobRetentionTest, AFakeClockExpiresTheJobRowsAndFilesAndTheWorkersLogs) {
 INSTANTIATE_TEST_SUITE_P(BothStores, JobRetentionTest, ::testing::Values("sqlite", "etcd"),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace coordinator_job_cleanup_test
 }  // namespace convoy

@@ -13,7 +13,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_list_paging_test {
 
 using namespace std::chrono_literals;
 
@@ -160,5 +160,5 @@ TEST_F(ListPagingTest, WorkersPageByName) {
   EXPECT_EQ(st.error_message().rfind("page_token: malformed", 0), 0u) << st.error_message();
 }
 
-}  // namespace
+}  // namespace coordinator_list_paging_test
 }  // namespace convoy

@@ -15,7 +15,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_sweep_test {
 
 using namespace std::chrono_literals;
 
@@ -232,5 +232,5 @@ TEST_P(SweepTest, ASweepSurvivesACoordinatorRestart) {
 INSTANTIATE_TEST_SUITE_P(BothStores, SweepTest, ::testing::Values("sqlite", "etcd"),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace coordinator_sweep_test
 }  // namespace convoy

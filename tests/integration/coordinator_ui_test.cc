@@ -14,7 +14,7 @@
 #include "tests/support/test_cluster.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_ui_test {
 
 using testing::HttpCall;
 using testing::HttpConnection;
@@ -462,5 +462,5 @@ TEST(CoordinatorUiFollowerTest, AFollowerRedirectsToTheLeadersUiUntilItLeads) {
   EXPECT_EQ((*ui)->Login(local).status().code(), StatusCode::kFailedPrecondition);
 }
 
-}  // namespace
+}  // namespace coordinator_ui_test
 }  // namespace convoy

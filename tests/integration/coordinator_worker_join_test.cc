@@ -10,7 +10,7 @@
 #include "worker/link/credentials.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_worker_join_test {
 
 class WorkerJoinTest : public ::testing::Test {
  protected:
@@ -107,5 +107,5 @@ TEST_F(WorkerJoinTest, AStoredCertificateForAnotherNameIsNotUsed) {
   EXPECT_NE(missing.status().message().find("--join-token"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace coordinator_worker_join_test
 }  // namespace convoy

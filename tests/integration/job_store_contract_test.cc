@@ -16,7 +16,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace job_store_contract_test {
 
 v1::Job MakeJob(const std::string& id, v1::JobState state, int attempts) {
   v1::Job job;
@@ -326,5 +326,5 @@ TEST_F(EtcdStoreTest, OneOfThreeMembersLostStopsNothingTwoStopWritesUntilTheyRet
   EXPECT_EQ((*jobs)[2].events(0).reason(), "submitted");
 }
 
-}  // namespace
+}  // namespace job_store_contract_test
 }  // namespace convoy

@@ -13,7 +13,7 @@
 #include "tests/support/etcd_cluster.h"
 
 namespace convoy {
-namespace {
+namespace leader_election_test {
 
 using namespace std::chrono_literals;
 
@@ -89,5 +89,5 @@ TEST_F(LeaderElectionTest, AFollowerThatIsStoppedLeavesNoLeaseBehind) {
   EXPECT_EQ(a.Leader(), "a:7070");
 }
 
-}  // namespace
+}  // namespace leader_election_test
 }  // namespace convoy

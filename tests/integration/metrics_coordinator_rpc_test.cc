@@ -13,7 +13,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace metrics_coordinator_rpc_test {
 
 bool Has(const std::string& text, const std::string& line) {
   return text.find(line) != std::string::npos;
@@ -95,5 +95,5 @@ TEST(RpcMetrics, InterceptorCountsCallbackRpcs) {
   coordinator.Stop();
 }
 
-}  // namespace
+}  // namespace metrics_coordinator_rpc_test
 }  // namespace convoy

@@ -20,7 +20,7 @@
 #include "worker/daemon/worker_daemon.h"
 
 namespace convoy::testing {
-namespace {
+namespace metrics_worker_http_test {
 
 using namespace std::chrono_literals;
 
@@ -141,5 +141,5 @@ TEST(WorkerHttp, BindFailureIsAnError) {
   EXPECT_FALSE(second.ok());
 }
 
-}  // namespace
+}  // namespace metrics_worker_http_test
 }  // namespace convoy::testing

@@ -18,7 +18,7 @@
 #include <string>
 
 namespace convoy {
-namespace {
+namespace rank_process_child_test {
 
 // Forks; the child sets itself up with `setup` (descriptors filled in here) and then runs
 // `check`, whose return value is its exit code. Returns the child's wait status; `stage` and
@@ -166,5 +166,5 @@ TEST(RankChildTest, AFailureIsReportedWithItsStageAndNothingRuns) {
   EXPECT_EQ(RankChildFailureWhat(kRankChildExec, "/opt/x", "", 0, 0), "exec /opt/x");
 }
 
-}  // namespace
+}  // namespace rank_process_child_test
 }  // namespace convoy

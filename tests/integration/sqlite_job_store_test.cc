@@ -12,7 +12,7 @@
 #include <fstream>
 
 namespace convoy {
-namespace {
+namespace sqlite_job_store_test {
 
 class SqliteJobStoreTest : public ::testing::Test {
  protected:
@@ -272,5 +272,5 @@ TEST_F(SqliteJobStoreTest, KillNineLosesNothingCommitted) {
   EXPECT_EQ(job.updated_unix_ms(), job.events_size() - 1);
 }
 
-}  // namespace
+}  // namespace sqlite_job_store_test
 }  // namespace convoy

@@ -15,7 +15,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace token_store_contract_test {
 
 constexpr int64_t kNow = 1'800'000'000'000;
 constexpr int64_t kHour = 3'600'000;
@@ -241,5 +241,5 @@ TEST_P(TokenStoreTest, ListShowsUsersRolesAndLastUseNewestFirst) {
 INSTANTIATE_TEST_SUITE_P(BothStores, TokenStoreTest, ::testing::Values("sqlite", "etcd"),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace token_store_contract_test
 }  // namespace convoy

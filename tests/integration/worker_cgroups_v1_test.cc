@@ -26,7 +26,7 @@
 #include "worker/exec/posix_process_launcher.h"
 
 namespace convoy {
-namespace {
+namespace worker_cgroups_v1_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -274,7 +274,7 @@ TEST_F(CgroupsRealV1Test, AForgottenGroupIsALeftoverAtTheNextOpen) {
   for (const auto& dir : base_dirs_) EXPECT_FALSE(fs::exists(dir + "/job-5")) << dir;
 }
 
-}  // namespace
+}  // namespace worker_cgroups_v1_test
 // The worker's launcher puts a rank into its group before it runs (RankChildSetup's join
 // files, written as root right after the fork); a group it cannot join fails the launch,
 // naming the stage, and nothing runs.

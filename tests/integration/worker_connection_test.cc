@@ -21,7 +21,7 @@
 #include "worker/supervise/worker_config.h"
 
 namespace convoy {
-namespace {
+namespace worker_connection_test {
 
 using namespace std::chrono_literals;
 
@@ -214,5 +214,5 @@ TEST_F(WorkerConnectionTest, ReservesAPortAndRefusesBadLaunches) {
   ASSERT_TRUE(service_->Next(v1::WorkerMessage::kHeartbeat).has_value());  // still alive
 }
 
-}  // namespace
+}  // namespace worker_connection_test
 }  // namespace convoy

@@ -26,7 +26,7 @@
 #include "worker/daemon/worker_daemon.h"
 
 namespace convoy::testing {
-namespace {
+namespace worker_heartbeat_gap_test {
 
 using namespace std::chrono_literals;
 
@@ -164,5 +164,5 @@ TEST(WorkerHeartbeatGap, ACheckpointCopyAndALargeDeletionNeverHoldUpHeartbeats) 
   (*daemon)->Stop();
 }
 
-}  // namespace
+}  // namespace worker_heartbeat_gap_test
 }  // namespace convoy::testing

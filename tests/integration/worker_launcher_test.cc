@@ -21,7 +21,7 @@
 #include "worker/exec/posix_process_launcher.h"
 
 namespace convoy {
-namespace {
+namespace worker_launcher_test {
 
 std::string ReadAll(int fd) {
   std::string out;
@@ -399,5 +399,5 @@ TEST(ResolveRankUserTest, RootWorkersNeedAnUnprivilegedUser) {
   }
 }
 
-}  // namespace
+}  // namespace worker_launcher_test
 }  // namespace convoy

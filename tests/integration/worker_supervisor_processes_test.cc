@@ -26,7 +26,7 @@
 #include "worker/supervise/supervisor.h"
 
 namespace convoy {
-namespace {
+namespace worker_supervisor_processes_test {
 
 using namespace std::chrono_literals;
 
@@ -385,5 +385,5 @@ TEST_F(SupervisorProcessesTest, MetricsWaitForTheCoordinatorAndExitsTravelInRegi
   EXPECT_EQ(batch->metrics().records(2).step(), 3);
 }
 
-}  // namespace
+}  // namespace worker_supervisor_processes_test
 }  // namespace convoy

@@ -19,7 +19,7 @@
 #include "worker/exec/warm_trainer.h"
 
 namespace convoy {
-namespace {
+namespace worker_warm_python_test {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
@@ -318,5 +318,5 @@ TEST_F(WarmPythonTest, TheForkserverIsIsolatedAndRunsNoPlantedPth) {
   EXPECT_TRUE(ran.empty()) << "the planted .pth ran in the warm Python: " << ran[0];
 }
 
-}  // namespace
+}  // namespace worker_warm_python_test
 }  // namespace convoy

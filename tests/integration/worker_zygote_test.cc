@@ -22,7 +22,7 @@
 #include "rank_process/zygote_protocol.h"
 
 namespace convoy {
-namespace {
+namespace worker_zygote_test {
 
 // Exits 3 when the string argv[1] (written reversed, so that only the needle built here on
 // the stack holds it forwards) is anywhere in this process's heap, else 0.
@@ -143,5 +143,5 @@ TEST_F(ZygoteTest, ARankFindsNoEarlierRanksRequestInItsHeap) {
   EXPECT_EQ(WEXITSTATUS(self), 3);
 }
 
-}  // namespace
+}  // namespace worker_zygote_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include "tests/support/controllers_fixture.h"
 
 namespace convoy {
-namespace {
+namespace attempt_lifecycle_test {
 
 class AttemptLifecycleTest : public ControllersFixture {
  protected:
@@ -150,5 +150,5 @@ TEST_F(AttemptLifecycleTest, APreemptedAttemptWaitsAgainWithoutUsingARestart) {
   EXPECT_FALSE(lifecycle_.Preempt(r, "again", "priority"));  // already stopping
 }
 
-}  // namespace
+}  // namespace attempt_lifecycle_test
 }  // namespace convoy

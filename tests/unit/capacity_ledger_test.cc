@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace capacity_ledger_test {
 
 v1::RankResources Res(std::vector<int> gpus, int cpus = 0, int64_t memory = 0) {
   v1::RankResources r;
@@ -68,5 +68,5 @@ TEST(CapacityLedgerTest, FreeCapacityIsWhatTheWorkerHasLessWhatIsHeld) {
   EXPECT_EQ(c2.free_slots, 1);
 }
 
-}  // namespace
+}  // namespace capacity_ledger_test
 }  // namespace convoy

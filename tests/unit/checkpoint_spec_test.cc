@@ -11,7 +11,7 @@
 #include "spec/job_spec.h"
 
 namespace convoy {
-namespace {
+namespace checkpoint_spec_test {
 
 const std::string kBase = "name: ckpt\nnodes: 1\nprocs_per_node: 1\ncommand: [python3, t.py]\n";
 
@@ -179,5 +179,5 @@ TEST(CheckpointPolicyTest, BestCheckpointOfAJobsKeptList) {
   EXPECT_FALSE(BestCheckpoint(best, kept).has_value());
 }
 
-}  // namespace
+}  // namespace checkpoint_spec_test
 }  // namespace convoy

@@ -12,7 +12,7 @@
 #include "client/format.h"
 
 namespace convoy {
-namespace {
+namespace client_dependencies_test {
 
 v1::Job Waiting(const std::string& id, const std::string& on) {
   v1::Job job;
@@ -88,5 +88,5 @@ TEST(ClientDependenciesTest, SubmitAfterFillsTheSpecAndBadValuesAreUsageErrors) 
       << id.status().message();
 }
 
-}  // namespace
+}  // namespace client_dependencies_test
 }  // namespace convoy

@@ -8,7 +8,7 @@
 #include <ctime>
 
 namespace convoy {
-namespace {
+namespace client_format_test {
 
 class ClientFormatTest : public ::testing::Test {
  protected:
@@ -393,5 +393,5 @@ TEST_F(ClientFormatTest, TestAccuracyIsTheMeanOverTheCurrentAttempt) {
   EXPECT_DOUBLE_EQ(TestAccuracy(RestartedJob()), 0.8712);
 }
 
-}  // namespace
+}  // namespace client_format_test
 }  // namespace convoy

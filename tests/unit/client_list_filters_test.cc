@@ -7,7 +7,7 @@
 #include <ctime>
 
 namespace convoy {
-namespace {
+namespace client_list_filters_test {
 
 TEST(ListFiltersTest, StatesAnyCaseCommaSeparatedOrRepeated) {
   auto one = ParseStateFilter({"RUNNING"});
@@ -61,5 +61,5 @@ TEST(ListFiltersTest, SinceIsADurationBackOrATime) {
   }
 }
 
-}  // namespace
+}  // namespace client_list_filters_test
 }  // namespace convoy

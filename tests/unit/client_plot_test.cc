@@ -10,7 +10,7 @@
 #include "client/top.h"
 
 namespace convoy {
-namespace {
+namespace client_plot_test {
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // 2023-11-14 22:13:20 UTC
 
@@ -300,5 +300,5 @@ TEST(ClientTopTest, OneRowPerActiveJobWithProgressRateAndSlowestRank) {
   EXPECT_EQ(ProgressBar(7, 2), "██");
 }
 
-}  // namespace
+}  // namespace client_plot_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include <sstream>
 
 namespace convoy {
-namespace {
+namespace client_progress_test {
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // 22:13:20 UTC
 
@@ -322,5 +322,5 @@ TEST_F(ProgressViewTest, JsonModePrintsOneObjectPerUpdateAndNothingElse) {
   EXPECT_NE(all[2].find(R"("to":"SUCCEEDED")"), std::string::npos) << all[2];
 }
 
-}  // namespace
+}  // namespace client_progress_test
 }  // namespace convoy

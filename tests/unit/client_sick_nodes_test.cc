@@ -11,7 +11,7 @@
 #include "client/top.h"
 
 namespace convoy {
-namespace {
+namespace client_sick_nodes_test {
 
 constexpr int64_t kT0 = 1'700'000'000'000;
 
@@ -120,5 +120,5 @@ TEST(ClientSickNodesTest, AnEventThatChangesNoStateShowsTheStateOnce) {
   EXPECT_TRUE(Has(text, "RUNNING  straggler: rank 1 on w2")) << text;
 }
 
-}  // namespace
+}  // namespace client_sick_nodes_test
 }  // namespace convoy

@@ -6,7 +6,7 @@
 #include "client/commands.h"
 
 namespace convoy {
-namespace {
+namespace client_submit_test {
 
 TEST(ClientSubmitTest, ACommandAfterDashDashNeedsNoSpecFile) {
   SubmitArgs args;
@@ -98,5 +98,5 @@ TEST(ClientSubmitTest, SetOverridesFieldsOfAnySpec) {
             "--set max_restarts=lots: max_restarts: expected an integer, got 'lots'");
 }
 
-}  // namespace
+}  // namespace client_submit_test
 }  // namespace convoy

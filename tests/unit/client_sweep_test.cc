@@ -10,7 +10,7 @@
 #include "client/sweep.h"
 
 namespace convoy {
-namespace {
+namespace client_sweep_test {
 
 v1::Job Sweep() {
   v1::Job job;
@@ -109,5 +109,5 @@ TEST(ClientSweep, SubmitSweepFlagsFillTheSpecAndBadOnesAreRefused) {
       << error;
 }
 
-}  // namespace
+}  // namespace client_sweep_test
 }  // namespace convoy

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace client_ui_test {
 
 v1::CreateUiLoginResponse Link(const std::string& host) {
   v1::CreateUiLoginResponse r;
@@ -36,5 +36,5 @@ TEST(ClientUiTest, AJobMakesTheLoginGoOnToItsPage) {
   EXPECT_EQ(UiLoginUrl(Link("h"), "h:1", "", "../x?y#z"), "https://h:7443/login#code=abc");
 }
 
-}  // namespace
+}  // namespace client_ui_test
 }  // namespace convoy

@@ -12,7 +12,7 @@
 #include "client/format.h"
 
 namespace convoy {
-namespace {
+namespace client_watch_test {
 
 // A scripted WatchJob call: these updates, then this status.
 struct Script {
@@ -176,5 +176,5 @@ TEST_F(FollowJobTest, SubmitWatchRetriesEvenTheFirstCall) {
   EXPECT_EQ(calls_, 2);
 }
 
-}  // namespace
+}  // namespace client_watch_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace code_access_test {
 
 TEST(CheckJobCodeTest, AJobNamesOnlyItsOwnersStoredCode) {
   testing::TempDir dir;
@@ -41,5 +41,5 @@ TEST(CheckJobCodeTest, AJobNamesOnlyItsOwnersStoredCode) {
   }
 }
 
-}  // namespace
+}  // namespace code_access_test
 }  // namespace convoy

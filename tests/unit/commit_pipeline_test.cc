@@ -14,7 +14,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace commit_pipeline_test {
 
 using namespace std::chrono_literals;
 
@@ -200,5 +200,5 @@ TEST(CommitPipelineTest, StopCommitsWhatIsQueued) {
   pipeline.Stop();  // idempotent
 }
 
-}  // namespace
+}  // namespace commit_pipeline_test
 }  // namespace convoy

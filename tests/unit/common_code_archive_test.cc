@@ -15,7 +15,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace common_code_archive_test {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
@@ -231,5 +231,5 @@ TEST(CodeArchiveTest, ADecompressionBombIsRefusedInBoundedMemory) {
             StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace common_code_archive_test
 }  // namespace convoy

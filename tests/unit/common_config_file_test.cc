@@ -10,7 +10,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace common_config_file_test {
 
 struct Opts {
   std::string listen = "127.0.0.1:7070";
@@ -249,5 +249,5 @@ TEST(ConfigFile, CheckModeCollectsAndLeavesBadKeysOut) {
   EXPECT_EQ(check.errors.size(), 3u) << "Add keeps one of each";
 }
 
-}  // namespace
+}  // namespace common_config_file_test
 }  // namespace convoy

@@ -25,7 +25,7 @@
 #include <thread>
 
 namespace convoy {
-namespace {
+namespace common_data_cache_test {
 
 namespace fs = std::filesystem;
 
@@ -303,5 +303,5 @@ TEST(Checksum64Test, DependsOnEveryByteAndTheLength) {
   EXPECT_NE(sum(s + std::string(1, '\0')), base);
 }
 
-}  // namespace
+}  // namespace common_data_cache_test
 }  // namespace convoy

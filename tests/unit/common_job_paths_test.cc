@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace common_job_paths_test {
 
 namespace fs = std::filesystem;
 
@@ -306,5 +306,5 @@ TEST_F(JobPathsTest, FirstUnsearchableDir) {
   EXPECT_EQ(FirstUnsearchableDir(root_ + "/not-yet", 4321, 4321), "");
 }
 
-}  // namespace
+}  // namespace common_job_paths_test
 }  // namespace convoy

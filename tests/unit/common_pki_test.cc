@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace common_pki_test {
 
 constexpr int64_t kNow = 1'800'000'000;  // 2027-01-15
 constexpr int64_t kDay = 86400;
@@ -114,5 +114,5 @@ TEST(PkiTest, RandomHexAndHashes) {
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
 }
 
-}  // namespace
+}  // namespace common_pki_test
 }  // namespace convoy

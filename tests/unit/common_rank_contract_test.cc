@@ -12,7 +12,7 @@
 #include <string>
 
 namespace convoy::rank_contract {
-namespace {
+namespace common_rank_contract_test {
 
 // NAME = "value" at the start of a line of `path`.
 std::map<std::string, std::string> PythonConstants(const std::string& path) {
@@ -75,5 +75,5 @@ TEST(RankContract, EveryVariableIsConvoysOwn) {
   }
 }
 
-}  // namespace
+}  // namespace common_rank_contract_test
 }  // namespace convoy::rank_contract

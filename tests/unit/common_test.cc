@@ -13,7 +13,7 @@
 #include "spec/trainer_spec_env.h"
 
 namespace convoy {
-namespace {
+namespace common_test {
 
 TEST(IsLoopbackHostTest, OnlyLoopback) {
   for (const char* yes : {"localhost", "127.0.0.1", "127.1.2.3", "::1"}) {
@@ -225,5 +225,5 @@ TEST(TrainerSpecEnvTest, RefusesWhatTheValidatorRefusesNamingTheField) {
   }
 }
 
-}  // namespace
+}  // namespace common_test
 }  // namespace convoy

@@ -11,7 +11,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_cluster_id_test {
 
 TEST(ClusterIdTest, MadeOnceKeptAcrossRestartsAndNewForAFreshStateDir) {
   testing::TempDir a, b;
@@ -58,5 +58,5 @@ TEST(ClusterIdTest, RandomHexIdsHaveTheirFormAndDoNotRepeat) {
   EXPECT_FALSE(IsHexId(""));
 }
 
-}  // namespace
+}  // namespace coordinator_cluster_id_test
 }  // namespace convoy

@@ -15,7 +15,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_code_store_test {
 
 TEST(CodeStoreTest, ChunksInOrderAreStoredOnceUnderTheirCheckedHash) {
   testing::TempDir dir;
@@ -245,5 +245,5 @@ TEST(CodeStoreTest, TheLastChunkIsCompletedOffTheCallersThreadAndMutex) {
   EXPECT_TRUE((*store)->OwnedBy(sha, "alice"));
 }
 
-}  // namespace
+}  // namespace coordinator_code_store_test
 }  // namespace convoy

@@ -14,7 +14,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_test {
 
 using namespace std::chrono_literals;
 
@@ -273,5 +273,5 @@ TEST_F(CoordinatorTest, ANewerStreamReplacesTheOlderOne) {
   (void)id;
 }
 
-}  // namespace
+}  // namespace coordinator_test
 }  // namespace convoy

@@ -13,7 +13,7 @@
 #include "tests/support/memory_token_backend.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_worker_forgetter_test {
 
 using namespace std::chrono_literals;
 
@@ -142,5 +142,5 @@ TEST_F(WorkerForgetterTest, TheRecordIsRemovedOffTheCommitThread) {
   EXPECT_TRUE(reply.get().ok());
 }
 
-}  // namespace
+}  // namespace coordinator_worker_forgetter_test
 }  // namespace convoy

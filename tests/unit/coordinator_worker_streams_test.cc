@@ -8,7 +8,7 @@
 #include "tests/support/fake_worker_stream.h"
 
 namespace convoy {
-namespace {
+namespace coordinator_worker_streams_test {
 
 TEST(WorkerStreamTableTest, ANewerStreamReplacesTheOlderOne) {
   WorkerStreamTable table;
@@ -56,5 +56,5 @@ TEST(WorkerStreamTableTest, DropAndTakeAllHandTheStreamsBackToClose) {
   EXPECT_EQ(b->close_reason(), "");
 }
 
-}  // namespace
+}  // namespace coordinator_worker_streams_test
 }  // namespace convoy

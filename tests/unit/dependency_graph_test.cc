@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace dependency_graph_test {
 
 v1::JobDependency Dep(const std::string& id, v1::DependencyCondition when) {
   v1::JobDependency d;
@@ -129,5 +129,5 @@ TEST(DependencyGraphTest, TransitiveDependantsComeNewestFirstAndCanBeFiltered) {
   EXPECT_TRUE(g.TransitiveDependants("j-10").empty());
 }
 
-}  // namespace
+}  // namespace dependency_graph_test
 }  // namespace convoy

@@ -11,7 +11,7 @@
 #include "spec/job_spec.h"
 
 namespace convoy {
-namespace {
+namespace dependency_spec_test {
 
 const std::string kBase = "name: eval\nnodes: 1\nprocs_per_node: 1\ncommand: [/bin/true]\n";
 
@@ -125,5 +125,5 @@ TEST(DependencySpecTest, SetOverridesKeepAfter) {
   EXPECT_EQ(set->after(0).when(), v1::DEPENDENCY_ENDED);
 }
 
-}  // namespace
+}  // namespace dependency_spec_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include "common/clock.h"
 
 namespace convoy {
-namespace {
+namespace failure_attribution_test {
 
 v1::RankFailure Failure(int rank, int code, int signal, bool by_worker = false) {
   v1::RankFailure f;
@@ -205,5 +205,5 @@ TEST(FailureAttributionTest, AStoppedRankIsNamedWhenTheHangIsFound) {
   EXPECT_EQ(hang->reason, "hung: no progress for 5 s from rank 1 (its process is stopped)");
 }
 
-}  // namespace
+}  // namespace failure_attribution_test
 }  // namespace convoy

@@ -12,7 +12,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace file_deletions_test {
 
 class Channel : public WorkerChannel {
  public:
@@ -146,5 +146,5 @@ TEST_F(RetentionTest, ABacklogIsTakenInBatches) {
   EXPECT_EQ(r.Due(table_).size(), Retention::kBatch);  // the caller deleted none here
 }
 
-}  // namespace
+}  // namespace file_deletions_test
 }  // namespace convoy

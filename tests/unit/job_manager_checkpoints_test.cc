@@ -9,7 +9,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_checkpoints_test {
 
 v1::CheckpointInfo Info(const std::string& path, int64_t step, std::optional<double> accuracy) {
   v1::CheckpointInfo c;
@@ -146,5 +146,5 @@ TEST_F(JobManagerCheckpointsTest, ResumeBestIsRefusedNamingTheFieldWhenThereIsNo
   }
 }
 
-}  // namespace
+}  // namespace job_manager_checkpoints_test
 }  // namespace convoy

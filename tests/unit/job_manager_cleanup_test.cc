@@ -11,7 +11,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_cleanup_test {
 
 constexpr int64_t kDay = 86'400'000;
 
@@ -336,5 +336,5 @@ TEST_F(JobCleanupTest, ReferencedCodeIsWhatKeptJobsName) {
   EXPECT_EQ(jm_->ReferencedCode(), std::set<std::string>{sha_a});
 }
 
-}  // namespace
+}  // namespace job_manager_cleanup_test
 }  // namespace convoy

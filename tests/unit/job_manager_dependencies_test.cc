@@ -10,7 +10,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_dependencies_test {
 
 class JobManagerDependenciesTest : public JobManagerFixture {
  protected:
@@ -162,5 +162,5 @@ TEST_F(JobManagerDependenciesTest, ARestartKeepsWhatWaitsAndJudgesWhatEndedMeanw
   EXPECT_TRUE(Job(c).pending_reason().find("waiting for") == std::string::npos);
 }
 
-}  // namespace
+}  // namespace job_manager_dependencies_test
 }  // namespace convoy

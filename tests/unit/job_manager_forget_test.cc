@@ -12,7 +12,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_forget_test {
 
 using JobManagerForgetTest = JobManagerFixture;
 
@@ -126,5 +126,5 @@ TEST_F(JobManagerForgetTest, ForgettingTheLastWorkerThatHeldADeletedJobsFilesFre
   EXPECT_EQ(Job(Submit(1, 1)).identity(), identity);
 }
 
-}  // namespace
+}  // namespace job_manager_forget_test
 }  // namespace convoy

@@ -12,7 +12,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_sharing_test {
 
 v1::JobSpec Spec(int nodes, int procs, int priority = 0) {
   v1::JobSpec spec;
@@ -443,5 +443,5 @@ TEST_F(SharingTest, SubmissionOrderHoldsPastAMillionJobs) {
   EXPECT_EQ(Job(next).state(), v1::PENDING);
 }
 
-}  // namespace
+}  // namespace job_manager_sharing_test
 }  // namespace convoy

@@ -11,7 +11,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_sick_test {
 
 class JobManagerSickTest : public JobManagerFixture {
  protected:
@@ -266,5 +266,5 @@ TEST_F(JobManagerSickTest, AHangByProgressNamesTheSuspectAndTheRestartAvoidsItsN
   EXPECT_EQ(WorkersOf(job.attempts(1)), (std::vector<std::string>{"w1", "w3"}));
 }
 
-}  // namespace
+}  // namespace job_manager_sick_test
 }  // namespace convoy

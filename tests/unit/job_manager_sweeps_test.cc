@@ -8,7 +8,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_sweeps_test {
 
 class JobManagerSweepsTest : public JobManagerFixture {
  protected:
@@ -159,5 +159,5 @@ TEST_F(JobManagerSweepsTest, ABadTrialValueIsRefusedAtSubmitNamingIt) {
   EXPECT_TRUE(jm_->List().empty());
 }
 
-}  // namespace
+}  // namespace job_manager_sweeps_test
 }  // namespace convoy

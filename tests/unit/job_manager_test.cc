@@ -13,7 +13,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_manager_test {
 
 using JobManagerTest = JobManagerFixture;
 
@@ -1041,5 +1041,5 @@ TEST_F(JobManagerTest, MaxRuntimeIsTimedOnTheMonotonicClock) {
   EXPECT_NE(job.message().find("max_runtime of 60 s exceeded"), std::string::npos) << job.message();
 }
 
-}  // namespace
+}  // namespace job_manager_test
 }  // namespace convoy

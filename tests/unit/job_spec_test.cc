@@ -18,7 +18,7 @@
 #include "spec/trainer_spec_env.h"
 
 namespace convoy {
-namespace {
+namespace job_spec_test {
 
 const char* kDemo = R"(
 name: fmnist-cnn
@@ -1011,12 +1011,12 @@ TEST(ParseJobSpecTest, RangeMessagesMatchTheRule) {
   }
 }
 
-}  // namespace
+}  // namespace job_spec_test
 }  // namespace convoy
 
 // Regressions found by the fuzzer (tests/fuzz/job_spec_fuzz.cc).
 namespace convoy {
-namespace {
+namespace job_spec_test {
 
 // YAML passes bytes that are not UTF-8 through; protobuf refuses to decode such a string
 // field, so the spec must be refused here, naming the field, not fail at the coordinator.
@@ -1138,5 +1138,5 @@ TEST(TrainerSpecValuesTest, EachFieldSetAsTextThatReadsBackExactly) {
   EXPECT_EQ(TrainerFlagName("powersgd_start_step"), "--powersgd-start-step");
 }
 
-}  // namespace
+}  // namespace job_spec_test
 }  // namespace convoy

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace job_state_machine_test {
 
 using v1::JobState;
 
@@ -50,5 +50,5 @@ TEST(JobStateMachineTest, TerminalStatesHaveNoSuccessor) {
   EXPECT_FALSE(IsTerminal(v1::RESTARTING));
 }
 
-}  // namespace
+}  // namespace job_state_machine_test
 }  // namespace convoy

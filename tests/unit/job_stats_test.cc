@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace job_stats_test {
 
 TEST(JobStatsTest, FailureCausesAreLabelledByTheTypedCauseNeverTheText) {
   // Issue 29: by the typed cause, never by the text (which holds what the rank said).
@@ -87,5 +87,5 @@ TEST(JobStatsTest, QueuesNobodyTakesStayAtTheirBoundKeepingTheNewest) {
   EXPECT_EQ(f.back(), "j-" + std::to_string(n - 1));
 }
 
-}  // namespace
+}  // namespace job_stats_test
 }  // namespace convoy

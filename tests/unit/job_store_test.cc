@@ -3,7 +3,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace job_store_test {
 
 TEST(MemoryJobStoreTest, KeepsTheEventLogAndHonoursInjectedFailures) {
   MemoryJobStore store;
@@ -26,5 +26,5 @@ TEST(MemoryJobStoreTest, KeepsTheEventLogAndHonoursInjectedFailures) {
   EXPECT_EQ((*jobs)[0].events(0).reason(), "one");
 }
 
-}  // namespace
+}  // namespace job_store_test
 }  // namespace convoy

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace job_table_test {
 
 class JobTableTest : public ::testing::Test {
  protected:
@@ -122,5 +122,5 @@ TEST_F(JobTableTest, DirtyMarksAreTakenOnce) {
   EXPECT_FALSE(table_.TakeHistoryDirty("j-1"));
 }
 
-}  // namespace
+}  // namespace job_table_test
 }  // namespace convoy

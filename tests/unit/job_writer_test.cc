@@ -9,7 +9,7 @@
 #include "tests/support/job_manager_fixture.h"
 
 namespace convoy {
-namespace {
+namespace job_writer_test {
 
 class JobWriterTest : public ::testing::Test {
  protected:
@@ -87,5 +87,5 @@ TEST_F(JobWriterTest, ChangesWithoutAnEventAreWrittenOnceAtTheFlush) {
   EXPECT_EQ(store_.saves[id], 1);  // nothing changed since
 }
 
-}  // namespace
+}  // namespace job_writer_test
 }  // namespace convoy

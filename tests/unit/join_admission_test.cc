@@ -10,7 +10,7 @@
 #include "tests/support/memory_token_backend.h"
 
 namespace convoy {
-namespace {
+namespace join_admission_test {
 
 constexpr int64_t kHourMs = 3'600'000;
 
@@ -89,5 +89,5 @@ TEST_F(JoinAdmissionTest, WhatTheIssuerRefusesIsRecordedNowhere) {
   EXPECT_EQ(*tokens_->CertificateNotAfter("w1"), 0);
 }
 
-}  // namespace
+}  // namespace join_admission_test
 }  // namespace convoy

@@ -10,7 +10,7 @@
 #include "tests/support/memory_job_store.h"
 
 namespace convoy {
-namespace {
+namespace list_query_test {
 
 class NoWorkers : public WorkerChannel {
  public:
@@ -242,5 +242,5 @@ TEST_F(ListPageTest, WorkersPageByName) {
   EXPECT_EQ(second.next_page_token, "");
 }
 
-}  // namespace
+}  // namespace list_query_test
 }  // namespace convoy

@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace log_broker_test {
 
 TEST(LogBrokerTest, AnAnswerReachesItsRequestOnceAndUnknownIdsAreIgnored) {
   FakeClock clock;
@@ -64,5 +64,5 @@ TEST(LogBrokerTest, OnlyTheWorkerAskedMayAnswer) {
   EXPECT_EQ(got, std::vector<std::string>{"from w1"});
 }
 
-}  // namespace
+}  // namespace log_broker_test
 }  // namespace convoy

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace metric_book_test {
 
 v1::MetricRecord Rec(int rank, int64_t step, double loss, std::map<std::string, double> values) {
   v1::MetricRecord r;
@@ -50,5 +50,5 @@ TEST(MetricBookTest, ANewAttemptStartsAfreshAndARebuiltBookFindsOldRecords) {
   EXPECT_EQ(job.latest(0).values().at("samples_per_s"), 50);
 }
 
-}  // namespace
+}  // namespace metric_book_test
 }  // namespace convoy

@@ -14,7 +14,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace metric_history_test {
 
 v1::MetricRecord Step(int rank, int64_t step, double loss, double rate = -1) {
   v1::MetricRecord r;
@@ -294,5 +294,5 @@ TEST(SqliteJobMetricsTest, RoundTripKeepsTheLastWriteOfEachJob) {
   EXPECT_EQ((*store)->LoadJobMetrics()->size(), 2u);
 }
 
-}  // namespace
+}  // namespace metric_history_test
 }  // namespace convoy

@@ -10,7 +10,7 @@
 #include "common/clock.h"
 
 namespace convoy {
-namespace {
+namespace metrics_exporter_test {
 
 v1::Job RunningJob(const std::string& id, int64_t now_ms) {
   v1::Job job;
@@ -204,5 +204,5 @@ TEST_F(MetricsExporterTest, RpcLabelsAreBoundedToKnownMethods) {
   EXPECT_TRUE(Has(text, "method=\"unknown\""));
 }
 
-}  // namespace
+}  // namespace metrics_exporter_test
 }  // namespace convoy

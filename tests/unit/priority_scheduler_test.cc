@@ -9,7 +9,7 @@
 #include <map>
 
 namespace convoy {
-namespace {
+namespace priority_scheduler_test {
 
 constexpr int64_t kMin = 60 * 1000;
 constexpr int64_t kT0 = 1'800'000'000'000;  // the fake clock's start, unix ms
@@ -395,5 +395,5 @@ TEST(PreemptionTest, GpuQuotaCountsGpus) {
       << Entry(plan, "alice-gpu")->reason;
 }
 
-}  // namespace
+}  // namespace priority_scheduler_test
 }  // namespace convoy

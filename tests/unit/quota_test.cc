@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace convoy {
-namespace {
+namespace quota_test {
 
 TEST(QuotaRulesTest, TheMostSpecificRuleWinsFieldByField) {
   QuotaRules rules;
@@ -41,5 +41,5 @@ TEST(QuotaRulesTest, BadRulesNameTheFlagAndTheProblem) {
   EXPECT_TRUE(rules.Add("role:admin=queued:0").ok());
 }
 
-}  // namespace
+}  // namespace quota_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace registry_test {
 
 v1::Register Reg(const std::string& name, int slots) {
   v1::Register reg;
@@ -119,5 +119,5 @@ TEST(WorkerRegistryTest, AForgottenWorkerLeavesEveryCountAndExpiresNoMore) {
   EXPECT_FALSE(reg.Find("c")->drained());
 }
 
-}  // namespace
+}  // namespace registry_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include "coordinator/sched/rendezvous_planner.h"
 
 namespace convoy {
-namespace {
+namespace scheduler_test {
 
 v1::JobSpec Spec(int nodes, int procs) {
   v1::JobSpec spec;
@@ -88,11 +88,11 @@ TEST(RendezvousPlannerTest, RanksAreGroupRankTimesProcsPlusLocalRank) {
   EXPECT_EQ(launch.run_id(), "j-000001");
 }
 
-}  // namespace
+}  // namespace scheduler_test
 }  // namespace convoy
 
 namespace convoy {
-namespace {
+namespace scheduler_test {
 
 v1::JobSpec Gang(int nodes, int procs) {
   v1::JobSpec spec;
@@ -219,5 +219,5 @@ TEST(WhyNoFitTest, GpuJobOnWorkersWithoutGpusSaysNoneHasOne) {
   EXPECT_NE(some.find("a GPU per process (2-4 per node)"), std::string::npos) << some;
 }
 
-}  // namespace
+}  // namespace scheduler_test
 }  // namespace convoy

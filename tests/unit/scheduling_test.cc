@@ -8,7 +8,7 @@
 #include "tests/support/controllers_fixture.h"
 
 namespace convoy {
-namespace {
+namespace scheduling_test {
 
 class SchedulingTest : public ControllersFixture {
  protected:
@@ -81,5 +81,5 @@ TEST_F(SchedulingTest, PreemptibleIsTheSpecsWordElseAPriorityBelowTheThreshold) 
   EXPECT_TRUE(sched_.IsPreemptible(spec));
 }
 
-}  // namespace
+}  // namespace scheduling_test
 }  // namespace convoy

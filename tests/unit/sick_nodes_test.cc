@@ -16,7 +16,7 @@
 #include "spec/progress_spec.h"
 
 namespace convoy {
-namespace {
+namespace sick_nodes_test {
 
 v1::RankFailure Exit(int code, int signal, v1::FailureCause cause,
                      const std::vector<std::string>& stderr_tail = {}) {
@@ -241,5 +241,5 @@ TEST(ProgressSpecTest, DefaultsAndProblemsNameTheirField) {
   EXPECT_TRUE(ReplacesStragglers(spec));
 }
 
-}  // namespace
+}  // namespace sick_nodes_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include <string>
 
 namespace convoy {
-namespace {
+namespace step_watch_test {
 
 const std::map<int, std::string> kThree{{0, "w1"}, {1, "w2"}, {2, "w3"}};
 
@@ -167,5 +167,5 @@ TEST(StepWatchTest, MedianOfOddEvenAndEmpty) {
   EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
 }
 
-}  // namespace
+}  // namespace step_watch_test
 }  // namespace convoy

@@ -10,7 +10,7 @@
 #include "coordinator/state/sweep_ranking.h"
 
 namespace convoy {
-namespace {
+namespace sweep_ranking_test {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -108,5 +108,5 @@ TEST(SweepStates, ASweepGoesPendingRunningThenEndsAndNothingElse) {
   EXPECT_FALSE(CheckTransition(v1::PENDING, v1::RUNNING).ok());
 }
 
-}  // namespace
+}  // namespace sweep_ranking_test
 }  // namespace convoy

@@ -10,7 +10,7 @@
 #include "spec/sweep_spec_file.h"
 
 namespace convoy {
-namespace {
+namespace sweep_spec_test {
 
 constexpr const char* kBase = R"(name: lr
 nodes: 1
@@ -231,5 +231,5 @@ TEST(SweepSpec, TheExampleSweepExpandsToItsThreeLearningRates) {
   EXPECT_EQ((*trials)[2].spec.trainer().max_steps(), 200);
 }
 
-}  // namespace
+}  // namespace sweep_spec_test
 }  // namespace convoy

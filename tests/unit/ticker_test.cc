@@ -9,7 +9,7 @@
 #include <thread>
 
 namespace convoy {
-namespace {
+namespace ticker_test {
 
 using namespace std::chrono_literals;
 
@@ -62,5 +62,5 @@ TEST(TickerTest, NoTickStartsAfterStop) {
   ticker.Stop();  // idempotent
 }
 
-}  // namespace
+}  // namespace ticker_test
 }  // namespace convoy

@@ -7,7 +7,7 @@
 #include "tests/support/memory_token_backend.h"
 
 namespace convoy {
-namespace {
+namespace token_store_memory_test {
 
 constexpr int64_t kNow = 1'800'000'000'000;
 
@@ -47,5 +47,5 @@ TEST(TokenStoreMemoryTest, AnUnknownIdReadsTheBackendAtMostEvery200Ms) {
   EXPECT_LT(counted->asked() - before, 10);
 }
 
-}  // namespace
+}  // namespace token_store_memory_test
 }  // namespace convoy

@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace watch_hub_test {
 
 v1::WatchJobResponse Snapshot(const std::string& id, v1::JobState state) {
   v1::WatchJobResponse u;
@@ -93,5 +93,5 @@ TEST(WatchHubTest, AWatcherThatUnsubscribesWhileBeingClosedIsSafe) {
   EXPECT_EQ(hub.watches(), 0u);
 }
 
-}  // namespace
+}  // namespace watch_hub_test
 }  // namespace convoy

@@ -9,7 +9,7 @@
 #include "coordinator/web/ui_server.h"
 
 namespace convoy {
-namespace {
+namespace web_http_test {
 
 using Result = HttpRequestParser::Result;
 
@@ -206,5 +206,5 @@ TEST(WebHttpTest, TheUisScriptsPutTextIntoThePageNeverHtml) {
   EXPECT_EQ(html.find("https://"), std::string::npos);  // nothing from elsewhere
 }
 
-}  // namespace
+}  // namespace web_http_test
 }  // namespace convoy

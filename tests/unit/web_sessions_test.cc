@@ -8,7 +8,7 @@
 #include <set>
 
 namespace convoy {
-namespace {
+namespace web_sessions_test {
 
 Principal Alice() {
   Principal p;
@@ -156,5 +156,5 @@ TEST(WebSessionsBoundsTest, TheOldestSessionGivesWayPastTheBound) {
   EXPECT_EQ(sessions.size(), 2u);
 }
 
-}  // namespace
+}  // namespace web_sessions_test
 }  // namespace convoy

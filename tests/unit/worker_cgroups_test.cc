@@ -18,7 +18,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace worker_cgroups_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -462,5 +462,5 @@ TEST(CgroupsRemoveTest, ErrorsNameTheDirectory) {
   EXPECT_TRUE((*group)->Remove().ok());
 }
 
-}  // namespace
+}  // namespace worker_cgroups_test
 }  // namespace convoy

@@ -17,7 +17,7 @@
 #include "worker/daemon/flags.h"
 
 namespace convoy {
-namespace {
+namespace worker_check_config_test {
 
 TEST(CheckCaFingerprint, AcceptsWhatInitPrints) {
   const std::string hex(64, 'a');
@@ -166,5 +166,5 @@ TEST(CheckWorkerConfigTest, AJoinTokenIsCredentials) {
   EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
 }
 
-}  // namespace
+}  // namespace worker_check_config_test
 }  // namespace convoy

@@ -21,7 +21,7 @@
 #include "worker/exec/metrics_parse.h"
 
 namespace convoy {
-namespace {
+namespace worker_checkpoint_keeper_test {
 
 namespace fs = std::filesystem;
 
@@ -285,5 +285,5 @@ TEST_F(CheckpointKeeperTest, ManifestsAreReadOnlyForTheirOwnJob) {
   EXPECT_NE(bad.status().message().find("checkpoints.json"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace worker_checkpoint_keeper_test
 }  // namespace convoy

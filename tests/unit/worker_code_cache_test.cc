@@ -11,7 +11,7 @@
 #include "worker/link/code_fetch.h"
 
 namespace convoy {
-namespace {
+namespace worker_code_cache_test {
 
 namespace fs = std::filesystem;
 
@@ -41,5 +41,5 @@ TEST(CodeCacheTest, IdleArchivesAndDeadFetchesAreRemoved) {
   EXPECT_TRUE(fs::exists(used_archive));
 }
 
-}  // namespace
+}  // namespace worker_code_cache_test
 }  // namespace convoy

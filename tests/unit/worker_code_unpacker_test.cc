@@ -14,7 +14,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace worker_code_unpacker_test {
 
 namespace fs = std::filesystem;
 
@@ -96,5 +96,5 @@ TEST(CodeUnpackerTest, StopWaitsForTheArchiveInHandAndNothingRunsAfterIt) {
   EXPECT_EQ(results.got.size(), 1u);
 }
 
-}  // namespace
+}  // namespace worker_code_unpacker_test
 }  // namespace convoy

@@ -19,7 +19,7 @@
 #include "worker/daemon/flags.h"
 
 namespace convoy {
-namespace {
+namespace worker_credentials_test {
 
 constexpr int64_t kDay = 86400;
 // Nothing listens on port 1: a renewal or a join that is attempted fails fast.
@@ -389,5 +389,5 @@ TEST(WorkerFlagsTest, JoinTokenFromTheEnvironment) {
   EXPECT_EQ(f.join_token, "cvt_from_env");
 }
 
-}  // namespace
+}  // namespace worker_credentials_test
 }  // namespace convoy

@@ -17,7 +17,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace worker_data_cache_test {
 
 namespace fs = std::filesystem;
 
@@ -105,5 +105,5 @@ TEST_F(WorkerDataCacheTest, PerUserCachesOfEarlierVersionsGoAndASymlinkIsRefused
       << refused.status().message();
 }
 
-}  // namespace
+}  // namespace worker_data_cache_test
 }  // namespace convoy

@@ -11,7 +11,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace worker_file_removal_test {
 
 namespace fs = std::filesystem;
 
@@ -64,5 +64,5 @@ TEST(FileRemovalTest, RefusesNamesThatLeaveTheRoot) {
   EXPECT_TRUE(fs::exists(dir.path() / "real" / "x"));
 }
 
-}  // namespace
+}  // namespace worker_file_removal_test
 }  // namespace convoy

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace convoy {
-namespace {
+namespace worker_health_test {
 
 namespace fs = std::filesystem;
 
@@ -198,5 +198,5 @@ TEST_F(HealthTest, StoppingDoesNotWaitForARunningProgram) {
   EXPECT_TRUE(Eventually([&] { return Gone(pid); })) << "the program outlived its monitor";
 }
 
-}  // namespace
+}  // namespace worker_health_test
 }  // namespace convoy

@@ -15,7 +15,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace convoy {
-namespace {
+namespace worker_job_identity_test {
 
 // A range no account or group of this machine uses (checked below, so a test machine with
 // such an account fails loudly instead of handing it out).
@@ -196,5 +196,5 @@ TEST(JobIdentitiesTest, AUidHeldForAnotherClustersJobIsNamedForTheCallerToClear)
   EXPECT_EQ((*again)->For("j-000001-cccc", "/h", 1, "cluster-b")->uid, kPool.first);
 }
 
-}  // namespace
+}  // namespace worker_job_identity_test
 }  // namespace convoy

@@ -8,7 +8,7 @@
 #include "worker/exec/metrics_parse.h"
 
 namespace convoy {
-namespace {
+namespace worker_metrics_parse_test {
 
 TEST(ParseMetricLineTest, WellKnownFieldsAndValues) {
   auto rec = ParseMetricLine(
@@ -102,12 +102,12 @@ TEST(MetricLineSplitterTest, OverlongLineIsDroppedWholeNotInPieces) {
   EXPECT_EQ(s.Feed(edge.data(), edge.size()).size(), 1u);
 }
 
-}  // namespace
+}  // namespace worker_metrics_parse_test
 }  // namespace convoy
 
 // Regressions found by the fuzzer (tests/fuzz/metrics_parse_fuzz.cc).
 namespace convoy {
-namespace {
+namespace worker_metrics_parse_test {
 
 // "kind" is cut to 64 bytes at a character boundary: a cut inside a UTF-8 sequence made a
 // record that protobuf refuses to decode (the worker forwards records to the coordinator).
@@ -130,5 +130,5 @@ TEST(ParseMetricLineFuzzRegressionTest, KindIsCutAtACharacterBoundary) {
   EXPECT_EQ(rec->kind(), std::string(61, 'a'));
 }
 
-}  // namespace
+}  // namespace worker_metrics_parse_test
 }  // namespace convoy

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 namespace convoy {
-namespace {
+namespace worker_metrics_test {
 
 bool Has(const std::string& text, const std::string& line) {
   return text.find(line) != std::string::npos;
@@ -72,5 +72,5 @@ TEST(WorkerMetrics, ReadsThisProcess) {
   EXPECT_FALSE(ReadProcUsage(0x7ffffff0).has_value());
 }
 
-}  // namespace
+}  // namespace worker_metrics_test
 }  // namespace convoy

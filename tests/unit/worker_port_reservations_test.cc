@@ -11,7 +11,7 @@
 #include <limits>
 
 namespace convoy {
-namespace {
+namespace worker_port_reservations_test {
 
 // Whether a plain bind (no SO_REUSEADDR, as another program's bind(0) or connect would get)
 // to `port` on loopback succeeds.
@@ -79,5 +79,5 @@ TEST(PortReservationsTest, AnAddressOfAnotherMachineFallsBackToAnyAddress) {
   EXPECT_FALSE(Bindable(*port));
 }
 
-}  // namespace
+}  // namespace worker_port_reservations_test
 }  // namespace convoy

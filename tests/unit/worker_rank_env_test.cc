@@ -10,7 +10,7 @@
 #include "worker/exec/rank_env.h"
 
 namespace convoy {
-namespace {
+namespace worker_rank_env_test {
 
 v1::Launch TwoByTwo(int group_rank) {
   v1::Launch launch;
@@ -158,11 +158,11 @@ TEST(BuildRankEnvTest, TrainerJobsGetTheirTrainerSpecWithTheResolvedDataDir) {
   EXPECT_EQ(sent->extra_args_size(), 0);
 }
 
-}  // namespace
+}  // namespace worker_rank_env_test
 }  // namespace convoy
 
 namespace convoy {
-namespace {
+namespace worker_rank_env_test {
 
 TEST(TorchErrorFileTest, RecordJsonGivesTypeMessageAndTraceback) {
   testing::TempDir dir;
@@ -234,5 +234,5 @@ TEST(AllowedWorkerEnvironmentTest, KeepsTheDocumentedSetAndDropsTheRest) {
   EXPECT_EQ(more.count("CONVOY_JOIN_TOKEN"), 0u);
 }
 
-}  // namespace
+}  // namespace worker_rank_env_test
 }  // namespace convoy

@@ -13,7 +13,7 @@
 #include "worker/files/rank_log.h"
 
 namespace convoy {
-namespace {
+namespace worker_rank_log_test {
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -141,5 +141,5 @@ TEST(MetricsSocketPathTest, InTheWorkDirOrAPrivateFallback) {
   rmdir(other->c_str());
 }
 
-}  // namespace
+}  // namespace worker_rank_log_test
 }  // namespace convoy

@@ -11,7 +11,7 @@
 #include "worker/host/resources.h"
 
 namespace convoy {
-namespace {
+namespace worker_resources_test {
 
 TEST(VisibleGpusTest, CudaVisibleDevicesAsCudaReadsIt) {
   using V = std::vector<int>;
@@ -266,5 +266,5 @@ TEST(ResourcesTest, MachineFactsAreSane) {
   EXPECT_TRUE(std::filesystem::exists(SelfDirectory()));
 }
 
-}  // namespace
+}  // namespace worker_resources_test
 }  // namespace convoy

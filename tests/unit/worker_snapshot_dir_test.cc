@@ -11,7 +11,7 @@
 #include <fstream>
 
 namespace convoy {
-namespace {
+namespace worker_snapshot_dir_test {
 
 namespace fs = std::filesystem;
 
@@ -113,5 +113,5 @@ TEST(SnapshotRootTest, SharedMemoryWhenThereIsSome) {
   }
 }
 
-}  // namespace
+}  // namespace worker_snapshot_dir_test
 }  // namespace convoy

@@ -29,7 +29,7 @@
 #include "worker/supervise/supervisor.h"
 
 namespace convoy {
-namespace {
+namespace worker_supervisor_test {
 
 using namespace std::chrono_literals;
 
@@ -1158,5 +1158,5 @@ TEST_F(SupervisorTest, JobPathsOutsideTheJobRootFailTheLaunchNamingTheField) {
   }
 }
 
-}  // namespace
+}  // namespace worker_supervisor_test
 }  // namespace convoy
