@@ -31,7 +31,7 @@
 #include "trainer/train_helpers.h"
 
 namespace convoy::trainer {
-namespace {
+namespace bad_steps_test {
 
 using namespace convoy::trainer::test_util;  // NOLINT: the shared helpers
 
@@ -448,5 +448,5 @@ TEST_F(BadStepsTest, NoSnapshotOrCheckpointHoldsANonFiniteWeight) {
   EXPECT_GE(files, 3);  // the newest two checkpoints, one or two snapshots
 }
 
-}  // namespace
+}  // namespace bad_steps_test
 }  // namespace convoy::trainer

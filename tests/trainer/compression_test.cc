@@ -34,7 +34,7 @@
 #include "trainer/dist.h"
 
 namespace convoy::trainer {
-namespace {
+namespace compression_test {
 
 namespace fs = std::filesystem;
 using test_util::FreePort;
@@ -369,5 +369,5 @@ TEST(OrthogonalizeTest, ColumnsBecomeOrthonormal) {
   EXPECT_LT((gram - torch::eye(4)).abs().max().item<double>(), 1e-5);
 }
 
-}  // namespace
+}  // namespace compression_test
 }  // namespace convoy::trainer

@@ -8,7 +8,7 @@
 #include <sstream>
 
 namespace convoy::trainer {
-namespace {
+namespace device_check_test {
 
 // What CheckDevices printed, and its exit code.
 std::pair<int, std::string> Check(const std::string& indices) {
@@ -38,5 +38,5 @@ TEST(DeviceCheckTest, EachDeviceGetsAVerdict) {
 #endif
 }
 
-}  // namespace
+}  // namespace device_check_test
 }  // namespace convoy::trainer

@@ -26,7 +26,7 @@
 #include "trainer/snapshot_file.h"
 
 namespace convoy::trainer {
-namespace {
+namespace fast_restart_test {
 
 namespace fs = std::filesystem;
 using namespace convoy::trainer::test_util;  // NOLINT: the shared helpers
@@ -473,5 +473,5 @@ TEST_F(FastRestartTest, SigtermWhileBlockedOrBeforeTrainingDoesNotWaitForTheKill
   }
 }
 
-}  // namespace
+}  // namespace fast_restart_test
 }  // namespace convoy::trainer

@@ -20,7 +20,7 @@
 #include "trainer/dist.h"
 
 namespace convoy::trainer {
-namespace {
+namespace hierarchical_allreduce_test {
 
 namespace fs = std::filesystem;
 using test_util::FreePort;
@@ -262,5 +262,5 @@ TEST_P(HierarchicalGradSyncTest, GradientsAreTheAverageOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Compression, HierarchicalGradSyncTest,
                          ::testing::Values("none", "bf16", "powersgd"));
 
-}  // namespace
+}  // namespace hierarchical_allreduce_test
 }  // namespace convoy::trainer

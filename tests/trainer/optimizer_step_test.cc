@@ -8,7 +8,7 @@
 #include "trainer/train_helpers.h"
 
 namespace convoy::trainer {
-namespace {
+namespace optimizer_step_test {
 
 std::vector<torch::Tensor> Params(uint64_t seed) {
   torch::manual_seed(seed);
@@ -78,5 +78,5 @@ TEST(OptimizerStepTest, FusedSgdMovesTheParameters) {
   EXPECT_FALSE(torch::equal(before, p[0]));
 }
 
-}  // namespace
+}  // namespace optimizer_step_test
 }  // namespace convoy::trainer

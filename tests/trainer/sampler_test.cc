@@ -14,7 +14,7 @@
 #include "trainer/data.h"
 
 namespace convoy::trainer {
-namespace {
+namespace sampler_test {
 
 TEST(SamplerTest, RandomShapeSequencesTileEveryEpochExactlyOnce) {
   std::mt19937 rng(20261125);
@@ -134,5 +134,5 @@ TEST(SamplerTest, EpochPermutationIsSeededBySeedPlusEpoch) {
   for (int64_t i = 0; i < 103; ++i) ASSERT_EQ(sorted[static_cast<size_t>(i)], i);
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace convoy::trainer

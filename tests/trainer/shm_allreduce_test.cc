@@ -17,7 +17,7 @@
 #include <thread>
 
 namespace convoy::trainer {
-namespace {
+namespace shm_allreduce_test {
 
 namespace fs = std::filesystem;
 
@@ -178,5 +178,5 @@ TEST_F(ShmAllReduceTest, RankZeroKilledDuringSetupLeavesNothing) {
   EXPECT_EQ(Segments(), before_);
 }
 
-}  // namespace
+}  // namespace shm_allreduce_test
 }  // namespace convoy::trainer

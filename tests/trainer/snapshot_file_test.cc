@@ -9,7 +9,7 @@
 #include <fstream>
 
 namespace convoy::trainer {
-namespace {
+namespace snapshot_file_test {
 
 namespace fs = std::filesystem;
 
@@ -147,5 +147,5 @@ TEST_F(SnapshotFileTest, TemporariesOfDeadWritersAreRemoved) {
   EXPECT_FALSE(ReadNewestSnapshot((dir_ / "missing").string(), Meta(0)).has_value());
 }
 
-}  // namespace
+}  // namespace snapshot_file_test
 }  // namespace convoy::trainer

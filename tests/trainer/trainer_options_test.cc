@@ -8,7 +8,7 @@
 #include "trainer/options.h"
 
 namespace convoy::trainer {
-namespace {
+namespace trainer_options_test {
 
 std::string Parse(std::vector<std::string> args, Options* o) {
   args.insert(args.begin(), "convoy-trainer");
@@ -88,5 +88,5 @@ TEST(TrainerOptionsTest, SnapshotsAndTheMaxWorldSize) {
   unsetenv("CONVOY_MAX_WORLD_SIZE");
 }
 
-}  // namespace
+}  // namespace trainer_options_test
 }  // namespace convoy::trainer

@@ -19,7 +19,7 @@
 #include "trainer/options.h"
 
 namespace convoy {
-namespace {
+namespace trainer_spec_contract_test {
 
 std::string Spec(const std::string& trainer) {
   return "name: edge\nnodes: 1\nprocs_per_node: 1\ntrainer: {" + trainer + "}\n";
@@ -174,5 +174,5 @@ TEST(TrainerSpecContractTest, ExtraArgsOverrideTheSpecsFields) {
   EXPECT_EQ(o.threads, 1);
 }
 
-}  // namespace
+}  // namespace trainer_spec_contract_test
 }  // namespace convoy

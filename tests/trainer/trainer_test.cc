@@ -24,7 +24,7 @@
 #include "trainer/models.h"
 
 namespace convoy::trainer {
-namespace {
+namespace trainer_test {
 
 namespace fs = std::filesystem;
 using namespace convoy::trainer::test_util;  // NOLINT: the shared helpers
@@ -496,5 +496,5 @@ TEST(TrainerFlagsTest, BadFlagsExitTwoNamingTheFlag) {
   }
 }
 
-}  // namespace
+}  // namespace trainer_test
 }  // namespace convoy::trainer
