@@ -275,6 +275,10 @@ TEST_F(CgroupsRealV1Test, AForgottenGroupIsALeftoverAtTheNextOpen) {
 }
 
 }  // namespace worker_cgroups_v1_test
+
+// Outside the file's namespace: a friend of the launcher's (FRIEND_TEST), in namespace convoy.
+using worker_cgroups_v1_test::CgroupsRealV1Test;
+
 // The worker's launcher puts a rank into its group before it runs (RankChildSetup's join
 // files, written as root right after the fork); a group it cannot join fails the launch,
 // naming the stage, and nothing runs.
