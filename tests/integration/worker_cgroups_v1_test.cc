@@ -283,6 +283,7 @@ using worker_cgroups_v1_test::CgroupsRealV1Test;
 // files, written as root right after the fork); a group it cannot join fails the launch,
 // naming the stage, and nothing runs.
 TEST_F(CgroupsRealV1Test, ALaunchedRankRunsInItsGroupFromItsStart) {
+  using namespace worker_cgroups_v1_test;  // the file's helpers
   CgroupLimits limits;
   limits.memory_bytes = 64 << 20;
   auto group = cgroups_->Create("job-1/attempt-0/rank-0", limits);
