@@ -26,8 +26,12 @@ stage "install-deps"
 BG_PID=""
 BG_LOG="${BUILD_DIR:-build}-background.log"
 if [ $# -eq 0 ] && [ "${CONVOY_SKIP_THREAD_CHECKS:-0}" != 1 ]; then
-  # A session of its own, so that the script's exit (a failed stage) stops all of it.
+  # A session of its own, so that the script's exit (a failed stage) stops all of it. With
+  # the kernel's autogroups (sched_autogroup_enabled) a new session is a scheduling group of
+  # its own that shares the CPU equally with the others whatever its processes' nice values
+  # (measured: half the cores, the main build slowed to match): the group itself gets nice 19.
   setsid nice -n 19 ionice -c 3 bash -c '
+    if [ -w /proc/self/autogroup ]; then echo 19 >/proc/self/autogroup 2>/dev/null || true; fi
     scripts/thread-checks.sh --build-only || true
     if [ "${CONVOY_SKIP_FUZZ:-0}" != 1 ]; then scripts/fuzz.sh --build-only || true; fi
   ' >"$BG_LOG" 2>&1 &
