@@ -495,7 +495,12 @@ StatusOr<TokenRecord> TokenStore::Check(const std::string& token, int64_t now_ms
       if (it != rows_.end()) it->second.record.uses_left = 0;
       return Status::Unauthenticated("token " + id + " is used up");
     }
-    if (it != rows_.end() && it->second.record.uses_left > 0) --it->second.record.uses_left;
+    // At most what was left when this check read it, less this use: the table may have been
+    // read again since the take (the poller saw the backend written), and then it counts this
+    // use already; decrementing that would count it twice and refuse a use that is left.
+    if (it != rows_.end() && it->second.record.uses_left > 0) {
+      it->second.record.uses_left = std::min(it->second.record.uses_left, record.uses_left - 1);
+    }
     --record.uses_left;
   }
   MutexLock lock(mu_);
