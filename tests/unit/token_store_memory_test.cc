@@ -75,7 +75,9 @@ TEST(TokenStoreMemoryTest, AReadBetweenATakeAndItsNoteDoesNotCountTheUseTwice) {
   const std::string unknown = "cvy_0123456789abcdef." + std::string(64, 'a');
   int reloads = 0;
   hooked->after_take = [&] {
-    if (reloads++ == 0) EXPECT_FALSE((*store)->Check(unknown, kNow, false).ok());
+    if (reloads++ == 0) {
+      EXPECT_FALSE((*store)->Check(unknown, kNow, false).ok());
+    }
   };
   auto first = (*store)->Check(*token, kNow, true);
   ASSERT_TRUE(first.ok()) << first.status().message();
