@@ -64,17 +64,19 @@ if [ ! -f build-tsan/CMakeCache.txt ]; then
     -DCONVOY_SANITIZE=thread >/dev/null
 fi
 read -r -a TSAN_TESTS <build-tsan/tsan-tests.txt
-# The build's budget: 20 minutes in the foreground; none in the background (--build-only, at
-# the lowest priority, it takes as long as the machine's idle time makes it).
+# --build-only: scripts/test.sh builds this tree in the background, at the lowest priority,
+# while the main build and the main suite run, and runs the tests once those are done. The
+# build's budget: 20 minutes in the foreground; none in the background (there it takes as
+# long as the machine's idle time makes it).
+BUILD_ONLY=0
 BUDGET=(timeout 1200)
 if [ "${1:-}" = --build-only ]; then
+  BUILD_ONLY=1
   BUDGET=()
 fi
 "${BUDGET[@]}" cmake --build build-tsan -j "$JOBS" --target convoy-coordinator convoy-worker \
   convoy "${TSAN_TESTS[@]}"
-# --build-only: scripts/test.sh builds this tree in the background, at the lowest priority,
-# while the main build and the main suite run, and runs the tests once those are done.
-if [ "${1:-}" = --build-only ]; then
+if [ "$BUILD_ONLY" = 1 ]; then
   exit 0
 fi
 # Debian's gRPC, Abseil, protobuf, OpenSSL, SQLite and civetweb are not instrumented:
