@@ -18,19 +18,29 @@ StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) 
   return text.str();
 }
 
-bool Retryable(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+// etcd's server passes its own context's end through unconverted ("context deadline exceeded"
+// when a read or write cannot reach a quorum in time), and gRPC-Go answers an unconverted error
+// with UNKNOWN. It is a timeout like the client's own deadline, so it is read as one.
+bool EtcdTimedOut(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         (status.error_code() == grpc::StatusCode::UNKNOWN &&
+          (status.error_message() == "context deadline exceeded" ||
+           status.error_message() == "context canceled"));
+}
+
+bool Retryable(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE || EtcdTimedOut(status);
 }
 
 }  // namespace
 
 Status FromEtcd(const grpc::Status& status, const std::string& what) {
   const std::string message = what + ": " + status.error_message();
+  if (EtcdTimedOut(status)) return Status::Unavailable(message);
   switch (status.error_code()) {
     case grpc::StatusCode::OK:
       return Status::Ok();
     case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Status::Unavailable(message);
     case grpc::StatusCode::NOT_FOUND:
       return Status::NotFound(message);
@@ -162,7 +172,7 @@ Status EtcdClient::OnSomeMember(const char* what, Call&& call) {
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(options_.call_timeout_ms));
     const grpc::Status st = call(*m, &ctx);
-    if (st.ok() || !Retryable(st.error_code())) {
+    if (st.ok() || !Retryable(st)) {
       if (st.ok()) current_ = at;
       return FromEtcd(st, std::string("etcd ") + what + " at " + m->endpoint);
     }

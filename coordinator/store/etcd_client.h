@@ -102,7 +102,8 @@ class EtcdClient {
   std::atomic<size_t> current_{0};
 };
 
-// A gRPC status from etcd as a Convoy one: UNAVAILABLE stays (retry elsewhere or later).
+// A gRPC status from etcd as a Convoy one: UNAVAILABLE stays (retry elsewhere or later), and so
+// does a timeout, the client's or etcd's own (UNKNOWN "context deadline exceeded").
 Status FromEtcd(const grpc::Status& status, const std::string& what);
 
 }  // namespace convoy

@@ -288,6 +288,24 @@ TEST_F(EtcdStoreTest, ADeposedLeaderCanNeverWriteAgain) {
   EXPECT_EQ((*jobs)[0].state(), v1::CANCELLED);
 }
 
+// How etcd answers a read or a write it cannot get a quorum for in time: its own context's
+// end, which gRPC-Go sends as UNKNOWN. The store must call that unavailable (the write's
+// outcome unknown, retried unchanged), as it does the client's own deadline, and not an
+// internal error that fails the coordinator's commit.
+TEST(FromEtcdTest, EtcdsOwnTimeoutIsUnavailableLikeTheClientsDeadline) {
+  const grpc::Status etcds(grpc::StatusCode::UNKNOWN, "context deadline exceeded");
+  EXPECT_EQ(FromEtcd(etcds, "etcd range at a:1").code(), StatusCode::kUnavailable);
+  EXPECT_EQ(FromEtcd(etcds, "etcd range at a:1").message(),
+            "etcd range at a:1: context deadline exceeded");
+  const grpc::Status ours(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+  EXPECT_EQ(FromEtcd(ours, "etcd txn").code(), StatusCode::kUnavailable);
+  // Any other UNKNOWN is not a timeout.
+  const grpc::Status other(grpc::StatusCode::UNKNOWN, "etcdserver: mvcc: corrupt");
+  EXPECT_EQ(FromEtcd(other, "etcd txn").code(), StatusCode::kInternal);
+  EXPECT_EQ(FromEtcd(grpc::Status(grpc::StatusCode::NOT_FOUND, "x"), "get").code(),
+            StatusCode::kNotFound);
+}
+
 TEST_F(EtcdStoreTest, OneOfThreeMembersLostStopsNothingTwoStopWritesUntilTheyReturn) {
   testing::EtcdCluster etcd(3);
   auto client = Client(etcd);
