@@ -4,7 +4,12 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import cluster  # noqa: E402
 from cluster import Cluster  # noqa: E402
+
+# A trainer job evaluates only in the tests that check its accuracy (trainer_spec(...,
+# evaluate=True)): elsewhere the evaluation is CPU that CI spends for nothing.
+cluster.EVALUATE = False
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from cluster import BIN, trainer_spec, wait_for
 def test_ddp_job_succeeds_with_metrics_and_logs_from_both_ranks(make_cluster):
     c = make_cluster(workers=2)
     t0 = time.time()
-    job = c.submit(trainer_spec(max_steps=150))
+    job = c.submit(trainer_spec(max_steps=150, evaluate=True))
     st = c.wait_state(job, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=300)
     assert st["state"] == "SUCCEEDED", st["message"]
     ranks = {m["rank"]: m for m in st["latest"]}

@@ -33,9 +33,9 @@ def first_record_time(c, job, attempt):
 def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
     c = make_cluster(workers=2)
     # Checkpoints live in the job's own directory (issues 12 and 28): "ckpt" is relative to it.
-    job = c.submit(trainer_spec(max_steps=300, max_restarts=2, checkpoint_dir="ckpt",
+    job = c.submit(trainer_spec(max_steps=150, max_restarts=2, checkpoint_dir="ckpt",
                                 trainer={"model": "fmnist-cnn", "epochs": 1, "batch_size": 32,
-                                         "max_steps": 300, "checkpoint_every": 25}))
+                                         "max_steps": 150, "checkpoint_every": 20}))
     ckpt = os.path.join(c.job_dir(job), "ckpt")
     c.wait_state(job, "RUNNING", timeout=60)
     # Wait until a checkpoint exists, then kill rank 1.
@@ -68,7 +68,7 @@ def test_killed_rank_restarts_from_checkpoint(make_cluster, tmp_path):
 
 def test_killed_worker_job_finishes_on_the_others(make_cluster, tmp_path):
     c = make_cluster(workers=3, worker_timeout=4)
-    job = c.submit(trainer_spec(max_steps=250, max_restarts=2, checkpoint_dir="ckpt"))
+    job = c.submit(trainer_spec(max_steps=120, max_restarts=2, checkpoint_dir="ckpt"))
     st = c.wait_state(job, "RUNNING", timeout=60)
     victim = st["attempts"][0]["nodes"][1]["worker"]
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
@@ -89,7 +89,7 @@ def test_coordinator_restart_loses_nothing(make_cluster):
     c = make_cluster(workers=2)
     done = c.submit({"name": "quick", "nodes": 1, "procs_per_node": 1, "command": ["true"]})
     c.wait_state(done, "SUCCEEDED", timeout=60)
-    job = c.submit(trainer_spec(max_steps=300))
+    job = c.submit(trainer_spec(max_steps=150))
     c.wait_state(job, "RUNNING", timeout=60)
     wait_for(lambda: any(int(m["step"]) > 10 for m in c.status(job)["latest"]), 60, "training")
     c.restart_coordinator()
@@ -102,7 +102,7 @@ def test_coordinator_restart_loses_nothing(make_cluster):
 
 def test_stopped_rank_is_detected_as_hung(make_cluster):
     c = make_cluster(workers=2)
-    job = c.submit(trainer_spec(max_steps=200, max_restarts=1, hang_timeout=5))
+    job = c.submit(trainer_spec(max_steps=120, max_restarts=1, hang_timeout=5))
     c.wait_state(job, "RUNNING", timeout=60)
     wait_for(lambda: any(int(m["step"]) > 5 for m in c.status(job)["latest"]), 60, "training")
     pid = c.rank_pid(job, 1)

@@ -112,7 +112,7 @@ def test_leader_kill_follower_takes_over_and_the_running_job_finishes(ha_cluster
              f"{follower} to say whom it follows")
     done = c.submit({"name": "quick", "nodes": 1, "procs_per_node": 1, "command": ["true"]})
     c.wait_state(done, "SUCCEEDED", timeout=60)
-    job = c.submit(trainer_spec(max_steps=300))
+    job = c.submit(trainer_spec(max_steps=200))
     c.wait_state(job, "RUNNING", timeout=60)
     wait_for(lambda: any(int(m["step"]) > 10 for m in c.status(job)["latest"]), 60, "training")
 

@@ -10,7 +10,7 @@ BLOCKS = set("▁▂▃▄▅▆▇█")
 
 def test_history_survives_a_coordinator_kill9(make_cluster):
     c = make_cluster(workers=2, secure=True)
-    job = c.submit(trainer_spec(max_steps=30))
+    job = c.submit(trainer_spec(max_steps=30, evaluate=True))
 
     # While it runs, `top --once` lists it (no escape codes for scripts).
     def listed():

@@ -70,8 +70,10 @@ def _trainer(name, nodes=None, max_steps=0, epochs=1, train_limit=0, **extra):
                "snapshot_every": 10}
     if max_steps:
         trainer["max_steps"] = max_steps
+    # No test here checks the accuracy: no evaluation (tests/e2e/conftest.py).
+    trainer["extra_args"] = ["--no-eval"]
     if train_limit:
-        trainer["extra_args"] = ["--train-limit", str(train_limit)]
+        trainer["extra_args"] += ["--train-limit", str(train_limit)]
     spec = {"name": name, "procs_per_node": 1, "backend": "gloo", "trainer": trainer, **extra}
     if nodes is not None:
         spec["nodes"] = nodes
@@ -97,7 +99,7 @@ def _all_logs(c, job, rank=0):
 
 def test_a_higher_priority_job_preempts_a_trainer_which_resumes_at_its_step(make_cluster):
     c = make_cluster(workers=2, slots=1)
-    low = c.submit(_trainer("low", nodes=2, max_steps=400, priority=-1, max_restarts=0))
+    low = c.submit(_trainer("low", nodes=2, max_steps=200, priority=-1, max_restarts=0))
     c.wait_state(low, {"RUNNING"}, timeout=60)
     wait_for(lambda: _step(c, low) >= 40, 90, "the low-priority job's 40th step")
     urgent = c.submit(_sleeper("urgent", nodes=2, procs=1, seconds=2, priority=5))
