@@ -245,7 +245,7 @@ class DdpTest : public ::testing::Test {
 // (--ddp, --allreduce): convoy's hooks and c10d's Reducer, over Gloo and shared memory.
 class DdpEquivalenceTest
     : public DdpTest,
-      public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
+      public ::testing::WithParamInterface<std::pair<std::string, std::string>> {};
 
 TEST_P(DdpEquivalenceTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
   const auto [ddp, allreduce] = GetParam();
@@ -288,8 +288,13 @@ TEST_P(DdpEquivalenceTest, TwoRanksEqualOneProcessWithTheGlobalBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     HooksAndReducer, DdpEquivalenceTest,
-    ::testing::Values(std::make_pair("hooks", "shm"), std::make_pair("hooks", "gloo"),
-                      std::make_pair("reducer", "shm"), std::make_pair("reducer", "gloo")),
+    // Strings, not pointers: CTest's name of each case ends with its parameter as gtest prints
+    // it, and a pointer's address changed with each build (so did the name, and CTest never
+    // found the case's cost from the last run: it started these long cases last).
+    ::testing::Values(std::make_pair(std::string("hooks"), std::string("shm")),
+                      std::make_pair(std::string("hooks"), std::string("gloo")),
+                      std::make_pair(std::string("reducer"), std::string("shm")),
+                      std::make_pair(std::string("reducer"), std::string("gloo"))),
     [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });
 
 // 2 nodes x 2 ranks on this host (--allreduce auto): each node sums through its own segment,
