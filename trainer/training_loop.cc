@@ -259,10 +259,16 @@ int Training::EndOfEpoch(int64_t epoch, bool epoch_done) {
       return kExitSampleCheckFailed;
     }
   }
-  if (o_.eval && (epoch_done || pos_.global_step >= total_steps_)) {
-    // Training is complete: its state goes to disk before the evaluation, so that a stop
-    // during it (a preemption, a lost worker) costs only the evaluation, on any host.
-    if (pos_.global_step >= total_steps_) Checkpoint(pos_, counts_.counts());
+  const bool complete = pos_.global_step >= total_steps_;
+  // Training is complete: its state goes to disk, with or without an evaluation (before it, so
+  // that a stop during it, a preemption or a lost worker, costs only the evaluation, on any
+  // host). Without one, an epoch's end is checkpointed below; a --max-steps inside an epoch
+  // was not saved at all unless --checkpoint-every happened to divide it. Not after a bad
+  // step: only a state that passed the check is saved (AfterStep).
+  if (complete && (o_.eval || !epoch_done) && bad_.in_a_row() == 0) {
+    Checkpoint(pos_, counts_.counts());
+  }
+  if (o_.eval && (epoch_done || complete)) {
     // Only its all-reduce waits on the other ranks: the forward passes before it are this
     // rank's own work, which a SIGTERM lets finish (the watchdog's stuck timer is for a
     // collective whose peer does not answer, not for seconds of local computation).

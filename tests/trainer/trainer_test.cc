@@ -376,11 +376,14 @@ TEST_F(DdpTest, ResumingFromACheckpointEqualsAnUninterruptedRun) {
   full.insert(full.end(), {"--save-params", Path("full.pt")});
   ASSERT_TRUE(RunTrainer(2, full));
 
-  // Stop after step 20's checkpoint, then run again on the same directory to step 50.
+  // Stop at step 20, then run again on the same directory to step 50. Checkpoints every 15
+  // steps: step 15's, and step 20's because training ends there (without an evaluation,
+  // --no-eval, a --max-steps that the interval does not divide was once not saved at all).
   auto first = base;
-  first.insert(first.end(), {"--checkpoint-every", "20", "--checkpoint-dir", Path("ckpt")});
+  first.insert(first.end(), {"--checkpoint-every", "15", "--checkpoint-dir", Path("ckpt")});
   first[3] = "20";  // --max-steps 20
   ASSERT_TRUE(RunTrainer(2, first));
+  ASSERT_TRUE(fs::exists(Path("ckpt/ckpt-000000000015.pt")));
   ASSERT_TRUE(fs::exists(Path("ckpt/ckpt-000000000020.pt")));
   // A corrupt newer checkpoint is skipped in favour of the valid one.
   { std::ofstream(Path("ckpt/ckpt-000000000030.pt")) << "garbage"; }
