@@ -17,6 +17,8 @@
 #include <memory>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace convoy {
 namespace {
 
@@ -211,8 +213,6 @@ std::vector<std::string> Split(const std::string& path) {
   return out;
 }
 
-std::string Errno() { return std::strerror(errno); }
-
 // 16 random hex digits, for names no other process picks at the same time.
 std::string RandomSuffix() {
   uint64_t bits = 0;
@@ -367,7 +367,7 @@ StatusOr<int> WalkDown(int dest_fd, const std::vector<std::string>& parts, size_
     if (created && !Give(next, 0750, uid, gid)) {
       close(fd);
       return Status::Internal("cannot give " + name + " to uid " + std::to_string(uid) + ": " +
-                              Errno());
+                              ErrnoMessage());
     }
   }
   return fd;
@@ -402,11 +402,11 @@ Status WriteEntry(TarStream& stream, int fd, const std::string& base, mode_t mod
       why = copied.message();
     }
   }
-  if (why.empty() && !ok) why = Errno();
+  if (why.empty() && !ok) why = ErrnoMessage();
   if (out >= 0) close(out);
   ok = ok && renameat(fd, temp.c_str(), fd, base.c_str()) == 0;
   if (!ok) {
-    if (why.empty()) why = Errno();
+    if (why.empty()) why = ErrnoMessage();
     if (out >= 0) unlinkat(fd, temp.c_str(), 0);
     return Status::Internal("cannot write " + path + ": " + why);
   }
@@ -491,7 +491,7 @@ StatusOr<int64_t> Unpack(const std::function<TarStream::Fill()>& source, const s
   // stream is refused before any file lands. Then it is unpacked, a buffer at a time.
   CONVOY_RETURN_IF_ERROR(UnpackPass(source(), -1, dest, uid, gid, max_bytes).status());
   const int root = open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return Status::Internal("cannot open " + dest + ": " + Errno());
+  if (root < 0) return Status::Internal("cannot open " + dest + ": " + ErrnoMessage());
   auto files = UnpackPass(source(), root, dest, uid, gid, max_bytes);
   close(root);
   return files;
@@ -517,7 +517,7 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
 StatusOr<int64_t> UnpackCodeArchiveFile(const std::string& path, const std::string& dest,
                                         int64_t uid, int64_t gid, int64_t max_bytes) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::NotFound("cannot open " + path + ": " + Errno());
+  if (fd < 0) return Status::NotFound("cannot open " + path + ": " + ErrnoMessage());
   auto files = Unpack(
       [fd] {
         lseek(fd, 0, SEEK_SET);

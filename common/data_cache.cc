@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/strings.h"
 #include "common/unique_fd.h"
 
 namespace convoy {
@@ -45,8 +46,6 @@ class MappedBytes : public Bytes {
   void* const addr_;
   const size_t size_;
 };
-
-std::string Errno() { return std::strerror(errno); }
 
 int64_t MtimeNs(const struct stat& st) {
   return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
@@ -161,7 +160,7 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 // why not.
 std::string TrustDir(const std::string& dir, uid_t* owner) {
   struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + Errno();
+  if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + ErrnoMessage();
   if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
   if (st.st_uid != 0 && st.st_uid != geteuid()) {
     return dir + " belongs to uid " + std::to_string(st.st_uid) + ", neither root nor uid " +
@@ -209,7 +208,7 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
   if (st.st_size > 0) {
     void* addr = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.fd, 0);
     if (addr == MAP_FAILED) {
-      *why = "cannot map the cached file: " + Errno();
+      *why = "cannot map the cached file: " + ErrnoMessage();
       return nullptr;
     }
     bytes = std::make_shared<MappedBytes>(addr, static_cast<size_t>(st.st_size));
@@ -232,15 +231,15 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   {
     unlink(tmp.c_str());
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (fd.fd < 0) return "cannot create " + tmp + ": " + Errno();
+    if (fd.fd < 0) return "cannot create " + tmp + ": " + ErrnoMessage();
     fchmod(fd.fd, 0644);  // whatever the umask: every rank reads it
     if (!WriteAll(fd.fd, bytes->data(), bytes->size())) {
-      const std::string err = "cannot write " + tmp + ": " + Errno();
+      const std::string err = "cannot write " + tmp + ": " + ErrnoMessage();
       unlink(tmp.c_str());
       return err;
     }
     struct stat st {};
-    if (fstat(fd.fd, &st) != 0) return "cannot stat " + tmp + ": " + Errno();
+    if (fstat(fd.fd, &st) != 0) return "cannot stat " + tmp + ": " + ErrnoMessage();
     m.source = source;
     m.source_size = src.st_size;
     m.source_mtime_ns = MtimeNs(src);
@@ -256,7 +255,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
     if (fd.fd >= 0) fchmod(fd.fd, 0644);
     const std::string text = FormatMeta(m);
     if (fd.fd < 0 || !WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size())) {
-      const std::string err = "cannot write " + meta_tmp + ": " + Errno();
+      const std::string err = "cannot write " + meta_tmp + ": " + ErrnoMessage();
       unlink(tmp.c_str());
       unlink(meta_tmp.c_str());
       return err;
@@ -266,7 +265,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   // later rebuild, data that fails the checks and is rebuilt again).
   if (rename(tmp.c_str(), data_path.c_str()) != 0 ||
       rename(meta_tmp.c_str(), (data_path + ".meta").c_str()) != 0) {
-    const std::string err = "cannot rename into " + data_path + ": " + Errno();
+    const std::string err = "cannot rename into " + data_path + ": " + ErrnoMessage();
     unlink(tmp.c_str());
     unlink(meta_tmp.c_str());
     return err;
@@ -330,7 +329,7 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   char resolved[PATH_MAX];
   struct stat src {};
   if (realpath(gz_path.c_str(), resolved) == nullptr || stat(resolved, &src) != 0) {
-    return uncached("cannot resolve " + gz_path + ": " + Errno());  // ReadGzFile throws
+    return uncached("cannot resolve " + gz_path + ": " + ErrnoMessage());  // ReadGzFile throws
   }
   const std::string source = resolved;
   uid_t owner = 0;
@@ -347,7 +346,7 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
     return uncached(why + ": the worker has not cached it");
   }
   if (!WaitShared(lock.fd, while_waiting)) {
-    return uncached("cannot wait for the entry's lock: " + Errno());
+    return uncached("cannot wait for the entry's lock: " + ErrnoMessage());
   }
   std::string why_again;
   if (auto hit = OpenEntry(data_path, source, src, owner, &why_again)) {
@@ -361,23 +360,23 @@ std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
        slash = dir.find('/', slash + 1)) {
     const std::string parent = dir.substr(0, slash);
     if (mkdir(parent.c_str(), 0711) != 0 && errno != EEXIST) {
-      return "cannot create " + parent + ": " + Errno();
+      return "cannot create " + parent + ": " + ErrnoMessage();
     }
   }
   if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + Errno();
+    return "cannot create " + dir + ": " + ErrnoMessage();
   }
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.fd < 0 || fstat(fd.fd, &st) != 0) {
-    return dir + " is not a directory (or is a symlink): " + Errno();
+    return dir + " is not a directory (or is a symlink): " + ErrnoMessage();
   }
   if (st.st_uid != geteuid()) {
     return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this process's " +
            std::to_string(geteuid());
   }
   if ((st.st_mode & 07777) != mode && fchmod(fd.fd, mode) != 0) {
-    return "cannot chmod " + dir + ": " + Errno();
+    return "cannot chmod " + dir + ": " + ErrnoMessage();
   }
   return "";
 }
@@ -402,7 +401,7 @@ int OpenLockFile(const std::string& data_path, std::string* why) {
   const std::string path = data_path + ".lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *why = "cannot open " + path + ": " + Errno();
+    *why = "cannot open " + path + ": " + ErrnoMessage();
     return -1;
   }
   fchmod(fd, 0644);  // readers open it to wait on it
@@ -435,13 +434,13 @@ EntryLock TryLockEntry(const std::string& gz_path, const std::string& cache_dir,
   std::string source;
   struct stat src {};
   if (!ResolveSource(gz_path, &source, &src)) {
-    *why = "cannot resolve " + gz_path + ": " + Errno();
+    *why = "cannot resolve " + gz_path + ": " + ErrnoMessage();
     return EntryLock();
   }
   const int fd = OpenLockFile(EntryPath(cache_dir, source), why);
   if (fd < 0) return EntryLock();
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    *why = errno == EWOULDBLOCK ? "a fill is under way" : "cannot lock: " + Errno();
+    *why = errno == EWOULDBLOCK ? "a fill is under way" : "cannot lock: " + ErrnoMessage();
     close(fd);
     return EntryLock();
   }
@@ -452,7 +451,7 @@ std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir
   std::string source;
   struct stat src {};
   if (!ResolveSource(gz_path, &source, &src)) {
-    throw std::runtime_error(gz_path + ": cannot resolve: " + Errno());
+    throw std::runtime_error(gz_path + ": cannot resolve: " + ErrnoMessage());
   }
   const std::string data_path = EntryPath(cache_dir, source);
   if (!lock.held()) {
@@ -461,7 +460,8 @@ std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir
     if (fd < 0) throw std::runtime_error(why);
     lock = EntryLock(fd);
     while (flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) throw std::runtime_error("cannot lock " + data_path + ": " + Errno());
+      if (errno != EINTR)
+        throw std::runtime_error("cannot lock " + data_path + ": " + ErrnoMessage());
     }
   }
   std::string why;

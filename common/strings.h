@@ -23,8 +23,11 @@ inline std::string ShortNumber(double value) {
   return text;
 }
 
+// The text of errno as it is now ("No such file or directory").
+inline std::string ErrnoMessage() { return std::strerror(errno); }
+
 // "`what`: " and the text of errno as it is now ("/a/b: No such file or directory").
-inline std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+inline std::string ErrnoText(const std::string& what) { return what + ": " + ErrnoMessage(); }
 
 // What a user wrote, quoted in a message: at most 64 bytes, control bytes as '?'.
 inline std::string QuoteForMessage(const std::string& text) {
