@@ -1,4 +1,4 @@
-"""The short soak (issue 26): bench/soak.py for three minutes with a fixed seed on a secure
+"""The short soak (issue 26): bench/soak.py for two minutes with a fixed seed on a secure
 cluster of a coordinator and three workers, two of them in network namespaces. It asserts
 correctness only: every job SUCCEEDED having trained exactly its steps or FAILED with a
 cause, no job resumed another's state, nothing is left behind. Memory is reported, never
@@ -16,15 +16,19 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from soak import netns_works  # noqa: E402
 
 SEED = 7
+# CI's budget for it: two minutes (CONVOY_SOAK_MINUTES for longer). Every kind of fault still
+# comes in that time: bench/soak.py draws them from a shuffled bag of eleven and forces the
+# daemon kills by a third of the run.
+MINUTES = os.environ.get("CONVOY_SOAK_MINUTES", "2")
 
 
 @pytest.mark.skipif(not netns_works(), reason="needs root and `ip netns` (network namespaces)")
-def test_three_minute_soak_loses_nothing_and_leaves_nothing(tmp_path):
+def test_short_soak_loses_nothing_and_leaves_nothing(tmp_path):
     out = tmp_path / "soak.json"
     # The soak's table and every violation go to stdout, which pytest shows on failure.
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"), "--minutes", "3",
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"), "--minutes", MINUTES,
                         "--seed", str(SEED), "--check", "--drain-timeout", "300",
-                        "--json", str(out)], timeout=780)
+                        "--json", str(out)], timeout=60 * float(MINUTES) + 600)
     assert out.exists(), f"the soak ended (exit {r.returncode}) before its checks"
     results = json.loads(out.read_text())
     assert results["violations"] == [], "\n".join(results["violations"])
