@@ -491,7 +491,7 @@ StatusOr<int64_t> Unpack(const std::function<TarStream::Fill()>& source, const s
   // stream is refused before any file lands. Then it is unpacked, a buffer at a time.
   CONVOY_RETURN_IF_ERROR(UnpackPass(source(), -1, dest, uid, gid, max_bytes).status());
   const int root = open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return Status::Internal("cannot open " + dest + ": " + ErrnoMessage());
+  if (root < 0) return Status::Internal(ErrnoText("cannot open " + dest));
   auto files = UnpackPass(source(), root, dest, uid, gid, max_bytes);
   close(root);
   return files;
@@ -517,7 +517,7 @@ StatusOr<int64_t> UnpackCodeArchive(const std::string& archive, const std::strin
 StatusOr<int64_t> UnpackCodeArchiveFile(const std::string& path, const std::string& dest,
                                         int64_t uid, int64_t gid, int64_t max_bytes) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::NotFound("cannot open " + path + ": " + ErrnoMessage());
+  if (fd < 0) return Status::NotFound(ErrnoText("cannot open " + path));
   auto files = Unpack(
       [fd] {
         lseek(fd, 0, SEEK_SET);

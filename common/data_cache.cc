@@ -160,7 +160,7 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 // why not.
 std::string TrustDir(const std::string& dir, uid_t* owner) {
   struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) return "cannot stat " + dir + ": " + ErrnoMessage();
+  if (lstat(dir.c_str(), &st) != 0) return ErrnoText("cannot stat " + dir);
   if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
   if (st.st_uid != 0 && st.st_uid != geteuid()) {
     return dir + " belongs to uid " + std::to_string(st.st_uid) + ", neither root nor uid " +
@@ -231,15 +231,15 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   {
     unlink(tmp.c_str());
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (fd.fd < 0) return "cannot create " + tmp + ": " + ErrnoMessage();
+    if (fd.fd < 0) return ErrnoText("cannot create " + tmp);
     fchmod(fd.fd, 0644);  // whatever the umask: every rank reads it
     if (!WriteAll(fd.fd, bytes->data(), bytes->size())) {
-      const std::string err = "cannot write " + tmp + ": " + ErrnoMessage();
+      const std::string err = ErrnoText("cannot write " + tmp);
       unlink(tmp.c_str());
       return err;
     }
     struct stat st {};
-    if (fstat(fd.fd, &st) != 0) return "cannot stat " + tmp + ": " + ErrnoMessage();
+    if (fstat(fd.fd, &st) != 0) return ErrnoText("cannot stat " + tmp);
     m.source = source;
     m.source_size = src.st_size;
     m.source_mtime_ns = MtimeNs(src);
@@ -255,7 +255,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
     if (fd.fd >= 0) fchmod(fd.fd, 0644);
     const std::string text = FormatMeta(m);
     if (fd.fd < 0 || !WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size())) {
-      const std::string err = "cannot write " + meta_tmp + ": " + ErrnoMessage();
+      const std::string err = ErrnoText("cannot write " + meta_tmp);
       unlink(tmp.c_str());
       unlink(meta_tmp.c_str());
       return err;
@@ -265,7 +265,7 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   // later rebuild, data that fails the checks and is rebuilt again).
   if (rename(tmp.c_str(), data_path.c_str()) != 0 ||
       rename(meta_tmp.c_str(), (data_path + ".meta").c_str()) != 0) {
-    const std::string err = "cannot rename into " + data_path + ": " + ErrnoMessage();
+    const std::string err = ErrnoText("cannot rename into " + data_path);
     unlink(tmp.c_str());
     unlink(meta_tmp.c_str());
     return err;
@@ -329,7 +329,7 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   char resolved[PATH_MAX];
   struct stat src {};
   if (realpath(gz_path.c_str(), resolved) == nullptr || stat(resolved, &src) != 0) {
-    return uncached("cannot resolve " + gz_path + ": " + ErrnoMessage());  // ReadGzFile throws
+    return uncached(ErrnoText("cannot resolve " + gz_path));  // ReadGzFile throws
   }
   const std::string source = resolved;
   uid_t owner = 0;
@@ -360,11 +360,11 @@ std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
        slash = dir.find('/', slash + 1)) {
     const std::string parent = dir.substr(0, slash);
     if (mkdir(parent.c_str(), 0711) != 0 && errno != EEXIST) {
-      return "cannot create " + parent + ": " + ErrnoMessage();
+      return ErrnoText("cannot create " + parent);
     }
   }
   if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + ErrnoMessage();
+    return ErrnoText("cannot create " + dir);
   }
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
@@ -376,7 +376,7 @@ std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
            std::to_string(geteuid());
   }
   if ((st.st_mode & 07777) != mode && fchmod(fd.fd, mode) != 0) {
-    return "cannot chmod " + dir + ": " + ErrnoMessage();
+    return ErrnoText("cannot chmod " + dir);
   }
   return "";
 }
@@ -401,7 +401,7 @@ int OpenLockFile(const std::string& data_path, std::string* why) {
   const std::string path = data_path + ".lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *why = "cannot open " + path + ": " + ErrnoMessage();
+    *why = ErrnoText("cannot open " + path);
     return -1;
   }
   fchmod(fd, 0644);  // readers open it to wait on it
@@ -434,7 +434,7 @@ EntryLock TryLockEntry(const std::string& gz_path, const std::string& cache_dir,
   std::string source;
   struct stat src {};
   if (!ResolveSource(gz_path, &source, &src)) {
-    *why = "cannot resolve " + gz_path + ": " + ErrnoMessage();
+    *why = ErrnoText("cannot resolve " + gz_path);
     return EntryLock();
   }
   const int fd = OpenLockFile(EntryPath(cache_dir, source), why);
@@ -460,8 +460,7 @@ std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir
     if (fd < 0) throw std::runtime_error(why);
     lock = EntryLock(fd);
     while (flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR)
-        throw std::runtime_error("cannot lock " + data_path + ": " + ErrnoMessage());
+      if (errno != EINTR) throw std::runtime_error(ErrnoText("cannot lock " + data_path));
     }
   }
   std::string why;

@@ -26,9 +26,10 @@ MINUTES = os.environ.get("CONVOY_SOAK_MINUTES", "2")
 def test_short_soak_loses_nothing_and_leaves_nothing(tmp_path):
     out = tmp_path / "soak.json"
     # The soak's table and every violation go to stdout, which pytest shows on failure.
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"), "--minutes", MINUTES,
-                        "--seed", str(SEED), "--check", "--drain-timeout", "300",
-                        "--json", str(out)], timeout=60 * float(MINUTES) + 600)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"),
+                        "--minutes", MINUTES, "--seed", str(SEED), "--check",
+                        "--drain-timeout", "300", "--json", str(out)],
+                       timeout=60 * float(MINUTES) + 600)
     assert out.exists(), f"the soak ended (exit {r.returncode}) before its checks"
     results = json.loads(out.read_text())
     assert results["violations"] == [], "\n".join(results["violations"])
