@@ -197,7 +197,7 @@ class Soak:
         self.drained = set()
         self.submitted = 0
         self.bag = []
-        self.daemons_due_at = float("inf")  # run(): from here a daemon fault not yet done goes first
+        self.due_at = float("inf")  # run(): from here a required fault not yet done goes first
         self.code_dir = None
 
     # ---- the cluster
@@ -428,13 +428,17 @@ class Soak:
         if jobs is not None and len(jobs) < 3 and self.rng.random() < 0.7:
             self.submit()
             return
-        # Every daemon fault at least once while daemons may die, however few draws a loaded
-        # machine leaves time for: past half of that window, one not yet done goes first.
-        if daemons_may_die and time.time() >= self.daemons_due_at:
+        # Every kind that the short soak's test requires at least once, however few draws a
+        # loaded machine leaves time for (a two-minute run draws about ten, and a rank kill
+        # drawn while nothing ran goes to the bag's bottom): past half of the window in which
+        # daemons may die, one not yet done goes first; a daemon kill only inside that window.
+        if time.time() >= self.due_at:
             done = {f["kind"] for f in self.faults}
-            for fault, kind in ((self.fault_kill_worker, "kill -9 worker"),
-                                (self.fault_kill_coordinator, "kill -9 coordinator")):
-                if kind not in done and fault():
+            for fault, kind, daemon in ((self.fault_kill_worker, "kill -9 worker", True),
+                                        (self.fault_kill_coordinator, "kill -9 coordinator", True),
+                                        (self.fault_kill_rank, "kill -9 rank", False),
+                                        (self.fault_cut_link, "cut link", False)):
+                if kind not in done and (daemons_may_die or not daemon) and fault():
                     return
         # Faults come out of a shuffled bag, refilled when empty, so that even a short run
         # has every kind: by weight, rank kills 3, workers, links and drains 2, preemptions
@@ -518,7 +522,7 @@ class Soak:
         duration = self.args.minutes * 60
         end = start + duration
         quiet = start + 0.6 * duration   # no daemon is killed after this
-        self.daemons_due_at = start + 0.3 * duration
+        self.due_at = start + 0.3 * duration
         self.warmup_at = quiet + min(120, 0.1 * duration)
         next_act = start + 2
         next_sample = start
