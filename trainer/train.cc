@@ -93,11 +93,15 @@ int Training::Run() {
     const Snapshotter::Stats s = snapshotter_->stats();
     if (s.captures > 0) {
       std::printf(
-          "snapshots: %lld written, %lld skipped (previous still being written); per snapshot "
+          "snapshots: %lld written, %lld skipped (previous still being written), %lld written "
+          "by the training thread (%.1f ms each: the writer %d behind); per snapshot "
           "%.2f ms copying in the training thread (%.3f %% of the training time), %.1f ms "
           "writing in the background (%.1f ms of CPU)\n",
           static_cast<long long>(s.written), static_cast<long long>(s.skipped_busy),
-          s.copy_ms / static_cast<double>(s.captures), s.copy_ms / steps / step_ms * 100,
+          static_cast<long long>(s.written_inline),
+          s.inline_ms / static_cast<double>(std::max<int64_t>(1, s.written_inline)),
+          Snapshotter::kMaxBehind, s.copy_ms / static_cast<double>(s.captures),
+          s.copy_ms / steps / step_ms * 100,
           s.background_ms / static_cast<double>(std::max<int64_t>(1, s.written)),
           s.background_cpu_ms / static_cast<double>(std::max<int64_t>(1, s.written)));
       if (step_n_[0] > 0 && step_n_[1] > 0) {
