@@ -350,8 +350,8 @@ TEST_F(FastRestartTest, ResumingAtAnotherWorldSizeRepeatsAndSkipsNothing) {
   EXPECT_EQ(all.find("FAILED"), std::string::npos) << all;
 }
 
-// SIGTERM with the preemption file: every rank stops after the same step, rank 0 checkpoints
-// it, all exit 0 within about a second; the next attempt resumes there and ends with the
+// SIGTERM with the preemption file: every rank stops after the same step, a few steps after
+// the signal, rank 0 checkpoints it, all exit 0; the next attempt resumes there and ends with the
 // uninterrupted run's parameters.
 TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
   const std::string ref = Reference();
@@ -372,13 +372,14 @@ TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
         << first.Output(0);
     { std::ofstream(Path("preempt")) << "preempted by j-000007\n"; }
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t signalled = LastStep(first.Output(0));
     first.Signal(0, SIGTERM);
     first.Signal(1, SIGTERM);
     ASSERT_TRUE(first.AllExitedWith(seconds(20), 0));
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(secs, 3.0) << "SIGTERM -> every rank exited";
-    std::cout << "SIGTERM -> both ranks exited 0 in " << secs << " s" << std::endl;
+    // For the log only (tests assert no wall-clock time): about a second on an idle machine.
+    std::cout << "SIGTERM -> both ranks exited 0 in "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+              << " s" << std::endl;
     static const std::regex re(
         R"(preempted at step (\d+): preempted by j-000007; checkpoint (\S+)\n)");
     std::smatch m0, m1;
@@ -387,6 +388,10 @@ TEST_F(FastRestartTest, PreemptionStopsEveryRankAtOneStepAndResumesThere) {
     ASSERT_TRUE(std::regex_search(out1, m1, re)) << out1;
     stopped = std::stoll(m0[1]);
     EXPECT_EQ(std::stoll(m1[1]), stopped);  // one agreed step
+    // Within a few steps of the signal (the log read before it may lag by a few lines), not
+    // at the epoch's end (step 50) or the run's.
+    EXPECT_GE(stopped, signalled);
+    EXPECT_LE(stopped, signalled + 10) << out0;
     EXPECT_EQ(LastStep(out0), stopped);
     EXPECT_EQ(m0[2], Path("ckpt/ckpt-" + Padded(stopped) + ".pt"));
     EXPECT_TRUE(fs::exists(m0[2].str()));
@@ -449,8 +454,8 @@ TEST_F(FastRestartTest, SigtermWhileBlockedOrBeforeTrainingDoesNotWaitForTheKill
     ranks.Signal(1, SIGKILL);
     ranks.Wait(seconds(20));
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143) << st << ranks.Output(0);
-    EXPECT_GE(secs, 2.0);
-    EXPECT_LT(secs, 6.0);
+    EXPECT_GE(secs, 2.0);  // it waited for its collective's 2 s, and then not for the kill:
+                           // the 20 s bound above (upper wall-clock bounds fail on a busy host)
     const std::string out = ranks.Output(0);
     EXPECT_NE(out.find("(SIGTERM while blocked in a collective for 2000 ms"), std::string::npos)
         << out;
@@ -463,10 +468,9 @@ TEST_F(FastRestartTest, SigtermWhileBlockedOrBeforeTrainingDoesNotWaitForTheKill
         [&] { return alone.Output(0).find(" parameters\n") != std::string::npos; }, seconds(60)))
         << alone.Output(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const auto t0 = std::chrono::steady_clock::now();
     alone.Signal(0, SIGTERM);
+    // Not after the rendezvous' 60 s (--pg-timeout-s): within the 10 s bound.
     ASSERT_TRUE(alone.AllExitedWith(seconds(10), 143));
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
     EXPECT_NE(alone.Output(0).find("stopped by SIGTERM before training started; nothing to save"),
               std::string::npos)
         << alone.Output(0);
