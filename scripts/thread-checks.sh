@@ -95,10 +95,10 @@ export TSAN_OPTIONS="$TSAN_OPTIONS suppressions=$PWD/tests/tsan.supp"
 # their tests): a test binary run whole let one test's late gRPC callbacks meet the next
 # test's objects in the same process, which no daemon ever does.
 status=0
-# One test per core. At two per core (-j4 here) the stage took 140 s instead of 193 s, the
-# cores being 60 % busy at -j2, but in a clean-clone run two etcd tests failed: the
-# coordinator's 2 s etcd lease ran out under the load and it stepped down.
-(cd build-tsan && timeout 900 ctest --output-on-failure --timeout 300 -j "$JOBS" \
+# Two tests per core: at one (-j2 here) the cores were 60 % busy and the stage took 193 s, at
+# two 140 s. The test clusters' etcd lease is 10 s (TestCluster::DefaultOptions): at two per
+# core, two etcd tests' coordinators lost the 2 s lease of production's default.
+(cd build-tsan && timeout 900 ctest --output-on-failure --timeout 300 -j "$((JOBS * 2))" \
   -L 'unit|integration') || status=1
 if [ "$status" -ne 0 ]; then
   echo "thread checks: FAILED" >&2

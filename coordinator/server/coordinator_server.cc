@@ -330,6 +330,7 @@ Status CoordinatorServer::Lead(const CoordinatorFlags& flags, const Deps& deps) 
   LeaderElection::Options election;
   election.key = flags.etcd_prefix + "leader";
   election.value = flags.advertise_address.empty() ? flags.listen : flags.advertise_address;
+  election.ttl_s = flags.leader_lease_s;
   election_ = std::make_unique<LeaderElection>(*etcd_, election);
   CONVOY_RETURN_IF_ERROR(election_->Campaign([&deps] {
     if (deps.waiting) deps.waiting("a follower: waiting to lead");

@@ -95,6 +95,12 @@ void DefineServingOptions(CLI::App& app, CoordinatorFlags* f) {
   app.add_option("--etcd-key", f->etcd_key, "PEM file: the key of --etcd-cert");
   app.add_option("--etcd-prefix", f->etcd_prefix, "the etcd key prefix of this cluster")
       ->capture_default_str();
+  app.add_option("--leader-lease", f->leader_lease_s,
+                 "with an etcd store, the leader's lease (2, 2s, 1m): a leader that dies is "
+                 "replaced after about this long, one that cannot renew it so long steps down")
+      ->transform(CLI::AsNumberWithUnit(std::map<std::string, double>{{"s", 1}, {"m", 60}}))
+      ->check(CLI::Range(int64_t{2}, int64_t{60}))
+      ->capture_default_str();
   app.add_option("--metrics-listen", f->metrics_listen,
                  "HOST:PORT of the Prometheus /metrics (:PORT binds loopback)");
   app.add_option("--health-listen", f->health_listen,

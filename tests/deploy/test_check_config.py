@@ -70,6 +70,8 @@ def test_coordinator_each_problem_is_a_configuration_error(tmp_path):
         (state + "log_level: loud\n", "log-level"),
         (state + "worker_timeout: abc\n", "worker-timeout"),
         (state + "worker_timeout: ten\n", "line 2: "),
+        (state + "leader_lease: 1\n", "--leader-lease"),
+        (state + "leader_lease: 2h\n", "--leader-lease"),
         (state + "listn: 127.0.0.1:7070\n", "line 2: unknown key 'listn'"),
         (state + "listen: [127.0.0.1:7070\n", "c.yaml: line "),  # not YAML
     ]
