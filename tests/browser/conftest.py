@@ -82,16 +82,23 @@ class UiCluster(Cluster):
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(request):
     if webdriver is None or not CHROMIUM or not os.path.exists(CHROMEDRIVER):
         pytest.skip("needs chromium, chromium-driver and python3-selenium "
                     "(scripts/install-deps.sh installs them)")
     c = UiCluster(workers=2)
     yield c
-    if os.environ.get("CONVOY_BROWSER_KEEP_LOGS"):
-        print(c.logs_of("coordinator")[-5000:])
+    failed = request.session.testsfailed > 0
+    if failed or os.environ.get("CONVOY_BROWSER_KEEP_LOGS"):
+        for name in c.procs:
+            print(f"==== {name} log (last 3000 chars) ====\n{c.logs_of(name)[-3000:]}")
     leftovers = c.close()
-    assert not leftovers, f"processes of jobs survived the test: {leftovers}"
+    if failed:
+        # A failed test can leave its job running (close() killed it). Under -x this teardown
+        # runs in pytest's session end, where an assertion hides the test's own report.
+        print(f"after a failed test, processes of jobs killed at teardown: {leftovers}")
+    else:
+        assert not leftovers, f"processes of jobs survived the test: {leftovers}"
 
 
 @pytest.fixture

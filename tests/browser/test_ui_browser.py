@@ -95,7 +95,9 @@ def test_owner_sees_the_job_listed_live_and_its_charts_grow_until_it_succeeds(cl
     wait_for(lambda: "RUNNING" in text(browser, f'tr[data-job="{job}"]'), 60, "RUNNING in the list")
     shot(browser, "jobs")
 
-    browser.find_element(By.LINK_TEXT, job).click()
+    # In one step (click()): the live list redraws its rows, and a link found by one call can
+    # be gone by the next (StaleElementReferenceException).
+    click(browser, f'tr[data-job="{job}"] a[href="/jobs/{job}"]')
     wait_for(lambda: path_of(browser) == f"/jobs/{job}" and
              browser.execute_script("return document.body.dataset.rendered === '1'"), 20,
              "the job page")
