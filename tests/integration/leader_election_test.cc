@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tests/support/etcd_cluster.h"
+#include "tests/support/test_cluster.h"
 
 namespace convoy {
 namespace leader_election_test {
@@ -87,6 +88,33 @@ TEST_F(LeaderElectionTest, AFollowerThatIsStoppedLeavesNoLeaseBehind) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_EQ(b.lease(), 0);
   EXPECT_EQ(a.Leader(), "a:7070");
+}
+
+// --leader-lease is the TTL of the lease that holds a coordinator's leader key in etcd.
+TEST(CoordinatorLeaderLeaseTest, TheFlagIsTheTtlOfTheLeadersLease) {
+  if (!testing::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+  auto options = testing::TestCluster::DefaultOptions();
+  options.etcd = true;
+  options.flags.leader_lease_s = 7;
+  testing::TestCluster cluster(options);
+  EtcdOptions eo;
+  eo.endpoints = testing::SharedEtcd().endpoints();
+  auto client = EtcdClient::Create(eo);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto kvs = (*client)->GetPrefix(cluster.etcd_prefix() + "leader");
+  ASSERT_TRUE(kvs.ok()) << kvs.status().message();
+  ASSERT_EQ(kvs->size(), 1u);
+  ASSERT_NE((*kvs)[0].lease(), 0);
+  auto lease = etcdserverpb::Lease::NewStub(
+      grpc::CreateChannel(eo.endpoints[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  etcdserverpb::LeaseTimeToLiveRequest req;
+  req.set_id((*kvs)[0].lease());
+  etcdserverpb::LeaseTimeToLiveResponse resp;
+  const grpc::Status st = lease->LeaseTimeToLive(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.grantedttl(), 7);
 }
 
 }  // namespace leader_election_test

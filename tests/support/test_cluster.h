@@ -166,6 +166,8 @@ class TestCluster {
                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Polls `pred` every 10 ms for at most `timeout`.
   static bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+  // With `etcd`: the key prefix of this cluster's coordinator ("/t<pid>-<n>/convoy/").
+  const std::string& etcd_prefix() const { return etcd_prefix_; }
 
  private:
   const Options options_;
