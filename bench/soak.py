@@ -59,6 +59,10 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 UNFINISHED = ["PENDING", "SCHEDULED", "RENDEZVOUS", "RUNNING", "RESTARTING"]
 # Namespaces, links and addresses of this soak (10.201.x is test_e2e_failures.py's).
+# The fault kinds every run has at least once (the short soak's test asserts each); the daemon
+# kills only while daemons may die.
+REQUIRED_FAULTS = ("kill -9 worker", "kill -9 coordinator", "kill -9 rank", "cut link")
+DAEMON_FAULTS = ("kill -9 worker", "kill -9 coordinator")
 NETNS = [("cvys-a", "cvysh0", "cvysn0", 0), ("cvys-b", "cvysh1", "cvysn1", 1)]
 # A veth pair that stays in the root namespace and is never cut: w1's address, which ranks
 # in the namespaces reach through their default route whatever link is down.
@@ -434,11 +438,12 @@ class Soak:
         # daemons may die, one not yet done goes first; a daemon kill only inside that window.
         if time.time() >= self.due_at:
             done = {f["kind"] for f in self.faults}
-            for fault, kind, daemon in ((self.fault_kill_worker, "kill -9 worker", True),
-                                        (self.fault_kill_coordinator, "kill -9 coordinator", True),
-                                        (self.fault_kill_rank, "kill -9 rank", False),
-                                        (self.fault_cut_link, "cut link", False)):
-                if kind not in done and (daemons_may_die or not daemon) and fault():
+            by_kind = {"kill -9 worker": self.fault_kill_worker,
+                       "kill -9 coordinator": self.fault_kill_coordinator,
+                       "kill -9 rank": self.fault_kill_rank, "cut link": self.fault_cut_link}
+            for kind in REQUIRED_FAULTS:
+                if kind not in done and (daemons_may_die or kind not in DAEMON_FAULTS) and \
+                        by_kind[kind]():
                     return
         # Faults come out of a shuffled bag, refilled when empty, so that even a short run
         # has every kind: by weight, rank kills 3, workers, links and drains 2, preemptions

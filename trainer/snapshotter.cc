@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <type_traits>
@@ -28,6 +29,17 @@ double ThreadCpuMillis() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// Runs `write`; "" when it succeeded, else what it threw, which is also logged.
+std::string Attempt(const std::function<void()>& write) {
+  try {
+    write();
+    return "";
+  } catch (const std::exception& e) {
+    std::cerr << "warning: snapshot not written: " << e.what() << std::endl;
+    return e.what();
+  }
 }
 
 // `src` copied into `dst` when it fits (no allocation), else a fresh copy in host memory.
@@ -120,27 +132,22 @@ bool Snapshotter::CopyIntoShadow() {
 
 bool Snapshotter::Capture(const Position& pos, const std::vector<uint8_t>& counts) {
   if (!enabled()) return false;
+  bool overtake = false;  // the writer is starved (a host without an idle core)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!busy_) {
-      behind_ = 0;
-    } else if (++behind_ <= kMaxBehind) {
-      ++stats_.skipped_busy;
-      return false;
+    if (busy_) {
+      if (++behind_ <= kMaxBehind) {
+        ++stats_.skipped_busy;
+        return false;
+      }
+      overtake = true;
     }
+    behind_ = 0;
   }
   const auto t0 = Clock::now();
-  if (behind_ > 0) {
-    // The writer is starved (a host without an idle core); it finishes its capture when it
-    // can, and this newer one is written now.
-    behind_ = 0;
-    std::string error;
-    try {
-      WriteNow(pos, counts);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!error.empty()) std::cerr << "warning: snapshot not written: " << error << std::endl;
+  if (overtake) {
+    // The writer finishes its capture when it can; this newer one is written now.
+    const std::string error = Attempt([&] { WriteNow(pos, counts); });
     std::lock_guard<std::mutex> lock(mu_);
     stats_.inline_ms += MillisSince(t0);
     if (error.empty()) {
@@ -180,8 +187,7 @@ void Snapshotter::Loop() {
     }
     const auto t0 = Clock::now();
     const double cpu0 = ThreadCpuMillis();
-    std::string error;
-    try {
+    const std::string error = Attempt([this] {
       if (!serialised_) {
         SaveStateInto(&payload_, *shadow_.model, *shadow_.optimizer, pos_, counts_, state_id_);
       }
@@ -190,11 +196,8 @@ void Snapshotter::Loop() {
       meta.epoch = pos_.epoch;
       meta.sample = pos_.sample;
       WriteSnapshotFile(dir_, meta, payload_);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    });
     payload_.clear();  // keeps its capacity for the next one
-    if (!error.empty()) std::cerr << "warning: snapshot not written: " << error << std::endl;
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
     stats_.background_ms += MillisSince(t0);

@@ -116,7 +116,7 @@ class Snapshotter {
   std::string payload_;      // the serialised capture (one buffer, reused)
   bool serialised_ = false;  // Capture serialised it already (an optimiser without a shadow)
   Stats stats_;              // guarded by mu_
-  int behind_ = 0;           // captures in a row that found the writer busy (Capture only)
+  int behind_ = 0;           // guarded by mu_: captures in a row that found the writer busy
   std::thread thread_;
 };
 

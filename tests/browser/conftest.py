@@ -90,8 +90,7 @@ def cluster(request):
     yield c
     failed = request.session.testsfailed > 0
     if failed or os.environ.get("CONVOY_BROWSER_KEEP_LOGS"):
-        for name in c.procs:
-            print(f"==== {name} log (last 3000 chars) ====\n{c.logs_of(name)[-3000:]}")
+        c.print_logs()
     leftovers = c.close()
     if failed:
         # A failed test can leave its job running (close() killed it). Under -x this teardown

@@ -248,6 +248,11 @@ class Cluster:
         except OSError:
             return ""
 
+    def print_logs(self, names=None, chars=3000):
+        """Prints the end of each daemon's log (all of them by default), for a failed test."""
+        for name in self.procs if names is None else names:
+            print(f"==== {name} log (last {chars} chars) ====\n{self.logs_of(name)[-chars:]}")
+
     # ---- the CLI
     def cli(self, *args, check=True, timeout=60, token=None):
         """The CLI as the cluster's admin, or as the holder of `token`."""

@@ -27,8 +27,7 @@ def make_cluster(request):
     failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
     for c in clusters:
         if failed:
-            for name in c.procs:
-                print(f"==== {name} log (last 3000 chars) ====\n{c.logs_of(name)[-3000:]}")
+            c.print_logs()
         leftovers = c.close()
         assert not leftovers, f"processes of jobs survived the test: {leftovers}"
 

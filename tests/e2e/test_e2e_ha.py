@@ -93,8 +93,8 @@ def ha_cluster(request):
     yield make
     failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
     for c in clusters:
-        for name in [*c.procs, *(c.etcd.names if hasattr(c, "etcd") else [])] if failed else []:
-            print(f"==== {name} log (last 2000 chars) ====\n{c.logs_of(name)[-2000:]}")
+        if failed:
+            c.print_logs([*c.procs, *(c.etcd.names if hasattr(c, "etcd") else [])], chars=2000)
         # Stop etcd first: the cluster's directory holds its data.
         if hasattr(c, "etcd"):
             c.etcd.close()

@@ -226,7 +226,6 @@ def test_every_shipped_expression_has_series(tmp_path):
         if prom:
             prom.close()
         if not ok:
-            for name in c.procs:
-                print(f"==== {name} log (last 3000 chars) ====\n{c.logs_of(name)[-3000:]}")
+            c.print_logs()
         leftovers = c.close()
         assert not leftovers, f"processes of jobs survived the test: {leftovers}"
