@@ -136,6 +136,7 @@ Status WorkerDaemon::ResolveMachine(const WorkerFlags& flags, std::unique_ptr<Nv
   config.orphan_timeout_ms = static_cast<int64_t>(flags.orphan_timeout_s * 1000);
   config.log_max_bytes = flags.log_max_bytes;
   config.env = AllowedWorkerEnvironment(ProcessEnvironment(), flags.pass_env);
+  if (flags.rank_huge_pages) config.env = WithMallocHugePages(std::move(config.env));
   return Status::Ok();
 }
 

@@ -129,6 +129,17 @@ std::map<std::string, std::string> ProcessEnvironment() {
   return env;
 }
 
+std::map<std::string, std::string> WithMallocHugePages(std::map<std::string, std::string> env) {
+  std::string& tunables = env["GLIBC_TUNABLES"];
+  for (const auto& [name, value] :
+       {std::pair<std::string, std::string>{"glibc.malloc.hugetlb", "1"},
+        {"glibc.malloc.mmap_threshold", "33554432"}}) {
+    if (tunables.find(name + "=") != std::string::npos) continue;  // the operator's choice
+    tunables += (tunables.empty() ? "" : ":") + name + "=" + value;
+  }
+  return env;
+}
+
 const std::vector<std::string>& DefaultPassEnv() {
   static const std::vector<std::string> kPatterns{
       "PATH",      "LANG",   "LANGUAGE",         "LC_*",   "TZ",
