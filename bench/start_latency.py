@@ -37,6 +37,8 @@ PY = "/usr/bin/python3"
 TRAINER = {"model": "fmnist-cnn", "epochs": 1, "batch_size": 32, "lr": 0.01,
            "max_steps": 100000}
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) \S+ (?:coordinator|worker \S+): (.*)$")
+# What a restarted rank says of its resume (trainer/train.cc).
+_RESUME_LINE = re.compile(r"^(resume took|resumed from|waited \d+ ms|no checkpoint or snapshot)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -167,6 +169,11 @@ def convoy_once(steps_before_kill):
         restart += trainer_parts(last, launched)
         restart.append(("TOTAL SIGKILL -> restarted attempt's first step",
                         last["first_step_unix"] - t_kill))
+        for path in sorted(rank_logs(1)):
+            with open(path, errors="replace") as f:
+                said = [ln.strip() for ln in f if _RESUME_LINE.search(ln)]
+            print(f"  restarted {os.path.basename(path)[:-4]} on "
+                  f"{os.path.relpath(path, c.dir).split(os.sep)[0]}: " + "; ".join(said))
         c.cli("cancel", job_id)
         return submit, restart
     finally:

@@ -133,7 +133,7 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
   stream.flush();
 }
 
-Position LoadState(const std::string& bytes, torch::nn::Module& model,
+Position LoadState(std::string_view bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
                    const StepShape& legacy_shape, std::vector<uint8_t>* counts,
                    torch::Device device) {
@@ -206,6 +206,16 @@ Position LoadState(const std::string& bytes, torch::nn::Module& model,
   model.load(m);
   optimizer.load(o);
   return pos;
+}
+
+void WarmUpStateLoading() {
+  torch::nn::Linear model(2, 2);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  StateIdentity id;
+  id.samples = 1;
+  std::vector<uint8_t> counts(1, 0);
+  const std::string bytes = SaveState(*model, optimizer, Position{}, counts, id);
+  LoadState(bytes, *model, optimizer, id, StepShape{}, &counts);
 }
 
 std::string CheckpointPath(const std::string& dir, int64_t step) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainer/sampler.h"
@@ -65,10 +66,17 @@ void SaveStateInto(std::string* out, torch::nn::Module& model, torch::optim::Opt
 // read as made at `legacy_shape`: P = steps x A·B·W, the first P samples of the epoch's order
 // counted once. Tensors are read onto `device` (the model's): a snapshot is written from host
 // memory, a checkpoint from wherever the model was.
-Position LoadState(const std::string& bytes, torch::nn::Module& model,
+Position LoadState(std::string_view bytes, torch::nn::Module& model,
                    torch::optim::Optimizer& optimizer, const StateIdentity& id,
                    const StepShape& legacy_shape, std::vector<uint8_t>* counts,
                    torch::Device device = torch::kCPU);
+
+// Saves and loads a tiny state (a 2x2 linear layer, SGD with momentum) once. The first load
+// in a process builds LibTorch's archive reader (its JIT importer) on the way: tens of
+// milliseconds, and 60-90 ms in a rank forked from the warm trainer, on a restart's critical
+// path. The warm trainer does it before it forks any rank (trainer/main.cc), so that its ranks
+// inherit the built reader. Starts no thread (a process that forks must have none).
+void WarmUpStateLoading();
 
 // Writes bytes as <dir>/ckpt-<global_step>.pt atomically and prunes all but the newest
 // `keep_newest` (0: none is pruned; the job's checkpoint policy is the worker's then).

@@ -12,6 +12,7 @@
 #endif
 
 #include "rank_process/zygote_protocol.h"
+#include "trainer/checkpoint.h"
 #include "trainer/device_check.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
@@ -54,8 +55,10 @@ int main(int argc, char** argv) {
     return convoy::trainer::CheckDevices(argv[2]);
   }
   // The warm trainer (rank_process/zygote_protocol.h), started by a worker: LibTorch is loaded
-  // and registered by now; it forks ranks that run RankMain and starts nothing itself.
+  // and registered by now; it forks ranks that run RankMain and starts nothing itself. Its
+  // ranks inherit a built state reader (a restart loads a state before its first step).
   if (argc == 4 && std::strcmp(argv[1], "--zygote") == 0) {
+    convoy::trainer::WarmUpStateLoading();
     return convoy::zygote::Serve(std::atoi(argv[2]), &RankMain);
   }
   return RankMain(argc, argv);

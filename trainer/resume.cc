@@ -69,29 +69,58 @@ double AttemptPresence::WaitForEarlierAttempts(std::chrono::milliseconds timeout
 std::optional<StateOffer> Newer(std::optional<StateOffer> a, std::optional<StateOffer> b) {
   if (!a) return b;
   if (!b) return a;
-  return b->step > a->step ? b : a;
+  // Returned by move: a state is megabytes.
+  if (b->step > a->step) return b;
+  return a;
 }
+
+namespace {
+
+// Broadcasts `n` bytes at `data` from `root` (every rank's `data` holds n bytes; the root's are
+// sent). On the CPU the buffer itself travels, so that a state of megabytes is not copied on
+// the way (each copy of fresh memory is thousands of page faults); a GPU backend goes through
+// a device tensor.
+void BroadcastBytes(Dist& dist, torch::Device device, char* data, int64_t n, int root) {
+  if (n == 0) return;
+  torch::Tensor t = torch::from_blob(data, {n}, torch::kUInt8);
+  if (device.is_cpu()) {
+    std::vector<torch::Tensor> v{t};
+    dist.Broadcast(v, root);
+    return;
+  }
+  std::vector<torch::Tensor> v{t.to(device)};
+  dist.Broadcast(v, root);
+  if (dist.rank() != root) t.copy_(v[0].cpu());
+}
+
+}  // namespace
 
 std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
                                               std::optional<StateOffer> mine) {
   const int world = dist.world();
   const int rank = dist.rank();
-  // Every rank's step + 1 in its own slot (0: holds nothing); the sum is everyone's.
-  torch::Tensor steps = torch::zeros({world}, torch::kInt64);
-  if (mine) steps[rank] = mine->step + 1;
-  steps = steps.to(device);
-  dist.AllReduceSum(steps);
-  steps = steps.cpu();
-  const int64_t* s = steps.data_ptr<int64_t>();
+  // In each rank's three slots: its step + 1 (0: it holds nothing), and the lengths of its
+  // "<kind> <path>" and of its bytes; the sum is everyone's.
+  const std::string head = mine ? mine->kind + " " + mine->path : "";
+  torch::Tensor offers = torch::zeros({world, 3}, torch::kInt64);
+  if (mine) {
+    offers[rank][0] = mine->step + 1;
+    offers[rank][1] = static_cast<int64_t>(head.size());
+    offers[rank][2] = static_cast<int64_t>(mine->data().size());
+  }
+  offers = offers.to(device);
+  dist.AllReduceSum(offers);
+  offers = offers.cpu().contiguous();
+  const auto s = offers.accessor<int64_t, 2>();
   int holder = -1;
   for (int r = 0; r < world; ++r) {
-    if (s[r] > 0 && (holder < 0 || s[r] > s[holder])) holder = r;
+    if (s[r][0] > 0 && (holder < 0 || s[r][0] > s[holder][0])) holder = r;
   }
   if (holder < 0) return std::nullopt;
   // Every rank holds the newest step itself (DDP keeps the ranks' states identical): each
   // loads its own copy, nothing is sent.
   bool everyone = true;
-  for (int r = 0; r < world; ++r) everyone = everyone && s[r] == s[holder];
+  for (int r = 0; r < world; ++r) everyone = everyone && s[r][0] == s[holder][0];
   if (everyone) {
     AgreedState out;
     out.holder = rank;
@@ -99,32 +128,24 @@ std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
     return out;
   }
 
-  // The holder's "<kind> <path>\n<bytes>", its length first.
-  std::string blob;
-  if (rank == holder) blob = mine->kind + " " + mine->path + "\n" + mine->bytes;
-  torch::Tensor size = torch::tensor({static_cast<int64_t>(blob.size())}, torch::kInt64);
-  std::vector<torch::Tensor> v{size.to(device)};
-  dist.Broadcast(v, holder);
-  const int64_t n = v[0].cpu().item<int64_t>();
-  torch::Tensor bytes = torch::empty({n}, torch::kUInt8);
-  if (rank == holder) std::memcpy(bytes.data_ptr(), blob.data(), static_cast<size_t>(n));
-  std::vector<torch::Tensor> b{bytes.to(device)};
-  dist.Broadcast(b, holder);
-  if (rank != holder) {
-    bytes = b[0].cpu().contiguous();
-    blob.assign(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(n));
-  }
-  const size_t nl = blob.find('\n');
-  const size_t sp = blob.find(' ');
-  if (nl == std::string::npos || sp == std::string::npos || sp > nl) {
-    throw std::runtime_error("resume: rank " + std::to_string(holder) + " sent a malformed state");
-  }
+  // The holder's "<kind> <path>", then its bytes, sent from and received into the offer itself.
   AgreedState out;
   out.holder = holder;
-  out.state.kind = blob.substr(0, sp);
-  out.state.path = blob.substr(sp + 1, nl - sp - 1);
-  out.state.step = s[holder] - 1;
-  out.state.bytes = blob.substr(nl + 1);
+  if (rank == holder) out.state = std::move(*mine);
+  std::string h = rank == holder ? head : std::string(static_cast<size_t>(s[holder][1]), '\0');
+  BroadcastBytes(dist, device, h.data(), s[holder][1], holder);
+  if (rank != holder) out.state.bytes.resize(static_cast<size_t>(s[holder][2]));
+  // The holder's buffer is only read (a mapped snapshot is a private mapping besides).
+  char* bytes =
+      rank == holder ? const_cast<char*>(out.state.data().data()) : out.state.bytes.data();
+  BroadcastBytes(dist, device, bytes, s[holder][2], holder);
+  const size_t sp = h.find(' ');
+  if (sp == std::string::npos) {
+    throw std::runtime_error("resume: rank " + std::to_string(holder) + " sent a malformed state");
+  }
+  out.state.kind = h.substr(0, sp);
+  out.state.path = h.substr(sp + 1);
+  out.state.step = s[holder][0] - 1;
   return out;
 }
 

@@ -7,10 +7,13 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "trainer/dist.h"
+#include "trainer/snapshot_file.h"
 
 namespace convoy::trainer {
 
@@ -19,6 +22,10 @@ struct StateOffer {
   std::string path;
   int64_t step = 0;
   std::string bytes;  // what SaveState wrote
+  // Or, for a snapshot, the payload of its mapped file (FoundSnapshot): not copied.
+  std::shared_ptr<const MappedFile> file{};
+  std::string_view mapped{};
+  std::string_view data() const { return file != nullptr ? mapped : std::string_view(bytes); }
 };
 
 struct AgreedState {

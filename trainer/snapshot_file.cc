@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,7 +119,7 @@ std::string SnapshotPath(const std::string& dir, int64_t step) {
 }
 
 std::string WriteSnapshotFile(const std::string& dir, const SnapshotMeta& meta,
-                              const std::string& payload, int keep) {
+                              std::string_view payload, int keep) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -165,7 +166,7 @@ std::string WriteSnapshotFile(const std::string& dir, const SnapshotMeta& meta,
   return path;
 }
 
-bool ParseSnapshot(const std::string& bytes, FoundSnapshot* out, std::string* why) {
+bool ParseSnapshot(std::string_view bytes, FoundSnapshot* out, std::string* why) {
   const size_t end = bytes.find("\n\n");
   if (bytes.rfind(std::string(kMagicLine) + "\n", 0) != 0) {
     *why = "not a snapshot (no '" + std::string(kMagicLine) + "' line)";
@@ -176,7 +177,7 @@ bool ParseSnapshot(const std::string& bytes, FoundSnapshot* out, std::string* wh
     return false;
   }
   std::map<std::string, std::string> kv;
-  std::istringstream in(bytes.substr(0, end + 1));
+  std::istringstream in(std::string(bytes.substr(0, end + 1)));
   std::string line;
   std::getline(in, line);  // the magic line
   while (std::getline(in, line)) {
@@ -224,15 +225,40 @@ bool ParseSnapshot(const std::string& bytes, FoundSnapshot* out, std::string* wh
   return true;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return nullptr;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* addr = nullptr;
+  if (size > 0) {
+    // Writable but private: a collective that wrote into its buffer would get its own copy of
+    // the page, and the file stay as it is.
+    addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  close(fd);
+  if (addr == MAP_FAILED) return nullptr;
+  return std::shared_ptr<const MappedFile>(new MappedFile(addr, size));
+}
+
+MappedFile::~MappedFile() {
+  if (addr_ != nullptr) munmap(addr_, size_);
+}
+
 std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const SnapshotMeta& want) {
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
   for (const auto& [step, path] : ListSnapshots(dir)) {
-    std::string bytes;
-    if (!ReadWholeFile(path, &bytes)) continue;  // pruned by another rank meanwhile
+    auto file = MappedFile::Open(path);
+    if (file == nullptr) continue;  // pruned by another rank meanwhile
     FoundSnapshot found;
+    found.file = file;
     std::string why;
-    if (!ParseSnapshot(bytes, &found, &why)) {
+    if (!ParseSnapshot(file->bytes(), &found, &why)) {
       std::cerr << "warning: skipping snapshot " << path << ": " << why << std::endl;
       continue;
     }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,9 +111,22 @@ class Training {
   // snapshot, rank 0's checkpoint) into the model and optimiser, keeping the position.
   // Throws BadStepsFailure when there is none, or when no step passed since the last rewind.
   void Rewind();
-  // What this rank holds: its host's newest snapshot and, on rank 0, the newest checkpoint.
-  // `checkpoint_found`: whether rank 0 found a checkpoint of its own (may be null).
-  std::optional<StateOffer> NewestOwnState(bool* checkpoint_found);
+  // What this rank holds: `snapshot` (its host's newest, ReadNewestSnapshot) and, on rank 0,
+  // the newest checkpoint. `checkpoint_found`: whether rank 0 found a checkpoint of its own
+  // (may be null).
+  std::optional<StateOffer> NewestOwnState(std::optional<FoundSnapshot> snapshot,
+                                           bool* checkpoint_found);
+  // Resume's first half, started on a thread of its own as soon as the data set (part of the
+  // state's identity) is known, so that it overlaps the model's warm-up and the rendezvous:
+  // wait for the ranks of earlier attempts on this host to leave their last state, then read
+  // and check the host's newest snapshot. File reads only: nothing of LibTorch (a model made
+  // here would draw from the generator the real one is initialised from).
+  struct OwnSnapshot {
+    double waited_s = 0;  // WaitForEarlierAttempts
+    std::optional<FoundSnapshot> found;
+    double read_s = 0;
+  };
+  void StartReadingOwnSnapshot();
   void PrintCheckCost(double step_ms) const;
   // At the end of an epoch: the sample check (0, or kExitSampleCheckFailed), evaluation.
   int EndOfEpoch(int64_t epoch, bool epoch_done);
@@ -173,6 +187,7 @@ class Training {
   bool snapshot_due_ = false;
   bool checkpoint_due_ = false;
   SnapshotMeta snapshot_identity_;
+  std::future<OwnSnapshot> own_snapshot_;  // StartReadingOwnSnapshot's, taken by Resume
   // What the checks cost this rank's training thread (seconds, steps checked), and the step
   // times of --bench-step-checks' blocks: [0] off, [1] on.
   double check_s_ = 0;

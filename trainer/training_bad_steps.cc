@@ -96,10 +96,12 @@ void Training::ReportBadStep(int64_t step, const Agreement& agreed) {
   std::fflush(stdout);
 }
 
-std::optional<StateOffer> Training::NewestOwnState(bool* checkpoint_found) {
+std::optional<StateOffer> Training::NewestOwnState(std::optional<FoundSnapshot> snapshot,
+                                                   bool* checkpoint_found) {
   std::optional<StateOffer> mine;
-  if (auto snap = ReadNewestSnapshot(o_.snapshot_dir, snapshot_identity_)) {
-    mine = StateOffer{"snapshot", snap->path, snap->meta.step, std::move(snap->payload)};
+  if (snapshot) {
+    mine = StateOffer{"snapshot", snapshot->path, snapshot->meta.step,
+                      "",         snapshot->file, snapshot->payload};
   }
   if (checkpoint_found != nullptr) *checkpoint_found = false;
   if (o_.rank == 0 && !o_.checkpoint_dir.empty()) {
@@ -131,7 +133,8 @@ void Training::Rewind() {
   const auto t0 = Clock::now();
   // The newest snapshot this host holds is on file (a good one: none is taken at a bad step).
   snapshotter_->Flush();
-  std::optional<StateOffer> mine = NewestOwnState(nullptr);
+  std::optional<StateOffer> mine =
+      NewestOwnState(ReadNewestSnapshot(o_.snapshot_dir, snapshot_identity_), nullptr);
   watchdog_->SetPhase(StopWatchdog::Phase::kCollective);
   std::optional<AgreedState> agreed = AgreeOnNewestState(*dist_, device_, std::move(mine));
   watchdog_->SetPhase(StopWatchdog::Phase::kTraining);
@@ -145,7 +148,7 @@ void Training::Rewind() {
     std::lock_guard<std::mutex> state(watchdog_->state_mutex());
     optimizer_->state().clear();
     std::vector<uint8_t> counts;
-    LoadState(agreed->state.bytes, *model_, *optimizer_, Identity(), Shape(), &counts, device_);
+    LoadState(agreed->state.data(), *model_, *optimizer_, Identity(), Shape(), &counts, device_);
   }
   sync_->DiscardStep();
   bad_.Rewound();

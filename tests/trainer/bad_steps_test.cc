@@ -428,11 +428,12 @@ TEST_F(BadStepsTest, NoSnapshotOrCheckpointHoldsANonFiniteWeight) {
     for (const auto& e : fs::directory_iterator(dir_ / sub)) {
       const std::string f = e.path().filename().string();
       if (f.rfind("snap-", 0) != 0 && f.rfind("ckpt-", 0) != 0) continue;
-      std::string bytes = ReadFile(e.path().string());
+      const std::string file = ReadFile(e.path().string());
+      std::string_view bytes = file;
       if (f.rfind("snap-", 0) == 0) {
         FoundSnapshot s;
         std::string why;
-        ASSERT_TRUE(ParseSnapshot(bytes, &s, &why)) << f << ": " << why;
+        ASSERT_TRUE(ParseSnapshot(file, &s, &why)) << f << ": " << why;
         bytes = s.payload;
       }
       auto model = MakeModel(o.model);

@@ -193,9 +193,8 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
   {
     FoundSnapshot good;
     std::string why;
-    ASSERT_TRUE(
-        ParseSnapshot(ReadFile(Path("snapshots/snap-" + Padded(snapshot) + ".bin")), &good, &why))
-        << why;
+    const std::string file = ReadFile(Path("snapshots/snap-" + Padded(snapshot) + ".bin"));
+    ASSERT_TRUE(ParseSnapshot(file, &good, &why)) << why;
     good.meta.job = "j-000043";
     good.meta.step = 99;
     WriteSnapshotFile(Path("snapshots"), good.meta, good.payload, /*keep=*/100);
