@@ -60,6 +60,20 @@ TEST_F(SnapshotFileTest, WritesReadsAndKeepsTheNewestTwo) {
   EXPECT_EQ(files, 2);
 }
 
+TEST_F(SnapshotFileTest, AFoundSnapshotKeepsItsBytesWhileItsFileIsReplacedAndPruned) {
+  WriteSnapshotFile(dir_.string(), Meta(30), "the first payload of 30");
+  auto found = ReadNewestSnapshot(dir_.string(), Meta(0));
+  ASSERT_TRUE(found.has_value());
+  // Another writer of step 30 (a last will beside the periodic writer) renames over the file,
+  // then newer snapshots prune it: the mapping still holds what was checked.
+  WriteSnapshotFile(dir_.string(), Meta(30), "the other payload of 30, longer");
+  WriteSnapshotFile(dir_.string(), Meta(40), "40");
+  WriteSnapshotFile(dir_.string(), Meta(50), "50");
+  ASSERT_FALSE(fs::exists(SnapshotPath(dir_.string(), 30)));
+  EXPECT_EQ(found->payload, "the first payload of 30");
+  EXPECT_EQ(ReadNewestSnapshot(dir_.string(), Meta(0))->payload, "50");
+}
+
 TEST_F(SnapshotFileTest, CorruptTruncatedAndForeignFilesAreSkipped) {
   WriteSnapshotFile(dir_.string(), Meta(20), std::string(1000, 'a'));
   // Newer but damaged: one payload byte flipped.

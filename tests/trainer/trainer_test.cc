@@ -159,6 +159,26 @@ std::string LoadError(const fs::path& dir) {
   return "";
 }
 
+// The warm trainer runs it before it forks ranks: a process that forks must have one thread.
+// In a forked child (one thread, whatever this test process has started), any thread it
+// starts shows in /proc/self/task.
+TEST(CheckpointTest, WarmingUpTheStateReaderStartsNoThread) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    WarmUpStateLoading();
+    int threads = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+      ++threads;
+    }
+    _exit(threads == 1 ? 0 : 10 + std::min(threads, 100));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "threads after the warm-up: " << WEXITSTATUS(status) - 10;
+}
+
 TEST(FashionMnistTest, BadFilesAreRefusedWithTheProblemNamed) {
   const fs::path base = fs::temp_directory_path() / ("convoy-idx-" + std::to_string(getpid()));
   WriteIdx(base / "good", 5);
