@@ -310,7 +310,8 @@ void DefineOptions(CLI::App& app, CoordinatorFlags* f, Subcommands* subs, Config
 
 // The checks after the parse, every one of them (--check-config reports them all; a start
 // refuses at the first). Fills the parsed forms (the retention, ":PORT" addresses).
-std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
+// `lease_given`: --leader-lease (or leader_lease) was set, not left at its default.
+std::vector<Status> ValidateFlags(CoordinatorFlags* f, bool lease_given) {
   std::vector<Status> problems;
   auto check = [&](const Status& s) {
     if (!s.ok()) problems.push_back(s);
@@ -400,9 +401,15 @@ std::vector<Status> ValidateFlags(CoordinatorFlags* f) {
       problems.push_back(Status::InvalidArgument("--etcd-prefix: '" + f->etcd_prefix +
                                                  "' must start and end with '/' (/convoy/)"));
     }
-  } else if (!f->etcd_ca.empty() || !f->etcd_cert.empty() || !f->etcd_key.empty()) {
-    problems.push_back(
-        Status::InvalidArgument("--etcd-ca/--etcd-cert/--etcd-key need --store etcd://..."));
+  } else {
+    if (!f->etcd_ca.empty() || !f->etcd_cert.empty() || !f->etcd_key.empty()) {
+      problems.push_back(
+          Status::InvalidArgument("--etcd-ca/--etcd-cert/--etcd-key need --store etcd://..."));
+    }
+    // A coordinator on SQLite elects no leader: the lease would be silently ignored.
+    if (lease_given) {
+      problems.push_back(Status::InvalidArgument("--leader-lease needs --store etcd://..."));
+    }
   }
   return problems;
 }
@@ -443,8 +450,9 @@ Status ParseCoordinatorFlags(int argc, char** argv, CoordinatorFlags* f, int* ex
   if (subs.listen_option->count() > 0) f->listen = subs.listen;
   if (subs.advertise_option->count() > 0) f->advertise_address = subs.advertise_address;
   if (subs.san_option->count() > 0) f->tls_sans = subs.tls_sans;
+  const bool lease_given = app.get_option("--leader-lease")->count() > 0;
   return FinishDaemonFlags(
-      check, [f] { return ValidateFlags(f); }, exit_code);
+      check, [f, lease_given] { return ValidateFlags(f, lease_given); }, exit_code);
 }
 
 }  // namespace convoy

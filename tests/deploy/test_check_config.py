@@ -72,6 +72,7 @@ def test_coordinator_each_problem_is_a_configuration_error(tmp_path):
         (state + "worker_timeout: ten\n", "line 2: "),
         (state + "leader_lease: 1\n", "--leader-lease"),
         (state + "leader_lease: 2h\n", "--leader-lease"),
+        (state + "leader_lease: 10\n", "--leader-lease needs --store etcd"),  # SQLite: no leader
         (state + "listn: 127.0.0.1:7070\n", "line 2: unknown key 'listn'"),
         (state + "listen: [127.0.0.1:7070\n", "c.yaml: line "),  # not YAML
     ]
