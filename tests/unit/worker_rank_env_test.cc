@@ -234,18 +234,18 @@ TEST(AllowedWorkerEnvironmentTest, KeepsTheDocumentedSetAndDropsTheRest) {
   EXPECT_EQ(more.count("CONVOY_JOIN_TOKEN"), 0u);
 }
 
-TEST(WithMallocHugePagesTest, AddsTheTunablesAndKeepsTheOperators) {
-  constexpr char kBoth[] = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432";
+TEST(WithMallocHugePagesTest, AddsTheTunableAndKeepsTheOperators) {
   EXPECT_EQ(WithMallocHugePages({{"PATH", "/usr/bin"}}),
-            (std::map<std::string, std::string>{{"PATH", "/usr/bin"}, {"GLIBC_TUNABLES", kBoth}}));
-  // The worker's own tunables (--pass-env GLIBC_TUNABLES) stay, these after them.
+            (std::map<std::string, std::string>{{"PATH", "/usr/bin"},
+                                                {"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}));
+  // The worker's own tunables (--pass-env GLIBC_TUNABLES) stay, this one after them.
   EXPECT_EQ(
       WithMallocHugePages({{"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"}}).at("GLIBC_TUNABLES"),
-      std::string("glibc.malloc.arena_max=2:") + kBoth);
-  // An operator who set one (hugetlb 0, or 2 for hugetlbfs pages) keeps their choice.
+      "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  // An operator who set it (0, or 2 for hugetlbfs pages) keeps their choice.
   EXPECT_EQ(
       WithMallocHugePages({{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=0"}}).at("GLIBC_TUNABLES"),
-      "glibc.malloc.hugetlb=0:glibc.malloc.mmap_threshold=33554432");
+      "glibc.malloc.hugetlb=0");
 }
 
 }  // namespace worker_rank_env_test

@@ -44,9 +44,9 @@ void DefineRunOptions(CLI::App& app, WorkerFlags* f) {
                  "torch and forks the ranks of command: jobs running a script or -m module "
                  "with it (default: off)");
   app.add_option("--rank-huge-pages", f->rank_huge_pages,
-                 "the ranks' malloc serves blocks under 32 MiB from a heap of transparent huge "
-                 "pages (GLIBC_TUNABLES glibc.malloc.hugetlb=1 and mmap_threshold): far fewer "
-                 "page faults while a fresh rank loads its state and takes its first steps")
+                 "the ranks' malloc backs its heap with transparent huge pages "
+                 "(GLIBC_TUNABLES=glibc.malloc.hugetlb=1): far fewer page faults while a fresh "
+                 "rank loads its state and takes its first steps")
       ->capture_default_str();
   app.add_option("--orphan-timeout", f->orphan_timeout_s,
                  "seconds without a coordinator before ranks are stopped")

@@ -122,8 +122,8 @@ struct WorkerFlags {
   // 230 MB) on every worker whether or not Python jobs come, and a forked rank differs from a
   // cold one in a few documented ways (README "Environment of every rank").
   std::string warm_python;
-  // The ranks' malloc serves blocks under 32 MiB from a heap of transparent huge pages
-  // (WithMallocHugePages, worker/exec/rank_env.h): a fresh process touching its first hundreds
+  // The ranks' malloc backs its heap with transparent huge pages (WithMallocHugePages,
+  // worker/exec/rank_env.h): a fresh process touching its first hundreds
   // of megabytes takes one page fault per 2 MB rather than per 4 KB. On by default; false
   // leaves GLIBC_TUNABLES as the worker's environment and --pass-env have it.
   bool rank_huge_pages = true;

@@ -130,13 +130,10 @@ std::map<std::string, std::string> ProcessEnvironment() {
 }
 
 std::map<std::string, std::string> WithMallocHugePages(std::map<std::string, std::string> env) {
+  constexpr char kTunable[] = "glibc.malloc.hugetlb";
   std::string& tunables = env["GLIBC_TUNABLES"];
-  for (const auto& [name, value] :
-       {std::pair<std::string, std::string>{"glibc.malloc.hugetlb", "1"},
-        {"glibc.malloc.mmap_threshold", "33554432"}}) {
-    if (tunables.find(name + "=") != std::string::npos) continue;  // the operator's choice
-    tunables += (tunables.empty() ? "" : ":") + name + "=" + value;
-  }
+  if (tunables.find(std::string(kTunable) + "=") != std::string::npos) return env;  // theirs
+  tunables += std::string(tunables.empty() ? "" : ":") + kTunable + "=1";
   return env;
 }
 

@@ -75,16 +75,18 @@ std::map<std::string, std::string> ProcessEnvironment();
 std::map<std::string, std::string> AllowedWorkerEnvironment(
     const std::map<std::string, std::string>& env, const std::vector<std::string>& extra = {});
 
-// `env` whose GLIBC_TUNABLES also has glibc's malloc (2.35 and later) back its heap with
-// transparent huge pages (glibc.malloc.hugetlb=1; where the kernel's THP mode is `madvise` or
-// `always`) and serve blocks under 32 MiB from that heap (glibc.malloc.mmap_threshold; by
-// default a block over 128 KiB is mapped on its own, and faulted in again each time). A fresh
-// rank then faults its state, received buffers and first activations in 2 MB at a time
-// rather than 4 KB, and reuses what it freed. On a virtual machine a page fault costs
-// microseconds: a 13 MB snapshot took 140 ms to read cold and its state 70 ms to load, and a
-// restart's first step waited for both (bench/README "Restart"). Tunables already there are
-// kept, and one of these two already set (by --pass-env) is left as it is; a job's own
-// GLIBC_TUNABLES (spec `env`) replaces the whole variable, as any variable of the spec does.
+// `env` whose GLIBC_TUNABLES also has glibc's malloc (2.35 and later) back its heap and its
+// large blocks with transparent huge pages (glibc.malloc.hugetlb=1; where the kernel's THP
+// mode is `madvise` or `always`). A fresh rank then faults its state, received buffers and
+// first activations in 2 MB at a time rather than 4 KB. On a virtual machine a page fault
+// costs microseconds: a 13 MB snapshot took 140 ms to read cold, and a restart's first step
+// waited for it (bench/README "Restart under 0.5 s"). (The trainer also keeps blocks under
+// 32 MiB in its heap, mallopt in its main: glibc.malloc.mmap_threshold would do that for
+// every rank, but a second tunable would show in a cold rank's /proc/PID/environ as a variable
+// of its own, glibc cutting the string at ':' in place, and a warm rank's would not.) Tunables
+// already there are kept, and a glibc.malloc.hugetlb already set (by --pass-env) is left as it
+// is; a job's own GLIBC_TUNABLES (spec `env`) replaces the whole variable, as any variable of
+// the spec does.
 std::map<std::string, std::string> WithMallocHugePages(std::map<std::string, std::string> env);
 
 // The allowlist above, one pattern per entry (for --help and the README).
