@@ -47,6 +47,17 @@ class MappedBytes : public Bytes {
   const size_t size_;
 };
 
+}  // namespace
+
+std::shared_ptr<const Bytes> MapReadOnly(int fd, size_t size) {
+  if (size == 0) return std::make_shared<OwnedBytes>("");
+  void* addr = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) return nullptr;
+  return std::make_shared<MappedBytes>(addr, size);
+}
+
+namespace {
+
 int64_t MtimeNs(const struct stat& st) {
   return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
 }
@@ -204,14 +215,10 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
     *why = "the cached file was modified or replaced";
     return nullptr;
   }
-  std::shared_ptr<const Bytes> bytes = std::make_shared<OwnedBytes>("");
-  if (st.st_size > 0) {
-    void* addr = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.fd, 0);
-    if (addr == MAP_FAILED) {
-      *why = "cannot map the cached file: " + ErrnoMessage();
-      return nullptr;
-    }
-    bytes = std::make_shared<MappedBytes>(addr, static_cast<size_t>(st.st_size));
+  const std::shared_ptr<const Bytes> bytes = MapReadOnly(fd.fd, static_cast<size_t>(st.st_size));
+  if (bytes == nullptr) {
+    *why = "cannot map the cached file: " + ErrnoMessage();
+    return nullptr;
   }
   if (Checksum64(bytes->data(), bytes->size()) != m.checksum) {
     *why = "the cached file's checksum differs";

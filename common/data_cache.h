@@ -39,6 +39,11 @@ class Bytes {
   virtual size_t size() const = 0;
 };
 
+// The whole regular file open at `fd` (`size` bytes), mapped read-only and shared with the
+// page cache: nothing is copied. Null when it cannot be mapped (errno says why). The mapping
+// stays whole when the file is unlinked or renamed over (never when it is truncated).
+std::shared_ptr<const Bytes> MapReadOnly(int fd, size_t size);
+
 // Decompresses the whole gzip file at `path` into memory. Throws std::runtime_error naming
 // the file when it is missing, unreadable, truncated or corrupt.
 std::shared_ptr<const Bytes> ReadGzFile(const std::string& path);

@@ -135,7 +135,7 @@ std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
   std::string h = rank == holder ? head : std::string(static_cast<size_t>(s[holder][1]), '\0');
   BroadcastBytes(dist, device, h.data(), s[holder][1], holder);
   if (rank != holder) out.state.bytes.resize(static_cast<size_t>(s[holder][2]));
-  // The holder's buffer is only read (a mapped snapshot is a private mapping besides).
+  // The holder's buffer is only read (a mapped snapshot's is read-only).
   char* bytes =
       rank == holder ? const_cast<char*>(out.state.data().data()) : out.state.bytes.data();
   BroadcastBytes(dist, device, bytes, s[holder][2], holder);

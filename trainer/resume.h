@@ -23,7 +23,7 @@ struct StateOffer {
   int64_t step = 0;
   std::string bytes;  // what SaveState wrote
   // Or, for a snapshot, the payload of its mapped file (FoundSnapshot): not copied.
-  std::shared_ptr<const MappedFile> file{};
+  std::shared_ptr<const Bytes> file{};
   std::string_view mapped{};
   std::string_view data() const { return file != nullptr ? mapped : std::string_view(bytes); }
 };

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "common/data_cache.h"
+#include "common/unique_fd.h"
 
 namespace convoy::trainer {
 namespace fs = std::filesystem;
@@ -225,40 +225,28 @@ bool ParseSnapshot(std::string_view bytes, FoundSnapshot* out, std::string* why)
   return true;
 }
 
-std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return nullptr;
+namespace {
+
+// The whole file at `path`, mapped; null when it cannot be opened or mapped.
+std::shared_ptr<const Bytes> MapWholeFile(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return nullptr;
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* addr = nullptr;
-  if (size > 0) {
-    // Writable but private: a collective that wrote into its buffer would get its own copy of
-    // the page, and the file stay as it is.
-    addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  }
-  close(fd);
-  if (addr == MAP_FAILED) return nullptr;
-  return std::shared_ptr<const MappedFile>(new MappedFile(addr, size));
+  if (fd.fd < 0 || fstat(fd.fd, &st) != 0) return nullptr;
+  return MapReadOnly(fd.fd, static_cast<size_t>(st.st_size));
 }
 
-MappedFile::~MappedFile() {
-  if (addr_ != nullptr) munmap(addr_, size_);
-}
+}  // namespace
 
 std::optional<FoundSnapshot> ReadNewestSnapshot(const std::string& dir, const SnapshotMeta& want) {
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
   for (const auto& [step, path] : ListSnapshots(dir)) {
-    auto file = MappedFile::Open(path);
+    auto file = MapWholeFile(path);
     if (file == nullptr) continue;  // pruned by another rank meanwhile
     FoundSnapshot found;
     found.file = file;
     std::string why;
-    if (!ParseSnapshot(file->bytes(), &found, &why)) {
+    if (!ParseSnapshot({reinterpret_cast<const char*>(file->data()), file->size()}, &found, &why)) {
       std::cerr << "warning: skipping snapshot " << path << ": " << why << std::endl;
       continue;
     }

@@ -34,6 +34,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/data_cache.h"
+
 namespace convoy::trainer {
 
 struct SnapshotMeta {
@@ -68,30 +70,14 @@ std::string SnapshotPath(const std::string& dir, int64_t step);
 std::string WriteSnapshotFile(const std::string& dir, const SnapshotMeta& meta,
                               std::string_view payload, int keep = 2);
 
-// A whole file mapped read-only and private (nothing written through the mapping would reach
-// the file): a snapshot's megabytes are checked, broadcast and loaded where the page cache
-// holds them, never copied into fresh memory (each fresh page is a fault: on a virtual machine
-// a 13 MB copy cost 40 ms). Snapshot files are replaced by rename and never truncated, so a
-// mapping stays whole while another rank prunes or rewrites its file.
-class MappedFile {
- public:
-  // Null when the file cannot be opened or mapped.
-  static std::shared_ptr<const MappedFile> Open(const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  std::string_view bytes() const { return {static_cast<const char*>(addr_), size_}; }
-
- private:
-  MappedFile(void* addr, size_t size) : addr_(addr), size_(size) {}
-  void* addr_ = nullptr;
-  size_t size_ = 0;
-};
-
 struct FoundSnapshot {
   std::string path;
   SnapshotMeta meta;
-  std::shared_ptr<const MappedFile> file;  // what `payload` views (ReadNewestSnapshot's)
+  // What `payload` views: ReadNewestSnapshot's file, mapped (MapReadOnly, common/data_cache.h:
+  // a snapshot's megabytes are checked, broadcast and loaded where the page cache holds them,
+  // never copied into fresh memory, each page of which is a fault; on a virtual machine a
+  // 13 MB copy cost 40 ms). Snapshot files are replaced by rename and never truncated.
+  std::shared_ptr<const Bytes> file;
   std::string_view payload;
 };
 
