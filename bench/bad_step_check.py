@@ -14,6 +14,10 @@ both kinds of block send, so neither figure includes those 4 bytes. With --clip-
 the gradient norm is checked too (clipping computes it either way). Not a test.
 
   python3 bench/bad_step_check.py [--repeats 5] [--steps 400] [--block 10] [--clip-grad-norm 0]
+                                  [--world 2] [--backend gloo]
+
+On a GPU machine (bench/gpu_check.sh): --world 1 --backend nccl, one rank on the GPU, where
+the verdict is computed on the device.
 """
 
 import argparse
@@ -41,17 +45,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(binary, steps, block, clip):
+def run(binary, steps, block, clip, world, backend, data_dir):
     port = free_port()
     procs = []
-    for r in range(2):
+    for r in range(world):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOY_")}
-        env.update(RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), LOCAL_WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        data = ["--data-dir", data_dir] if data_dir else []
         procs.append(subprocess.Popen(
             [binary, "--max-steps", str(steps), "--no-eval", "--threads", "1", "--batch-size",
              "32", "--log-every", "100000", "--snapshot-every", "0", "--bench-step-checks",
-             str(block), "--clip-grad-norm", str(clip)],
+             str(block), "--clip-grad-norm", str(clip), "--backend", backend] + data,
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     for p, out in zip(procs, outs):
@@ -68,7 +73,7 @@ def run(binary, steps, block, clip):
     own_ms = max(float(m.group(3)) for m in own)
     ratio = max(float(m.group(6)) for m in ab)
     on_ms, off_ms = float(ab[0].group(2)), float(ab[0].group(4))
-    return rate * 2, own_ms, own_pct, ratio, on_ms, off_ms
+    return rate * world, own_ms, own_pct, ratio, on_ms, off_ms
 
 
 def main():
@@ -77,19 +82,23 @@ def main():
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--block", type=int, default=10)
     ap.add_argument("--clip-grad-norm", type=float, default=0)
+    ap.add_argument("--world", type=int, default=2, help="ranks (1: one GPU rank with nccl)")
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    ap.add_argument("--data-dir", default="", help="the trainer's default when empty")
     a = ap.parse_args()
     trainer = os.path.join(BIN, "convoy-trainer")
     pcts, ratios = [], []
     for i in range(a.repeats):
         rate, own_ms, own_pct, ratio, on_ms, off_ms = run(trainer, a.steps, a.block,
-                                                          a.clip_grad_norm)
+                                                          a.clip_grad_norm, a.world, a.backend,
+                                                          a.data_dir)
         pcts.append(own_pct)
         ratios.append(ratio)
         print(f"run {i + 1}: {rate:.0f} samples/s; the check {own_ms:.4f} ms a step "
               f"({own_pct:.3f} % of the step); blocks of {a.block} steps: on {on_ms:.2f} ms, "
               f"off {off_ms:.2f} ms a step, on/off {ratio:.4f}", flush=True)
-    print(f"\nmedian of {a.repeats}, 2 ranks x 32, {a.steps} steps, clip_grad_norm "
-          f"{a.clip_grad_norm:g}: the check costs the training thread "
+    print(f"\nmedian of {a.repeats}, {a.world} rank(s) x 32 over {a.backend}, {a.steps} steps, "
+          f"clip_grad_norm {a.clip_grad_norm:g}: the check costs the training thread "
           f"{statistics.median(pcts):.3f} % of the step time (goal: under 1 %); step time with "
           f"the check / without, within the runs: {statistics.median(ratios):.4f} "
           f"(per run {', '.join(f'{r:.4f}' for r in ratios)})")

@@ -4,7 +4,7 @@
 # path, smoke-test NCCL and bf16, then run bench/gpu_vs_torchrun.py. Everything it writes
 # goes under $OUT (default: a new temporary directory) and $WORK (default: /tmp/convoy-gpu).
 #
-#   bench/gpu_check.sh [--build-only]
+#   bench/gpu_check.sh [--build-only]     (CHECKS=0: the bench alone)
 #
 # Inputs that a bare GPU machine may lack travel in .gpu/ (git-ignored), made here by
 # `bench/gpu_check.sh --prepare`: the Fashion-MNIST files, and zlib's and gloo's headers
@@ -86,6 +86,33 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER
   --log-every 100 >"$OUT/smoke.log" 2>&1
 echo "exit $?" >>"$OUT/smoke.log"
 grep -E 'convoy-trainer: rank|rendezvous|loss|summary|exit|rror' "$OUT/smoke.log" | tee -a "$OUT/summary.txt"
+
+# What the sick-node checks and the fast restart do on a GPU (issues 42 and 45; the CPU tests
+# cover them elsewhere): the health check's kernel, a NaN step skipped with its verdict computed
+# on the device, the per-step check's cost there, and a snapshot of a CUDA model resumed by a
+# second attempt (its loss at step 150 against an uninterrupted run's).
+one() { RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=${PORT:-29534} timeout 120 "$TRAINER" --data-dir "$DATA" --backend "${BACKEND:-nccl}" "$@"; }
+if [[ "${CHECKS:-1}" == 1 ]]; then
+  say "health check: --check-devices 0 (expect exit 0), then 0,1 (one GPU: expect exit 1)"
+  { "$TRAINER" --check-devices 0; echo "exit $?"; "$TRAINER" --check-devices 0,1; echo "exit $?"; } \
+    2>&1 | tee -a "$OUT/summary.txt"
+  say "bad steps on the GPU: NaN losses at steps 50 and 51 (CONVOY_TEST_NAN_LOSS_STEPS), 120 steps"
+  CONVOY_TEST_NAN_LOSS_STEPS=50,51 one --max-steps 120 --no-eval --log-every 1000 2>&1 |
+    grep -E 'bad step|rror|summary' | tee -a "$OUT/summary.txt"
+  say "snapshot of a CUDA model, resumed by a second attempt"
+  rm -rf "$WORK/snap"
+  one --max-steps 150 --no-eval --log-every 50 --snapshot-every 0 2>&1 |
+    grep -E 'step 150/|rror' | sed 's/^/uninterrupted: /' | tee -a "$OUT/summary.txt"
+  one --max-steps 100 --no-eval --log-every 50 --snapshot-every 50 --snapshot-dir "$WORK/snap" \
+    2>&1 | grep -E '^snapshots: [0-9]|rror' | tee -a "$OUT/summary.txt"
+  CONVOY_ATTEMPT=1 one --max-steps 150 --no-eval --log-every 50 --snapshot-every 50 \
+    --snapshot-dir "$WORK/snap" 2>&1 | grep -E 'resum|step 150/|rror' | tee -a "$OUT/summary.txt"
+  say "the per-step bad-step check's cost on the GPU: bench/bad_step_check.py --world 1"
+  CONVOY_BIN_DIR="$(dirname "$TRAINER")" timeout 240 $PY "$ROOT/bench/bad_step_check.py" \
+    --world 1 --backend "${BACKEND:-nccl}" --repeats 3 --steps 1000 --data-dir "$DATA" 2>&1 |
+    tee -a "$OUT/summary.txt"
+fi
 
 say "bench/gpu_vs_torchrun.py"
 CONVOY_TRAINER="$TRAINER" CONVOY_BENCH_PYTHON="$PY" PYTHONUNBUFFERED=1 \
