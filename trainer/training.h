@@ -91,6 +91,10 @@ class Training {
   // After the step's last forward: its control values, with this rank's loss check, on their
   // way (SetControl, or StartControlAllReduce).
   void ShareControl(const std::vector<std::pair<torch::Tensor, int64_t>>& losses, bool checked);
+  // ShareControl on a GPU: the floats in device_control_, the verdict from `losses` (none:
+  // not checked).
+  torch::Tensor DeviceControl(const std::array<float, GradSync::kControlFloats>& local,
+                              const std::vector<std::pair<torch::Tensor, int64_t>>& losses);
   void StartControlAllReduce(const torch::Tensor& values);
   Agreement FinishControlAllReduce();
   Agreement TrainStep(Prefetcher& batches, const std::vector<int64_t>& perm);
@@ -215,6 +219,10 @@ class Training {
   int64_t step_n_[2] = {0, 0};
   torch::Tensor control_;  // its buffer while in flight
   std::unique_ptr<Pending> control_pending_;
+  // On a GPU: this rank's control floats, kept on the device and written in place
+  // (ShareControl), and the first two as last written there.
+  torch::Tensor device_control_;
+  std::array<float, 2> device_control_written_{0, 0};
 };
 
 }  // namespace convoy::trainer

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -65,6 +66,35 @@ TEST(BadStepCounterTest, RewindsAfterMaxInARowAndNotTwiceWithoutAGoodStep) {
   d.Record(6, true);
   EXPECT_TRUE(d.Record(7, true));
   EXPECT_TRUE(d.MayRewind());  // step 4 passed
+}
+
+// The verdict a GPU rank computes on the device (here on the CPU, the same arithmetic): 1 for a
+// NaN or an infinite loss in any micro-batch, 0 for finite ones, negative and zero included;
+// written into its one float and nowhere else.
+TEST(NonFiniteVerdictTest, IsOneWhenAMicroBatchsLossIsNanOrInfiniteAndZeroOtherwise) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto verdict = [](const std::vector<double>& values, torch::Dtype dtype = torch::kFloat32) {
+    std::vector<torch::Tensor> losses;
+    for (double v : values) losses.push_back(torch::tensor(v).to(dtype));
+    torch::Tensor control = torch::full({3}, 7.0f);
+    WriteNonFiniteVerdict(losses, control.narrow(0, 2, 1));
+    EXPECT_EQ(control[0].item<float>(), 7.0f);
+    EXPECT_EQ(control[1].item<float>(), 7.0f);
+    return control[2].item<float>();
+  };
+  EXPECT_EQ(verdict({2.3}), 0.0f);
+  EXPECT_EQ(verdict({-1.5}), 0.0f);
+  EXPECT_EQ(verdict({0.0}), 0.0f);
+  EXPECT_EQ(verdict({1e30, 3e30}), 0.0f);
+  EXPECT_EQ(verdict({1.0, 2.0, 3.0}), 0.0f);
+  EXPECT_EQ(verdict({nan}), 1.0f);
+  EXPECT_EQ(verdict({inf}), 1.0f);
+  EXPECT_EQ(verdict({-inf}), 1.0f);
+  EXPECT_EQ(verdict({0.5, nan}), 1.0f);
+  EXPECT_EQ(verdict({inf, -inf}), 1.0f);
+  EXPECT_EQ(verdict({0.7}, torch::kBFloat16), 0.0f);
+  EXPECT_EQ(verdict({nan}, torch::kBFloat16), 1.0f);
 }
 
 TEST(BadStepCounterTest, TheTestHooksStepList) {
