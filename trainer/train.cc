@@ -73,6 +73,11 @@ int Training::Run() {
         agree_s_ * 1e3 / steps, agree_s_ * 1e3 / steps / step_ms * 100, step_ms);
   }
   PrintCheckCost(step_ms);
+  if (live_ != nullptr) {
+    const double live_ms = live_s_ * 1e3 / steps;
+    std::printf("live state: %.4f ms a step committing (%.3f %% of %.2f ms a step)\n", live_ms,
+                live_ms / step_ms * 100, step_ms);
+  }
   // How much of the gradients' communication backward hid (the hooks launch each bucket's
   // all-reduce as soon as its gradients are ready).
   double comm_hidden = -1;
@@ -390,6 +395,17 @@ void Training::Resume() {
                    std::move(mine));
     }
   }
+  if (o_.local_rank == 0 && !o_.snapshot_dir.empty() && device_.is_cpu() && waited >= 0) {
+    // Every rank of the earlier attempt may have died at once, leaving no last will: the
+    // live state holds the last step its host's writer completed.
+    const auto t_live = Clock::now();
+    if (auto live = ReadLiveState(o_.snapshot_dir, identity, id, mine ? mine->step : -1, *model_,
+                                  *optimizer_)) {
+      std::printf("live state %s: step %lld, read in %.0f ms\n", live->path.c_str(),
+                  static_cast<long long>(live->step), Seconds(t_live) * 1e3);
+      mine = Newer(std::move(live), std::move(mine));
+    }
+  }
   const double read_s = Seconds(t_resume);
   const auto t_agree = Clock::now();
   std::optional<AgreedState> agreed = AgreeOnNewestState(*dist_, device_, std::move(mine));
@@ -450,6 +466,27 @@ void Training::Resume() {
               << o_.test_nan_loss_steps.size() << " step(s) from step "
               << o_.test_nan_loss_steps.front() << std::endl;
   }
+}
+
+void Training::AttachLiveState() {
+  live_.reset();
+  if (!snapshot_writer_ || o_.snapshot_dir.empty() || o_.snapshot_every == 0) return;
+  std::string why = "not on a GPU (its tensors cannot live in a host file)";
+  const auto t0 = Clock::now();
+  if (device_.is_cpu()) {
+    // The parameters move: not while the stop watchdog saves a last will from them.
+    std::lock_guard<std::mutex> state(watchdog_->state_mutex());
+    live_ = LiveState::Attach(o_.snapshot_dir, o_.rank, snapshot_identity_, *model_, *optimizer_,
+                              pos_, counts_.counts(), &why);
+  }
+  if (live_ == nullptr) {
+    std::cout << "live state: not kept (" << why
+              << "); if every rank dies at once, a restart resumes from the newest snapshot"
+              << std::endl;
+    return;
+  }
+  std::printf("live state: every step, in place in %s (%.1f MB, %.0f ms to set up)\n",
+              live_->path().c_str(), static_cast<double>(live_->bytes()) / 1e6, Seconds(t0) * 1e3);
 }
 
 int FillDataCache(const Options& o) {

@@ -20,6 +20,7 @@
 #include "trainer/data.h"
 #include "trainer/ddp.h"
 #include "trainer/dist.h"
+#include "trainer/live_state.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/models.h"
 #include "trainer/options.h"
@@ -73,6 +74,10 @@ class Training {
   // backward (means over ranks, so that every rank decides alike); logs the choice and why.
   std::string ChooseCompression();
   void Resume();
+  // The host's snapshot writer keeps the live state (trainer/live_state.h) when snapshots are
+  // on, from the attempt's first step; again after a rewind, whose load replaced the
+  // optimiser's buffers.
+  void AttachLiveState();
   int Loop();
   // The stop agreement and the bad-step check: three floats summed across ranks, any rank's
   // SIGTERM, rank 0's proposal of the auto snapshot interval, and any rank's non-finite loss.
@@ -170,6 +175,8 @@ class Training {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<MetricsSink> metrics_;
   std::unique_ptr<Snapshotter> snapshotter_;
+  std::unique_ptr<LiveState> live_;  // the host's writer's, when snapshots are on (live_state.h)
+  double live_s_ = 0;                // seconds spent committing it
   // This rank's presence in its host's snapshot directory, for its successors (resume.h).
   std::unique_ptr<AttemptPresence> presence_;
   std::unique_ptr<StopWatchdog> watchdog_;

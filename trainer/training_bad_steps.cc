@@ -172,6 +172,7 @@ void Training::Rewind() {
     LoadState(agreed->state.data(), *model_, *optimizer_, Identity(), Shape(), &counts, device_);
   }
   sync_->DiscardStep();
+  AttachLiveState();  // the load replaced the optimiser's buffers
   bad_.Rewound();
   const int64_t to = agreed->state.step;
   std::printf(

@@ -147,11 +147,17 @@ Training::Agreement Training::TrainStep(Prefetcher& batches, const std::vector<i
   }
   {
     std::lock_guard<std::mutex> state(watchdog_->state_mutex());
+    if (live_ != nullptr) live_->BeginUpdate();
     if (!agreed.bad) OptimizerStep(*optimizer_);
     // A skipped step still takes its samples and its number: its batch is dropped.
     counts_.AddStep(perm, pos_.sample, shape);
     pos_.sample += count;
     ++pos_.global_step;
+    if (live_ != nullptr) {
+      const auto t_live = Clock::now();
+      live_->Commit(pos_, counts_.counts());
+      live_s_ += Seconds(t_live);
+    }
   }
   ClearGrads(params_);
   samples_ += mine;
@@ -176,6 +182,9 @@ bool Training::AfterStep(int64_t epoch, const Agreement& agreed) {
       {kMetricBadSteps, static_cast<double>(bad_.total())},
       {kMetricRewinds, static_cast<double>(bad_.rewinds())}};
   if (attempt_steps_ == 1) {
+    // After the first step, off the start's critical path: making the 13 MB file costs tens
+    // of milliseconds (its pages are new).
+    AttachLiveState();
     const double after_rdzv = Seconds(t_rdzv_) - rendezvous_s_;
     first_step_s_ = age_at_main_ + Seconds(t_main_);
     rec.push_back({metric::kFirstStepS, first_step_s_});

@@ -23,6 +23,7 @@
 
 #include "tests/trainer/trainer_ranks.h"
 #include "tests/trainer/trainer_test_util.h"
+#include "trainer/live_state.h"
 #include "trainer/snapshot_file.h"
 
 namespace convoy::trainer {
@@ -38,7 +39,7 @@ using std::chrono::seconds;
 int64_t ResumedStep(const std::string& log, std::string* kind = nullptr,
                     std::string* path = nullptr) {
   static const std::regex re(
-      R"(^resumed from (snapshot|checkpoint) (\S+) at epoch \d+, step (\d+) \(sample \d+ of the epoch\)$)");
+      R"(^resumed from (snapshot|checkpoint|live) (\S+) at epoch \d+, step (\d+) \(sample \d+ of the epoch\)$)");
   std::istringstream in(log);
   std::string line;
   std::smatch m;
@@ -50,6 +51,19 @@ int64_t ResumedStep(const std::string& log, std::string* kind = nullptr,
     }
   }
   return -1;
+}
+
+// The sequence number of a live state file (odd while an optimiser step updates it); 1 when
+// it cannot be read.
+uint64_t LiveSeq(const std::string& path) {
+  uint64_t seq = 1;
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    if (pread(fd, &seq, sizeof(seq), kLiveStateSeqOffset) != static_cast<ssize_t>(sizeof(seq)))
+      seq = 1;
+    close(fd);
+  }
+  return seq;
 }
 
 class FastRestartTest : public ::testing::Test {
@@ -188,6 +202,19 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
   }
   ASSERT_GE(checkpoint, 10);
   ASSERT_GT(snapshot, checkpoint);
+  // The live state (trainer/live_state.h) is newer still: made torn, as if its rank had died
+  // in the middle of an optimiser step, it must not be used.
+  {
+    const std::string live = Path("snapshots/live-0.state");
+    const int fd = open(live.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << live;
+    uint64_t seq = LiveSeq(live);
+    ASSERT_GT(seq, 0u);
+    seq |= 1;  // odd: being updated (it may have been stopped in an update already)
+    ASSERT_EQ(pwrite(fd, &seq, sizeof(seq), kLiveStateSeqOffset),
+              static_cast<ssize_t>(sizeof(seq)));
+    close(fd);
+  }
   // Newer-looking files that must be skipped: garbage, and a valid file of another job.
   { std::ofstream(Path("snapshots/snap-000000000098.bin")) << "garbage"; }
   {
@@ -207,6 +234,64 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
   EXPECT_EQ(kind, "snapshot");
   EXPECT_NE(out.find("snap-000000000098.bin: not a snapshot"), std::string::npos) << out;
   EXPECT_NE(out.find("snap-000000000099.bin: another job's or run's"), std::string::npos) << out;
+  EXPECT_NE(out.find("live-0.state: being updated when its rank died (torn); not used"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
+}
+
+// Every rank is killed at once, wherever they are in a step, and no periodic snapshot is
+// recent: the host's writer kept the live state (trainer/live_state.h) in place at every
+// step, so the restart resumes at the last step it completed (printed, or committed and not
+// yet printed) and ends with the uninterrupted run's parameters.
+TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep) {
+  const std::string ref = Reference();
+  auto env = [this](int attempt) {
+    return [this, attempt](int) {
+      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  };
+  const auto args = With(Common(), {"--snapshot-every", "1000"});
+  int64_t printed = -1;
+  {
+    Ranks first(2, args, Path("l0.log"), env(0));
+    // Stopped outside the writer's optimiser step (a kill inside it leaves a torn file, which
+    // the test above covers), then killed.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          if (LastStep(first.Output(0)) < 30) return false;
+          first.Signal(0, SIGSTOP);
+          first.Signal(1, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (LiveSeq(Path("snapshots/live-0.state")) % 2 == 0) return true;
+          first.Signal(0, SIGCONT);
+          first.Signal(1, SIGCONT);
+          return false;
+        },
+        seconds(120)))
+        << first.Output(0);
+    first.Signal(0, SIGKILL);
+    first.Signal(1, SIGKILL);
+    first.Wait(seconds(30));
+    printed = LastStep(first.Output(0));
+    EXPECT_NE(first.Output(0).find("live state: every step, in place in " +
+                                   Path("snapshots/live-0.state")),
+              std::string::npos)
+        << first.Output(0);
+  }
+  ASSERT_GE(printed, 30);
+  ASSERT_LT(printed, 100);
+  ASSERT_EQ(NewestSnapshot(dir_ / "snapshots"), -1);  // nothing else to resume from
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("l1.log"), env(1));
+  ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
+  std::string kind;
+  const std::string out = second.Output(0);
+  const int64_t resumed = ResumedStep(out, &kind);
+  EXPECT_EQ(kind, "live") << out;
+  EXPECT_GE(resumed, printed) << out;
+  EXPECT_LE(resumed, printed + 1) << out;
   EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
 }
 
