@@ -23,9 +23,10 @@ _RESUMED = re.compile(r"^" + _PREFIX + r"RESUMED ([0-9]+) ([0-9]+) ([0-9]+)$")
 _TRAINER_STEP = re.compile(r"^rank ([0-9]+) epoch ([0-9]+) step ([0-9]+)/([0-9]+) loss \S+ "
                            r"[0-9]+ samples/s$")
 # convoy-trainer's resume line: since issue 16 "resumed from snapshot|checkpoint <path> at
-# epoch E, step S (sample P of the epoch)", before it "resumed at epoch E, step S".
-_TRAINER_RESUME = re.compile(r"^resumed (?:from (snapshot|checkpoint) (\S.*) )?at epoch ([0-9]+), "
-                             r"step ([0-9]+)(?: \(sample ([0-9]+) of the epoch\))?$")
+# epoch E, step S (sample P of the epoch)" (since issue 45 also "live", the live state), before
+# it "resumed at epoch E, step S".
+_TRAINER_RESUME = re.compile(r"^resumed (?:from (snapshot|checkpoint|live) (\S.*) )?at epoch "
+                             r"([0-9]+), step ([0-9]+)(?: \(sample ([0-9]+) of the epoch\))?$")
 
 
 def parse_step(line):

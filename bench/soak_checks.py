@@ -130,7 +130,7 @@ def check_job(soak, job, results):
         for r in resumes:
             results["resumes"] += 1
             path = r["path"] or ""
-            own = (own_snapshot in path.split(os.sep) if r["source"] == "snapshot"
+            own = (own_snapshot in path.split(os.sep) if r["source"] in ("snapshot", "live")
                    else path.startswith(own_dir))
             if not own:
                 v.append(f"{job} (uid {uid}) attempt {attempt} rank {rank} resumed another's "

@@ -56,6 +56,11 @@ def test_resume_lines_of_both_trainers():
         "(sample 18368 of the epoch)") == \
         {"source": "snapshot", "path": "/dev/shm/j 1/snap-000000000287.bin", "epoch": 1,
          "step": 287, "sample": 18368}
+    assert bo.parse_trainer_resume(
+        "resumed from live /dev/shm/j/live-0.state at epoch 0, step 91 (sample 2912 of the "
+        "epoch)") == \
+        {"source": "live", "path": "/dev/shm/j/live-0.state", "epoch": 0, "step": 91,
+         "sample": 2912}
     assert bo.parse_trainer_resume("resumed from snapshot at epoch 1, step x") is None
 
 
