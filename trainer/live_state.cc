@@ -316,8 +316,8 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
     return std::nullopt;
   }
   // Read in place: the wait for the earlier attempts' ranks (resume.h AttemptPresence) has
-  // seen every writer gone. A value that is not finite is looked for before anything is
-  // loaded (a NaN or an infinity makes the minimum or the maximum one).
+  // seen every writer gone. A value that is not finite is looked for now (a NaN or an
+  // infinity makes the minimum or the maximum one), so that a chosen offer always loads.
   const char* bytes = static_cast<const char*>(best->map->base);
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> all = layout.All();
@@ -334,22 +334,27 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
       }
     }
   }
-  for (size_t i = 0; i < all.size(); ++i) {
-    torch::Tensor t = all[i];
-    t.copy_(read[i]);
-  }
-  const auto* ch = h;
   Position pos;
-  pos.global_step = ch->step;
-  pos.epoch = ch->epoch;
-  pos.sample = ch->sample;
-  std::vector<uint8_t> counts(bytes + layout.counts_offset,
-                              bytes + layout.counts_offset + ch->counts_size);
+  pos.global_step = h->step;
+  pos.epoch = h->epoch;
+  pos.sample = h->sample;
   StateOffer offer;
   offer.kind = "live";
   offer.path = best->path;
   offer.step = pos.global_step;
-  offer.bytes = SaveState(model, optimizer, pos, counts, state_id);
+  // Only when this offer is the one the ranks load (resume.h): loaded into the model and
+  // optimiser, then offered as SaveState's bytes.
+  offer.materialise = [map = best->map, all, read = std::move(read), pos, &model, &optimizer,
+                       state_id, counts_at = bytes + layout.counts_offset,
+                       counts_size = h->counts_size](StateOffer& o) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < all.size(); ++i) {
+      torch::Tensor t = all[i];
+      t.copy_(read[i]);
+    }
+    const std::vector<uint8_t> counts(counts_at, counts_at + counts_size);
+    o.bytes = SaveState(model, optimizer, pos, counts, state_id);
+  };
   return offer;
 }
 

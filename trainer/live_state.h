@@ -83,11 +83,13 @@ class LiveState {
 
 // The newest committed live state in `dir` (any rank's: DDP keeps them identical) that belongs
 // to `identity`, has this model's and optimiser's layout and is of a step after `newer_than`
-// (the newest state this rank holds otherwise: a last will is of the same step), loaded into
-// `model` and `optimizer` and offered as bytes (SaveState's; kind "live"). Nothing when there
-// is none, or when the one found was being updated, is another job's, or holds a value that
-// is not finite (a line on stdout says which). Call it only once the earlier attempts' ranks
-// on this host are gone: the file is read in place.
+// (the newest state this rank holds otherwise: a last will is of the same step), offered
+// lazily (kind "live"): only when the ranks choose it (resume.h) is it loaded into `model` and
+// `optimizer` and serialised (SaveState's bytes), so a rank whose peer holds the same step as
+// bytes pays nothing. Nothing when there is none, or when the one found was being updated, is
+// another job's, or holds a value that is not finite (a line on stdout says which). Call it
+// only once the earlier attempts' ranks on this host are gone: the file is read in place.
+// `model` and `optimizer` must outlive the offer.
 std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMeta& identity,
                                         const StateIdentity& state_id, int64_t newer_than,
                                         torch::nn::Module& model,

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -99,28 +100,36 @@ std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
                                               std::optional<StateOffer> mine) {
   const int world = dist.world();
   const int rank = dist.rank();
-  // In each rank's three slots: its step + 1 (0: it holds nothing), and the lengths of its
-  // "<kind> <path>" and of its bytes; the sum is everyone's.
+  // In each rank's four slots: its step + 1 (0: it holds nothing), the lengths of its
+  // "<kind> <path>" and of its bytes, and 1 when its offer is lazy (no bytes yet); the sum is
+  // everyone's.
   const std::string head = mine ? mine->kind + " " + mine->path : "";
-  torch::Tensor offers = torch::zeros({world, 3}, torch::kInt64);
+  torch::Tensor offers = torch::zeros({world, 4}, torch::kInt64);
   if (mine) {
     offers[rank][0] = mine->step + 1;
     offers[rank][1] = static_cast<int64_t>(head.size());
-    offers[rank][2] = static_cast<int64_t>(mine->data().size());
+    offers[rank][2] = mine->lazy() ? 0 : static_cast<int64_t>(mine->data().size());
+    offers[rank][3] = mine->lazy() ? 1 : 0;
   }
   offers = offers.to(device);
   dist.AllReduceSum(offers);
   offers = offers.cpu().contiguous();
   const auto s = offers.accessor<int64_t, 2>();
+  int64_t newest = 0;
+  for (int r = 0; r < world; ++r) newest = std::max(newest, s[r][0]);
+  if (newest == 0) return std::nullopt;
+  // The holder: the lowest rank with the newest step as bytes, else the lowest with it lazily.
   int holder = -1;
-  for (int r = 0; r < world; ++r) {
-    if (s[r][0] > 0 && (holder < 0 || s[r][0] > s[holder][0])) holder = r;
+  for (int r = 0; r < world && holder < 0; ++r) {
+    if (s[r][0] == newest && s[r][3] == 0) holder = r;
   }
-  if (holder < 0) return std::nullopt;
-  // Every rank holds the newest step itself (DDP keeps the ranks' states identical): each
-  // loads its own copy, nothing is sent.
+  for (int r = 0; r < world && holder < 0; ++r) {
+    if (s[r][0] == newest) holder = r;
+  }
+  // Every rank holds the newest step itself, as bytes (DDP keeps the ranks' states
+  // identical): each loads its own copy, nothing is sent.
   bool everyone = true;
-  for (int r = 0; r < world; ++r) everyone = everyone && s[r][0] == s[holder][0];
+  for (int r = 0; r < world; ++r) everyone = everyone && s[r][0] == newest && s[r][3] == 0;
   if (everyone) {
     AgreedState out;
     out.holder = rank;
@@ -132,13 +141,29 @@ std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
   AgreedState out;
   out.holder = holder;
   if (rank == holder) out.state = std::move(*mine);
+  int64_t n = s[holder][2];
+  if (s[holder][3] != 0) {
+    // A lazy holder makes its bytes now, and says how many.
+    torch::Tensor len = torch::zeros({1}, torch::kInt64);
+    if (rank == holder) {
+      StateOffer& o = out.state;
+      auto fill = std::move(o.materialise);
+      o.materialise = nullptr;
+      fill(o);
+      len[0] = static_cast<int64_t>(o.data().size());
+    }
+    len = len.to(device);
+    dist.AllReduceSum(len);
+    n = len.cpu().item<int64_t>();
+  }
+  if (world == 1) return out;
   std::string h = rank == holder ? head : std::string(static_cast<size_t>(s[holder][1]), '\0');
   BroadcastBytes(dist, device, h.data(), s[holder][1], holder);
-  if (rank != holder) out.state.bytes.resize(static_cast<size_t>(s[holder][2]));
+  if (rank != holder) out.state.bytes.resize(static_cast<size_t>(n));
   // The holder's buffer is only read (a mapped snapshot's is read-only).
   char* bytes =
       rank == holder ? const_cast<char*>(out.state.data().data()) : out.state.bytes.data();
-  BroadcastBytes(dist, device, bytes, s[holder][2], holder);
+  BroadcastBytes(dist, device, bytes, n, holder);
   const size_t sp = h.find(' ');
   if (sp == std::string::npos) {
     throw std::runtime_error("resume: rank " + std::to_string(holder) + " sent a malformed state");

@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,13 +19,18 @@
 namespace convoy::trainer {
 
 struct StateOffer {
-  std::string kind;  // "snapshot" or "checkpoint"
+  std::string kind;  // "snapshot", "checkpoint", "live" or "resume_from"
   std::string path;
   int64_t step = 0;
   std::string bytes;  // what SaveState wrote
   // Or, for a snapshot, the payload of its mapped file (FoundSnapshot): not copied.
   std::shared_ptr<const Bytes> file{};
   std::string_view mapped{};
+  // Or, for the live state (trainer/live_state.h), nothing yet: `materialise` fills `bytes`
+  // when the offer is the one every rank loads (tens of milliseconds, not paid when another
+  // rank holds the same step as bytes).
+  std::function<void(StateOffer&)> materialise{};
+  bool lazy() const { return materialise != nullptr; }
   std::string_view data() const { return file != nullptr ? mapped : std::string_view(bytes); }
 };
 
@@ -35,7 +41,9 @@ struct AgreedState {
 
 // Collective: every rank calls it with its own offer (or nothing). Returns the agreed state on
 // every rank, or nothing when no rank holds one. When every rank holds the newest step, each
-// keeps its own copy (`holder` is then the rank itself) and nothing is broadcast. `device`: where
+// keeps its own copy (`holder` is then the rank itself) and nothing is broadcast. Of the ranks
+// holding the newest step, the lowest that holds it as bytes sends it; a lazy offer is
+// materialised only when no rank holds that step otherwise. `device`: where
 // the backend's tensors live (CUDA for NCCL). Throws when a collective fails.
 std::optional<AgreedState> AgreeOnNewestState(Dist& dist, torch::Device device,
                                               std::optional<StateOffer> mine);

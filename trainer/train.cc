@@ -401,9 +401,9 @@ void Training::Resume() {
     const auto t_live = Clock::now();
     if (auto live = ReadLiveState(o_.snapshot_dir, identity, id, mine ? mine->step : -1, *model_,
                                   *optimizer_)) {
-      std::printf("live state %s: step %lld, read in %.0f ms\n", live->path.c_str(),
+      std::printf("live state %s: step %lld, checked in %.0f ms\n", live->path.c_str(),
                   static_cast<long long>(live->step), Seconds(t_live) * 1e3);
-      mine = Newer(std::move(live), std::move(mine));
+      mine = std::move(live);  // newer than `mine` (ReadLiveState)
     }
   }
   const double read_s = Seconds(t_resume);

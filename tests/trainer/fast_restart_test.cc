@@ -295,6 +295,61 @@ TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep)
   EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
 }
 
+// Rank 1 is killed (stopped first outside its optimiser step): rank 0's last will holds the
+// last completed step as bytes, and rank 1's live state, on its own host, the same step. The
+// restarted rank 1 offers its live state lazily and receives rank 0's bytes instead: it never
+// loads or serialises its own (the restart's path stays as fast as before the live state).
+TEST_F(FastRestartTest, ALiveStateIsNotLoadedWhenAPeerHoldsItsStepAsBytes) {
+  const std::string ref = Reference();
+  auto env = [this](int attempt) {
+    return [this, attempt](int r) {
+      return Env{{"LOCAL_RANK", "0"},
+                 {"LOCAL_WORLD_SIZE", "1"},
+                 {"CONVOY_SNAPSHOT_DIR", Path("host" + std::to_string(r) + "-snapshots")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  };
+  const auto args = With(Common(), {"--snapshot-every", "1000"});
+  const std::string live = Path("host1-snapshots/live-1.state");
+  {
+    Ranks first(2, args, Path("p0.log"), env(0));
+    ASSERT_TRUE(Eventually(
+        [&] {
+          if (LastStep(first.Output(1)) < 20) return false;
+          first.Signal(1, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (LiveSeq(live) % 2 == 0) return true;
+          first.Signal(1, SIGCONT);
+          return false;
+        },
+        seconds(120)))
+        << first.Output(1);
+    first.Signal(1, SIGKILL);
+    const auto st = first.Wait(seconds(60));
+    EXPECT_TRUE(WIFEXITED(st[0]) && WEXITSTATUS(st[0]) == 1) << first.Output(0);
+  }
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("p1.log"), env(1));
+  ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
+  std::string kind0, kind1, path1;
+  const std::string out0 = second.Output(0), out1 = second.Output(1);
+  const int64_t step = ResumedStep(out0, &kind0);
+  EXPECT_EQ(kind0, "snapshot") << out0;  // rank 0's last will
+  // Its live state holds that step, or the one before when it was stopped between the step's
+  // all-reduce and its own optimiser step.
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(out1, m, std::regex("live state " + live + ": step (\\d+), checked")))
+      << out1;
+  EXPECT_GE(std::stoll(m[1]), step - 1) << out1;
+  EXPECT_LE(std::stoll(m[1]), step) << out1;
+  EXPECT_EQ(ResumedStep(out1, &kind1, &path1), step) << out1;
+  EXPECT_EQ(kind1, "snapshot");
+  EXPECT_EQ(path1.rfind(Path("host0-snapshots"), 0), 0u) << path1;
+  EXPECT_NE(out1.find("(the newest state was rank 0's)"), std::string::npos) << out1;
+  EXPECT_EQ(MaxRelativeDifference(LoadParams(Path("resumed.pt")), LoadParams(ref)), 0.0);
+}
+
 // Job ids repeat across clusters (a fresh state directory starts at j-000001 again): a job
 // that finds another job's checkpoints and snapshots under its own job id, same model, seed
 // and data set, says whose they are and starts at step 0; the owner itself resumes from them.

@@ -92,6 +92,13 @@ TEST_F(LiveStateTest, AReaderFindsWhatTheLastCommitLeftAndNothingItMustNotUse) {
   EXPECT_EQ(offer->kind, "live");
   EXPECT_EQ(offer->step, 3);
   EXPECT_EQ(offer->path, (dir_ / "live-0.state").string());
+  // Lazy: nothing is loaded or serialised until the ranks choose it.
+  ASSERT_TRUE(offer->lazy());
+  EXPECT_TRUE(offer->data().empty());
+  EXPECT_GT(Diff(*t.model, *r.model), 0.0);
+  auto fill = offer->materialise;
+  fill(*offer);
+  EXPECT_FALSE(offer->data().empty());
   EXPECT_EQ(Diff(*t.model, *r.model), 0.0);
   // The offer is a state LoadState takes: the position, the counts and the momentum too.
   Trained l = Make();
