@@ -98,6 +98,24 @@ class FastRestartTest : public ::testing::Test {
     a.insert(a.end(), more.begin(), more.end());
     return a;
   }
+  // Job j-000042's environment at `attempt`, every rank on one host (one snapshot directory).
+  std::function<Env(int)> OneHost(int attempt) {
+    return [this, attempt](int) {
+      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
+                 {"CONVOY_JOB_ID", "j-000042"},
+                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
+    };
+  }
+  // The same with each rank on a host of its own (LOCAL_RANK 0, host<R>-snapshots).
+  std::function<Env(int)> OwnHosts(int attempt) {
+    return [this, attempt](int r) {
+      Env e = OneHost(attempt)(r);
+      e["LOCAL_RANK"] = "0";
+      e["LOCAL_WORLD_SIZE"] = "1";
+      e["CONVOY_SNAPSHOT_DIR"] = Path("host" + std::to_string(r) + "-snapshots");
+      return e;
+    };
+  }
   // The uninterrupted run's final parameters.
   std::string Reference() {
     Ranks ref(2, With(Common(), {"--save-params", Path("ref.pt")}), Path("ref.log"));
@@ -114,20 +132,11 @@ class FastRestartTest : public ::testing::Test {
 // uninterrupted run's parameters.
 TEST_F(FastRestartTest, RestartResumesFromTheNewestSnapshotAnyHostHolds) {
   const std::string ref = Reference();
-  auto env = [this](int attempt) {
-    return [this, attempt](int r) {
-      return Env{{"LOCAL_RANK", "0"},
-                 {"LOCAL_WORLD_SIZE", "1"},
-                 {"CONVOY_SNAPSHOT_DIR", Path("host" + std::to_string(r) + "-snapshots")},
-                 {"CONVOY_JOB_ID", "j-000042"},
-                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
-    };
-  };
   const auto args = With(Common(), {"--checkpoint-dir", Path("ckpt"), "--checkpoint-every", "1000",
                                     "--snapshot-every", "5"});
   int64_t done = -1;
   {
-    Ranks first(2, args, Path("a0.log"), env(0));
+    Ranks first(2, args, Path("a0.log"), OwnHosts(0));
     ASSERT_TRUE(Eventually([&] { return LastStep(first.Output(1)) >= 25; }, seconds(120)))
         << first.Output(1);
     first.Signal(0, SIGKILL);
@@ -145,7 +154,7 @@ TEST_F(FastRestartTest, RestartResumesFromTheNewestSnapshotAnyHostHolds) {
   ASSERT_LT(done, 50);  // before the epoch's end, the first disk checkpoint
   fs::remove_all(Path("host0-snapshots"));
   {
-    Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("a1.log"), env(1));
+    Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("a1.log"), OwnHosts(1));
     ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
     std::string kind, path;
     const std::string out = second.Output(0);
@@ -164,18 +173,11 @@ TEST_F(FastRestartTest, RestartResumesFromTheNewestSnapshotAnyHostHolds) {
 // foreign snapshot that look newer.
 TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
   const std::string ref = Reference();
-  auto env = [this](int attempt) {
-    return [this, attempt](int) {
-      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
-                 {"CONVOY_JOB_ID", "j-000042"},
-                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
-    };
-  };
   const auto args = With(Common(), {"--checkpoint-dir", Path("ckpt"), "--checkpoint-every", "10",
                                     "--snapshot-every", "3"});
   int64_t snapshot = -1, checkpoint = -1;
   {
-    Ranks first(2, args, Path("b0.log"), env(0));
+    Ranks first(2, args, Path("b0.log"), OneHost(0));
     // Kill after a snapshot newer than the newest checkpoint; the ranks are stopped first so
     // that the files seen are the files left.
     ASSERT_TRUE(Eventually(
@@ -226,7 +228,7 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
     good.meta.step = 99;
     WriteSnapshotFile(Path("snapshots"), good.meta, good.payload, /*keep=*/100);
   }
-  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("b1.log"), env(1));
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("b1.log"), OneHost(1));
   ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
   std::string kind;
   const std::string out = second.Output(0);
@@ -246,17 +248,10 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
 // yet printed) and ends with the uninterrupted run's parameters.
 TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep) {
   const std::string ref = Reference();
-  auto env = [this](int attempt) {
-    return [this, attempt](int) {
-      return Env{{"CONVOY_SNAPSHOT_DIR", Path("snapshots")},
-                 {"CONVOY_JOB_ID", "j-000042"},
-                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
-    };
-  };
   const auto args = With(Common(), {"--snapshot-every", "1000"});
   int64_t printed = -1;
   {
-    Ranks first(2, args, Path("l0.log"), env(0));
+    Ranks first(2, args, Path("l0.log"), OneHost(0));
     // Stopped outside the writer's optimiser step (a kill inside it leaves a torn file, which
     // the test above covers), then killed.
     ASSERT_TRUE(Eventually(
@@ -284,7 +279,7 @@ TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep)
   ASSERT_GE(printed, 30);
   ASSERT_LT(printed, 100);
   ASSERT_EQ(NewestSnapshot(dir_ / "snapshots"), -1);  // nothing else to resume from
-  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("l1.log"), env(1));
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("l1.log"), OneHost(1));
   ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
   std::string kind;
   const std::string out = second.Output(0);
@@ -301,19 +296,10 @@ TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep)
 // loads or serialises its own (the restart's path stays as fast as before the live state).
 TEST_F(FastRestartTest, ALiveStateIsNotLoadedWhenAPeerHoldsItsStepAsBytes) {
   const std::string ref = Reference();
-  auto env = [this](int attempt) {
-    return [this, attempt](int r) {
-      return Env{{"LOCAL_RANK", "0"},
-                 {"LOCAL_WORLD_SIZE", "1"},
-                 {"CONVOY_SNAPSHOT_DIR", Path("host" + std::to_string(r) + "-snapshots")},
-                 {"CONVOY_JOB_ID", "j-000042"},
-                 {"CONVOY_ATTEMPT", std::to_string(attempt)}};
-    };
-  };
   const auto args = With(Common(), {"--snapshot-every", "1000"});
   const std::string live = Path("host1-snapshots/live-1.state");
   {
-    Ranks first(2, args, Path("p0.log"), env(0));
+    Ranks first(2, args, Path("p0.log"), OwnHosts(0));
     ASSERT_TRUE(Eventually(
         [&] {
           if (LastStep(first.Output(1)) < 20) return false;
@@ -329,7 +315,7 @@ TEST_F(FastRestartTest, ALiveStateIsNotLoadedWhenAPeerHoldsItsStepAsBytes) {
     const auto st = first.Wait(seconds(60));
     EXPECT_TRUE(WIFEXITED(st[0]) && WEXITSTATUS(st[0]) == 1) << first.Output(0);
   }
-  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("p1.log"), env(1));
+  Ranks second(2, With(args, {"--save-params", Path("resumed.pt")}), Path("p1.log"), OwnHosts(1));
   ASSERT_TRUE(second.AllExitedWith(seconds(120), 0));
   std::string kind0, kind1, path1;
   const std::string out0 = second.Output(0), out1 = second.Output(1);
