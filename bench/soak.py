@@ -445,6 +445,10 @@ class Soak:
                 if kind not in done and (daemons_may_die or kind not in DAEMON_FAULTS) and \
                         by_kind[kind]():
                     return
+            # And a drain of either kind (the test asks for one): on a machine loaded by other
+            # tests a two-minute run has drawn none from the bag.
+            if not done & {"drain", "drain --now"} and self.fault_drain():
+                return
         # Faults come out of a shuffled bag, refilled when empty, so that even a short run
         # has every kind: by weight, rank kills 3, workers, links and drains 2, preemptions
         # and the coordinator 1.
