@@ -76,10 +76,7 @@ COSTS="${BUILD_DIR:-build}/Testing/Temporary/CTestCostData.txt"
 if [ ! -f "$COSTS" ]; then
   mkdir -p "$(dirname "$COSTS")" && cp tests/ctest-costs.txt "$COSTS"
 fi
-# One slot more than cores: the end-to-end tests mostly wait on their clusters' processes
-# (e2e_exit_codes: 15 s of CPU in 72 s; e2e_ha 37 s in 72 s), and the tests that keep two
-# cores busy take two slots (PROCESSORS 2: the trainer's, the browser's, the scale run's).
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 -j "$(($(nproc) + 1))" "$@")
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 1500 -j "$(nproc)" "$@")
 stage "ctest"
 scripts/leftovers.sh check "$BEFORE"
 
