@@ -180,21 +180,16 @@ TEST_F(FastRestartTest, WithoutALastWillTheNewestPeriodicSnapshotIsUsed) {
     Ranks first(2, args, Path("b0.log"), OneHost(0));
     // Kill after a snapshot newer than the newest checkpoint; the ranks are stopped first so
     // that the files seen are the files left.
-    ASSERT_TRUE(Eventually(
+    ASSERT_TRUE(first.StopWhen(
+        {0, 1},
         [&] {
-          if (NewestSnapshot(dir_ / "snapshots") <=
-              std::max<int64_t>(10, NewestCheckpoint(dir_ / "ckpt"))) {
-            return false;
-          }
-          first.Signal(0, SIGSTOP);
-          first.Signal(1, SIGSTOP);
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          return NewestSnapshot(dir_ / "snapshots") >
+                 std::max<int64_t>(10, NewestCheckpoint(dir_ / "ckpt"));
+        },
+        [&] {
           snapshot = NewestSnapshot(dir_ / "snapshots");
           checkpoint = NewestCheckpoint(dir_ / "ckpt");
-          if (snapshot > checkpoint) return true;
-          first.Signal(0, SIGCONT);
-          first.Signal(1, SIGCONT);
-          return false;
+          return snapshot > checkpoint;
         },
         seconds(120)))
         << first.Output(0);
@@ -254,18 +249,9 @@ TEST_F(FastRestartTest, WhenEveryRankDiesAtOnceTheLiveStateLosesNoCompletedStep)
     Ranks first(2, args, Path("l0.log"), OneHost(0));
     // Stopped outside the writer's optimiser step (a kill inside it leaves a torn file, which
     // the test above covers), then killed.
-    ASSERT_TRUE(Eventually(
-        [&] {
-          if (LastStep(first.Output(0)) < 30) return false;
-          first.Signal(0, SIGSTOP);
-          first.Signal(1, SIGSTOP);
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          if (LiveSeq(Path("snapshots/live-0.state")) % 2 == 0) return true;
-          first.Signal(0, SIGCONT);
-          first.Signal(1, SIGCONT);
-          return false;
-        },
-        seconds(120)))
+    ASSERT_TRUE(first.StopWhen(
+        {0, 1}, [&] { return LastStep(first.Output(0)) >= 30; },
+        [&] { return LiveSeq(Path("snapshots/live-0.state")) % 2 == 0; }, seconds(120)))
         << first.Output(0);
     first.Signal(0, SIGKILL);
     first.Signal(1, SIGKILL);
@@ -300,16 +286,9 @@ TEST_F(FastRestartTest, ALiveStateIsNotLoadedWhenAPeerHoldsItsStepAsBytes) {
   const std::string live = Path("host1-snapshots/live-1.state");
   {
     Ranks first(2, args, Path("p0.log"), OwnHosts(0));
-    ASSERT_TRUE(Eventually(
-        [&] {
-          if (LastStep(first.Output(1)) < 20) return false;
-          first.Signal(1, SIGSTOP);
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          if (LiveSeq(live) % 2 == 0) return true;
-          first.Signal(1, SIGCONT);
-          return false;
-        },
-        seconds(120)))
+    ASSERT_TRUE(first.StopWhen(
+        {1}, [&] { return LastStep(first.Output(1)) >= 20; },
+        [&] { return LiveSeq(live) % 2 == 0; }, seconds(120)))
         << first.Output(1);
     first.Signal(1, SIGKILL);
     const auto st = first.Wait(seconds(60));

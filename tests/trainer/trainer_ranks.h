@@ -115,6 +115,22 @@ class Ranks {
         timeout);
     return status_[i];
   }
+  // Stops ranks `which` (SIGSTOP) once `running()` holds of them running and `stopped()` of
+  // them stopped (50 ms later: the files they leave are the files seen); while `stopped()`
+  // does not hold they go on and it is tried again. They stay stopped; false at `timeout`.
+  bool StopWhen(const std::vector<int>& which, const std::function<bool()>& running,
+                const std::function<bool()>& stopped, seconds timeout) {
+    return Eventually(
+        [&] {
+          if (!running()) return false;
+          for (int r : which) Signal(r, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (stopped()) return true;
+          for (int r : which) Signal(r, SIGCONT);
+          return false;
+        },
+        timeout);
+  }
   bool AllExitedWith(seconds timeout, int code) {
     bool ok = true;
     const auto st = Wait(timeout);
