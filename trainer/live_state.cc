@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/data_cache.h"
 #include "trainer/train_helpers.h"
 
 namespace convoy::trainer {
@@ -63,11 +64,6 @@ struct Layout {
   }
 };
 
-uint64_t Fnv(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // The layout of `model` and `optimizer`, making SGD's missing momentum buffers (zero: with
 // dampening 0, SGD's step then computes exactly what its first step would have). "" or why
 // this state cannot be kept in place.
@@ -81,11 +77,11 @@ std::string MakeLayout(torch::nn::Module& model, torch::optim::Optimizer& optimi
     if (o.dampening() != 0) return "SGD with dampening";
     momentum = momentum || o.momentum() != 0;
   }
-  uint64_t sig = Fnv(1469598103934665603ull, momentum ? "momentum" : "plain");
+  std::string sig = momentum ? "momentum;" : "plain;";
   auto describe = [&](const std::string& name, const torch::Tensor& t) {
-    std::string s = name + ":" + std::string(c10::toString(t.scalar_type()));
-    for (int64_t d : t.sizes()) s += "," + std::to_string(d);
-    sig = Fnv(sig, s + ";");
+    sig += name + ":" + std::string(c10::toString(t.scalar_type()));
+    for (int64_t d : t.sizes()) sig += "," + std::to_string(d);
+    sig += ";";
   };
   for (const auto& p : model.named_parameters()) {
     const torch::Tensor& t = p.value();
@@ -131,7 +127,8 @@ std::string MakeLayout(torch::nn::Module& model, torch::optim::Optimizer& optimi
   }
   out->counts_offset = off;
   out->size = AlignUp(off + counts_size);
-  out->signature = Fnv(sig, "counts:" + std::to_string(counts_size));
+  // The reader is this same program: std::hash is the same there.
+  out->signature = std::hash<std::string>{}(sig + "counts:" + std::to_string(counts_size));
   return "";
 }
 
@@ -194,7 +191,7 @@ std::unique_ptr<LiveState> LiveState::Attach(const std::string& dir, int rank,
   auto mapping = std::make_shared<Mapping>();
   mapping->base = base;
   mapping->size = layout.size;
-  std::unique_ptr<LiveState> live(new LiveState(path, base, layout.size));
+  std::unique_ptr<LiveState> live(new LiveState(path, mapping, base, layout.size));
   Header* h = new (base) Header{};
   std::memcpy(h->magic, kMagic, sizeof(kMagic));
   h->seq.store(1, std::memory_order_relaxed);  // being written
@@ -229,7 +226,7 @@ std::unique_ptr<LiveState> LiveState::Attach(const std::string& dir, int rank,
   return live;
 }
 
-LiveState::~LiveState() = default;  // the mapping goes with the last tensor viewing it
+LiveState::~LiveState() = default;  // the mapping goes with the last holder
 
 void LiveState::BeginUpdate() {
   Header* h = header();
@@ -262,7 +259,7 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
   const std::string id_text = IdentityText(identity);
   struct Found {
     std::string path;
-    std::shared_ptr<Mapping> map;
+    std::shared_ptr<const Bytes> map;
     uint64_t seq = 0;
   };
   std::optional<Found> best;
@@ -278,18 +275,15 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
     struct stat st {};
-    void* base = MAP_FAILED;
+    std::shared_ptr<const Bytes> map;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
         static_cast<size_t>(st.st_size) >= kHeaderBytes) {
-      base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+      map = MapReadOnly(fd, static_cast<size_t>(st.st_size));
     }
     ::close(fd);
-    if (base == MAP_FAILED) continue;
-    auto map = std::make_shared<Mapping>();
-    map->base = base;
-    map->size = static_cast<size_t>(st.st_size);
-    const auto* h = static_cast<const LiveState::Header*>(base);
-    if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) != 0 || h->size != map->size ||
+    if (map == nullptr) continue;
+    const auto* h = reinterpret_cast<const LiveState::Header*>(map->data());
+    if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) != 0 || h->size != map->size() ||
         std::string(h->identity, strnlen(h->identity, kIdentityBytes)) != id_text) {
       continue;
     }
@@ -305,7 +299,7 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
     }
   }
   if (!best || best_step <= newer_than) return std::nullopt;
-  const auto* h = static_cast<const LiveState::Header*>(best->map->base);
+  const auto* h = reinterpret_cast<const LiveState::Header*>(best->map->data());
   Layout layout;
   std::string why = MakeLayout(model, optimizer, h->counts_size, &layout);
   if (why.empty() && (layout.signature != h->signature || layout.size != h->size)) {
@@ -318,7 +312,7 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
   // Read in place: the wait for the earlier attempts' ranks (resume.h AttemptPresence) has
   // seen every writer gone. A value that is not finite is looked for now (a NaN or an
   // infinity makes the minimum or the maximum one), so that a chosen offer always loads.
-  const char* bytes = static_cast<const char*>(best->map->base);
+  const char* bytes = reinterpret_cast<const char*>(best->map->data());
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> all = layout.All();
   std::vector<torch::Tensor> read;

@@ -67,12 +67,13 @@ class LiveState {
   struct Header;  // the file's first page (live_state.cc)
 
  private:
-  LiveState(std::string path, void* base, size_t size)
-      : path_(std::move(path)), base_(base), size_(size) {}
+  LiveState(std::string path, std::shared_ptr<void> mapping, void* base, size_t size)
+      : path_(std::move(path)), mapping_(std::move(mapping)), base_(base), size_(size) {}
   Header* header() const;
   void WriteBuffersAndPosition(const Position& pos, const std::vector<uint8_t>& counts);
 
   std::string path_;
+  std::shared_ptr<void> mapping_;  // also held by every tensor viewing it
   void* base_ = nullptr;
   size_t size_ = 0;
   std::vector<torch::Tensor> buffers_;  // the model's, copied in at each commit
