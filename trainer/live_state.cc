@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "common/data_cache.h"
@@ -44,14 +46,18 @@ std::string IdentityText(const SnapshotMeta& m) {
          std::to_string(m.seed) + "\n" + std::to_string(m.samples);
 }
 
-// What the file holds, in order: the parameters, SGD's momentum buffers (when it has
-// momentum), the model's buffers; then the counts. Its signature (names, shapes, types) is in
-// the header, so that a file is read only into the same layout.
+// What the file holds, in order: the parameters, the optimiser's tensors (SGD's momentum
+// buffers when it has momentum; Adam's two moments, and the maximum with amsgrad, of each
+// parameter), the model's buffers; then Adam's step counts (int64, one a parameter) and the
+// epoch's counts. Its signature (names, shapes, types) is in the header, so that a file is
+// read only into the same layout.
 struct Layout {
   std::vector<torch::Tensor> params;
   std::vector<torch::Tensor> moments;
   std::vector<torch::Tensor> buffers;
-  std::vector<size_t> offsets;  // of every tensor above, in that order
+  std::vector<size_t> offsets;                      // of every tensor above, in that order
+  std::vector<torch::optim::AdamParamState*> adam;  // whose step counts the file keeps
+  size_t steps_offset = 0;
   size_t counts_offset = 0;
   size_t size = 0;
   uint64_t signature = 0;
@@ -64,20 +70,58 @@ struct Layout {
   }
 };
 
+// Adam's state of each parameter, made where its first step has not yet made it, as that
+// step would (step 0, zero moments): its step then computes exactly what it would have.
+std::string AdamLayout(
+    torch::optim::Adam& adam, Layout* out,
+    const std::function<void(const std::string&, const torch::Tensor&)>& describe) {
+  auto& state = adam.state();
+  for (auto& group : adam.param_groups()) {
+    const bool amsgrad = static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad();
+    for (const auto& p : group.params()) {
+      const auto key = StateKey(state, p);
+      auto it = state.find(key);
+      if (it == state.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        if (amsgrad) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state.emplace(key, std::move(fresh)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+      std::vector<torch::Tensor> moments = {st.exp_avg(), st.exp_avg_sq()};
+      if (amsgrad) moments.push_back(st.max_exp_avg_sq());
+      for (const torch::Tensor& m : moments) {
+        if (!m.defined() || !m.is_contiguous() || m.scalar_type() != torch::kFloat32 ||
+            m.sizes() != p.sizes()) {
+          return "an Adam moment of another layout";
+        }
+        out->moments.push_back(m);
+        describe(amsgrad ? "adam-amsgrad" : "adam", m);
+      }
+      out->adam.push_back(&st);
+    }
+  }
+  return "";
+}
+
 // The layout of `model` and `optimizer`, making SGD's missing momentum buffers (zero: with
-// dampening 0, SGD's step then computes exactly what its first step would have). "" or why
-// this state cannot be kept in place.
+// dampening 0, SGD's step then computes exactly what its first step would have) and Adam's
+// missing states (AdamLayout). "" or why this state cannot be kept in place.
 std::string MakeLayout(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                        size_t counts_size, Layout* out) {
   auto* sgd = dynamic_cast<torch::optim::SGD*>(&optimizer);
-  if (sgd == nullptr) return "the optimiser is not SGD (its state is made by its step)";
+  auto* adam = dynamic_cast<torch::optim::Adam*>(&optimizer);
+  if (sgd == nullptr && adam == nullptr) return "the optimiser is neither SGD nor Adam";
   bool momentum = false;
-  for (auto& group : sgd->param_groups()) {
+  for (auto& group : optimizer.param_groups()) {
+    if (sgd == nullptr) break;
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     if (o.dampening() != 0) return "SGD with dampening";
     momentum = momentum || o.momentum() != 0;
   }
-  std::string sig = momentum ? "momentum;" : "plain;";
+  std::string sig = adam != nullptr ? "adam;" : momentum ? "momentum;" : "plain;";
   auto describe = [&](const std::string& name, const torch::Tensor& t) {
     sig += name + ":" + std::string(c10::toString(t.scalar_type()));
     for (int64_t d : t.sizes()) sig += "," + std::to_string(d);
@@ -90,6 +134,10 @@ std::string MakeLayout(torch::nn::Module& model, torch::optim::Optimizer& optimi
     }
     out->params.push_back(t);
     describe(p.key(), t);
+  }
+  if (adam != nullptr) {
+    const std::string why = AdamLayout(*adam, out, describe);
+    if (!why.empty()) return why;
   }
   if (momentum) {
     auto& state = sgd->state();
@@ -125,10 +173,13 @@ std::string MakeLayout(torch::nn::Module& model, torch::optim::Optimizer& optimi
     out->offsets.push_back(off);
     off = AlignUp(off + t.nbytes());
   }
+  out->steps_offset = off;
+  off = AlignUp(off + out->adam.size() * sizeof(int64_t));
   out->counts_offset = off;
   out->size = AlignUp(off + counts_size);
   // The reader is this same program: std::hash is the same there.
-  out->signature = std::hash<std::string>{}(sig + "counts:" + std::to_string(counts_size));
+  out->signature = std::hash<std::string>{}(sig + "steps:" + std::to_string(out->adam.size()) +
+                                            ";counts:" + std::to_string(counts_size));
   return "";
 }
 
@@ -219,6 +270,8 @@ std::unique_ptr<LiveState> LiveState::Attach(const std::string& dir, int rank,
     torch::Tensor target = t;  // shares the TensorImpl: set_data re-points it in place
     target.set_data(view);
   }
+  live->adam_ = layout.adam;
+  live->steps_offset_ = layout.steps_offset;
   live->counts_offset_ = layout.counts_offset;
   live->counts_capacity_ = counts.size();
   live->WriteBuffersAndPosition(pos, counts);
@@ -245,6 +298,8 @@ void LiveState::WriteBuffersAndPosition(const Position& pos, const std::vector<u
   for (size_t i = 0; i < buffers_.size(); ++i) {
     std::memcpy(bytes + buffer_offsets_[i], buffers_[i].data_ptr(), buffers_[i].nbytes());
   }
+  auto* steps = reinterpret_cast<int64_t*>(bytes + steps_offset_);
+  for (size_t i = 0; i < adam_.size(); ++i) steps[i] = adam_[i]->step();
   std::memcpy(bytes + counts_offset_, counts.data(), std::min(counts.size(), counts_capacity_));
   Header* h = header();
   h->step = pos.global_step;
@@ -340,11 +395,17 @@ std::optional<StateOffer> ReadLiveState(const std::string& dir, const SnapshotMe
   // optimiser, then offered as SaveState's bytes.
   offer.materialise = [map = best->map, all, read = std::move(read), pos, &model, &optimizer,
                        state_id, counts_at = bytes + layout.counts_offset,
-                       counts_size = h->counts_size](StateOffer& o) {
+                       counts_size = h->counts_size, adam = layout.adam,
+                       steps_at = bytes + layout.steps_offset](StateOffer& o) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < all.size(); ++i) {
       torch::Tensor t = all[i];
       t.copy_(read[i]);
+    }
+    for (size_t i = 0; i < adam.size(); ++i) {
+      int64_t step;
+      std::memcpy(&step, steps_at + i * sizeof(int64_t), sizeof(step));
+      adam[i]->step(step);
     }
     const std::vector<uint8_t> counts(counts_at, counts_at + counts_size);
     o.bytes = SaveState(model, optimizer, pos, counts, state_id);

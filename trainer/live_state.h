@@ -13,9 +13,10 @@
 // the last step it completed. The mapping survives the process (the page cache of tmpfs),
 // not the host.
 //
-// What it needs: the CPU (a GPU's tensors cannot live in a host file) and SGD (Adam's moments
-// are made by its step, outside the file). Otherwise Attach says why, and the periodic
-// snapshots are what a restart after every rank died finds.
+// What it needs: the CPU (a GPU's tensors cannot live in a host file) and SGD (its momentum
+// buffers in the file) or Adam (its moments in the file, and its step counts, which are C++
+// members, copied in at each commit). Otherwise Attach says why, and the periodic snapshots
+// are what a restart after every rank died finds.
 //
 // A restarted attempt's writer reads the newest committed file of the job's directory
 // (ReadLiveState, before the ranks agree on the newest state), checks that it belongs to this
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/optimizer.h>
 
 #include <atomic>
@@ -44,9 +46,10 @@ inline constexpr size_t kLiveStateSeqOffset = 8;
 
 class LiveState {
  public:
-  // Makes `<dir>/live-<rank>.state` anew, copies the model's parameters, SGD's momentum
-  // buffers (made, zero, where the optimiser has none yet: SGD's first step then computes
-  // what it would have) and the position into it, points the parameters and buffers at it and
+  // Makes `<dir>/live-<rank>.state` anew, copies the model's parameters, the optimiser's
+  // state (SGD's momentum buffers or Adam's moments and step counts; made, zero, where the
+  // optimiser has none yet: its first step then computes what it would have) and the
+  // position into it, points the parameters and buffers at it and
   // commits. Null with `why` set when this state cannot be kept in place.
   static std::unique_ptr<LiveState> Attach(const std::string& dir, int rank,
                                            const SnapshotMeta& identity, torch::nn::Module& model,
@@ -78,6 +81,8 @@ class LiveState {
   size_t size_ = 0;
   std::vector<torch::Tensor> buffers_;  // the model's, copied in at each commit
   std::vector<size_t> buffer_offsets_;
+  std::vector<torch::optim::AdamParamState*> adam_;  // Adam's step counts, copied in too
+  size_t steps_offset_ = 0;
   size_t counts_offset_ = 0;
   size_t counts_capacity_ = 0;
 };

@@ -1,7 +1,7 @@
-// The live state (trainer/live_state.h) without processes: the parameters and momentum
-// buffers live in the file, so what a reader finds is what training left at the last commit;
-// a torn file, another job's, another model's, an older one and one holding a NaN are not
-// used, and a refused file changes nothing of the reader's model.
+// The live state (trainer/live_state.h) without processes: the parameters and the optimiser's
+// state (SGD's momentum, Adam's moments and step counts) live in the file, so what a reader finds
+// is what training left at the last commit; a torn file, another job's, another model's, an older
+// one and one holding a NaN are not used, and a refused file changes nothing of the reader's model.
 #include "trainer/live_state.h"
 
 #include <gtest/gtest.h>
@@ -37,13 +37,19 @@ class LiveStateTest : public ::testing::Test {
 
   struct Trained {
     std::shared_ptr<Model> model;
-    std::unique_ptr<torch::optim::SGD> opt;
+    std::unique_ptr<torch::optim::Optimizer> opt;
   };
-  static Trained Make(const std::string& kind = "mlp") {
+  // `optimizer`: "sgd" (with momentum), "adam" or "amsgrad".
+  static Trained Make(const std::string& kind = "mlp", const std::string& optimizer = "sgd") {
     Trained t;
     t.model = MakeModel(kind);
-    t.opt = std::make_unique<torch::optim::SGD>(t.model->parameters(),
-                                                torch::optim::SGDOptions(0.1).momentum(0.9));
+    if (optimizer == "sgd") {
+      t.opt = std::make_unique<torch::optim::SGD>(t.model->parameters(),
+                                                  torch::optim::SGDOptions(0.1).momentum(0.9));
+    } else {
+      t.opt = std::make_unique<torch::optim::Adam>(
+          t.model->parameters(), torch::optim::AdamOptions(0.01).amsgrad(optimizer == "amsgrad"));
+    }
     return t;
   }
   // One optimiser step on a random batch, as TrainStep takes it (begin, step, commit).
@@ -146,15 +152,58 @@ TEST_F(LiveStateTest, AReaderFindsWhatTheLastCommitLeftAndNothingItMustNotUse) {
   EXPECT_TRUE(torch::equal(before, n.model->parameters()[0]));
 }
 
-// Adam's moments are made by its own step, outside any file: not kept, and why.
-TEST_F(LiveStateTest, AdamIsNotKeptAndSaysWhy) {
+// Adam (with and without amsgrad): its moments live in the file and its step counts, which are
+// C++ members, are copied in at each commit, so the next step from a reader's state is the
+// same step, bias corrections included. Attached before Adam's first step, its states are
+// made as that step would make them. Another optimiser is not kept, and says why.
+TEST_F(LiveStateTest, AdamsMomentsAndStepCountsComeAlong) {
+  for (const std::string kind : {"adam", "amsgrad"}) {
+    SCOPED_TRACE(kind);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    torch::manual_seed(1);
+    Trained t = Make("mlp", kind);
+    std::vector<uint8_t> counts(100, 0);
+    std::string why;
+    auto live =
+        LiveState::Attach(dir_.string(), 0, meta_, *t.model, *t.opt, Position{}, counts, &why);
+    ASSERT_NE(live, nullptr) << why;
+    for (int64_t s = 1; s <= 3; ++s) Step(t, *live, s, counts);
+
+    Trained r = Make("mlp", kind);
+    auto offer = Read(r);
+    ASSERT_TRUE(offer.has_value());
+    EXPECT_EQ(offer->step, 3);
+    auto fill = offer->materialise;
+    fill(*offer);
+    EXPECT_EQ(Diff(*t.model, *r.model), 0.0);
+    for (const auto& [key, state] : r.opt->state()) {
+      EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*state).step(), 3) << key;
+    }
+    // Loaded from the offer's bytes by a third, whose next step is the writer's next step.
+    Trained l = Make("mlp", kind);
+    std::vector<uint8_t> loaded;
+    LoadState(offer->data(), *l.model, *l.opt, id_, StepShape{}, &loaded);
+    torch::manual_seed(9);
+    Step(t, *live, 4, counts);
+    auto l_live = LiveState::Attach((dir_ / "other").string(), 1, meta_, *l.model, *l.opt,
+                                    Position{0, 12, 3}, loaded, &why);
+    ASSERT_NE(l_live, nullptr) << why;
+    torch::manual_seed(9);
+    Step(l, *l_live, 4, loaded);
+    EXPECT_EQ(Diff(*t.model, *l.model), 0.0);
+    // A reader of the other flavour (amsgrad or not) has another layout.
+    Trained other = Make("mlp", kind == "adam" ? "amsgrad" : "adam");
+    EXPECT_FALSE(Read(other).has_value());
+  }
+
   auto model = MakeModel("mlp");
-  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::RMSprop rmsprop(model->parameters(), torch::optim::RMSpropOptions(0.01));
   std::string why;
-  EXPECT_EQ(LiveState::Attach(dir_.string(), 0, meta_, *model, adam, Position{}, {}, &why),
+  EXPECT_EQ(LiveState::Attach(dir_.string(), 7, meta_, *model, rmsprop, Position{}, {}, &why),
             nullptr);
-  EXPECT_NE(why.find("not SGD"), std::string::npos) << why;
-  EXPECT_FALSE(fs::exists(dir_ / "live-0.state"));
+  EXPECT_EQ(why, "the optimiser is neither SGD nor Adam");
+  EXPECT_FALSE(fs::exists(dir_ / "live-7.state"));
 }
 
 }  // namespace live_state_test
