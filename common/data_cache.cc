@@ -1,12 +1,17 @@
 #include "common/data_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef CONVOY_DATA_CACHE_SHA256
+#include <openssl/evp.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -16,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "common/strings.h"
 #include "common/unique_fd.h"
@@ -182,10 +188,12 @@ std::string TrustDir(const std::string& dir, uid_t* owner) {
   return "";
 }
 
-// The entry at `data_path` when its sidecar says it is the decompressed `source` as it is
-// now (`src`): mapped, and "" in `why`; else null and why not.
+// The entry at `data_path` when its sidecar says it is the decompressed `source` of
+// `source_size` bytes last modified at `source_mtime_ns`: mapped, and "" in `why`; else null
+// and why not.
 std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::string& source,
-                                       const struct stat& src, uid_t owner, std::string* why) {
+                                       int64_t source_size, int64_t source_mtime_ns, uid_t owner,
+                                       std::string* why) {
   std::string text;
   Meta m;
   if (!ReadSmallFile(data_path + ".meta", owner, &text)) {
@@ -196,7 +204,7 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
     *why = "the sidecar is malformed";
     return nullptr;
   }
-  if (m.source != source || m.source_size != src.st_size || m.source_mtime_ns != MtimeNs(src)) {
+  if (m.source != source || m.source_size != source_size || m.source_mtime_ns != source_mtime_ns) {
     *why = "the source changed";
     return nullptr;
   }
@@ -228,13 +236,16 @@ std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::
   return bytes;
 }
 
-// Decompresses `source` into a new entry at `data_path` (temporary names, then renames).
-// Returns "" or why it could not.
-std::string BuildEntry(const std::string& source, const struct stat& src,
-                       const std::string& data_path) {
-  const std::shared_ptr<const Bytes> bytes = ReadGzFile(source);
+std::shared_ptr<const Bytes> OpenEntry(const std::string& data_path, const std::string& source,
+                                       const struct stat& src, uid_t owner, std::string* why) {
+  return OpenEntry(data_path, source, src.st_size, MtimeNs(src), owner, why);
+}
+
+// Writes `bytes`, the decompressed source that `m`'s source fields name, as a new entry at
+// `data_path` (temporary names, then renames). Returns "" or why it could not.
+std::string WriteEntry(const Bytes& decompressed, Meta m, const std::string& data_path) {
+  const Bytes* bytes = &decompressed;
   const std::string tmp = data_path + ".tmp." + std::to_string(getpid());
-  Meta m;
   {
     unlink(tmp.c_str());
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
@@ -247,9 +258,6 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
     }
     struct stat st {};
     if (fstat(fd.fd, &st) != 0) return ErrnoText("cannot stat " + tmp);
-    m.source = source;
-    m.source_size = src.st_size;
-    m.source_mtime_ns = MtimeNs(src);
     m.size = st.st_size;
     m.mtime_ns = MtimeNs(st);
     m.inode = st.st_ino;
@@ -280,6 +288,16 @@ std::string BuildEntry(const std::string& source, const struct stat& src,
   return "";
 }
 
+// Decompresses `source` into a new entry at `data_path`. Returns "" or why it could not.
+std::string BuildEntry(const std::string& source, const struct stat& src,
+                       const std::string& data_path) {
+  Meta m;
+  m.source = source;
+  m.source_size = src.st_size;
+  m.source_mtime_ns = MtimeNs(src);
+  return WriteEntry(*ReadGzFile(source), m, data_path);
+}
+
 // Takes a shared lock on `fd`, waiting; with `while_waiting`, polls instead and calls it about
 // once a second until the lock is taken. False (errno set) when it cannot be taken at all.
 bool WaitShared(int fd, const std::function<void()>& while_waiting) {
@@ -301,7 +319,134 @@ bool WaitShared(int fd, const std::function<void()>& while_waiting) {
   return true;
 }
 
+// Decompresses the gzip stream (every member) of `size` bytes at `data`, named `name` in
+// errors, into at most `max` bytes. Throws std::runtime_error naming it when it is not gzip,
+// is truncated or corrupt, or decompresses to more than `max`.
+std::shared_ptr<const Bytes> InflateGz(const uint8_t* data, size_t size, const std::string& name,
+                                       size_t max) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw std::runtime_error(name + ": zlib init");
+  std::string out;
+  // The last member's ISIZE: the size, modulo 2^32, for one member (a hint only).
+  if (size >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, data + size - 4, 4);
+    if (isize <= max) out.reserve(isize);
+  }
+  zs.next_in = const_cast<Bytef*>(data);
+  zs.avail_in = static_cast<uInt>(std::min<size_t>(size, UINT_MAX));
+  size_t fed = zs.avail_in;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  std::string bad;
+  for (;;) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof(buf);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buf, sizeof(buf) - zs.avail_out);
+    if (out.size() > max) {
+      bad = "decompresses to more than " + std::to_string(max) + " bytes";
+      break;
+    }
+    if (zs.avail_in == 0 && fed < size) {
+      const size_t more = std::min<size_t>(size - fed, UINT_MAX);
+      zs.next_in = const_cast<Bytef*>(data + fed);
+      zs.avail_in = static_cast<uInt>(more);
+      fed += more;
+    }
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0 && fed == size) break;
+      if (inflateReset(&zs) != Z_OK) {
+        bad = "zlib reset";
+        break;
+      }
+      continue;  // the next member
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == size) {
+      bad = "truncated gzip data";
+      break;
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      bad = std::string("corrupt gzip data (") + (zs.msg != nullptr ? zs.msg : "zlib error") + ")";
+      break;
+    }
+  }
+  inflateEnd(&zs);
+  if (!bad.empty()) throw std::runtime_error(name + ": " + bad);
+  return std::make_shared<OwnedBytes>(std::move(out));
+}
+
+// The content entry's sidecar names its source so.
+std::string ContentSource(const std::string& sha256) { return "sha256:" + sha256; }
+
+// Looks for the content entry of the source `gz_path` (whose bytes are `src`), waiting while
+// the owner fills it. Null and why not when there is none.
+std::shared_ptr<const Bytes> OpenContentEntry(const std::string& gz_path, const Bytes& src,
+                                              const std::string& cache_dir, uid_t owner,
+                                              const std::function<void()>& while_waiting,
+                                              std::string* note) {
+  const std::string sha = Sha256OfBytes(src.data(), src.size());
+  const std::string path = ContentEntryPath(cache_dir, gz_path, sha);
+  const int64_t size = static_cast<int64_t>(src.size());
+  std::string why;
+  if (auto hit = OpenEntry(path, ContentSource(sha), size, 0, owner, &why)) {
+    *note = "cache hit (by content)";
+    return hit;
+  }
+  UniqueFd lock(open((path + ".lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat lst {};
+  if (lock.fd < 0 || fstat(lock.fd, &lst) != 0 || !Trusted(lst, owner) ||
+      !WaitShared(lock.fd, while_waiting)) {
+    *note = why;
+    return nullptr;
+  }
+  if (auto hit = OpenEntry(path, ContentSource(sha), size, 0, owner, &why)) {
+    *note = "cache hit (by content, waited for the worker's fill)";
+    return hit;
+  }
+  *note = why;
+  return nullptr;
+}
+
 }  // namespace
+
+bool ContentEntries() {
+#ifdef CONVOY_DATA_CACHE_SHA256
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string Sha256OfBytes(const uint8_t* data, size_t size) {
+#ifdef CONVOY_DATA_CACHE_SHA256
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr) != 1 || len != 32) {
+    throw std::runtime_error("SHA-256 failed");
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex(64, '0');
+  for (unsigned i = 0; i < 32; ++i) {
+    hex[2 * i] = kHex[md[i] >> 4];
+    hex[2 * i + 1] = kHex[md[i] & 15];
+  }
+  return hex;
+#else
+  (void)data;
+  (void)size;
+  throw std::runtime_error("this build has no SHA-256 (built without OpenSSL)");
+#endif
+}
+
+std::string ContentEntryPath(const std::string& cache_dir, const std::string& gz_path,
+                             const std::string& sha256) {
+  std::string base = gz_path.substr(gz_path.rfind('/') + 1);
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
+    base.resize(base.size() - 3);
+  }
+  return cache_dir + "/" + base + ".sha256-" + sha256;
+}
 
 std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -345,12 +490,33 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   const std::string data_path = EntryPath(cache_dir, source);
   std::string why;
   if (auto hit = OpenEntry(data_path, source, src, owner, &why)) return {hit, "cache hit"};
+  // No entry of its path: the entry of its bytes' hash, else the file decompressed. (Not
+  // when its path has an entry that fails its checks: that is a root's, which the worker
+  // rebuilds.)
+  auto ByContent = [&](const std::string& reason, bool path_has_entry) -> CachedFile {
+    if (!ContentEntries() || path_has_entry) return uncached(reason);
+    UniqueFd fd(open(source.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    std::shared_ptr<const Bytes> mapped;
+    if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (mapped = MapReadOnly(fd.fd, static_cast<size_t>(st.st_size))) == nullptr) {
+      return uncached(reason);  // ReadGzFile names what is wrong
+    }
+    std::string note;
+    if (auto hit = OpenContentEntry(source, *mapped, cache_dir, owner, while_waiting, &note)) {
+      return {hit, note};
+    }
+    mapped.reset();
+    return CachedFile{
+        ReadGzFile(gz_path),
+        "not cached (" + reason + (note == "no entry" ? "" : "; by content: " + note) + ")"};
+  };
   // The owner may be filling it now: wait for its lock (released when the fill ends, or
   // when the filler dies), then look again.
   UniqueFd lock(open((data_path + ".lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat lst {};
   if (lock.fd < 0 || fstat(lock.fd, &lst) != 0 || !Trusted(lst, owner)) {
-    return uncached(why + ": the worker has not cached it");
+    return ByContent(why + ": the worker has not cached it", why != "no entry");
   }
   if (!WaitShared(lock.fd, while_waiting)) {
     return uncached("cannot wait for the entry's lock: " + ErrnoMessage());
@@ -359,7 +525,7 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
   if (auto hit = OpenEntry(data_path, source, src, owner, &why_again)) {
     return {hit, "cache hit (waited for the worker's fill)"};
   }
-  return uncached(why_again);
+  return ByContent(why_again, why_again != "no entry");
 }
 
 std::string PrepareCacheDir(const std::string& dir, unsigned mode) {
@@ -479,6 +645,121 @@ std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir
     throw std::runtime_error(data_path + ": the new entry does not check: " + why_built);
   }
   return why == "no entry" ? "cached (no entry)" : "rebuilt (" + why + ")";
+}
+
+ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& cache_dir,
+                               int64_t source_owner, int64_t max_bytes) {
+  // A private copy: what is hashed is what is decompressed, whatever the file's owner does
+  // to it meanwhile.
+  std::string bytes;
+  {
+    UniqueFd fd(open(gz_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
+    if (fd.fd < 0 || fstat(fd.fd, &st) != 0) {
+      throw std::runtime_error(ErrnoText(gz_path + ": cannot open"));
+    }
+    if (!S_ISREG(st.st_mode)) throw std::runtime_error(gz_path + ": not a regular file");
+    if (source_owner >= 0 && st.st_uid != static_cast<uid_t>(source_owner)) {
+      throw std::runtime_error(gz_path + ": belongs to uid " + std::to_string(st.st_uid) +
+                               ", not to the job's " + std::to_string(source_owner));
+    }
+    if (st.st_size > max_bytes) {
+      throw std::runtime_error(gz_path + ": " + std::to_string(st.st_size) +
+                               " bytes, over the cache's limit of " + std::to_string(max_bytes));
+    }
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(fd.fd, buf, sizeof(buf))) != 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw std::runtime_error(ErrnoText(gz_path + ": cannot read"));
+      bytes.append(buf, static_cast<size_t>(n));
+      if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+        throw std::runtime_error(gz_path + ": grew over the cache's limit while read");
+      }
+    }
+  }
+  ContentFill fill;
+  fill.sha256 = Sha256OfBytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  fill.entry = ContentEntryPath(cache_dir, gz_path, fill.sha256);
+  std::string why;
+  const int fd = OpenLockFile(fill.entry, &why);
+  if (fd < 0) throw std::runtime_error(why);
+  EntryLock lock(fd);
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) throw std::runtime_error(ErrnoText("cannot lock " + fill.entry));
+  }
+  const std::string source = ContentSource(fill.sha256);
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  if (OpenEntry(fill.entry, source, size, 0, geteuid(), &why)) {
+    utimensat(AT_FDCWD, (fill.entry + ".meta").c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    fill.note = "cache hit";
+    return fill;
+  }
+  const auto decompressed = InflateGz(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                      gz_path, static_cast<size_t>(max_bytes));
+  bytes.clear();
+  bytes.shrink_to_fit();
+  Meta m;
+  m.source = source;
+  m.source_size = size;
+  m.source_mtime_ns = 0;
+  const std::string failed = WriteEntry(*decompressed, m, fill.entry);
+  if (!failed.empty()) throw std::runtime_error(failed);
+  std::string why_built;
+  if (!OpenEntry(fill.entry, source, size, 0, geteuid(), &why_built)) {
+    throw std::runtime_error(fill.entry + ": the new entry does not check: " + why_built);
+  }
+  fill.note = "cached";
+  return fill;
+}
+
+int EvictContentEntries(const std::string& cache_dir, int64_t max_bytes, const std::string& keep) {
+  struct Entry {
+    std::string path;
+    int64_t size;
+    int64_t used_ns;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  DIR* d = opendir(cache_dir.c_str());
+  if (d == nullptr) return 0;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    const size_t at = name.find(".sha256-");
+    // The data files: <base>.sha256-<64 hex digits>, nothing after.
+    if (at == std::string::npos || name.size() != at + 8 + 64) continue;
+    const std::string path = cache_dir + "/" + name;
+    struct stat st {
+    }, meta{};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const bool has_meta = lstat((path + ".meta").c_str(), &meta) == 0;
+    entries.push_back({path, int64_t{st.st_size}, has_meta ? MtimeNs(meta) : 0});
+    total += st.st_size;
+  }
+  closedir(d);
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.used_ns < b.used_ns; });
+  int removed = 0;
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    if (e.path == keep) continue;
+    // The sidecar first: a reader then finds no entry, never a sidecar without its data.
+    unlink((e.path + ".meta").c_str());
+    unlink(e.path.c_str());
+    unlink((e.path + ".lock").c_str());
+    total -= e.size;
+    ++removed;
+  }
+  return removed;
+}
+
+void DropPathLock(const std::string& gz_path, const std::string& cache_dir, EntryLock lock) {
+  std::string source;
+  struct stat src {};
+  if (ResolveSource(gz_path, &source, &src)) {
+    unlink((EntryPath(cache_dir, source) + ".lock").c_str());
+  }
+  lock = EntryLock();
 }
 
 uint64_t Checksum64(const uint8_t* data, size_t size) {

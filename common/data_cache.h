@@ -58,10 +58,11 @@ struct CachedFile {
 // ---- Readers (ranks). Never write anything.
 
 // The decompressed bytes of the gzip file `gz_path`: the cache entry in `cache_dir` when it
-// holds a valid one made by the directory's owner (waiting while the owner is filling it),
-// else the file decompressed into memory. Empty `cache_dir`: no cache. A cache that cannot be
-// used is not an error (`note` says why). Throws like ReadGzFile for a bad source. Safe to
-// call from several processes at once. `while_waiting`, when given, is called about once a
+// holds a valid one made by the directory's owner (waiting while the owner is filling it) -
+// the entry of its path, else the content entry of its bytes' hash (note "cache hit (by
+// content)") - else the file decompressed into memory. Empty `cache_dir`: no cache. A cache that
+// cannot be used is not an error (`note` says why). Throws like ReadGzFile for a bad source. Safe
+// to call from several processes at once. `while_waiting`, when given, is called about once a
 // second while the owner's fill is awaited (a rank says it is alive: hang detection counts
 // from its start, and a first fill on a loaded host takes seconds).
 CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir,
@@ -108,6 +109,50 @@ EntryLock TryLockEntry(const std::string& gz_path, const std::string& cache_dir,
 // "rebuilt (<why>)"); throws std::runtime_error when it cannot (a bad source, a full disk).
 std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir,
                         EntryLock lock = EntryLock());
+
+// ---- Content entries: data outside the cached roots (a job's own, or shipped in its code
+// archive). Such a source is cached under the SHA-256 of its compressed bytes,
+// `<base>.sha256-<hex>`, whatever its path: the same data set shipped by any job, in any
+// archive, is one entry. Only the owner fills one, and it decompresses the very private copy
+// of the bytes it hashed, so an entry always holds the decompression of the bytes its name
+// says, wherever they were read from: a job that changes its file during the fill changes
+// nothing but its own read. Readers hash their own file and look the entry up by that hash
+// (LoadGzCached does, after the path entry). Needs OpenSSL's SHA-256 (ContentEntries()).
+
+// Whether this build can hash (the trainer built on its own without OpenSSL cannot: it then
+// reads such data uncached).
+bool ContentEntries();
+
+// The SHA-256 of `size` bytes, in lower-case hex.
+std::string Sha256OfBytes(const uint8_t* data, size_t size);
+
+// Where the content entry of a source named `gz_path` whose bytes hash to `sha256` lives.
+std::string ContentEntryPath(const std::string& cache_dir, const std::string& gz_path,
+                             const std::string& sha256);
+
+struct ContentFill {
+  std::string note;    // "cache hit" or "cached"
+  std::string sha256;  // of the source's bytes
+  std::string entry;   // the entry's data file
+};
+
+// The owner's fill of the content entry of `gz_path`: reads the source (a regular file, not
+// through a final symlink; of uid `source_owner` unless that is -1) into private memory,
+// hashes it, and keeps or builds its entry (holding the entry's lock, waiting for it), its
+// sidecar touched (the entries' last use, for EvictContentEntries). Throws
+// std::runtime_error naming the file when the source cannot be read or is not gzip, or when
+// it or its decompression exceeds `max_bytes`.
+ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& cache_dir,
+                               int64_t source_owner, int64_t max_bytes);
+
+// Removes the least recently used content entries (data, sidecar, lock) of `cache_dir` until
+// their data files total at most `max_bytes`, never the entry `keep`. Returns how many it
+// removed. A rank that mapped a removed entry keeps its mapping.
+int EvictContentEntries(const std::string& cache_dir, int64_t max_bytes, const std::string& keep);
+
+// Removes the path-keyed lock file of `gz_path` (a fill of a source outside the roots holds it
+// so that ranks wait for the content fill; it has no entry of its own), then releases `lock`.
+void DropPathLock(const std::string& gz_path, const std::string& cache_dir, EntryLock lock);
 
 // The 64-bit checksum of the sidecar: four lanes of multiply-rotate over 8-byte words (the
 // stripe loop of XXH64, not XXH64 itself) and the tail bytes, mixed with the length. Fast

@@ -300,3 +300,74 @@ def test_no_job_can_change_what_another_reads_from_the_data_cache(make_cluster, 
     data = [line for line in c.logs(carol, 0).splitlines() if line.startswith("data: ")]
     assert data and data[0].count("cache hit") == 4, data
     assert job_uid(c, m) != job_uid(c, carol)
+
+
+def write_fmnist_subset(dest, train=600, test=200, flip_labels=False):
+    """A small Fashion-MNIST in `dest` (the first images of the real one, IDX gzip files)."""
+    import gzip
+    dest.mkdir(parents=True)
+    src = "/usr/share/datasets/fashion-mnist"
+    for split, n in (("train", train), ("t10k", test)):
+        for kind, idx, item in (("images", "idx3", 784), ("labels", "idx1", 1)):
+            name = f"{split}-{kind}-{idx}-ubyte.gz"
+            with gzip.open(os.path.join(src, name), "rb") as f:
+                head = bytearray(f.read(16 if kind == "images" else 8))
+                body = bytearray(f.read(n * item))
+            head[4:8] = n.to_bytes(4, "big")
+            if flip_labels and kind == "labels":
+                body = bytearray((9 - b) for b in body)
+            with gzip.GzipFile(dest / name, "wb", mtime=0) as f:
+                f.write(bytes(head) + bytes(body))
+
+
+# Issue 45: data shipped in a job's code is cached by the worker under the SHA-256 of its
+# bytes. Carol's and Dave's jobs ship the same data set: it is decompressed once and both read
+# the one entry. Mallory ships other bytes under the same names: she reads her own entry, and
+# the others' entries still hold exactly the decompression of the bytes their names say.
+def test_shipped_data_is_decompressed_once_for_every_job(make_cluster, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("identities per job need a root worker; this test is not root")
+    import gzip
+    import hashlib
+    c = make_cluster(workers=1, slots=1, secure=True)
+    cache = os.path.join(c.dir, "w1", "data-cache", "shared")
+    shared_code = tmp_path / "code"
+    write_fmnist_subset(shared_code / "data")
+    mallory_code = tmp_path / "mallory-code"
+    write_fmnist_subset(mallory_code / "data", flip_labels=True)
+
+    def run(name, code):
+        spec = dict(trainer_spec(name=name, nodes=1, max_steps=10), max_restarts=0)
+        spec["trainer"]["data_dir"] = "data"
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(spec))
+        job = json.loads(c.cli("submit", str(path), "--output", "json", "--code", str(code),
+                               token=c.make_token("user", user=name)).stdout)["job_id"]
+        c.jobs.append(job)
+        s = c.wait_state(job, {"SUCCEEDED", "FAILED"}, timeout=180)
+        assert s["state"] == "SUCCEEDED", (s["message"], c.logs(job, 0))
+        data = [line for line in c.logs(job, 0).splitlines() if line.startswith("data: ")]
+        assert data and data[0].count("cache hit (by content") == 4, data
+        return job
+
+    def entries_of(code):
+        out = {}
+        for f in sorted((code / "data").iterdir()):
+            raw = f.read_bytes()
+            entry = os.path.join(cache, f.name[:-3] + ".sha256-" + hashlib.sha256(raw).hexdigest())
+            out[entry] = gzip.decompress(raw)
+        return out
+
+    carol = run("carol", shared_code)
+    dave = run("dave", shared_code)
+    log = c.logs_of("w1")
+    assert log.count("cached by content") == 4, "the shared data set was decompressed again"
+    assert log.count("cache hit by content") >= 4, log
+    run("mallory", mallory_code)
+    assert c.logs_of("w1").count("cached by content") == 6, "mallory's two label files"
+    for entry, want in {**entries_of(shared_code), **entries_of(mallory_code)}.items():
+        with open(entry, "rb") as f:
+            assert f.read() == want, f"{entry} does not hold what its name says"
+        st = os.stat(entry)
+        assert st.st_uid == os.geteuid() and st.st_mode & 0o022 == 0
+    assert job_uid(c, carol) != job_uid(c, dave)

@@ -2,7 +2,8 @@
 // it; a truncated, altered or replaced entry, a damaged sidecar or a changed source is never
 // read (the reader decompresses the source itself) and the owner rebuilds it; a reader trusts
 // only a directory and entries that no one but their owner (root or itself) may write, and
-// waits while the owner fills; a job's identity cannot change what another job reads.
+// waits while the owner fills; a job's identity cannot change what another job reads; data
+// outside the roots is cached by the SHA-256 of its bytes, within a limit.
 #include "common/data_cache.h"
 
 #include <dirent.h>
@@ -275,6 +276,123 @@ TEST_F(DataCacheTest, AnotherIdentityCannotChangeWhatAJobReads) {
   EXPECT_NE(got.find("read=cache hit:same"), std::string::npos) << got;
   EXPECT_EQ(AsString(LoadGzCached(source_, cache_)), want);
   EXPECT_EQ(LoadGzCached(source_, cache_).note, "cache hit");
+}
+
+// Issue 45: data outside the roots (a job's own, or shipped in its code) is cached under the
+// SHA-256 of its bytes: the same bytes anywhere are one entry, other bytes are not it.
+TEST_F(DataCacheTest, DataOutsideTheRootsIsCachedByItsBytes) {
+  if (!ContentEntries()) GTEST_SKIP() << "built without SHA-256";
+  const std::string want = Content(300000, 1);
+  const std::string a = root_ + "/job-a/train-images-idx3-ubyte.gz";
+  const std::string b = root_ + "/job-b/train-images-idx3-ubyte.gz";
+  const std::string c = root_ + "/job-c/train-images-idx3-ubyte.gz";
+  for (const char* dir : {"/job-a", "/job-b", "/job-c"}) fs::create_directory(root_ + dir);
+  fs::copy_file(source_, a);
+  fs::copy_file(source_, b);
+  WriteSource(Content(300000, 2));
+  fs::copy_file(source_, c);
+
+  const ContentFill fill = FillGzContentEntry(a, cache_, -1, int64_t{1} << 30);
+  EXPECT_EQ(fill.note, "cached");
+  ASSERT_EQ(fill.sha256.size(), 64u);
+  EXPECT_EQ(fill.entry, ContentEntryPath(cache_, a, fill.sha256));
+  EXPECT_EQ(fill.entry, cache_ + "/train-images-idx3-ubyte.sha256-" + fill.sha256);
+  EXPECT_EQ(fs::file_size(fill.entry), want.size());
+
+  CachedFile same = LoadGzCached(b, cache_);
+  EXPECT_EQ(same.note, "cache hit (by content)");
+  EXPECT_EQ(AsString(same), want);
+  CachedFile other = LoadGzCached(c, cache_);
+  EXPECT_EQ(other.note, "not cached (no entry: the worker has not cached it)");
+  EXPECT_EQ(AsString(other), Content(300000, 2));
+  EXPECT_EQ(FillGzContentEntry(b, cache_, -1, int64_t{1} << 30).note, "cache hit");
+  const ContentFill third = FillGzContentEntry(c, cache_, -1, int64_t{1} << 30);
+  EXPECT_EQ(third.note, "cached");
+  EXPECT_NE(third.sha256, fill.sha256);
+  EXPECT_EQ(AsString(LoadGzCached(c, cache_)), Content(300000, 2));
+
+  // An entry altered after its fill is not read: its sidecar's checksum still guards it.
+  {
+    std::fstream f(fill.entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x55');
+  }
+  CachedFile altered = LoadGzCached(b, cache_);
+  EXPECT_EQ(altered.note,
+            "not cached (no entry: the worker has not cached it; by content: the cached file "
+            "was modified or replaced)");
+  EXPECT_EQ(AsString(altered), want);
+}
+
+// The worker reads a job's file into memory of its own before hashing it, only a regular file
+// of the job's account, not through a symlink, and within its limit (compressed and not).
+TEST_F(DataCacheTest, AContentFillReadsOnlyTheJobsOwnFileWithinTheLimit) {
+  if (!ContentEntries()) GTEST_SKIP() << "built without SHA-256";
+  const std::string own = root_ + "/job-a/train-images-idx3-ubyte.gz";
+  fs::create_directory(root_ + "/job-a");
+  fs::copy_file(source_, own);
+  auto fails = [&](const std::string& path, int64_t owner, int64_t max) -> std::string {
+    try {
+      FillGzContentEntry(path, cache_, owner, max);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const int64_t big = int64_t{1} << 30;
+  EXPECT_NE(fails(own, geteuid() + 1, big)
+                .find("belongs to uid " + std::to_string(geteuid()) + ", not to the job's "),
+            std::string::npos);
+  fs::create_symlink(own, root_ + "/job-a/link.gz");
+  EXPECT_NE(fails(root_ + "/job-a/link.gz", -1, big).find("link.gz: cannot open"),
+            std::string::npos);
+  const auto compressed = static_cast<int64_t>(fs::file_size(own));
+  EXPECT_NE(fails(own, -1, compressed - 1).find("over the cache's limit"), std::string::npos);
+  EXPECT_NE(fails(own, -1, compressed + 1).find("decompresses to more than"), std::string::npos)
+      << "a gzip bomb stops at the limit";
+  EXPECT_NE(fails(root_ + "/job-a/missing.gz", -1, big).find("missing.gz: cannot open"),
+            std::string::npos);
+  for (const auto& e : fs::directory_iterator(cache_)) {
+    const std::string p = e.path().string();
+    EXPECT_TRUE(p.size() > 5 && p.compare(p.size() - 5, 5, ".lock") == 0) << "left: " << p;
+  }
+  EXPECT_EQ(fails(own, geteuid(), big), "");
+}
+
+// The content entries' total stays under the limit: the least recently used (by their
+// sidecar's time, which a fill's hit renews) go first, never the one just filled.
+TEST_F(DataCacheTest, TheLeastRecentlyUsedContentEntriesGoFirst) {
+  if (!ContentEntries()) GTEST_SKIP() << "built without SHA-256";
+  std::vector<std::string> sources, entries;
+  for (unsigned i = 0; i < 3; ++i) {
+    const std::string dir = root_ + "/job-" + std::to_string(i);
+    fs::create_directory(dir);
+    WriteSource(Content(300000, 10 + i));
+    sources.push_back(dir + "/train-images-idx3-ubyte.gz");
+    fs::copy_file(source_, sources.back());
+    entries.push_back(FillGzContentEntry(sources.back(), cache_, -1, int64_t{1} << 30).entry);
+  }
+  auto set_used = [](const std::string& entry, time_t t) {
+    const struct timespec times[2] = {{t, 0}, {t, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, (entry + ".meta").c_str(), times, 0), 0);
+  };
+  set_used(entries[0], 100);
+  set_used(entries[1], 200);
+  set_used(entries[2], 300);
+  EXPECT_EQ(FillGzContentEntry(sources[0], cache_, -1, int64_t{1} << 30).note, "cache hit");
+  EXPECT_EQ(EvictContentEntries(cache_, 3 * 300000, ""), 0);
+  EXPECT_EQ(EvictContentEntries(cache_, 2 * 300000, ""), 1);
+  EXPECT_FALSE(fs::exists(entries[1])) << "the least recently used";
+  EXPECT_FALSE(fs::exists(entries[1] + ".meta"));
+  EXPECT_TRUE(fs::exists(entries[0])) << "renewed by its fill's hit";
+  EXPECT_TRUE(fs::exists(entries[2]));
+  EXPECT_EQ(LoadGzCached(sources[1], cache_).note,
+            "not cached (no entry: the worker has not cached it)");
+  set_used(entries[2], 50);
+  EXPECT_EQ(EvictContentEntries(cache_, 300000, entries[2]), 1);
+  EXPECT_TRUE(fs::exists(entries[2])) << "the one to keep stays";
+  EXPECT_FALSE(fs::exists(entries[0]));
+  EXPECT_EQ(AsString(LoadGzCached(sources[2], cache_)), Content(300000, 12));
 }
 
 TEST_F(DataCacheTest, BadSourceStillThrows) {

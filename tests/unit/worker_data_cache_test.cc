@@ -1,6 +1,6 @@
 // The worker's data cache (worker/files/data_cache.h): one directory the worker owns, the per-user
 // caches of earlier versions removed; a data set under a root is filled once on the cache's
-// thread and again only when its source changes; a job's own data is never cached.
+// thread and again only when its source changes; a job's own data is cached by its bytes' hash.
 #include "worker/files/data_cache.h"
 
 #include <gtest/gtest.h>
@@ -72,21 +72,66 @@ TEST_F(WorkerDataCacheTest, FillsADataSetOnceAndAgainOnlyWhenItsSourceChanges) {
   EXPECT_EQ(LoadGzCached(changed, c.dir()).note, "cache hit");
 }
 
-TEST_F(WorkerDataCacheTest, AJobsOwnDataOutsideTheRootsIsNotCached) {
-  const std::string own = tmp_.str() + "/job-root/j-1";
-  fs::create_directories(own);
-  for (const std::string& f : rank_contract::DataFiles(own)) WriteGz(f, "private");
+// A job's own data (shipped in its code, say) is cached by the SHA-256 of its bytes: the same
+// data shipped by two jobs is decompressed once, and a rank started after Ensure waits for
+// the fill instead of decompressing its own copy. Only the job's own files are read.
+TEST_F(WorkerDataCacheTest, AJobsOwnDataIsCachedByItsBytesOnceForEveryJob) {
+  if (!ContentEntries()) GTEST_SKIP() << "built without SHA-256";
+  const std::string one = tmp_.str() + "/job-root/j-1", two = tmp_.str() + "/job-root/j-2";
+  std::string big(4 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (const std::string& dir : {one, two}) {
+    fs::create_directories(dir);
+    for (const std::string& f : rank_contract::DataFiles(dir)) {
+      WriteGz(f, big + fs::path(f).filename().string());
+    }
+  }
   auto cache = WorkerDataCache::Open(work_, {root_});
   ASSERT_TRUE(cache.ok());
-  EXPECT_EQ((*cache)->Ensure(own), 0);
-  EXPECT_EQ((*cache)->Ensure(tmp_.str() + "/missing"), 0);
+  WorkerDataCache& c = **cache;
+  EXPECT_EQ(c.Ensure(one), 4);
+  // Started after Ensure, before or after the fill ends: never a copy of its own.
+  for (const std::string& f : rank_contract::DataFiles(one)) {
+    CachedFile read = LoadGzCached(f, c.dir());
+    EXPECT_EQ(read.note.rfind("cache hit (by content", 0), 0u) << read.note;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(read.bytes->data()), read.bytes->size()),
+              big + fs::path(f).filename().string());
+  }
+  c.WaitIdle();
+  EXPECT_EQ(c.counts().filled, 4);
+  for (const std::string& f : rank_contract::DataFiles(two)) {
+    EXPECT_EQ(LoadGzCached(f, c.dir()).note, "cache hit (by content)") << f;
+  }
+  EXPECT_EQ(c.Ensure(two), 4);
+  c.WaitIdle();
+  EXPECT_EQ(c.counts().filled, 8);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(c.dir())) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.find(".sha256-");
+    if (at != std::string::npos && name.size() == at + 8 + 64) ++entries;
+    // The jobs' paths have no entry, and their locks are gone once filled.
+    EXPECT_NE(at, std::string::npos) << "left: " << name;
+  }
+  EXPECT_EQ(entries, 4) << "one entry per distinct file, however many jobs ship it";
+
+  // Another account's files are not read for a job.
+  const std::string three = tmp_.str() + "/job-root/j-3";
+  fs::create_directories(three);
+  for (const std::string& f : rank_contract::DataFiles(three)) WriteGz(f, "other bytes");
+  EXPECT_EQ(c.Ensure(three, static_cast<int64_t>(geteuid()) + 1), 4);
+  c.WaitIdle();
+  EXPECT_EQ(c.counts().failed, 4);
+  EXPECT_EQ(LoadGzCached(rank_contract::DataFiles(three)[0], c.dir()).note,
+            "not cached (no entry: the worker has not cached it)");
+
+  EXPECT_EQ(c.Ensure(tmp_.str() + "/missing"), 0);
   // A root's path through a symlink outside the roots is still the root's data.
   fs::create_directory_symlink(data_, tmp_.str() + "/link");
-  EXPECT_EQ((*cache)->Ensure(tmp_.str() + "/link"), 4);
-  (*cache)->WaitIdle();
-  for (const auto& e : fs::directory_iterator((*cache)->dir())) {
-    EXPECT_EQ(e.path().string().find("private"), std::string::npos);
-  }
+  EXPECT_EQ(c.Ensure(tmp_.str() + "/link"), 4);
+  c.WaitIdle();
+  EXPECT_EQ(LoadGzCached(rank_contract::DataFiles(tmp_.str() + "/link")[0], c.dir()).note,
+            "cache hit");
 }
 
 TEST_F(WorkerDataCacheTest, PerUserCachesOfEarlierVersionsGoAndASymlinkIsRefused) {

@@ -18,7 +18,8 @@
 namespace convoy {
 
 StatusOr<std::unique_ptr<WorkerDataCache>> WorkerDataCache::Open(const std::string& work_dir,
-                                                                 std::vector<std::string> roots) {
+                                                                 std::vector<std::string> roots,
+                                                                 int64_t max_content_bytes) {
   namespace fs = std::filesystem;
   const std::string parent = work_dir + "/data-cache";
   // Earlier versions kept one private cache per run-as user (<uid>/), filled by the ranks.
@@ -36,7 +37,8 @@ StatusOr<std::unique_ptr<WorkerDataCache>> WorkerDataCache::Open(const std::stri
   std::string bad = PrepareCacheDir(parent, 0711);
   if (bad.empty()) bad = PrepareCacheDir(dir, 0711);
   if (!bad.empty()) return Status::Internal("data cache: " + bad);
-  std::unique_ptr<WorkerDataCache> cache(new WorkerDataCache(dir, std::move(roots)));
+  std::unique_ptr<WorkerDataCache> cache(
+      new WorkerDataCache(dir, std::move(roots), max_content_bytes));
   WorkerDataCache* self = cache.get();
   cache->thread_ = std::thread([self] { self->Loop(); });
   return cache;
@@ -52,19 +54,20 @@ WorkerDataCache::~WorkerDataCache() {
   if (thread_.joinable()) thread_.join();
 }
 
-int WorkerDataCache::Ensure(const std::string& data_dir) {
+int WorkerDataCache::Ensure(const std::string& data_dir, int64_t owner_uid) {
   const std::string given = data_dir.empty() ? rank_contract::kDefaultDataDir : data_dir;
   char resolved[PATH_MAX];
   if (realpath(given.c_str(), resolved) == nullptr) return 0;
   const std::string dir = resolved;
-  if (std::none_of(roots_.begin(), roots_.end(),
-                   [&](const std::string& root) { return IsPathUnder(dir, root); })) {
-    return 0;  // a job's own data: its ranks read it themselves
-  }
+  // A job's own data (shipped or written): cached by its bytes' hash, when this build can.
+  const bool by_content = std::none_of(roots_.begin(), roots_.end(), [&](const std::string& root) {
+    return IsPathUnder(dir, root);
+  });
+  if (by_content && !ContentEntries()) return 0;
   int queued = 0;
   for (const std::string& file : rank_contract::DataFiles(dir)) {
     struct stat st {};
-    if (stat(file.c_str(), &st) != 0 || EntryLooksCurrent(file, dir_)) continue;
+    if (stat(file.c_str(), &st) != 0 || (!by_content && EntryLooksCurrent(file, dir_))) continue;
     std::string why;
     EntryLock held = TryLockEntry(file, dir_, &why);
     if (!held.held()) {
@@ -74,7 +77,7 @@ int WorkerDataCache::Ensure(const std::string& data_dir) {
     {
       MutexLock lock(mu_);
       if (stop_) return queued;
-      queue_.push_back(Fill{file, std::move(held)});
+      queue_.push_back(Fill{file, std::move(held), by_content, owner_uid});
     }
     ++queued;
   }
@@ -106,7 +109,16 @@ void WorkerDataCache::Loop() {
     const auto t0 = std::chrono::steady_clock::now();
     bool ok = true;
     try {
-      const std::string note = FillGzEntry(fill.file, dir_, std::move(fill.lock));
+      std::string note;
+      if (fill.by_content) {
+        const ContentFill done =
+            FillGzContentEntry(fill.file, dir_, fill.owner_uid, max_content_bytes_);
+        note = done.note + " by content (sha256 " + done.sha256.substr(0, 12) + ")";
+        const int evicted = EvictContentEntries(dir_, max_content_bytes_, done.entry);
+        if (evicted > 0) note += "; " + std::to_string(evicted) + " least recently used removed";
+      } else {
+        note = FillGzEntry(fill.file, dir_, std::move(fill.lock));
+      }
       spdlog::info("data cache: {}: {} in {} ms", fill.file, note,
                    std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - t0)
@@ -116,6 +128,9 @@ void WorkerDataCache::Loop() {
       spdlog::warn("data cache: cannot cache {} (its ranks decompress it themselves): {}",
                    fill.file, e.what());
     }
+    // Ranks waiting on the path's lock now look for the content entry; the lock file goes
+    // (a job's path has no entry of its own).
+    if (fill.by_content) DropPathLock(fill.file, dir_, std::move(fill.lock));
     bool idle = false;
     Counts counts;
     {

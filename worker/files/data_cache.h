@@ -6,10 +6,15 @@
 // once per worker and data set version (at start for --prefill-data, else at the first
 // launch that reads the data set).
 //
-// What is cached: the files the built-in trainer reads (common/rank_contract.h DataFiles) of a
-// data directory under one of `roots` (the trainer's default data directory and the
-// worker's --data-path roots, which jobs cannot write). A job's own data, in its own
-// directory, is read by its ranks directly.
+// What is cached: the files the built-in trainer reads (common/rank_contract.h DataFiles).
+// - Of a data directory under one of `roots` (the trainer's default data directory and the
+//   worker's --data-path roots, which jobs cannot write): entries keyed by the file's path,
+//   checked against its size and time.
+// - Of any other (a job's own data, shipped in its code archive or written by it): entries
+//   keyed by the SHA-256 of the file's bytes (common/data_cache.h, content entries), filled
+//   from a private copy of what was hashed, so a job can make the worker cache only the true
+//   decompression of bytes it holds. The same data shipped by many jobs is decompressed once.
+//   Their total is kept under `max_content_bytes`, the least recently used removed first.
 //
 // Threading: Ensure from one thread at a time (the supervisor's, or main before it starts);
 // the fills run on the cache's own thread. Ensure never decompresses: it looks at a few
@@ -36,8 +41,10 @@ class WorkerDataCache {
   // Makes the cache directory under `work_dir` (and removes the per-user caches that earlier
   // versions kept beside it, `<work_dir>/data-cache/<uid>`), and starts the filling thread.
   // `roots`: canonical directories whose data sets may be cached.
-  static StatusOr<std::unique_ptr<WorkerDataCache>> Open(const std::string& work_dir,
-                                                         std::vector<std::string> roots);
+  static StatusOr<std::unique_ptr<WorkerDataCache>> Open(
+      const std::string& work_dir, std::vector<std::string> roots,
+      int64_t max_content_bytes = kDefaultMaxContentBytes);
+  static constexpr int64_t kDefaultMaxContentBytes = int64_t{4} << 30;
   // Waits for the fill in hand; drops what is still queued (its locks are released).
   ~WorkerDataCache();
   WorkerDataCache(const WorkerDataCache&) = delete;
@@ -46,10 +53,12 @@ class WorkerDataCache {
   // The directory the ranks get as CONVOY_CACHE_DIR.
   const std::string& dir() const { return dir_; }
 
-  // Queues the fill of the trainer's data files in `data_dir` (empty: the trainer's default)
-  // when it lies under a root and an entry is missing or stale. Returns how many fills it
-  // queued. See the threading note above.
-  int Ensure(const std::string& data_dir) EXCLUDES(mu_);
+  // Queues the fill of the trainer's data files in `data_dir` (empty: the trainer's default):
+  // under a root, of those whose entry is missing or stale; elsewhere, of every one (its
+  // content entry is looked up by hash on the cache's thread), read only when it belongs to
+  // `owner_uid` (-1: anyone; the job's account). Returns how many fills it queued. See the
+  // threading note above.
+  int Ensure(const std::string& data_dir, int64_t owner_uid = -1) EXCLUDES(mu_);
 
   // Fills done and failed so far (tests, logs). Any thread.
   struct Counts {
@@ -61,16 +70,19 @@ class WorkerDataCache {
   void WaitIdle() EXCLUDES(mu_);
 
  private:
-  WorkerDataCache(std::string dir, std::vector<std::string> roots)
-      : dir_(std::move(dir)), roots_(std::move(roots)) {}
+  WorkerDataCache(std::string dir, std::vector<std::string> roots, int64_t max_content_bytes)
+      : dir_(std::move(dir)), roots_(std::move(roots)), max_content_bytes_(max_content_bytes) {}
   void Loop() EXCLUDES(mu_);
 
   struct Fill {
     std::string file;
-    EntryLock lock;
+    EntryLock lock;  // the path entry's (for a content fill: held so that ranks wait)
+    bool by_content = false;
+    int64_t owner_uid = -1;
   };
   const std::string dir_;
   const std::vector<std::string> roots_;
+  const int64_t max_content_bytes_;
   Mutex mu_;
   CondVar cv_;
   std::deque<Fill> queue_ GUARDED_BY(mu_);

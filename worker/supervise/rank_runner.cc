@@ -113,10 +113,13 @@ RankFiles RankRunner::SharedFiles(const LaunchPlan& plan, const Attempt& a) {
   files.data_dir = plan.dirs.data_dir;
   // The worker's data cache, which only the worker writes: every job reads the same entries,
   // none can change what another reads. A trainer job's data set is cached now unless it is
-  // (a rank started meanwhile waits for the fill).
+  // (a rank started meanwhile waits for the fill); a job's own or shipped data by its hash.
   if (config_.data_cache != nullptr) {
     files.cache_dir = config_.data_cache->dir();
-    if (plan.launch.spec().has_trainer()) config_.data_cache->Ensure(plan.dirs.data_dir);
+    if (plan.launch.spec().has_trainer()) {
+      config_.data_cache->Ensure(plan.dirs.data_dir,
+                                 plan.user ? int64_t{plan.user->uid} : int64_t{-1});
+    }
   }
   return files;
 }
