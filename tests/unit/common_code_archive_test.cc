@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -95,6 +96,47 @@ TEST(CodeArchiveTest, PacksHonouringIgnoreFilesAndUnpacksTheSameTree) {
   EXPECT_EQ(st.st_mode & 0777, 0750u);
   ASSERT_EQ(stat((d / "pkg/model.py").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+// Files that are compressed already (a shipped data set's .gz files) are stored, the rest
+// deflated, in one gzip stream: what unpacks is the same tree, byte for byte, the archive is
+// deterministic and the text is still compressed.
+TEST(CodeArchiveTest, CompressedFilesAreStoredAndTheTreeUnpacksTheSame) {
+  TempDir src, dst;
+  const fs::path s = src.path();
+  std::string random(300000, '\0');
+  uint32_t x = 12345;
+  for (char& c : random) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>(x >> 24);
+  }
+  const std::string text(200000, 'a');
+  const std::map<std::string, std::string> files = {
+      {"a.py", text},
+      {"data/train-images-idx3-ubyte.gz", "\x1f\x8b" + random},
+      {"data/small.gz", "\x1f\x8b" + random.substr(0, 1000)},
+      {"data/zeros.bin", std::string(100000, '\0')},
+      {"img/photo.png", "\x89PNG" + random.substr(1000, 150000)},
+      {"z.py", "x = 1\n"},
+      {"empty.gz", ""}};
+  for (const auto& [name, bytes] : files) {
+    fs::create_directories((s / name).parent_path());
+    std::ofstream(s / name, std::ios::binary) << bytes;
+  }
+  auto packed = PackCodeDirectory(s.string());
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  EXPECT_EQ(PackCodeDirectory(s.string())->archive, packed->archive);
+  const size_t incompressible = 2 + random.size() + 4 + 150000;
+  EXPECT_LT(packed->archive.size(), incompressible + 20000) << "the text was not compressed";
+  auto unpacked = UnpackCodeArchive(packed->archive, dst.path().string(), -1, -1);
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+  EXPECT_EQ(*unpacked, static_cast<int64_t>(files.size()));
+  for (const auto& [name, bytes] : files) {
+    std::ifstream f(dst.path() / name, std::ios::binary);
+    std::ostringstream got;
+    got << f.rdbuf();
+    EXPECT_EQ(got.str(), bytes) << name;
+  }
 }
 
 TEST(CodeArchiveTest, RefusesOverTheLimitNamingIt) {
