@@ -647,11 +647,28 @@ std::string FillGzEntry(const std::string& gz_path, const std::string& cache_dir
   return why == "no entry" ? "cached (no entry)" : "rebuilt (" + why + ")";
 }
 
+namespace {
+
+std::string VersionOf(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(MtimeNs(st)) + ":" +
+         std::to_string(int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec);
+}
+
+}  // namespace
+
+std::string FileVersion(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  return VersionOf(st);
+}
+
 ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& cache_dir,
                                int64_t source_owner, int64_t max_bytes) {
   // A private copy: what is hashed is what is decompressed, whatever the file's owner does
   // to it meanwhile.
   std::string bytes;
+  ContentFill fill;
   {
     UniqueFd fd(open(gz_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st {};
@@ -667,6 +684,7 @@ ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& ca
       throw std::runtime_error(gz_path + ": " + std::to_string(st.st_size) +
                                " bytes, over the cache's limit of " + std::to_string(max_bytes));
     }
+    fill.source_version = VersionOf(st);
     char buf[1 << 16];
     ssize_t n;
     while ((n = read(fd.fd, buf, sizeof(buf))) != 0) {
@@ -678,7 +696,6 @@ ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& ca
       }
     }
   }
-  ContentFill fill;
   fill.sha256 = Sha256OfBytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   fill.entry = ContentEntryPath(cache_dir, gz_path, fill.sha256);
   std::string why;

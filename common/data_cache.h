@@ -131,10 +131,16 @@ std::string ContentEntryPath(const std::string& cache_dir, const std::string& gz
                              const std::string& sha256);
 
 struct ContentFill {
-  std::string note;    // "cache hit" or "cached"
-  std::string sha256;  // of the source's bytes
-  std::string entry;   // the entry's data file
+  std::string note;            // "cache hit" or "cached"
+  std::string sha256;          // of the source's bytes
+  std::string entry;           // the entry's data file
+  std::string source_version;  // FileVersion of the source when it was opened
 };
+
+// A file's version as far as its metadata tells: device, inode, size, modification and change
+// times (the change time moves with every write, and no one but root can set it back). ""
+// when it cannot be read. Equal versions: the same bytes.
+std::string FileVersion(const std::string& path);
 
 // The owner's fill of the content entry of `gz_path`: reads the source (a regular file, not
 // through a final symlink; of uid `source_owner` unless that is -1) into private memory,

@@ -105,6 +105,17 @@ TEST_F(WorkerDataCacheTest, AJobsOwnDataIsCachedByItsBytesOnceForEveryJob) {
   EXPECT_EQ(c.Ensure(two), 4);
   c.WaitIdle();
   EXPECT_EQ(c.counts().filled, 8);
+  // A restart: its files unchanged since their fill, nothing is read again; a file written
+  // since is.
+  EXPECT_EQ(c.Ensure(two), 0);
+  const std::string rewritten = rank_contract::DataFiles(two)[1];
+  WriteGz(rewritten, big + "rewritten");
+  EXPECT_EQ(c.Ensure(two), 1);
+  c.WaitIdle();
+  CachedFile read = LoadGzCached(rewritten, c.dir());
+  EXPECT_EQ(read.note, "cache hit (by content)");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(read.bytes->data()), read.bytes->size()),
+            big + "rewritten");
   int entries = 0;
   for (const auto& e : fs::directory_iterator(c.dir())) {
     const std::string name = e.path().filename().string();
@@ -113,7 +124,7 @@ TEST_F(WorkerDataCacheTest, AJobsOwnDataIsCachedByItsBytesOnceForEveryJob) {
     // The jobs' paths have no entry, and their locks are gone once filled.
     EXPECT_NE(at, std::string::npos) << "left: " << name;
   }
-  EXPECT_EQ(entries, 4) << "one entry per distinct file, however many jobs ship it";
+  EXPECT_EQ(entries, 5) << "one entry per distinct file, however many jobs ship it";
 
   // Another account's files are not read for a job.
   const std::string three = tmp_.str() + "/job-root/j-3";
@@ -122,6 +133,7 @@ TEST_F(WorkerDataCacheTest, AJobsOwnDataIsCachedByItsBytesOnceForEveryJob) {
   EXPECT_EQ(c.Ensure(three, static_cast<int64_t>(geteuid()) + 1), 4);
   c.WaitIdle();
   EXPECT_EQ(c.counts().failed, 4);
+  EXPECT_EQ(c.counts().filled, 9);
   EXPECT_EQ(LoadGzCached(rank_contract::DataFiles(three)[0], c.dir()).note,
             "not cached (no entry: the worker has not cached it)");
 

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/data_cache.h"
@@ -83,6 +84,14 @@ class WorkerDataCache {
   const std::string dir_;
   const std::vector<std::string> roots_;
   const int64_t max_content_bytes_;
+  // The jobs' files whose content entries the cache thread made or found: path -> the file's
+  // version then (FileVersion) and the entry. A launch of a file still at that version whose
+  // entry is in place queues nothing (a restart's ranks hash their file and find it).
+  struct Seen {
+    std::string version;
+    std::string entry;
+  };
+  std::unordered_map<std::string, Seen> seen_ GUARDED_BY(mu_);
   Mutex mu_;
   CondVar cv_;
   std::deque<Fill> queue_ GUARDED_BY(mu_);
