@@ -9,7 +9,12 @@ times of its phases, printed by convoy-trainer at its first step). Every part is
 the rank whose first step came last (the critical path). Process start times come from
 /proc (10 ms ticks).
 
-  bench/start_latency [--repeats 5] [--json FILE]
+  bench/start_latency [--repeats 5] [--json FILE] [--shipped-data]
+
+--shipped-data: the job ships Fashion-MNIST in its code (`submit --code DIR`, trainer.data_dir
+"data"), as a user's own data set travels, and torchrun's ranks read the same directory. A
+job shipping the same data runs to its end first on the same cluster, so that what is
+measured is the second job of a data set on a worker (issue 45: cached by its bytes' hash).
 """
 
 import argparse
@@ -104,7 +109,19 @@ def fills_data_cache():
         return "data cache" if b"--fill-data-cache" in f.read() else None
 
 
-def convoy_once(steps_before_kill):
+def make_shipped_code(dest):
+    """A code directory holding the Fashion-MNIST files in data/ (copies: the bytes a user
+    ships)."""
+    import shutil
+    os.makedirs(os.path.join(dest, "data"))
+    src = "/usr/share/datasets/fashion-mnist"
+    for name in sorted(os.listdir(src)):
+        if name.endswith("-ubyte.gz"):
+            shutil.copyfile(os.path.join(src, name), os.path.join(dest, "data", name))
+    return dest
+
+
+def convoy_once(steps_before_kill, shipped=None):
     c = Cluster(workers=2)
     try:
         filled = fills_data_cache()
@@ -118,13 +135,27 @@ def convoy_once(steps_before_kill):
                              "warm trainer ready" in c.logs_of(w) for w in ("w1", "w2")), 60,
                  "the workers' warm trainers")
         spec_path = os.path.join(c.dir, "spec.json")
-        with open(spec_path, "w") as f:
-            json.dump(trainer_spec(max_steps=100000, max_restarts=1, trainer=TRAINER), f)
+        trainer = dict(TRAINER, data_dir="data") if shipped else TRAINER
+        code = ["--code", shipped] if shipped else []
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOY_")}
         env["HOME"] = c.dir
+        if shipped:
+            # Another job has shipped this data set to these workers before, and ended.
+            with open(spec_path, "w") as f:
+                json.dump(trainer_spec(name="earlier", max_steps=1, max_restarts=0,
+                                       trainer=dict(trainer, max_steps=1)), f)
+            r = subprocess.run([os.path.join(BIN, "convoy"), "--coordinator", c.target,
+                                "submit", spec_path, "--output", "json"] + code,
+                               capture_output=True, text=True, env=env, check=True)
+            earlier = json.loads(r.stdout)["job_id"]
+            c.jobs.append(earlier)
+            st = c.wait_state(earlier, {"SUCCEEDED", "FAILED"}, timeout=180)
+            assert st["state"] == "SUCCEEDED", st
+        with open(spec_path, "w") as f:
+            json.dump(trainer_spec(max_steps=100000, max_restarts=1, trainer=trainer), f)
         t0 = time.time()
         r = subprocess.run([os.path.join(BIN, "convoy"), "--coordinator", c.target, "submit",
-                            spec_path, "--output", "json"], capture_output=True, text=True,
+                            spec_path, "--output", "json"] + code, capture_output=True, text=True,
                            env=env, check=True)
         t_cli = time.time()
         job_id = json.loads(r.stdout)["job_id"]
@@ -169,6 +200,10 @@ def convoy_once(steps_before_kill):
         restart += trainer_parts(last, launched)
         restart.append(("TOTAL SIGKILL -> restarted attempt's first step",
                         last["first_step_unix"] - t_kill))
+        for path in sorted(rank_logs(0)) if shipped else []:
+            with open(path, errors="replace") as f:
+                said = [ln.strip() for ln in f if ln.startswith("data: ")]
+            print(f"  {os.path.basename(path)[:-4]}: " + "; ".join(said))
         for path in sorted(rank_logs(1)):
             with open(path, errors="replace") as f:
                 said = [ln.strip() for ln in f if _RESUME_LINE.search(ln)]
@@ -180,13 +215,15 @@ def convoy_once(steps_before_kill):
         c.close()
 
 
-def torchrun_once(steps_before_kill):
+def torchrun_once(steps_before_kill, shipped=None):
     with tempfile.TemporaryDirectory(prefix="start-latency-torchrun-") as log_dir:
         cmd = [PY, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "1",
                "--log_dir", log_dir, "--nproc_per_node", "2", "--max_restarts", "1",
                "--master_port", str(free_port()), os.path.join(ROOT, "bench/torch_ddp.py"),
                "--batch-size", "32", "--no-eval", "--threads", "1", "--print-startup",
                "--print-steps"]
+        if shipped:
+            cmd += ["--data-dir", os.path.join(shipped, "data")]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         t0 = time.time()
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -263,12 +300,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps-before-kill", type=int, default=20)
     ap.add_argument("--json", help="write every run's parts here")
+    ap.add_argument("--shipped-data", action="store_true",
+                    help="the job ships its data set in its code (see above)")
     a = ap.parse_args()
+    code_dir = tempfile.TemporaryDirectory(prefix="start-latency-code-") if a.shipped_data else None
+    shipped = make_shipped_code(os.path.join(code_dir.name, "code")) if code_dir else None
     runs = {"convoy_submit": [], "convoy_restart": [], "torchrun_launch": [],
             "torchrun_restart": []}
     for i in range(a.repeats):
-        submit, restart = convoy_once(a.steps_before_kill)
-        launch, t_restart = torchrun_once(a.steps_before_kill)
+        submit, restart = convoy_once(a.steps_before_kill, shipped)
+        launch, t_restart = torchrun_once(a.steps_before_kill, shipped)
         runs["convoy_submit"].append(submit)
         runs["convoy_restart"].append(restart)
         runs["torchrun_launch"].append(launch)
@@ -282,6 +323,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f, indent=1)
+    if code_dir:
+        code_dir.cleanup()
 
 
 if __name__ == "__main__":
