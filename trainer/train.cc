@@ -205,23 +205,33 @@ void Training::Setup() {
 
   // Warm up kernels (oneDNN creates its convolution primitives on first use) while the
   // other ranks are still starting, so that the first step after the rendezvous is fast.
-  {
-    torch::Tensor x = torch::zeros({o_.batch_size, 1, 28, 28}).to(device_);
-    torch::Tensor y = torch::zeros({o_.batch_size}, torch::kInt64).to(device_);
-    model_->eval();  // leaves batch-norm running statistics untouched
+  // With auto compression across hosts, a step's compute is timed too (ChooseCompression).
+  // Not when the master is on this host's loopback: every rank is on this host then, their
+  // gradients are summed through shared memory, and nothing is compressed (ChooseCompression
+  // times it after the rendezvous in the rare case that shared memory is unavailable).
+  ProbeCompute(/*time_it=*/o_.compression == "auto" && o_.world_size > 1 &&
+               !IsLoopback(o_.master_addr));
+  startup_.emplace_back("model_unix", UnixSeconds());
+}
+
+void Training::ProbeCompute(bool time_it) {
+  torch::Tensor x = torch::zeros({o_.batch_size, 1, 28, 28}).to(device_);
+  torch::Tensor y = torch::zeros({o_.batch_size}, torch::kInt64).to(device_);
+  model_->eval();  // leaves batch-norm running statistics untouched
+  if (!warmed_up_) {
     torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
     ClearGrads(model_->parameters());
-    if (o_.compression == "auto" && o_.world_size > 1) {
-      // A step's compute, warm, for choosing the compression once connected.
-      const auto t0 = Clock::now();
-      torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
-      model_->parameters()[0].grad().sum().item<double>();  // waits for a GPU too
-      compute_probe_s_ = Seconds(t0);
-      ClearGrads(model_->parameters());
-    }
-    model_->train();
+    warmed_up_ = true;
   }
-  startup_.emplace_back("model_unix", UnixSeconds());
+  if (time_it) {
+    // A step's compute, warm, for choosing the compression once connected.
+    const auto t0 = Clock::now();
+    torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
+    model_->parameters()[0].grad().sum().item<double>();  // waits for a GPU too
+    compute_probe_s_ = Seconds(t0);
+    ClearGrads(model_->parameters());
+  }
+  model_->train();
 }
 
 void Training::Connect() {
@@ -310,6 +320,7 @@ std::string Training::ChooseCompression() {
     std::cout << "compression auto: none (gradients are summed through shared memory)" << std::endl;
     return "none";
   }
+  if (compute_probe_s_ <= 0) ProbeCompute(/*time_it=*/true);  // not timed before (Setup)
   const int64_t n = CountParameters(*model_);
   torch::Tensor probe = torch::zeros({n}, torch::TensorOptions().device(device_));
   dist_->AllReduceSum(probe);  // the first sets up the backend's connections

@@ -1,6 +1,7 @@
 #include "trainer/train_helpers.h"
 
 #include <ATen/autocast_mode.h>
+#include <arpa/inet.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -144,6 +145,12 @@ void WriteNonFiniteVerdict(const std::vector<torch::Tensor>& losses, torch::Tens
   torch::Tensor sum = losses.at(0);
   for (size_t i = 1; i < losses.size(); ++i) sum = sum + losses[i];
   torch::nan_to_num_out(out, (sum.to(torch::kFloat32) * 0).reshape({1}), 1.0, 1.0, 1.0);
+}
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 double ProcessAgeSeconds() {

@@ -71,13 +71,17 @@ struct EvalResult {
 EvalResult Evaluate(Model& model, const Dataset& test, Dist& dist, torch::Device device,
                     MetricsSink& metrics, const std::function<void(bool)>& in_collective = nullptr);
 
-// Seconds since this process was started by the kernel (includes loading libtorch).
 // The bad-step verdict of a rank's micro-batch losses, written into the one-float `out` on the
 // losses' device without reading them on the host: 1 when one is NaN or infinite, else 0.
 // Two launches: a sum of the losses times 0 is 0 when every one is finite and NaN otherwise
 // (inf * 0 is NaN), and nan_to_num makes that NaN 1.
 void WriteNonFiniteVerdict(const std::vector<torch::Tensor>& losses, torch::Tensor out);
 
+// Whether `host` is "localhost", ::1 or in 127.0.0.0/8 (as common/util.h's IsLoopbackHost,
+// which the trainer built on its own does not link): a master there has every rank on its host.
+bool IsLoopback(const std::string& host);
+
+// Seconds since this process was started by the kernel (includes loading libtorch).
 double ProcessAgeSeconds();
 double UnixSeconds();
 // The BLAS library this process actually mapped (libblas.so.3 is an alternatives link).

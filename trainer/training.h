@@ -73,6 +73,10 @@ class Training {
   // --compression auto: times one all-reduce of the gradients' size against one forward and
   // backward (means over ranks, so that every rank decides alike); logs the choice and why.
   std::string ChooseCompression();
+  // One forward and backward of zeros, in eval mode (batch norm untouched) and its gradients
+  // cleared: the kernels' first use (oneDNN makes its primitives then), once; then, when
+  // `time_it`, another, timed into compute_probe_s_.
+  void ProbeCompute(bool time_it);
   void Resume();
   // The host's snapshot writer keeps the live state (trainer/live_state.h) when snapshots are
   // on, from the attempt's first step; again after a rewind, whose load replaced the
@@ -164,7 +168,8 @@ class Training {
   torch::Device device_{torch::kCPU};
   bool amp_ = false;
   double base_lr_ = 0;
-  double compute_probe_s_ = 0;        // one forward and backward, timed in Setup (auto compression)
+  double compute_probe_s_ = 0;  // one forward and backward, timed (auto compression; ProbeCompute)
+  bool warmed_up_ = false;      // the kernels' first use is behind (ProbeCompute)
   std::string compression_ = "none";  // as resolved
 
   Dataset train_, test_;
