@@ -14,6 +14,7 @@
 #include "rank_process/zygote_protocol.h"
 #include "trainer/checkpoint.h"
 #include "trainer/device_check.h"
+#include "trainer/models.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   // ranks inherit a built state reader (a restart loads a state before its first step).
   if (argc == 4 && std::strcmp(argv[1], "--zygote") == 0) {
     convoy::trainer::WarmUpStateLoading();
+    convoy::trainer::WarmUpKernels();
     return convoy::zygote::Serve(std::atoi(argv[2]), &RankMain);
   }
   return RankMain(argc, argv);

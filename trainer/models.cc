@@ -1,6 +1,7 @@
 #include "trainer/models.h"
 
 #include <torch/nn.h>
+#include <torch/torch.h>
 
 namespace convoy::trainer {
 namespace {
@@ -112,6 +113,20 @@ int64_t CountParameters(torch::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();
   return n;
+}
+
+std::string WarmUpKernels() {
+#ifdef CONVOY_CUDA_LIBTORCH
+  return "not on a CUDA LibTorch";
+#else
+  torch::set_num_threads(1);
+  auto model = MakeModel("fmnist-cnn");
+  model->eval();
+  torch::Tensor x = torch::zeros({32, 1, 28, 28});
+  torch::Tensor y = torch::zeros({32}, torch::kInt64);
+  torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+  return "fmnist-cnn, batch 32, one thread";
+#endif
 }
 
 }  // namespace convoy::trainer

@@ -21,4 +21,12 @@ std::shared_ptr<Model> MakeModel(const std::string& name);
 std::vector<std::string> ModelNames();
 int64_t CountParameters(torch::nn::Module& m);
 
+// The warm trainer's warm-up of the default model's kernels, before it forks any rank: oneDNN
+// makes its convolution primitives on their first use (a tenth of a second here) and caches
+// them by shape and thread count, so a rank forked afterwards with one intra-op thread and
+// the default batch finds them made. It runs on one thread (no OpenMP team is made, so the
+// fork stays safe) and, on a CUDA LibTorch, not at all (nothing may touch CUDA before the
+// fork). Returns what it did, for the log.
+std::string WarmUpKernels();
+
 }  // namespace convoy::trainer

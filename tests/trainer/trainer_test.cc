@@ -11,6 +11,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -177,6 +178,52 @@ TEST(CheckpointTest, WarmingUpTheStateReaderStartsNoThread) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "threads after the warm-up: " << WEXITSTATUS(status) - 10;
+}
+
+// The warm trainer warms the default model's kernels before it forks ranks: that starts no
+// thread (a fork copies only the forking one), and a rank forked afterwards still trains, on
+// the kernels made before the fork (one thread) and on more threads (its OpenMP team made
+// after the fork). In a fresh process, as the warm trainer is: this test binary's own OpenMP
+// team, made by the tests before, would break its forks as it would any fork's.
+TEST(ModelsTest, WarmingUpTheKernelsStartsNoThreadAndForkedRanksStillTrain) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/proc/self/exe", "trainer_tests", "--gtest_also_run_disabled_tests",
+          "--gtest_filter=ModelsTest.DISABLED_WarmUpKernelsInAFreshProcess", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "its output above says what failed";
+}
+
+// Run by the test above, in a process of its own.
+TEST(ModelsTest, DISABLED_WarmUpKernelsInAFreshProcess) {
+  WarmUpKernels();
+  int threads = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++threads;
+  }
+  EXPECT_EQ(threads, 1);
+  for (int n : {1, 2}) {
+    const pid_t rank = fork();
+    ASSERT_GE(rank, 0);
+    if (rank == 0) {
+      alarm(60);  // a hang in the forked rank's OpenMP ends here
+      torch::set_num_threads(n);
+      auto model = MakeModel("fmnist-cnn");
+      auto loss = torch::nn::functional::cross_entropy(model->forward(torch::ones({32, 1, 28, 28})),
+                                                       torch::zeros({32}, torch::kInt64));
+      loss.backward();
+      _exit(std::isfinite(loss.item<double>()) && model->parameters()[0].grad().defined() ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(rank, &status, 0), rank);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the rank forked to train on " << n << " thread(s): status " << status;
+  }
 }
 
 TEST(FashionMnistTest, BadFilesAreRefusedWithTheProblemNamed) {
