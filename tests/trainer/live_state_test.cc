@@ -63,6 +63,17 @@ class LiveStateTest : public ::testing::Test {
     counts[static_cast<size_t>(step)] = 1;
     live.Commit(Position{0, step * 4, step}, counts);
   }
+  // `t`'s live state in dir_ as rank 0, after `steps` steps from `counts` zeroed.
+  std::unique_ptr<LiveState> AttachAndStep(Trained& t, int64_t steps,
+                                           std::vector<uint8_t>& counts) {
+    counts.assign(100, 0);
+    std::string why;
+    auto live =
+        LiveState::Attach(dir_.string(), 0, meta_, *t.model, *t.opt, Position{}, counts, &why);
+    EXPECT_NE(live, nullptr) << why;
+    for (int64_t s = 1; live != nullptr && s <= steps; ++s) Step(t, *live, s, counts);
+    return live;
+  }
   std::optional<StateOffer> Read(Trained& into, int64_t newer_than = -1) {
     return ReadLiveState(dir_.string(), meta_, id_, newer_than, *into.model, *into.opt);
   }
@@ -82,14 +93,12 @@ class LiveStateTest : public ::testing::Test {
 TEST_F(LiveStateTest, AReaderFindsWhatTheLastCommitLeftAndNothingItMustNotUse) {
   torch::manual_seed(1);
   Trained t = Make();
-  std::vector<uint8_t> counts(100, 0);
+  std::vector<uint8_t> counts;
   std::string why;
-  auto live =
-      LiveState::Attach(dir_.string(), 0, meta_, *t.model, *t.opt, Position{}, counts, &why);
-  ASSERT_NE(live, nullptr) << why;
   // Three steps: a commit copies only the position, the counts and the buffers, so a reader
   // that finds the trained parameters found them in the file, where the steps left them.
-  for (int64_t s = 1; s <= 3; ++s) Step(t, *live, s, counts);
+  auto live = AttachAndStep(t, 3, counts);
+  ASSERT_NE(live, nullptr);
 
   Trained r = Make();
   ASSERT_GT(Diff(*t.model, *r.model), 0.0);
@@ -163,12 +172,10 @@ TEST_F(LiveStateTest, AdamsMomentsAndStepCountsComeAlong) {
     fs::create_directories(dir_);
     torch::manual_seed(1);
     Trained t = Make("mlp", kind);
-    std::vector<uint8_t> counts(100, 0);
+    std::vector<uint8_t> counts;
     std::string why;
-    auto live =
-        LiveState::Attach(dir_.string(), 0, meta_, *t.model, *t.opt, Position{}, counts, &why);
-    ASSERT_NE(live, nullptr) << why;
-    for (int64_t s = 1; s <= 3; ++s) Step(t, *live, s, counts);
+    auto live = AttachAndStep(t, 3, counts);
+    ASSERT_NE(live, nullptr);
 
     Trained r = Make("mlp", kind);
     auto offer = Read(r);
