@@ -379,15 +379,14 @@ std::shared_ptr<const Bytes> InflateGz(const uint8_t* data, size_t size, const s
 // The content entry's sidecar names its source so.
 std::string ContentSource(const std::string& sha256) { return "sha256:" + sha256; }
 
-// Looks for the content entry of the source `gz_path` (whose bytes are `src`), waiting while
-// the owner fills it. Null and why not when there is none.
-std::shared_ptr<const Bytes> OpenContentEntry(const std::string& gz_path, const Bytes& src,
-                                              const std::string& cache_dir, uid_t owner,
+// Looks for the content entry of the source `gz_path` whose `size` bytes hash to `sha`, waiting
+// while the owner fills it. Null and why not when there is none.
+std::shared_ptr<const Bytes> OpenContentEntry(const std::string& gz_path, const std::string& sha,
+                                              int64_t size, const std::string& cache_dir,
+                                              uid_t owner,
                                               const std::function<void()>& while_waiting,
                                               std::string* note) {
-  const std::string sha = Sha256OfBytes(src.data(), src.size());
   const std::string path = ContentEntryPath(cache_dir, gz_path, sha);
-  const int64_t size = static_cast<int64_t>(src.size());
   std::string why;
   if (auto hit = OpenEntry(path, ContentSource(sha), size, 0, owner, &why)) {
     *note = "cache hit (by content)";
@@ -502,8 +501,13 @@ CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir
         (mapped = MapReadOnly(fd.fd, static_cast<size_t>(st.st_size))) == nullptr) {
       return uncached(reason);  // ReadGzFile names what is wrong
     }
+    // What the worker recorded it hashed to, when the file is still at the version it read;
+    // else its bytes hashed here.
+    std::string sha = RecordedSha256(source, cache_dir, owner);
+    if (sha.empty()) sha = Sha256OfBytes(mapped->data(), mapped->size());
     std::string note;
-    if (auto hit = OpenContentEntry(source, *mapped, cache_dir, owner, while_waiting, &note)) {
+    if (auto hit =
+            OpenContentEntry(source, sha, st.st_size, cache_dir, owner, while_waiting, &note)) {
       return {hit, note};
     }
     mapped.reset();
@@ -663,6 +667,73 @@ std::string FileVersion(const std::string& path) {
   return VersionOf(st);
 }
 
+namespace {
+
+constexpr const char* kRefMagic = "convoy-data-cache-ref 1";
+
+// The owner's record of what the source `source` (canonical) hashed to: its path entry's name
+// with `.ref`.
+std::string RefPath(const std::string& cache_dir, const std::string& source) {
+  return EntryPath(cache_dir, source) + ".ref";
+}
+
+struct Ref {
+  std::string source, version, sha256;
+};
+
+bool ReadRef(const std::string& path, uid_t owner, Ref* ref) {
+  std::string text;
+  if (!ReadSmallFile(path, owner, &text)) return false;
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kRefMagic) return false;
+  int fields = 0;
+  while (std::getline(in, line)) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) return false;
+    const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
+    if (key == "source") {
+      ref->source = value;
+    } else if (key == "version") {
+      ref->version = value;
+    } else if (key == "sha256") {
+      ref->sha256 = value;
+    } else {
+      return false;
+    }
+    ++fields;
+  }
+  return fields == 3 && ref->sha256.size() == 64;
+}
+
+// Records (temporary name, then rename) that `source` at `version` hashed to `sha256`.
+void WriteRef(const std::string& cache_dir, const std::string& source, const std::string& version,
+              const std::string& sha256) {
+  const std::string path = RefPath(cache_dir, source);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const std::string text = std::string(kRefMagic) + "\nsource " + source + "\nversion " + version +
+                           "\nsha256 " + sha256 + "\n";
+  unlink(tmp.c_str());
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (fd.fd < 0) return;  // the reader hashes the file itself
+  fchmod(fd.fd, 0644);
+  if (!WriteAll(fd.fd, reinterpret_cast<const uint8_t*>(text.data()), text.size()) ||
+      rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+  }
+}
+
+}  // namespace
+
+std::string RecordedSha256(const std::string& gz_path, const std::string& cache_dir, uid_t owner) {
+  char resolved[PATH_MAX];
+  if (realpath(gz_path.c_str(), resolved) == nullptr) return "";
+  Ref ref;
+  if (!ReadRef(RefPath(cache_dir, resolved), owner, &ref) || ref.source != resolved) return "";
+  const std::string now = FileVersion(resolved);
+  return !now.empty() && now == ref.version ? ref.sha256 : "";
+}
+
 ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& cache_dir,
                                int64_t source_owner, int64_t max_bytes) {
   // A private copy: what is hashed is what is decompressed, whatever the file's owner does
@@ -707,8 +778,11 @@ ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& ca
   }
   const std::string source = ContentSource(fill.sha256);
   const int64_t size = static_cast<int64_t>(bytes.size());
+  char resolved[PATH_MAX];
+  const bool canonical = realpath(gz_path.c_str(), resolved) != nullptr;
   if (OpenEntry(fill.entry, source, size, 0, geteuid(), &why)) {
     utimensat(AT_FDCWD, (fill.entry + ".meta").c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    if (canonical) WriteRef(cache_dir, resolved, fill.source_version, fill.sha256);
     fill.note = "cache hit";
     return fill;
   }
@@ -726,6 +800,7 @@ ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& ca
   if (!OpenEntry(fill.entry, source, size, 0, geteuid(), &why_built)) {
     throw std::runtime_error(fill.entry + ": the new entry does not check: " + why_built);
   }
+  if (canonical) WriteRef(cache_dir, resolved, fill.source_version, fill.sha256);
   fill.note = "cached";
   return fill;
 }
@@ -740,8 +815,19 @@ int EvictContentEntries(const std::string& cache_dir, int64_t max_bytes, const s
   int64_t total = 0;
   DIR* d = opendir(cache_dir.c_str());
   if (d == nullptr) return 0;
+  std::vector<std::string> stale_refs;
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".ref") == 0) {
+      // A record of a source that is gone (its job's files deleted) goes too.
+      Ref ref;
+      struct stat st {};
+      const std::string path = cache_dir + "/" + name;
+      if (ReadRef(path, geteuid(), &ref) && lstat(ref.source.c_str(), &st) != 0) {
+        stale_refs.push_back(path);
+      }
+      continue;
+    }
     const size_t at = name.find(".sha256-");
     // The data files: <base>.sha256-<64 hex digits>, nothing after.
     if (at == std::string::npos || name.size() != at + 8 + 64) continue;
@@ -754,6 +840,7 @@ int EvictContentEntries(const std::string& cache_dir, int64_t max_bytes, const s
     total += st.st_size;
   }
   closedir(d);
+  for (const std::string& path : stale_refs) unlink(path.c_str());
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.used_ns < b.used_ns; });
   int removed = 0;

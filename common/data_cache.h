@@ -22,6 +22,8 @@
 // and into convoy-trainer, also when the trainer is built on its own).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -137,6 +139,13 @@ struct ContentFill {
   std::string source_version;  // FileVersion of the source when it was opened
 };
 
+// The SHA-256 that the owner (uid `owner`) recorded `gz_path`'s bytes hash to, when the file
+// is still at the version (FileVersion) it read then; "" otherwise. FillGzContentEntry
+// records it (`<its path entry>.ref`), so that a rank and the next launch need not hash a file
+// the worker has hashed. A changed file has another version (its change time moves with every
+// write) and is hashed again.
+std::string RecordedSha256(const std::string& gz_path, const std::string& cache_dir, uid_t owner);
+
 // A file's version as far as its metadata tells: device, inode, size, modification and change
 // times (the change time moves with every write, and no one but root can set it back). ""
 // when it cannot be read. Equal versions: the same bytes.
@@ -152,8 +161,9 @@ ContentFill FillGzContentEntry(const std::string& gz_path, const std::string& ca
                                int64_t source_owner, int64_t max_bytes);
 
 // Removes the least recently used content entries (data, sidecar, lock) of `cache_dir` until
-// their data files total at most `max_bytes`, never the entry `keep`. Returns how many it
-// removed. A rank that mapped a removed entry keeps its mapping.
+// their data files total at most `max_bytes`, never the entry `keep`, and the records
+// (RecordedSha256) of sources that are gone. Returns how many entries it removed. A rank that
+// mapped a removed entry keeps its mapping.
 int EvictContentEntries(const std::string& cache_dir, int64_t max_bytes, const std::string& keep);
 
 // Removes the path-keyed lock file of `gz_path` (a fill of a source outside the roots holds it

@@ -299,6 +299,13 @@ TEST_F(DataCacheTest, DataOutsideTheRootsIsCachedByItsBytes) {
   EXPECT_EQ(fill.entry, cache_ + "/train-images-idx3-ubyte.sha256-" + fill.sha256);
   EXPECT_EQ(fs::file_size(fill.entry), want.size());
 
+  // The fill recorded what `a` hashed to at its version: its reader need not hash it.
+  EXPECT_EQ(RecordedSha256(a, cache_, geteuid()), fill.sha256);
+  EXPECT_EQ(RecordedSha256(b, cache_, geteuid()), "") << "b was never filled";
+  EXPECT_EQ(RecordedSha256(a, cache_, geteuid() + 1), "") << "not the owner's record";
+  CachedFile own = LoadGzCached(a, cache_);
+  EXPECT_EQ(own.note, "cache hit (by content)");
+  EXPECT_EQ(AsString(own), want);
   CachedFile same = LoadGzCached(b, cache_);
   EXPECT_EQ(same.note, "cache hit (by content)");
   EXPECT_EQ(AsString(same), want);
@@ -306,6 +313,17 @@ TEST_F(DataCacheTest, DataOutsideTheRootsIsCachedByItsBytes) {
   EXPECT_EQ(other.note, "not cached (no entry: the worker has not cached it)");
   EXPECT_EQ(AsString(other), Content(300000, 2));
   EXPECT_EQ(FillGzContentEntry(b, cache_, -1, int64_t{1} << 30).note, "cache hit");
+  // Rewritten after its fill (even to the same size, its times put back): its record no longer
+  // holds, and it is read as it is now.
+  {
+    struct stat before {};
+    ASSERT_EQ(stat(a.c_str(), &before), 0);
+    fs::copy_file(c, a, fs::copy_options::overwrite_existing);
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(utimensat(AT_FDCWD, a.c_str(), times, 0), 0);
+  }
+  EXPECT_EQ(RecordedSha256(a, cache_, geteuid()), "");
+  EXPECT_EQ(AsString(LoadGzCached(a, cache_)), Content(300000, 2));
   const ContentFill third = FillGzContentEntry(c, cache_, -1, int64_t{1} << 30);
   EXPECT_EQ(third.note, "cached");
   EXPECT_NE(third.sha256, fill.sha256);
@@ -388,8 +406,14 @@ TEST_F(DataCacheTest, TheLeastRecentlyUsedContentEntriesGoFirst) {
   EXPECT_TRUE(fs::exists(entries[2]));
   EXPECT_EQ(LoadGzCached(sources[1], cache_).note,
             "not cached (no entry: the worker has not cached it)");
+  // A source that is gone (its job's files deleted): its record goes at the next eviction.
+  const std::string ref = EntryPath(cache_, sources[1]) + ".ref";
+  ASSERT_TRUE(fs::exists(ref));
+  fs::remove(sources[1]);
   set_used(entries[2], 50);
   EXPECT_EQ(EvictContentEntries(cache_, 300000, entries[2]), 1);
+  EXPECT_FALSE(fs::exists(ref));
+  EXPECT_TRUE(fs::exists(EntryPath(cache_, sources[2]) + ".ref"));
   EXPECT_TRUE(fs::exists(entries[2])) << "the one to keep stays";
   EXPECT_FALSE(fs::exists(entries[0]));
   EXPECT_EQ(AsString(LoadGzCached(sources[2], cache_)), Content(300000, 12));

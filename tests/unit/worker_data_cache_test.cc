@@ -116,15 +116,23 @@ TEST_F(WorkerDataCacheTest, AJobsOwnDataIsCachedByItsBytesOnceForEveryJob) {
   EXPECT_EQ(read.note, "cache hit (by content)");
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(read.bytes->data()), read.bytes->size()),
             big + "rewritten");
-  int entries = 0;
+  int entries = 0, records = 0;
   for (const auto& e : fs::directory_iterator(c.dir())) {
     const std::string name = e.path().filename().string();
     const size_t at = name.find(".sha256-");
     if (at != std::string::npos && name.size() == at + 8 + 64) ++entries;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".ref") == 0) {
+      ++records;  // what a job's file hashed to (RecordedSha256)
+      continue;
+    }
     // The jobs' paths have no entry, and their locks are gone once filled.
     EXPECT_NE(at, std::string::npos) << "left: " << name;
   }
   EXPECT_EQ(entries, 5) << "one entry per distinct file, however many jobs ship it";
+  EXPECT_EQ(records, 8) << "one record per job file";
+  for (const std::string& f : rank_contract::DataFiles(two)) {
+    EXPECT_NE(RecordedSha256(f, c.dir(), geteuid()), "") << f;
+  }
 
   // Another account's files are not read for a job.
   const std::string three = tmp_.str() + "/job-root/j-3";

@@ -69,15 +69,10 @@ int WorkerDataCache::Ensure(const std::string& data_dir, int64_t owner_uid) {
     struct stat st {};
     if (stat(file.c_str(), &st) != 0 || (!by_content && EntryLooksCurrent(file, dir_))) continue;
     if (by_content) {
-      const std::string version = FileVersion(file);
-      std::string entry;
-      {
-        MutexLock lock(mu_);
-        auto it = seen_.find(file);
-        if (it != seen_.end() && it->second.version == version) entry = it->second.entry;
-      }
+      // Hashed before at its version (a restart, say), and its entry in place: nothing to do.
+      const std::string sha = RecordedSha256(file, dir_, geteuid());
       struct stat est {};
-      if (!version.empty() && !entry.empty() && lstat(entry.c_str(), &est) == 0) continue;
+      if (!sha.empty() && lstat(ContentEntryPath(dir_, file, sha).c_str(), &est) == 0) continue;
     }
     std::string why;
     EntryLock held = TryLockEntry(file, dir_, &why);
@@ -124,11 +119,6 @@ void WorkerDataCache::Loop() {
       if (fill.by_content) {
         const ContentFill done =
             FillGzContentEntry(fill.file, dir_, fill.owner_uid, max_content_bytes_);
-        {
-          MutexLock lock(mu_);
-          if (seen_.size() >= 4096) seen_.clear();  // a bound; the next launches hash again
-          seen_[fill.file] = Seen{done.source_version, done.entry};
-        }
         note = done.note + " by content (sha256 " + done.sha256.substr(0, 12) + ")";
         const int evicted = EvictContentEntries(dir_, max_content_bytes_, done.entry);
         if (evicted > 0) note += "; " + std::to_string(evicted) + " least recently used removed";

@@ -14,7 +14,9 @@
 //   keyed by the SHA-256 of the file's bytes (common/data_cache.h, content entries), filled
 //   from a private copy of what was hashed, so a job can make the worker cache only the true
 //   decompression of bytes it holds. The same data shipped by many jobs is decompressed once.
-//   Their total is kept under `max_content_bytes`, the least recently used removed first.
+//   Their total is kept under `max_content_bytes`, the least recently used removed first. What
+//   each file hashed to is recorded with its version (RecordedSha256): its ranks, and its next
+//   launches, do not hash it again while it is unchanged.
 //
 // Threading: Ensure from one thread at a time (the supervisor's, or main before it starts);
 // the fills run on the cache's own thread. Ensure never decompresses: it looks at a few
@@ -28,7 +30,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/data_cache.h"
@@ -84,14 +85,6 @@ class WorkerDataCache {
   const std::string dir_;
   const std::vector<std::string> roots_;
   const int64_t max_content_bytes_;
-  // The jobs' files whose content entries the cache thread made or found: path -> the file's
-  // version then (FileVersion) and the entry. A launch of a file still at that version whose
-  // entry is in place queues nothing (a restart's ranks hash their file and find it).
-  struct Seen {
-    std::string version;
-    std::string entry;
-  };
-  std::unordered_map<std::string, Seen> seen_ GUARDED_BY(mu_);
   Mutex mu_;
   CondVar cv_;
   std::deque<Fill> queue_ GUARDED_BY(mu_);
