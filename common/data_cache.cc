@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -86,6 +87,15 @@ std::string PathHash(const std::string& path) {
   return buf;
 }
 
+// An entry's name starts with its source's file name, less `.gz`.
+std::string EntryBase(const std::string& source) {
+  std::string base = source.substr(source.rfind('/') + 1);
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
+    base.resize(base.size() - 3);
+  }
+  return base;
+}
+
 // What the sidecar records.
 struct Meta {
   std::string source;
@@ -107,42 +117,46 @@ std::string FormatMeta(const Meta& m) {
   return out.str();
 }
 
-bool ParseMeta(const std::string& text, Meta* m) {
+// The `key value` lines after the first line `magic` of a sidecar, each key once; false when
+// the text is not such.
+bool ParseFields(const std::string& text, const char* magic,
+                 std::map<std::string, std::string>* fields) {
   std::istringstream in(text);
   std::string line;
-  if (!std::getline(in, line) || line != kMetaMagic) return false;
-  int fields = 0;
+  if (!std::getline(in, line) || line != magic) return false;
   while (std::getline(in, line)) {
     const size_t sp = line.find(' ');
     if (sp == std::string::npos) return false;
-    const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
+    if (!fields->emplace(line.substr(0, sp), line.substr(sp + 1)).second) return false;
+  }
+  return true;
+}
+
+bool ParseMeta(const std::string& text, Meta* m) {
+  std::map<std::string, std::string> fields;
+  if (!ParseFields(text, kMetaMagic, &fields) || fields.size() != 7) return false;
+  auto number = [&](const char* key, int base, uint64_t* out) {
+    auto it = fields.find(key);
+    if (it == fields.end()) return false;
     char* end = nullptr;
     errno = 0;
-    if (key == "source") {
-      m->source = value;
-      ++fields;
-      continue;
-    }
-    const unsigned long long v = std::strtoull(value.c_str(), &end, key == "checksum" ? 16 : 10);
-    if (errno != 0 || end == value.c_str() || *end != '\0') return false;
-    if (key == "source_size") {
-      m->source_size = static_cast<int64_t>(v);
-    } else if (key == "source_mtime_ns") {
-      m->source_mtime_ns = static_cast<int64_t>(v);
-    } else if (key == "size") {
-      m->size = static_cast<int64_t>(v);
-    } else if (key == "mtime_ns") {
-      m->mtime_ns = static_cast<int64_t>(v);
-    } else if (key == "inode") {
-      m->inode = v;
-    } else if (key == "checksum") {
-      m->checksum = v;
-    } else {
-      return false;
-    }
-    ++fields;
+    *out = std::strtoull(it->second.c_str(), &end, base);
+    return errno == 0 && end != it->second.c_str() && *end == '\0';
+  };
+  uint64_t source_size, source_mtime_ns, size, mtime_ns;
+  auto source = fields.find("source");
+  if (source == fields.end() || !number("source_size", 10, &source_size) ||
+      !number("source_mtime_ns", 10, &source_mtime_ns) || !number("size", 10, &size) ||
+      !number("mtime_ns", 10, &mtime_ns) || !number("inode", 10, &m->inode) ||
+      !number("checksum", 16, &m->checksum)) {
+    return false;
   }
-  return fields == 7;
+  m->source = source->second;
+  m->source_size = static_cast<int64_t>(source_size);
+  m->source_mtime_ns = static_cast<int64_t>(source_mtime_ns);
+  m->size = static_cast<int64_t>(size);
+  m->mtime_ns = static_cast<int64_t>(mtime_ns);
+  return true;
 }
 
 // Reads a small file of `owner` (Trusted) opened without following a symlink; false when it
@@ -440,11 +454,7 @@ std::string Sha256OfBytes(const uint8_t* data, size_t size) {
 
 std::string ContentEntryPath(const std::string& cache_dir, const std::string& gz_path,
                              const std::string& sha256) {
-  std::string base = gz_path.substr(gz_path.rfind('/') + 1);
-  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
-    base.resize(base.size() - 3);
-  }
-  return cache_dir + "/" + base + ".sha256-" + sha256;
+  return cache_dir + "/" + EntryBase(gz_path) + ".sha256-" + sha256;
 }
 
 std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
@@ -464,11 +474,7 @@ std::shared_ptr<const Bytes> ReadGzFile(const std::string& path) {
 }
 
 std::string EntryPath(const std::string& cache_dir, const std::string& source) {
-  std::string base = source.substr(source.rfind('/') + 1);
-  if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) {
-    base.resize(base.size() - 3);
-  }
-  return cache_dir + "/" + base + "." + PathHash(source);
+  return cache_dir + "/" + EntryBase(source) + "." + PathHash(source);
 }
 
 CachedFile LoadGzCached(const std::string& gz_path, const std::string& cache_dir,
@@ -683,27 +689,15 @@ struct Ref {
 
 bool ReadRef(const std::string& path, uid_t owner, Ref* ref) {
   std::string text;
-  if (!ReadSmallFile(path, owner, &text)) return false;
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line != kRefMagic) return false;
-  int fields = 0;
-  while (std::getline(in, line)) {
-    const size_t sp = line.find(' ');
-    if (sp == std::string::npos) return false;
-    const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
-    if (key == "source") {
-      ref->source = value;
-    } else if (key == "version") {
-      ref->version = value;
-    } else if (key == "sha256") {
-      ref->sha256 = value;
-    } else {
-      return false;
-    }
-    ++fields;
+  std::map<std::string, std::string> fields;
+  if (!ReadSmallFile(path, owner, &text) || !ParseFields(text, kRefMagic, &fields) ||
+      fields.size() != 3) {
+    return false;
   }
-  return fields == 3 && ref->sha256.size() == 64;
+  ref->source = fields["source"];
+  ref->version = fields["version"];
+  ref->sha256 = fields["sha256"];
+  return ref->sha256.size() == 64;
 }
 
 // Records (temporary name, then rename) that `source` at `version` hashed to `sha256`.

@@ -26,7 +26,7 @@ int64_t CountParameters(torch::nn::Module& m);
 // them by shape and thread count, so a rank forked afterwards with one intra-op thread and
 // the default batch finds them made. It runs on one thread (no OpenMP team is made, so the
 // fork stays safe) and, on a CUDA LibTorch, not at all (nothing may touch CUDA before the
-// fork). Returns what it did, for the log.
-std::string WarmUpKernels();
+// fork).
+void WarmUpKernels();
 
 }  // namespace convoy::trainer
